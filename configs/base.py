@@ -1,0 +1,97 @@
+"""The config schema: every field, its default and what it means.
+
+Named experiments (configs/*.py) start from `get_config()` here and override a few keys.
+Run: python -m experiments.train --config=configs/base.py
+"""
+
+from ml_collections import config_dict
+
+placeholder = config_dict.placeholder
+
+
+def get_config() -> config_dict.ConfigDict:
+  """Returns the default config: a 6-layer Post-LN byte-level model on stdlib source."""
+  c = config_dict.ConfigDict()
+  c.name = "base"  # run name prefix: runs/<name>-<timestamp>
+  c.seed = 0  # parameter init and data order
+
+  m = c.model = config_dict.ConfigDict()
+  m.vocab_size = 256  # byte-level by default
+  m.num_layers = 6  # N decoder layers (each: attention + FFN sub-layer)
+  m.d_model = 64
+  m.num_heads = 4
+  m.d_ff = 256
+  m.ffn_activation = "gelu"  # gelu | relu | swiglu
+  m.max_seq_len = 128  # size of the learned position table
+  m.position = "learned"  # learned | rope
+  m.tie_embeddings = True  # head = embedding^T
+  m.qk_norm = False  # RMSNorm on queries and keys per head
+  m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | none
+  m.norm_position = "post"  # post | pre | peri | none
+  m.final_norm = "auto"  # auto | true | false (auto: on for pre/peri, off for post/none)
+  m.residual = "add"  # add | deepnorm | scaled | rezero | layerscale | gated | none
+  m.block = "sequential"  # sequential | parallel
+  m.init = "xavier"  # xavier | normal | gpt2 | deepnorm
+  m.norm_eps = 1e-5
+  m.residual_alpha = placeholder(float)  # deepnorm alpha; unset: (2N)^(1/4)
+  m.branch_scale = placeholder(float)  # scaled residual s; unset: 1/sqrt(2N)
+  m.rezero_init = 0.0  # ReZero scalar init
+  m.layerscale_init = 1e-4  # LayerScale per-channel init (CaiT: 1e-5 at 24 layers)
+  m.init_beta = placeholder(float)  # deepnorm init beta; unset: (8N)^(-1/4)
+  m.init_std = 0.02  # std of the normal and gpt2 rules
+  m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
+  m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
+
+  t = c.train = config_dict.ConfigDict()
+  t.steps = 300
+  t.batch_size = 16  # global batch, sequences
+  t.seq_len = 128
+  t.log_every = 10
+  t.eval_every = 100
+  t.eval_batches = 4
+  t.checkpoint_every = 100
+  t.keep_checkpoints = 2
+  t.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
+  t.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
+
+  o = c.opt = config_dict.ConfigDict()
+  o.name = "adam"  # adam | adamw | sgd
+  o.lr = 1e-3  # peak learning rate
+  o.b1 = 0.9
+  o.b2 = 0.98
+  o.eps = 1e-8
+  o.weight_decay = 0.0  # decoupled (adamw) or added to the gradient (adam, sgd)
+  o.schedule = "constant"  # constant | inverse_sqrt | cosine | linear
+  o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
+  o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
+  o.clip_norm = 0.0  # global-norm clipping; 0: off
+
+  d = c.data = config_dict.ConfigDict()
+  d.source = "stdlib"  # stdlib | text | tokens
+  d.path = ""  # text: file or glob; tokens: glob of .bin shards (train), see val_path
+  d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
+  d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
+
+  mesh = c.mesh = config_dict.ConfigDict()
+  mesh.data = -1  # data-parallel axis size; -1: the rest of the devices
+  mesh.fsdp = 1  # parameter-sharded data-parallel axis
+  mesh.tensor = 1  # tensor-parallel axis
+  # Logical axis -> mesh axes. Weights carry logical names; only this table maps them.
+  mesh.rules = (
+      ("batch", ("data", "fsdp")),
+      ("layers", None),
+      ("embed", "fsdp"),
+      ("mlp", "tensor"),
+      ("heads", "tensor"),
+      ("vocab", "tensor"),
+  )
+
+  diag = c.diag = config_dict.ConfigDict()
+  diag.per_layer = True  # log per-layer stream RMS, norm-input RMS and grad norms
+
+  dist = c.dist = config_dict.ConfigDict()
+  dist.initialize = "auto"  # auto | true | false: call jax.distributed.initialize()
+  dist.coordinator_address = ""  # host:port of process 0 (empty: from the environment)
+  dist.num_processes = 0  # 0: from the environment
+  dist.process_id = -1  # -1: from the environment
+  return c
