@@ -1,0 +1,67 @@
+"""Causal multi-head self-attention with optional QK-norm and RoPE.
+
+Legend: B batch, T query time, S key time, D model width, H heads, K head dim.
+Softmax is computed in float32 whatever the compute dtype.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from resnorm_jax.config_types import ModelConfig
+from resnorm_jax.initializers import InitRule
+from resnorm_jax.layers import Dense
+from resnorm_jax.norms import RMSNorm
+
+
+def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
+  """(sin, cos) of shape [T, K/2] for rotary position embeddings."""
+  inv = base ** (-jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)
+  ang = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * inv[None, :]
+  return jnp.sin(ang), jnp.cos(ang)
+
+
+def apply_rope(x_BxTxHxK: jax.Array, sin_TxK2: jax.Array, cos_TxK2: jax.Array) -> jax.Array:
+  """Rotates channel pairs (first half, second half) by position-dependent angles."""
+  x = x_BxTxHxK.astype(jnp.float32)
+  x1, x2 = jnp.split(x, 2, axis=-1)
+  s, c = sin_TxK2[None, :, None, :], cos_TxK2[None, :, None, :]
+  out = jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+  return out.astype(x_BxTxHxK.dtype)
+
+
+class Attention(nnx.Module):
+  """softmax(Q K^T / sqrt(K) + causal mask) V, then the output projection."""
+
+  def __init__(self, cfg: ModelConfig, rule: InitRule, rngs: nnx.Rngs):
+    d = cfg.d_model
+    self.num_heads = cfg.num_heads
+    self.head_dim = cfg.head_dim
+    self.q = Dense(rngs.params(), rule, "q", (d, d), ("embed", "heads"))
+    self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
+    self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
+    self.out = Dense(rngs.params(), rule, "attn_out", (d, d), ("heads", "embed"))
+    if cfg.qk_norm:  # RMSNorm over each head's channels (OLMo-2 / Gemma 3 style)
+      self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
+      self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
+    else:
+      self.q_norm = self.k_norm = None
+
+  def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
+    b, t, d = x_BxTxD.shape
+    split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
+    q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    if rope is not None:
+      sin, cos = rope
+      q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
+    scores_BxHxTxS = jnp.einsum("bthk,bshk->bhts", q, k).astype(jnp.float32)
+    scores_BxHxTxS = scores_BxHxTxS * (self.head_dim**-0.5)
+    causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
+    scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores_BxHxTxS, axis=-1).astype(v.dtype)
+    ctx_BxTxHxK = jnp.einsum("bhts,bshk->bthk", probs, v)
+    return self.out(ctx_BxTxHxK.reshape(b, t, d))

@@ -1,0 +1,136 @@
+"""The typed model config: validated once from the loose ml_collections config."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from resnorm_jax import residual as residual_lib
+from resnorm_jax.initializers import INITS
+from resnorm_jax.norms import NORMS
+
+POSITIONS = ("post", "pre", "peri", "none")
+FINAL_NORMS = ("auto", "true", "false")
+BLOCKS = ("sequential", "parallel")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+EMBED_POSITIONS = ("learned", "rope")
+REMATS = ("none", "full", "dots", "dots_no_batch")
+DTYPES = ("float32", "bfloat16")
+
+
+def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
+  if value not in valid:
+    raise ValueError(f"{key}={value!r} is not valid; valid values: {', '.join(valid)}")
+  return value
+
+
+def _positive(key: str, value: Any) -> None:
+  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    raise ValueError(f"{key}={value!r} must be a positive integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Every model axis, resolved: no 'auto', no unset constants."""
+
+  vocab_size: int = 256
+  num_layers: int = 6
+  d_model: int = 64
+  num_heads: int = 4
+  d_ff: int = 256
+  ffn_activation: str = "gelu"
+  max_seq_len: int = 128
+  position: str = "learned"
+  tie_embeddings: bool = True
+  qk_norm: bool = False
+  norm: str = "layernorm"
+  norm_position: str = "post"
+  final_norm: bool = False
+  residual: str = "add"
+  block: str = "sequential"
+  init: str = "xavier"
+  norm_eps: float = 1e-5
+  residual_alpha: float = 1.0
+  branch_scale: float = 1.0
+  rezero_init: float = 0.0
+  layerscale_init: float = 1e-4
+  init_beta: float = 1.0
+  init_std: float = 0.02
+  batchnorm_momentum: float = 0.99
+  dyt_alpha_init: float = 0.5
+  remat: str = "none"
+  dtype: str = "float32"
+
+  @property
+  def head_dim(self) -> int:
+    return self.d_model // self.num_heads
+
+  def __post_init__(self):
+    _choice("model.norm", self.norm, NORMS)
+    _choice("model.norm_position", self.norm_position, POSITIONS)
+    _choice("model.residual", self.residual, residual_lib.RESIDUALS)
+    _choice("model.block", self.block, BLOCKS)
+    _choice("model.init", self.init, INITS)
+    _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
+    _choice("model.position", self.position, EMBED_POSITIONS)
+    _choice("train.remat", self.remat, REMATS)
+    _choice("train.dtype", self.dtype, DTYPES)
+    for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
+      _positive(f"model.{key}", getattr(self, key))
+    if self.d_model % self.num_heads:
+      raise ValueError(
+          f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
+      )
+    if self.position == "rope" and self.head_dim % 2:
+      raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
+    if not self.norm_eps > 0:
+      raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
+    if not 0.0 <= self.batchnorm_momentum < 1.0:
+      raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
+
+
+def model_config_from(config: Any) -> ModelConfig:
+  """Resolves `config.model` (+ train.remat, train.dtype) into a validated ModelConfig."""
+  m = config.model
+  n = m.num_layers
+  _positive("model.num_layers", n)
+  final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
+  if final == "auto":
+    final_norm = m.norm_position in ("pre", "peri")
+  else:
+    final_norm = final == "true"
+  alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)
+  scale = (
+      m.branch_scale if m.branch_scale is not None else residual_lib.default_branch_scale(n)
+  )
+  beta = m.init_beta if m.init_beta is not None else residual_lib.deepnorm_beta(n)
+  train = config.get("train", {})
+  return ModelConfig(
+      vocab_size=m.vocab_size,
+      num_layers=n,
+      d_model=m.d_model,
+      num_heads=m.num_heads,
+      d_ff=m.d_ff,
+      ffn_activation=m.ffn_activation,
+      max_seq_len=m.max_seq_len,
+      position=m.position,
+      tie_embeddings=bool(m.tie_embeddings),
+      qk_norm=bool(m.qk_norm),
+      norm=m.norm,
+      norm_position=m.norm_position,
+      final_norm=final_norm,
+      residual=m.residual,
+      block=m.block,
+      init=m.init,
+      norm_eps=float(m.norm_eps),
+      residual_alpha=float(alpha),
+      branch_scale=float(scale),
+      rezero_init=float(m.rezero_init),
+      layerscale_init=float(m.layerscale_init),
+      init_beta=float(beta),
+      init_std=float(m.init_std),
+      batchnorm_momentum=float(m.batchnorm_momentum),
+      dyt_alpha_init=float(m.dyt_alpha_init),
+      remat=train.get("remat", "none"),
+      dtype=train.get("dtype", "float32"),
+  )

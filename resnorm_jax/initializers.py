@@ -1,0 +1,63 @@
+"""Initialization rules keyed by weight role: xavier, normal, gpt2, deepnorm.
+
+Roles: q, k, v, attn_out, ffn_in, ffn_gate (SwiGLU gate), ffn_out, embed, pos, head.
+A kernel of shape [fan_in, fan_out] is drawn from a normal distribution whose std the rule
+picks; embeddings are [vocab, D].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+
+INITS = ("xavier", "normal", "gpt2", "deepnorm")
+ROLES = ("q", "k", "v", "attn_out", "ffn_in", "ffn_gate", "ffn_out", "embed", "pos", "head")
+# DeepNet's beta multiplies the value/output projections and the FFN weights, never Q/K
+# (they set the attention pattern, not the branch magnitude). For SwiGLU we scale the value
+# input (ffn_in) and the output (ffn_out) and keep the gate at gain 1 for the same reason
+# as Q/K: the gate sets which units pass, silu(x W_gate), not how much of x is carried.
+DEEPNORM_BETA_ROLES = frozenset({"v", "attn_out", "ffn_in", "ffn_out"})
+
+
+@dataclasses.dataclass(frozen=True)
+class InitRule:
+  """Which rule, and its constants resolved for a given depth."""
+
+  name: str
+  num_layers: int
+  d_model: int
+  std: float = 0.02  # normal and gpt2 rules
+  beta: float = 1.0  # deepnorm rule
+
+  def __post_init__(self):
+    if self.name not in INITS:
+      raise ValueError(f"model.init={self.name!r} is unknown; valid: {', '.join(INITS)}")
+
+  def kernel_std(self, role: str, fan_in: int, fan_out: int) -> float:
+    """Std of a [fan_in, fan_out] weight of this role."""
+    if role not in ROLES:
+      raise ValueError(f"unknown weight role {role!r}; valid: {', '.join(ROLES)}")
+    if self.name in ("xavier", "deepnorm"):
+      std = math.sqrt(2.0 / (fan_in + fan_out))  # xavier (Glorot) normal
+      if self.name == "deepnorm" and role in DEEPNORM_BETA_ROLES:
+        std *= self.beta
+      return std
+    if self.name == "gpt2" and role in ("attn_out", "ffn_out"):
+      return self.std / math.sqrt(2 * self.num_layers)
+    return self.std
+
+  def embed_std(self) -> float:
+    """Token-embedding std: d^-1/2 (fairseq: scaled by sqrt(d) on input) or the rule std."""
+    return self.d_model**-0.5 if self.name in ("xavier", "deepnorm") else self.std
+
+  def embed_scale(self) -> float:
+    """Multiplier on token embeddings at the input (fairseq convention for xavier rules)."""
+    return math.sqrt(self.d_model) if self.name in ("xavier", "deepnorm") else 1.0
+
+  def kernel(self, key: jax.Array, role: str, shape: tuple[int, ...]) -> jax.Array:
+    """A weight of `shape` whose first axis is fan-in and the rest fan-out."""
+    fan_in, fan_out = shape[0], math.prod(shape[1:])
+    return self.kernel_std(role, fan_in, fan_out) * jax.random.normal(key, shape, jnp.float32)

@@ -1,0 +1,117 @@
+"""The decoder-only LM: embed -> scanned stack of blocks -> final norm (if any) -> logits.
+
+Legend: B batch, T time, D model width, V vocab, L layers.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from resnorm_jax.attention import rope_tables
+from resnorm_jax.block import Block, rms
+from resnorm_jax.config_types import ModelConfig
+from resnorm_jax.initializers import InitRule
+from resnorm_jax.layers import Dense, Embed
+from resnorm_jax.norms import make_norm
+
+REMAT_POLICIES = {
+    "full": None,  # save nothing inside a layer: recompute it all on the backward pass
+    "dots": jax.checkpoint_policies.checkpoint_dots,
+    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def init_rule(cfg: ModelConfig) -> InitRule:
+  """The init rule with its depth-dependent constants."""
+  return InitRule(cfg.init, cfg.num_layers, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
+
+
+def _block_body(x_BxTxD, layer: Block, rope):
+  return layer(x_BxTxD, rope)
+
+
+class Transformer(nnx.Module):
+  """Decoder-only Transformer whose L layers are stacked weights run by nnx.scan."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    rule = init_rule(cfg)
+    self.embed_scale = rule.embed_scale()
+    # Logical axis names live in the variables' metadata; sharding.py maps them to the mesh
+    # later, so nothing needs a mesh at construction time.
+    with nnx.use_eager_sharding(False):
+      self.embed = Embed(rngs.params(), cfg.vocab_size, cfg.d_model, rule.embed_std(),
+                         ("vocab", "embed"))
+      self.pos_embed = (
+          Embed(rngs.params(), cfg.max_seq_len, cfg.d_model, 0.02, (None, "embed"))
+          if cfg.position == "learned"
+          else None
+      )
+
+      @nnx.split_rngs(splits=cfg.num_layers)
+      @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+      def make_layers(rngs: nnx.Rngs) -> Block:
+        return Block(cfg, rule, rngs)
+
+      self.layers = make_layers(rngs)
+      self.final_norm = (
+          make_norm(cfg.norm, cfg.d_model, eps=cfg.norm_eps,
+                    batchnorm_momentum=cfg.batchnorm_momentum,
+                    dyt_alpha_init=cfg.dyt_alpha_init)
+          if cfg.final_norm
+          else None
+      )
+      self.head = (
+          None
+          if cfg.tie_embeddings
+          else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size),
+                     ("embed", "vocab"))
+      )
+
+  def __call__(self, tokens_BxT: jax.Array, *, scan: bool = True):
+    """Returns (logits [B,T,V] float32, stats); stats["layers"] holds per-layer [L] arrays."""
+    cfg = self.cfg
+    b, t = tokens_BxT.shape
+    if t > cfg.max_seq_len and cfg.position == "learned":
+      raise ValueError(f"sequence length {t} > model.max_seq_len={cfg.max_seq_len}")
+    dtype = COMPUTE_DTYPES[cfg.dtype]
+    x = self.embed(tokens_BxT) * self.embed_scale
+    if self.pos_embed is not None:
+      x = x + self.pos_embed.embedding[:t][None]
+    x = x.astype(dtype)
+    rope = rope_tables(t, cfg.head_dim) if cfg.position == "rope" else None
+    x, layer_stats = self.run_stack(x, rope) if scan else self.run_loop(x, rope)
+    stats = {"layers": layer_stats}
+    if self.final_norm is not None:
+      stats["final_norm_in_rms"] = rms(x)
+      x = self.final_norm(x)
+    logits = self.embed.attend(x) if self.head is None else self.head(x)
+    return logits.astype(jnp.float32), stats
+
+  def run_stack(self, x_BxTxD: jax.Array, rope):
+    """The layer stack as one nnx.scan (optionally rematerialized): compile time flat in L."""
+    body = _block_body
+    if self.cfg.remat != "none":
+      body = nnx.remat(body, policy=REMAT_POLICIES[self.cfg.remat], prevent_cse=False)
+    scan = nnx.scan(body, in_axes=(nnx.Carry, 0, None), out_axes=(nnx.Carry, 0))
+    return scan(x_BxTxD, self.layers, rope)
+
+  def run_loop(self, x_BxTxD: jax.Array, rope):
+    """The same stack as a Python loop over layer slices (a reference for tests)."""
+    graphdef, state = nnx.split(self.layers)
+    per_layer = []
+    for i in range(self.cfg.num_layers):
+      layer = nnx.merge(graphdef, jax.tree.map(lambda a, i=i: a[i], state))
+      x_BxTxD, st = layer(x_BxTxD, rope)
+      per_layer.append(st)
+    return x_BxTxD, jax.tree.map(lambda *a: jnp.stack(a), *per_layer)
+
+
+def set_mode(model: Transformer, *, train: bool) -> None:
+  """Train mode uses batch statistics (batchnorm); eval mode the running averages."""
+  for _, m in model.iter_modules():
+    if hasattr(m, "use_running_average"):
+      m.use_running_average = not train

@@ -1,0 +1,122 @@
+"""Normalization functions over the hidden dimension: layernorm, rmsnorm, batchnorm, dyt, none.
+
+Legend: B batch, T time, D hidden. Every norm computes in float32 whatever the activation
+dtype and returns the input dtype. Parameters carry logical axis names ("embed").
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
+
+
+def _param(value: jax.Array, *axes: str | None) -> nnx.Param:
+  return nnx.Param(value, out_sharding=axes)
+
+
+class LayerNorm(nnx.Module):
+  """gamma * (x - mean) / sqrt(var + eps) + beta, per token."""
+
+  def __init__(self, dim: int, eps: float, axis: str | None = "embed"):
+    self.eps = eps
+    self.scale = _param(jnp.ones((dim,), jnp.float32), axis)
+    self.bias = _param(jnp.zeros((dim,), jnp.float32), axis)
+
+  def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
+    x = x_BxTxD.astype(jnp.float32)
+    mean = x.mean(-1, keepdims=True)
+    var = jnp.square(x - mean).mean(-1, keepdims=True)
+    y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+    return (y * self.scale[...] + self.bias[...]).astype(x_BxTxD.dtype)
+
+
+class RMSNorm(nnx.Module):
+  """gamma * x / sqrt(mean(x^2) + eps): eps inside the root, no centering, no bias."""
+
+  def __init__(self, dim: int, eps: float, axis: str | None = "embed"):
+    self.eps = eps
+    self.scale = _param(jnp.ones((dim,), jnp.float32), axis)
+
+  def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
+    x = x_BxTxD.astype(jnp.float32)
+    y = x * jax.lax.rsqrt(jnp.square(x).mean(-1, keepdims=True) + self.eps)
+    return (y * self.scale[...]).astype(x_BxTxD.dtype)
+
+
+class BatchNorm(nnx.Module):
+  """Statistics over batch and time in training, running averages in evaluation.
+
+  In a causal LM the batch statistics mix positions: in training a token's output depends
+  on later tokens (a leak the model can exploit). Eval mode uses the running averages and
+  is causal. The running averages are nnx.BatchStat (non-trainable) and the train step
+  carries their update out of the model.
+  """
+
+  def __init__(self, dim: int, eps: float, momentum: float):
+    self.eps = eps
+    self.momentum = momentum
+    self.use_running_average = False
+    self.scale = _param(jnp.ones((dim,), jnp.float32), "embed")
+    self.bias = _param(jnp.zeros((dim,), jnp.float32), "embed")
+    self.mean = nnx.BatchStat(jnp.zeros((dim,), jnp.float32), out_sharding=("embed",))
+    self.var = nnx.BatchStat(jnp.ones((dim,), jnp.float32), out_sharding=("embed",))
+
+  def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
+    x = x_BxTxD.astype(jnp.float32)
+    if self.use_running_average:
+      mean, var = self.mean[...], self.var[...]
+    else:
+      axes = tuple(range(x.ndim - 1))
+      mean = x.mean(axes)
+      var = jnp.square(x - mean).mean(axes)
+      m = self.momentum
+      self.mean[...] = m * self.mean[...] + (1 - m) * jax.lax.stop_gradient(mean)
+      self.var[...] = m * self.var[...] + (1 - m) * jax.lax.stop_gradient(var)
+    y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+    return (y * self.scale[...] + self.bias[...]).astype(x_BxTxD.dtype)
+
+
+class DyT(nnx.Module):
+  """Dynamic tanh (Zhu 2025): gamma * tanh(alpha * x) + beta, alpha a learnable scalar."""
+
+  def __init__(self, dim: int, alpha_init: float):
+    self.alpha = _param(jnp.full((), alpha_init, jnp.float32))
+    self.scale = _param(jnp.ones((dim,), jnp.float32), "embed")
+    self.bias = _param(jnp.zeros((dim,), jnp.float32), "embed")
+
+  def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
+    x = x_BxTxD.astype(jnp.float32)
+    y = jnp.tanh(self.alpha[...] * x) * self.scale[...] + self.bias[...]
+    return y.astype(x_BxTxD.dtype)
+
+
+class Identity(nnx.Module):
+  """norm = none."""
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return x
+
+
+def make_norm(
+    name: str,
+    dim: int,
+    *,
+    eps: float = 1e-5,
+    batchnorm_momentum: float = 0.99,
+    dyt_alpha_init: float = 0.5,
+) -> nnx.Module:
+  """Builds the norm called `name`; raises ValueError on an unknown name."""
+  if name == "layernorm":
+    return LayerNorm(dim, eps)
+  if name == "rmsnorm":
+    return RMSNorm(dim, eps)
+  if name == "batchnorm":
+    return BatchNorm(dim, eps, batchnorm_momentum)
+  if name == "dyt":
+    return DyT(dim, dyt_alpha_init)
+  if name == "none":
+    return Identity()
+  raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(NORMS)}")

@@ -1,0 +1,144 @@
+"""Pure functions: model definition, loss, train_step, eval_step, init_state.
+
+The train state holds plain nested dicts of arrays (params, optimizer state, non-trainable
+model state such as batchnorm running averages), so optax, orbax and the sharding rules
+all see ordinary pytrees; `ModelDef` merges them back into the NNX module inside jit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+
+from resnorm_jax.config_types import ModelConfig
+from resnorm_jax.model import Transformer, set_mode
+
+PyTree = Any
+
+
+@struct.dataclass
+class TrainState:
+  """Everything a run needs to continue: step, params, optimizer and model state."""
+
+  step: jax.Array
+  params: PyTree
+  opt_state: PyTree
+  model_state: PyTree  # non-trainable variables (batchnorm running averages), else {}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelDef:
+  """The static half of the model: graph definitions for train and eval mode."""
+
+  cfg: ModelConfig
+  train_graph: Any
+  eval_graph: Any
+  param_specs: PyTree  # logical axis names per param leaf (tuples)
+  model_state_specs: PyTree
+
+  def apply(self, params, model_state, tokens_BxT, *, train: bool):
+    """(logits, stats, new_model_state): batchnorm updates come back as new_model_state."""
+    model = nnx.merge(self.train_graph if train else self.eval_graph, params, model_state)
+    logits, stats = model(tokens_BxT)
+    if train:
+      _, _, rest = nnx.split(model, nnx.Param, ...)
+      model_state = nnx.to_pure_dict(rest)
+    return logits, stats, model_state
+
+
+def _specs(state: nnx.State) -> PyTree:
+  """Logical axis names of every leaf: a tuple per leaf (None where unnamed)."""
+  def names(v):
+    spec = v.get_metadata().get("out_sharding") or (None,) * v[...].ndim
+    return tuple(spec)
+  return nnx.to_pure_dict(
+      jax.tree.map(lambda v: v.replace(names(v)), state,
+                   is_leaf=lambda x: isinstance(x, nnx.Variable))
+  )
+
+
+def init_model(cfg: ModelConfig, seed: int) -> tuple[PyTree, PyTree]:
+  """(params, model_state) as pure dicts; a pure function of the seed (jit-able)."""
+  model = Transformer(cfg, rngs=nnx.Rngs(params=seed))
+  _, params, rest = nnx.split(model, nnx.Param, ...)
+  return nnx.to_pure_dict(params), nnx.to_pure_dict(rest)
+
+
+def make_model_def(cfg: ModelConfig) -> ModelDef:
+  """Builds the graph definitions abstractly (no weights allocated)."""
+  model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+  set_mode(model, train=True)
+  train_graph, params, rest = nnx.split(model, nnx.Param, ...)
+  set_mode(model, train=False)
+  eval_graph = nnx.graphdef(model)
+  return ModelDef(cfg, train_graph, eval_graph, _specs(params), _specs(rest))
+
+
+def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> jax.Array:
+  """Mean next-token cross entropy in nats."""
+  losses = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, targets_BxT)
+  return losses.mean()
+
+
+def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, seed: int):
+  """A fresh TrainState (jit this with out_shardings to create it sharded)."""
+  params, model_state = init_model(model_def.cfg, seed)
+  return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
+
+
+def _global_norm(tree: PyTree) -> jax.Array:
+  return optax.global_norm(tree)
+
+
+def _per_layer_norm(tree: PyTree) -> jax.Array:
+  """Frobenius norm per layer of a layer-stacked subtree: [L]."""
+  sq = [jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
+        for x in jax.tree.leaves(tree)]
+  return jnp.sqrt(sum(sq))
+
+
+def train_step(model_def: ModelDef, optimizer: optax.GradientTransformation,
+               state: TrainState, batch: tuple[jax.Array, jax.Array], *,
+               per_layer: bool = True):
+  """One optimizer update; a non-finite loss or gradient leaves the state unchanged."""
+  inputs, targets = batch
+
+  def loss_fn(params):
+    logits, stats, model_state = model_def.apply(params, state.model_state, inputs,
+                                                 train=True)
+    return cross_entropy(logits, targets), (stats, model_state)
+
+  (loss, (stats, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+      state.params)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = _global_norm(grads)
+  ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+  new_state = TrainState(
+      step=state.step + ok.astype(jnp.int32),
+      params=keep(params, state.params),
+      opt_state=keep(opt_state, state.opt_state),
+      model_state=keep(model_state, state.model_state),
+  )
+  metrics = {"loss": loss, "grad_norm": grad_norm, "update_norm": _global_norm(updates),
+             "param_norm": _global_norm(state.params)}
+  if per_layer:
+    metrics.update({k: v for k, v in stats["layers"].items()})
+    layer_grads = grads["layers"]
+    metrics["grad_norm_layer"] = _per_layer_norm(layer_grads)
+    metrics["ffn_in_grad_norm"] = _per_layer_norm(layer_grads["mlp"]["ffn_in"])
+    metrics["ffn_out_grad_norm"] = _per_layer_norm(layer_grads["mlp"]["ffn_out"])
+  return new_state, metrics
+
+
+def eval_step(model_def: ModelDef, state: TrainState, batch) -> jax.Array:
+  """Mean loss of a held-out batch in eval mode (batchnorm uses its running averages)."""
+  inputs, targets = batch
+  logits, _, _ = model_def.apply(state.params, state.model_state, inputs, train=False)
+  return cross_entropy(logits, targets)
