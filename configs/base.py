@@ -78,12 +78,12 @@ def get_config() -> config_dict.ConfigDict:
   mesh.tensor = 1  # tensor-parallel axis
   # Logical axis -> mesh axes. Weights carry logical names; only this table maps them.
   mesh.rules = (
-      ("batch", ("data", "fsdp")),
-      ("layers", None),
-      ("embed", "fsdp"),
-      ("mlp", "tensor"),
-      ("heads", "tensor"),
-      ("vocab", "tensor"),
+    ("batch", ("data", "fsdp")),
+    ("layers", None),
+    ("embed", "fsdp"),
+    ("mlp", "tensor"),
+    ("heads", "tensor"),
+    ("vocab", "tensor"),
   )
 
   diag = c.diag = config_dict.ConfigDict()

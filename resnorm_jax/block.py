@@ -40,22 +40,22 @@ class Block(nnx.Module):
 
     def norm():
       return make_norm(
-          cfg.norm,
-          cfg.d_model,
-          eps=cfg.norm_eps,
-          batchnorm_momentum=cfg.batchnorm_momentum,
-          dyt_alpha_init=cfg.dyt_alpha_init,
+        cfg.norm,
+        cfg.d_model,
+        eps=cfg.norm_eps,
+        batchnorm_momentum=cfg.batchnorm_momentum,
+        dyt_alpha_init=cfg.dyt_alpha_init,
       )
 
     def residual():
       return Residual(
-          cfg.residual,
-          cfg.d_model,
-          alpha=cfg.residual_alpha,
-          scale=cfg.branch_scale,
-          rezero_init=cfg.rezero_init,
-          layerscale_init=cfg.layerscale_init,
-          rngs=rngs,
+        cfg.residual,
+        cfg.d_model,
+        alpha=cfg.residual_alpha,
+        scale=cfg.branch_scale,
+        rezero_init=cfg.rezero_init,
+        layerscale_init=cfg.layerscale_init,
+        rngs=rngs,
       )
 
     slots = ("block",) if self.parallel else ("attn", "ffn")

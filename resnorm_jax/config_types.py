@@ -79,7 +79,7 @@ class ModelConfig:
       _positive(f"model.{key}", getattr(self, key))
     if self.d_model % self.num_heads:
       raise ValueError(
-          f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
+        f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
       )
     if self.position == "rope" and self.head_dim % 2:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
@@ -100,37 +100,35 @@ def model_config_from(config: Any) -> ModelConfig:
   else:
     final_norm = final == "true"
   alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)
-  scale = (
-      m.branch_scale if m.branch_scale is not None else residual_lib.default_branch_scale(n)
-  )
+  scale = m.branch_scale if m.branch_scale is not None else residual_lib.default_branch_scale(n)
   beta = m.init_beta if m.init_beta is not None else residual_lib.deepnorm_beta(n)
   train = config.get("train", {})
   return ModelConfig(
-      vocab_size=m.vocab_size,
-      num_layers=n,
-      d_model=m.d_model,
-      num_heads=m.num_heads,
-      d_ff=m.d_ff,
-      ffn_activation=m.ffn_activation,
-      max_seq_len=m.max_seq_len,
-      position=m.position,
-      tie_embeddings=bool(m.tie_embeddings),
-      qk_norm=bool(m.qk_norm),
-      norm=m.norm,
-      norm_position=m.norm_position,
-      final_norm=final_norm,
-      residual=m.residual,
-      block=m.block,
-      init=m.init,
-      norm_eps=float(m.norm_eps),
-      residual_alpha=float(alpha),
-      branch_scale=float(scale),
-      rezero_init=float(m.rezero_init),
-      layerscale_init=float(m.layerscale_init),
-      init_beta=float(beta),
-      init_std=float(m.init_std),
-      batchnorm_momentum=float(m.batchnorm_momentum),
-      dyt_alpha_init=float(m.dyt_alpha_init),
-      remat=train.get("remat", "none"),
-      dtype=train.get("dtype", "float32"),
+    vocab_size=m.vocab_size,
+    num_layers=n,
+    d_model=m.d_model,
+    num_heads=m.num_heads,
+    d_ff=m.d_ff,
+    ffn_activation=m.ffn_activation,
+    max_seq_len=m.max_seq_len,
+    position=m.position,
+    tie_embeddings=bool(m.tie_embeddings),
+    qk_norm=bool(m.qk_norm),
+    norm=m.norm,
+    norm_position=m.norm_position,
+    final_norm=final_norm,
+    residual=m.residual,
+    block=m.block,
+    init=m.init,
+    norm_eps=float(m.norm_eps),
+    residual_alpha=float(alpha),
+    branch_scale=float(scale),
+    rezero_init=float(m.rezero_init),
+    layerscale_init=float(m.layerscale_init),
+    init_beta=float(beta),
+    init_std=float(m.init_std),
+    batchnorm_momentum=float(m.batchnorm_momentum),
+    dyt_alpha_init=float(m.dyt_alpha_init),
+    remat=train.get("remat", "none"),
+    dtype=train.get("dtype", "float32"),
   )

@@ -55,7 +55,9 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
   val_path = getattr(data_cfg, "val_path", "") or ""
   val_fraction = float(data_cfg.val_fraction)
   if not val_path and not 0.0 < val_fraction < 1.0:
-    raise DataError(f"data.val_fraction={val_fraction} must be in (0, 1) when data.val_path is unset")
+    raise DataError(
+      f"data.val_fraction={val_fraction} must be in (0, 1) when data.val_path is unset"
+    )
   if source == "stdlib":
     corpus = _load_stdlib(val_fraction)
   elif source == "text":
@@ -110,7 +112,9 @@ def _expand(pattern: str, key: str) -> list[str]:
   """Sorted files matching a path or glob; DataError when nothing matches."""
   if not pattern:
     raise DataError(f"{key} is empty: expected a file path or glob")
-  paths = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
+  paths = sorted(
+    p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)
+  )
   if not paths:
     raise DataError(f"{key}={pattern!r} matches no file")
   return paths
@@ -157,7 +161,9 @@ def _read_shard(path: str) -> np.ndarray:
   size = os.path.getsize(path)
   if size == 0:
     raise DataError(f"token shard {path!r} is empty")
-  header = np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS) if size >= LLMC_HEADER_BYTES else None
+  header = (
+    np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS) if size >= LLMC_HEADER_BYTES else None
+  )
   if header is not None and header[0] == LLMC_MAGIC:
     version, count = int(header[1]), int(header[2])
     if version not in LLMC_DTYPES:
@@ -228,9 +234,7 @@ def _rows(
   if process_count <= 0 or not 0 <= process_index < process_count:
     raise DataError(f"process_index={process_index} must be in [0, process_count={process_count})")
   if batch_size % process_count:
-    raise DataError(
-      f"batch_size={batch_size} is not divisible by process_count={process_count}"
-    )
+    raise DataError(f"batch_size={batch_size} is not divisible by process_count={process_count}")
   if len(tokens) < seq_len + 1:
     raise DataError(f"{len(tokens)} tokens cannot fill one sequence of seq_len={seq_len} + 1")
   # All offsets are drawn on every process, so the global batch does not depend on the

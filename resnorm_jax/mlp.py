@@ -18,9 +18,9 @@ class MLP(nnx.Module):
     self.activation = cfg.ffn_activation
     self.ffn_in = Dense(rngs.params(), rule, "ffn_in", (d, f), ("embed", "mlp"))
     self.ffn_gate = (
-        Dense(rngs.params(), rule, "ffn_gate", (d, f), ("embed", "mlp"))
-        if self.activation == "swiglu"
-        else None
+      Dense(rngs.params(), rule, "ffn_gate", (d, f), ("embed", "mlp"))
+      if self.activation == "swiglu"
+      else None
     )
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
 

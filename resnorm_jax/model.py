@@ -17,9 +17,9 @@ from resnorm_jax.layers import Dense, Embed
 from resnorm_jax.norms import make_norm
 
 REMAT_POLICIES = {
-    "full": None,  # save nothing inside a layer: recompute it all on the backward pass
-    "dots": jax.checkpoint_policies.checkpoint_dots,
-    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+  "full": None,  # save nothing inside a layer: recompute it all on the backward pass
+  "dots": jax.checkpoint_policies.checkpoint_dots,
+  "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -43,12 +43,13 @@ class Transformer(nnx.Module):
     # Logical axis names live in the variables' metadata; sharding.py maps them to the mesh
     # later, so nothing needs a mesh at construction time.
     with nnx.use_eager_sharding(False):
-      self.embed = Embed(rngs.params(), cfg.vocab_size, cfg.d_model, rule.embed_std(),
-                         ("vocab", "embed"))
+      self.embed = Embed(
+        rngs.params(), cfg.vocab_size, cfg.d_model, rule.embed_std(), ("vocab", "embed")
+      )
       self.pos_embed = (
-          Embed(rngs.params(), cfg.max_seq_len, cfg.d_model, 0.02, (None, "embed"))
-          if cfg.position == "learned"
-          else None
+        Embed(rngs.params(), cfg.max_seq_len, cfg.d_model, 0.02, (None, "embed"))
+        if cfg.position == "learned"
+        else None
       )
 
       @nnx.split_rngs(splits=cfg.num_layers)
@@ -58,17 +59,20 @@ class Transformer(nnx.Module):
 
       self.layers = make_layers(rngs)
       self.final_norm = (
-          make_norm(cfg.norm, cfg.d_model, eps=cfg.norm_eps,
-                    batchnorm_momentum=cfg.batchnorm_momentum,
-                    dyt_alpha_init=cfg.dyt_alpha_init)
-          if cfg.final_norm
-          else None
+        make_norm(
+          cfg.norm,
+          cfg.d_model,
+          eps=cfg.norm_eps,
+          batchnorm_momentum=cfg.batchnorm_momentum,
+          dyt_alpha_init=cfg.dyt_alpha_init,
+        )
+        if cfg.final_norm
+        else None
       )
       self.head = (
-          None
-          if cfg.tie_embeddings
-          else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size),
-                     ("embed", "vocab"))
+        None
+        if cfg.tie_embeddings
+        else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
       )
 
   def __call__(self, tokens_BxT: jax.Array, *, scan: bool = True):

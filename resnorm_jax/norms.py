@@ -101,12 +101,12 @@ class Identity(nnx.Module):
 
 
 def make_norm(
-    name: str,
-    dim: int,
-    *,
-    eps: float = 1e-5,
-    batchnorm_momentum: float = 0.99,
-    dyt_alpha_init: float = 0.5,
+  name: str,
+  dim: int,
+  *,
+  eps: float = 1e-5,
+  batchnorm_momentum: float = 0.99,
+  dyt_alpha_init: float = 0.5,
 ) -> nnx.Module:
   """Builds the norm called `name`; raises ValueError on an unknown name."""
   if name == "layernorm":

@@ -23,7 +23,10 @@ def _validate(opt_cfg: Any) -> None:
   """Checks every opt.* key before anything is built."""
   _require(opt_cfg.name in OPTIMIZERS, "opt.name", opt_cfg.name, f"one of {', '.join(OPTIMIZERS)}")
   _require(
-    opt_cfg.schedule in SCHEDULES, "opt.schedule", opt_cfg.schedule, f"one of {', '.join(SCHEDULES)}"
+    opt_cfg.schedule in SCHEDULES,
+    "opt.schedule",
+    opt_cfg.schedule,
+    f"one of {', '.join(SCHEDULES)}",
   )
   _require(opt_cfg.lr > 0, "opt.lr", opt_cfg.lr, "> 0")
   _require(
@@ -84,9 +87,7 @@ def _leaf_name(path: tuple[Any, ...]) -> str | None:
 
 def decay_mask(params: Any) -> Any:
   """Same tree of bools: True exactly for leaves named `kernel` or `embedding`."""
-  return jax.tree_util.tree_map_with_path(
-    lambda path, _: _leaf_name(path) in DECAYED_NAMES, params
-  )
+  return jax.tree_util.tree_map_with_path(lambda path, _: _leaf_name(path) in DECAYED_NAMES, params)
 
 
 def make_optimizer(opt_cfg: Any, total_steps: int) -> optax.GradientTransformation:

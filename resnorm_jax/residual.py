@@ -34,15 +34,15 @@ class Residual(nnx.Module):
   """combine(skip, branch) for one sub-layer; `kind` is one of RESIDUALS."""
 
   def __init__(
-      self,
-      kind: str,
-      dim: int,
-      *,
-      alpha: float = 1.0,
-      scale: float = 1.0,
-      rezero_init: float = 0.0,
-      layerscale_init: float = 1e-4,
-      rngs: nnx.Rngs | None = None,
+    self,
+    kind: str,
+    dim: int,
+    *,
+    alpha: float = 1.0,
+    scale: float = 1.0,
+    rezero_init: float = 0.0,
+    layerscale_init: float = 1e-4,
+    rngs: nnx.Rngs | None = None,
   ):
     if kind not in RESIDUALS:
       raise ValueError(f"model.residual={kind!r} is unknown; valid: {', '.join(RESIDUALS)}")
@@ -53,7 +53,7 @@ class Residual(nnx.Module):
       self.rezero = nnx.Param(jnp.full((), rezero_init, jnp.float32), out_sharding=())
     elif kind == "layerscale":
       self.layerscale = nnx.Param(
-          jnp.full((dim,), layerscale_init, jnp.float32), out_sharding=("embed",)
+        jnp.full((dim,), layerscale_init, jnp.float32), out_sharding=("embed",)
       )
     elif kind == "gated":
       # Small random W_g (std 0.02), b_g = 0: the gate starts near 0.5 everywhere.

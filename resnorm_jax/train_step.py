@@ -53,12 +53,15 @@ class ModelDef:
 
 def _specs(state: nnx.State) -> PyTree:
   """Logical axis names of every leaf: a tuple per leaf (None where unnamed)."""
+
   def names(v):
     spec = v.get_metadata().get("out_sharding") or (None,) * v[...].ndim
     return tuple(spec)
+
   return nnx.to_pure_dict(
-      jax.tree.map(lambda v: v.replace(names(v)), state,
-                   is_leaf=lambda x: isinstance(x, nnx.Variable))
+    jax.tree.map(
+      lambda v: v.replace(names(v)), state, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )
   )
 
 
@@ -97,37 +100,46 @@ def _global_norm(tree: PyTree) -> jax.Array:
 
 def _per_layer_norm(tree: PyTree) -> jax.Array:
   """Frobenius norm per layer of a layer-stacked subtree: [L]."""
-  sq = [jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
-        for x in jax.tree.leaves(tree)]
+  sq = [
+    jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
+    for x in jax.tree.leaves(tree)
+  ]
   return jnp.sqrt(sum(sq))
 
 
-def train_step(model_def: ModelDef, optimizer: optax.GradientTransformation,
-               state: TrainState, batch: tuple[jax.Array, jax.Array], *,
-               per_layer: bool = True):
+def train_step(
+  model_def: ModelDef,
+  optimizer: optax.GradientTransformation,
+  state: TrainState,
+  batch: tuple[jax.Array, jax.Array],
+  *,
+  per_layer: bool = True,
+):
   """One optimizer update; a non-finite loss or gradient leaves the state unchanged."""
   inputs, targets = batch
 
   def loss_fn(params):
-    logits, stats, model_state = model_def.apply(params, state.model_state, inputs,
-                                                 train=True)
+    logits, stats, model_state = model_def.apply(params, state.model_state, inputs, train=True)
     return cross_entropy(logits, targets), (stats, model_state)
 
-  (loss, (stats, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-      state.params)
+  (loss, (stats, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   grad_norm = _global_norm(grads)
   ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
   new_state = TrainState(
-      step=state.step + ok.astype(jnp.int32),
-      params=keep(params, state.params),
-      opt_state=keep(opt_state, state.opt_state),
-      model_state=keep(model_state, state.model_state),
+    step=state.step + ok.astype(jnp.int32),
+    params=keep(params, state.params),
+    opt_state=keep(opt_state, state.opt_state),
+    model_state=keep(model_state, state.model_state),
   )
-  metrics = {"loss": loss, "grad_norm": grad_norm, "update_norm": _global_norm(updates),
-             "param_norm": _global_norm(state.params)}
+  metrics = {
+    "loss": loss,
+    "grad_norm": grad_norm,
+    "update_norm": _global_norm(updates),
+    "param_norm": _global_norm(state.params),
+  }
   if per_layer:
     metrics.update({k: v for k, v in stats["layers"].items()})
     layer_grads = grads["layers"]

@@ -35,7 +35,9 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
       width = _layer_width(len(array))
       flat.update({f"{key}/layer_{i:0{width}d}": float(v) for i, v in enumerate(array)})
     else:
-      raise ValueError(f"metric {key!r} has shape {array.shape}; expected a scalar or 1-D per layer")
+      raise ValueError(
+        f"metric {key!r} has shape {array.shape}; expected a scalar or 1-D per layer"
+      )
   return flat
 
 
@@ -103,7 +105,7 @@ class MetricWriter:
       self._tb.add_scalar(key, value, int(step))
 
   def flush(self) -> None:
-    """Pushes buffered TensorBoard events to disk."""
+    """Flushes metrics.jsonl; TensorBoard events still queued on its thread land by close()."""
     if self.enabled:
       self._file.flush()
       self._tb.flush()

@@ -1,0 +1,315 @@
+"""The one place with I/O: run(config, workdir) trains, evaluates, logs and checkpoints.
+
+Order of work: validate everything (config, data, mesh) before anything compiles; restore
+or initialize the sharded state; compile the step ahead of time (timed); then train,
+reading the device back once per step (one step behind) and writing metrics, TensorBoard,
+checkpoints and summary.json. Divergence ends the run with status "diverged" (a result,
+not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import signal
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from ml_collections import ConfigDict
+
+from resnorm_jax import checkpoint as ckpt_lib
+from resnorm_jax import data as data_lib
+from resnorm_jax import optim
+from resnorm_jax import sharding as shard_lib
+from resnorm_jax import train_step as ts
+from resnorm_jax.config_types import model_config_from
+from resnorm_jax.writers import MetricWriter
+
+
+def validate_train(config: ConfigDict) -> None:
+  """Refuses impossible training settings with the key, the value and what is valid."""
+  t = config.train
+  for key in (
+    "steps",
+    "batch_size",
+    "seq_len",
+    "log_every",
+    "eval_every",
+    "eval_batches",
+    "checkpoint_every",
+    "keep_checkpoints",
+  ):
+    v = t[key]
+    if not isinstance(v, int) or v < 1:
+      raise ValueError(f"train.{key}={v!r} must be a positive integer")
+  if config.model.position == "learned" and t.seq_len > config.model.max_seq_len:
+    raise ValueError(
+      f"train.seq_len={t.seq_len} exceeds model.max_seq_len="
+      f"{config.model.max_seq_len} (the learned position table)"
+    )
+
+
+class _Signals:
+  """First SIGTERM/SIGINT asks the loop to save and stop; a second one exits at once."""
+
+  def __init__(self):
+    self.received: int | None = None
+    self._old = {}
+
+  def __enter__(self):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._old[sig] = signal.signal(sig, self._handle)
+      except ValueError:  # not the main thread (e.g. a notebook worker): no handlers
+        pass
+    return self
+
+  def _handle(self, signum, frame):
+    if self.received is not None:
+      print(f"\nsignal {signum} again: exiting now", flush=True)
+      os._exit(128 + signum)
+    self.received = signum
+    print(
+      f"\nsignal {signum}: saving a checkpoint and stopping (send again to exit now)", flush=True
+    )
+
+  def __exit__(self, *exc):
+    for sig, old in self._old.items():
+      signal.signal(sig, old)
+
+
+def _fmt_time(seconds: float) -> str:
+  seconds = max(0, int(seconds))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def _write_json(path: str, obj: Any) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(obj, f, indent=2, sort_keys=True, default=str)
+  os.replace(tmp, path)
+
+
+def resolved_config(config: ConfigDict) -> dict:
+  """The run's config plus the constants the model resolved (alpha, beta, final norm)."""
+  out = config.to_dict()
+  out["resolved_model"] = vars(model_config_from(config)).copy()
+  return json.loads(json.dumps(out, default=str))
+
+
+def run(config: ConfigDict, workdir: str) -> dict:
+  """Trains `config` in `workdir`; returns the summary (also written to summary.json)."""
+  wall_start = time.time()
+  shard_lib.maybe_initialize_distributed(config.dist)
+  # --- validate before anything compiles -------------------------------------------------
+  mcfg = model_config_from(config)
+  validate_train(config)
+  t = config.train
+  optimizer = optim.make_optimizer(config.opt, t.steps)
+  schedule = optim.make_schedule(config.opt, t.steps)
+  mesh = shard_lib.make_mesh(config.mesh)
+  rows = mesh.shape["data"] * mesh.shape["fsdp"]
+  nproc, pidx = jax.process_count(), jax.process_index()
+  if t.batch_size % rows or t.batch_size % nproc:
+    raise ValueError(
+      f"train.batch_size={t.batch_size} must be divisible by the data-parallel "
+      f"size {rows} (mesh data x fsdp) and the {nproc} processes"
+    )
+  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
+  is_main = pidx == 0
+  os.makedirs(workdir, exist_ok=True)
+  if is_main:
+    _write_json(os.path.join(workdir, "config.json"), resolved_config(config))
+  unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
+
+  # --- state: restore or initialize, sharded -------------------------------------------------
+  model_def = ts.make_model_def(mcfg)
+  init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
+  abstract = jax.eval_shape(init_fn)
+  shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
+  abstract = jax.tree.map(
+    lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
+  )
+  checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+  frozen = ckpt_lib.frozen_config(config.to_dict())
+  restored = checkpointer.restore_latest(abstract)
+  prev_summary: dict = {}
+  if restored is not None:
+    state, meta, start = restored
+    changed = ckpt_lib.changed_keys(meta.get("frozen_config", {}), frozen)
+    if changed:
+      checkpointer.close()
+      raise ValueError(
+        f"workdir {workdir} holds a checkpoint of a different experiment; changed keys: "
+        + ", ".join(f"{k} ({meta['frozen_config'].get(k)!r} -> {frozen.get(k)!r})" for k in changed)
+        + ". Use a new --workdir."
+      )
+    prev_summary = meta.get("summary", {})
+    print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
+  else:
+    state = jax.jit(init_fn, out_shardings=shardings)()
+    start = 0
+
+  # --- compile ahead of time ---------------------------------------------------------------
+  bsh = shard_lib.batch_sharding(mesh)
+  per_layer = bool(config.diag.per_layer)
+  step_fn = jax.jit(
+    functools.partial(ts.train_step, model_def, optimizer, per_layer=per_layer),
+    in_shardings=(shardings, (bsh, bsh)),
+    out_shardings=(shardings, None),
+    donate_argnums=0,
+  )
+  eval_fn = jax.jit(
+    functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))
+  )
+
+  def batch_at(step: int):
+    x, y = data_lib.get_batch(
+      corpus.train,
+      seed=config.seed,
+      step=step,
+      batch_size=t.batch_size,
+      seq_len=t.seq_len,
+      process_index=pidx,
+      process_count=nproc,
+    )
+    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
+
+  eval_data = [
+    data_lib.eval_batch(
+      corpus.val,
+      index=i,
+      batch_size=t.batch_size,
+      seq_len=t.seq_len,
+      process_index=pidx,
+      process_count=nproc,
+    )
+    for i in range(t.eval_batches)
+  ]
+
+  def evaluate(st) -> float:
+    losses = [
+      eval_fn(st, (shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)))
+      for x, y in eval_data
+    ]
+    return float(np.mean(jax.device_get(losses)))
+
+  compile_start = time.time()
+  compiled = step_fn.lower(state, batch_at(start)).compile()
+  compile_seconds = time.time() - compile_start
+  print(
+    f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
+    f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
+    f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
+    f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
+    f"unigram entropy {unigram:.3f} nats",
+    flush=True,
+  )
+
+  # --- train ---------------------------------------------------------------------------------
+  writer = MetricWriter(workdir, enabled=is_main, truncate_after=start)
+  best_eval = prev_summary.get("best_eval_loss")
+  best_eval = math.inf if best_eval is None else best_eval
+  last_eval = prev_summary.get("final_eval_loss")
+  status, step, last_train = "completed", start, prev_summary.get("final_train_loss")
+  interval_losses: list[float] = []
+  tokens_per_step = t.batch_size * t.seq_len
+  train_time, timed_steps = 0.0, 0
+  pending = None  # (step index, metrics on device) of the step dispatched last
+  t_last = time.time()
+
+  def meta() -> dict:
+    return {
+      "frozen_config": frozen,
+      "summary": {
+        "final_train_loss": last_train,
+        "final_eval_loss": last_eval,
+        "best_eval_loss": None if math.isinf(best_eval) else best_eval,
+      },
+    }
+
+  evals: dict[int, float] = {}  # eval loss by step, measured when that step's state exists
+
+  def handle(n: int, metrics) -> bool:
+    """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
+    nonlocal last_train, t_last, train_time, timed_steps
+    loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
+    if not (math.isfinite(loss) and math.isfinite(gnorm)):
+      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
+      writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
+      return False
+    interval_losses.append(loss)
+    if n % t.log_every == 0 or n in evals or n == t.steps:
+      now = time.time()
+      dt, k = now - t_last, len(interval_losses)
+      t_last = now
+      train_time, timed_steps = train_time + dt, timed_steps + k
+      last_train = float(np.mean(interval_losses))
+      interval_losses.clear()
+      row = {
+        "train/loss": last_train,
+        "lr": float(schedule(n - 1)),
+        "tokens_per_second": k * tokens_per_step / max(dt, 1e-9),
+      }
+      row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
+      if n in evals:
+        row["eval/loss"] = evals.pop(n)
+      writer.write(n, row)
+      eta = (t.steps - n) * dt / max(k, 1)
+      ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
+      print(
+        f"step {n:>6}/{t.steps} | loss {last_train:.4f}{ev} | lr {row['lr']:.2e} | "
+        f"{row['tokens_per_second']:,.0f} tok/s | ETA {_fmt_time(eta)}",
+        flush=True,
+      )
+    return True
+
+  with _Signals() as signals:
+    for step in range(start, t.steps):
+      state, metrics = compiled(state, batch_at(step))
+      n = step + 1
+      if pending is not None and not handle(*pending):  # read step n-1 while n runs
+        status = "diverged"
+        break
+      pending = (n, metrics)
+      if n % t.eval_every == 0 or n == t.steps:
+        last_eval = evals[n] = evaluate(state)
+        best_eval = min(best_eval, last_eval)
+      if signals.received is not None:
+        status = "interrupted"
+        break
+      if n % t.checkpoint_every == 0 and n < t.steps:
+        checkpointer.save(state, meta())
+    if status != "diverged" and pending is not None and not handle(*pending):
+      status = "diverged"
+    final_step = int(jax.device_get(state.step))
+    if status != "diverged":
+      checkpointer.save(state, meta(), force=True)
+  checkpointer.close()
+  writer.close()
+  summary = {
+    "status": status,
+    "steps": final_step,
+    "final_train_loss": last_train,
+    "final_eval_loss": last_eval,
+    "best_eval_loss": None if math.isinf(best_eval) else best_eval,
+    "unigram_entropy": unigram,
+    "tokens_per_second": (timed_steps * tokens_per_step / train_time) if train_time else None,
+    "compile_seconds": compile_seconds,
+    "wall_seconds": time.time() - wall_start,
+    "config_name": config.name,
+  }
+  if is_main:
+    _write_json(os.path.join(workdir, "summary.json"), summary)
+  print(
+    f"{status}: step {final_step}, train {last_train}, eval {last_eval}, unigram "
+    f"{unigram:.3f}; summary in {os.path.join(workdir, 'summary.json')}",
+    flush=True,
+  )
+  return summary

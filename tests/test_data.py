@@ -1,0 +1,226 @@
+"""Tests for resnorm_jax.data: determinism, sharding, sources and errors."""
+
+import math
+import os
+import sysconfig
+import types
+import zlib
+
+import numpy as np
+import pytest
+
+from resnorm_jax import data
+
+
+def _cfg(source: str = "stdlib", path: str = "", val_path: str = "", val_fraction: float = 0.1):
+  """A stand-in for config.data."""
+  return types.SimpleNamespace(
+    source=source, path=path, val_path=val_path, val_fraction=val_fraction
+  )
+
+
+@pytest.fixture(scope="module")
+def stdlib() -> data.Corpus:
+  return data.load_corpus(_cfg(), vocab_size=256, seq_len=128)
+
+
+TOKENS = np.arange(1000, dtype=np.uint16) * 7 % 997  # distinct neighbours, non-monotone
+
+
+def test_batch_deterministic_and_step_dependent():
+  kw = dict(batch_size=8, seq_len=16)
+  x1, y1 = data.get_batch(TOKENS, seed=3, step=5, **kw)
+  x2, y2 = data.get_batch(TOKENS, seed=3, step=5, **kw)
+  np.testing.assert_array_equal(x1, x2)
+  np.testing.assert_array_equal(y1, y2)
+  x3, _ = data.get_batch(TOKENS, seed=3, step=6, **kw)
+  x4, _ = data.get_batch(TOKENS, seed=4, step=5, **kw)
+  assert not np.array_equal(x1, x3)
+  assert not np.array_equal(x1, x4)
+  assert x1.shape == y1.shape == (8, 16)
+  assert x1.dtype == y1.dtype == np.int32
+
+
+def test_targets_are_next_tokens_from_corpus():
+  x, y = data.get_batch(TOKENS, seed=0, step=1, batch_size=4, seq_len=10)
+  np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+  starts = [int(np.flatnonzero(TOKENS == row[0])[0]) for row in x]  # TOKENS values are unique
+  for row_x, row_y, s in zip(x, y, starts, strict=True):
+    np.testing.assert_array_equal(row_x, TOKENS[s : s + 10])
+    np.testing.assert_array_equal(row_y, TOKENS[s + 1 : s + 11])
+
+
+def test_offsets_cover_the_whole_range():
+  # len - seq_len - 1 is the last valid start: with 12 tokens and seq_len 10, starts are 0 or 1.
+  tokens = np.arange(12, dtype=np.uint16)
+  firsts = {
+    int(data.get_batch(tokens, seed=0, step=s, batch_size=4, seq_len=10)[0][r, 0])
+    for s in range(10)
+    for r in range(4)
+  }
+  assert firsts == {0, 1}
+
+
+def test_process_rows_concatenate_to_global_batch():
+  kw = dict(seed=1, step=7, batch_size=8, seq_len=12)
+  gx, gy = data.get_batch(TOKENS, **kw)
+  parts = [data.get_batch(TOKENS, process_index=i, process_count=2, **kw) for i in range(2)]
+  np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), gx)
+  np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), gy)
+  assert parts[0][0].shape == (4, 12)
+  with pytest.raises(data.DataError, match="process_count=3"):
+    data.get_batch(TOKENS, process_index=0, process_count=3, **kw)
+
+
+def test_eval_batch_deterministic_sharded_and_distinct_from_train():
+  kw = dict(batch_size=4, seq_len=8)
+  a = data.eval_batch(TOKENS, index=2, **kw)
+  np.testing.assert_array_equal(a[0], data.eval_batch(TOKENS, index=2, **kw)[0])
+  assert not np.array_equal(a[0], data.eval_batch(TOKENS, index=3, **kw)[0])
+  halves = [
+    data.eval_batch(TOKENS, index=2, process_index=i, process_count=2, **kw) for i in (0, 1)
+  ]
+  np.testing.assert_array_equal(np.concatenate([h[0] for h in halves]), a[0])
+  np.testing.assert_array_equal(a[0][:, 1:], a[1][:, :-1])
+
+
+def test_stdlib_corpus(stdlib):
+  assert stdlib.train.dtype == np.uint8
+  assert len(stdlib.train) > 1_000_000
+  assert 0.02 < len(stdlib.val) / (len(stdlib.train) + len(stdlib.val)) < 0.3
+  assert b"def " in stdlib.train[:100_000].tobytes()
+  # Cached: the same object; deterministic: a fresh load gives the same bytes.
+  assert data.load_corpus(_cfg(), vocab_size=256, seq_len=128) is stdlib
+  saved = dict(data._STDLIB_CACHE)
+  data._STDLIB_CACHE.clear()
+  try:
+    fresh = data.load_corpus(_cfg(), vocab_size=256, seq_len=128)
+  finally:
+    data._STDLIB_CACHE.update(saved)
+  assert fresh is not stdlib
+  np.testing.assert_array_equal(fresh.train, stdlib.train)
+  np.testing.assert_array_equal(fresh.val, stdlib.val)
+
+
+def test_stdlib_split_is_by_file(stdlib):
+  root = sysconfig.get_paths()["stdlib"]
+  rel = "os.py"
+  body = open(os.path.join(root, rel), "rb").read()
+  in_val = zlib.crc32(rel.encode()) % 1000 < 100
+  home, other = (stdlib.val, stdlib.train) if in_val else (stdlib.train, stdlib.val)
+  # The whole file sits contiguously in its own split and nowhere in the other one.
+  assert body in home.tobytes()
+  assert body not in other.tobytes()
+
+
+def test_text_source_tail_split_and_val_path(tmp_path):
+  text = ("hello world, " * 100).encode()
+  (tmp_path / "a.txt").write_bytes(text)
+  c = data.load_corpus(_cfg("text", str(tmp_path / "a.txt"), val_fraction=0.25), 256, 16)
+  assert c.train.dtype == np.uint8
+  assert c.train.tobytes() + c.val.tobytes() == text
+  assert len(c.val) == round(len(text) * 0.25)
+  (tmp_path / "v.txt").write_bytes(b"held out text " * 5)
+  c = data.load_corpus(_cfg("text", str(tmp_path / "*.txt"), str(tmp_path / "v.txt")), 256, 16)
+  # The glob also matches v.txt, sorted after a.txt: train is every match.
+  assert c.train.tobytes() == text + b"held out text " * 5
+  assert c.val.tobytes() == b"held out text " * 5
+
+
+def test_tokens_nanogpt_raw_bin(tmp_path):
+  tokens = (np.arange(3000) % 50257).astype(np.uint16)
+  tokens.tofile(tmp_path / "train.bin")
+  np.arange(100, dtype=np.uint16).tofile(tmp_path / "val.bin")
+  cfg = _cfg("tokens", str(tmp_path / "train.bin"), str(tmp_path / "val.bin"))
+  c = data.load_corpus(cfg, vocab_size=50304, seq_len=32)
+  np.testing.assert_array_equal(c.train, tokens)
+  np.testing.assert_array_equal(c.val, np.arange(100))
+  assert c.train.dtype == np.uint16
+
+
+def _write_llmc(path, tokens: np.ndarray, version: int = 1) -> None:
+  header = np.zeros(256, dtype="<i4")
+  header[:3] = (20240520, version, len(tokens))
+  with open(path, "wb") as f:
+    f.write(header.tobytes())
+    f.write(tokens.astype("<u2" if version == 1 else "<u4").tobytes())
+
+
+def test_tokens_llmc_shards_glob_and_tail_split(tmp_path):
+  a = np.full(600, 7, dtype=np.uint16)
+  b = np.arange(400, dtype=np.uint16) + 1000
+  _write_llmc(tmp_path / "shard_000.bin", a)
+  _write_llmc(tmp_path / "shard_001.bin", b)
+  cfg = _cfg("tokens", str(tmp_path / "shard_*.bin"), val_fraction=0.1)
+  c = data.load_corpus(cfg, vocab_size=50257, seq_len=32)
+  both = np.concatenate([a, b])
+  np.testing.assert_array_equal(c.train, both[:900])
+  np.testing.assert_array_equal(c.val, both[900:])
+
+
+def test_tokens_llmc_v2_uint32(tmp_path):
+  tokens = np.arange(200, dtype=np.uint32) + 100_000
+  _write_llmc(tmp_path / "s.bin", tokens, version=2)
+  c = data.load_corpus(_cfg("tokens", str(tmp_path / "s.bin"), val_fraction=0.5), 128256, 16)
+  np.testing.assert_array_equal(c.train, tokens[:100])
+
+
+def test_missing_path_errors(tmp_path):
+  missing = str(tmp_path / "nope.txt")
+  with pytest.raises(data.DataError, match="nope.txt"):
+    data.load_corpus(_cfg("text", missing), 256, 8)
+  with pytest.raises(data.DataError, match="nope_"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "nope_*.bin")), 256, 8)
+
+
+def test_empty_file_errors(tmp_path):
+  (tmp_path / "empty.txt").write_bytes(b"")
+  with pytest.raises(data.DataError, match="empty.txt"):
+    data.load_corpus(_cfg("text", str(tmp_path / "empty.txt")), 256, 8)
+  (tmp_path / "empty.bin").write_bytes(b"")
+  with pytest.raises(data.DataError, match="empty.bin"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "empty.bin")), 256, 8)
+
+
+def test_corpus_shorter_than_one_sequence(tmp_path):
+  (tmp_path / "short.txt").write_bytes(b"x" * 100)
+  with pytest.raises(data.DataError, match=r"val split.*short.txt.*10 tokens.*65"):
+    data.load_corpus(_cfg("text", str(tmp_path / "short.txt")), 256, 64)
+  with pytest.raises(data.DataError, match="seq_len=200"):
+    data.load_corpus(_cfg("text", str(tmp_path / "short.txt"), val_fraction=0.5), 256, 200)
+
+
+def test_token_id_out_of_vocab(tmp_path):
+  tokens = np.arange(300, dtype=np.uint16)
+  tokens.tofile(tmp_path / "big.bin")
+  with pytest.raises(data.DataError, match=r"token id 299 .*big.bin.*vocab_size=256"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "big.bin")), 256, 8)
+  _write_llmc(tmp_path / "big_llmc.bin", tokens)
+  with pytest.raises(data.DataError, match=r"token id 299 .*big_llmc.bin"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "big_llmc.bin")), 299, 8)
+
+
+def test_bad_llmc_header(tmp_path):
+  _write_llmc(tmp_path / "v9.bin", np.arange(10, dtype=np.uint16), version=9)
+  with pytest.raises(data.DataError, match="version 9"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "v9.bin")), 256, 4)
+
+
+def test_unknown_source_and_small_byte_vocab():
+  with pytest.raises(data.DataError, match=r"'webtext'.*stdlib, text, tokens"):
+    data.load_corpus(_cfg("webtext"), 256, 8)
+  with pytest.raises(data.DataError, match="vocab_size=128"):
+    data.load_corpus(_cfg("stdlib"), 128, 8)
+
+
+def test_unigram_entropy():
+  assert data.unigram_entropy(np.array([0, 0, 1, 1]), 4) == pytest.approx(math.log(2))
+  assert data.unigram_entropy(np.full(50, 3, dtype=np.uint16), 8) == 0.0
+  # Against the formula with unequal counts, and chunking must not change the result.
+  tokens = np.array([0, 0, 0, 1, 2, 2], dtype=np.uint8)
+  p = np.array([3, 1, 2]) / 6
+  expected = float(-(p * np.log(p)).sum())
+  assert data.unigram_entropy(tokens, 256) == pytest.approx(expected)
+  assert data.unigram_entropy(tokens, 256, chunk=4) == pytest.approx(expected)
+  with pytest.raises(data.DataError, match="token id 9"):
+    data.unigram_entropy(np.array([9]), 4)
