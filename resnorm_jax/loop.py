@@ -203,6 +203,7 @@ def run(config: ConfigDict, workdir: str) -> dict:
   compile_start = time.time()
   compiled = step_fn.lower(state, batch_at(start)).compile()
   compile_seconds = time.time() - compile_start
+  eval_compiled = eval_fn.lower(state, eval_batches[0]).compile()
   print(
     f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
