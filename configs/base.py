@@ -95,3 +95,50 @@ def get_config() -> config_dict.ConfigDict:
   dist.num_processes = 0  # 0: from the environment
   dist.process_id = -1  # -1: from the environment
   return c
+
+
+# Scales a named experiment runs at: `cpu` (default: about 15 minutes or less on a 2-core
+# CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
+# bfloat16, a large batch, many steps) and `smoke` (seconds: wiring checks in tests).
+SCALES = ("cpu", "paper", "smoke")
+
+
+def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dict.ConfigDict:
+  """Base config for a named depth experiment at scale `arg` (None/'' means 'cpu')."""
+  scale = arg or "cpu"
+  if scale not in SCALES:
+    raise ValueError(f"config argument {scale!r} is not a scale; valid: {', '.join(SCALES)}")
+  c = get_config()
+  c.name = name if scale == "cpu" else f"{name}-{scale}"
+  c.model.num_layers = num_layers
+  c.opt.lr = 1e-3  # Adam, b2 0.98 (Xiong's), no warmup: the setting the failures show in
+  if scale == "cpu":
+    c.model.d_model, c.model.num_heads, c.model.d_ff = 64, 4, 256
+    c.train.batch_size, c.train.seq_len = 16, 128
+    c.train.steps = 200 if num_layers <= 200 else 60
+    c.train.remat = "full" if num_layers > 24 else "none"  # faster and 4x less memory deep
+    c.train.eval_every, c.train.log_every = 50, 10
+    c.train.checkpoint_every = 50
+    if num_layers > 200:  # 1000 layers: ~10-20 s/step on 2 cores
+      c.train.batch_size, c.train.seq_len = 8, 64
+      c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 20, 5, 10
+      c.train.eval_batches = 2
+  elif scale == "paper":
+    # Xiong 2020 / DeepNet widths (d 512, FFN 2048, 8 heads), paper-sized token batches.
+    c.model.d_model, c.model.num_heads, c.model.d_ff = 512, 8, 2048
+    c.model.max_seq_len = 512
+    c.train.batch_size, c.train.seq_len = 256, 512
+    c.train.steps = 50_000
+    c.train.remat = "full"
+    c.train.dtype = "bfloat16"
+    c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 1000, 100, 1000
+    c.train.eval_batches = 16
+    c.opt.lr = 5e-4
+    c.mesh.data, c.mesh.fsdp = 1, -1  # shard params and optimizer state over all devices
+  else:  # smoke
+    c.model.num_layers = min(num_layers, 2)
+    c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32
+    c.train.batch_size, c.train.seq_len, c.train.steps = 8, 32, 6
+    c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 3, 3, 3
+    c.train.eval_batches = 1
+  return c

@@ -21,7 +21,13 @@ def _parse(argv):
   try:
     return flags.FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    if "Traceback" in msg:  # config_flags wraps errors raised by get_config(arg)
+      msg = msg.split("Traceback")[0].strip() + " " + msg.strip().splitlines()[-1]
+    if isinstance(e, (KeyError, AttributeError)):  # a misspelt --config.a.b key
+      key = next((a for a in argv if a.startswith("--config.")), "")
+      msg = f"unknown config key in {key.split('=')[0]!r}: " + msg.replace("\\n", " ").replace("\\'", "")
+    print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
 
 

@@ -1,28 +1,49 @@
-"""Orbax checkpoints in <workdir>/ckpt: save, resume from the latest good one, refuse a
-changed model.
+"""Orbax checkpoints in <workdir>/ckpt: async save, resume from the latest good one, refuse a
+changed experiment.
 
-Each step directory holds `state` (the TrainState as a pytree) and `meta` (JSON: the model
-config and data seed the state belongs to). The data order is a pure function of (seed,
-step), so the step is the only "RNG state" a resumed run needs.
+Each step directory holds `state` (the TrainState pytree: step, params, optimizer state,
+non-trainable model state) and `meta` (JSON: the config the state belongs to, the loop's
+bookkeeping, and a table of every state leaf with its shape, dtype and a fingerprint). The
+data order is a pure function of (seed, step), so the step is the only "RNG state" a
+resumed run needs.
+
+Orbax (local disk) writes a step into `<step>.orbax-checkpoint-tmp-*` and renames it when
+complete, with `commit_success.txt` inside. Orbax does not checksum array bytes: a flipped
+bit in a data file restores silently. So a restore is accepted only if the step directory
+holds its commit marker, `meta` parses, and every restored leaf has the fingerprint recorded
+at save time (and is finite); otherwise the step is reported, moved to `ckpt/damaged/`, and
+the previous step is tried.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
+import shutil
+import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 from resnorm_jax.train_step import TrainState
 
 # Keys whose change makes a checkpoint belong to another experiment. train.steps,
-# logging and eval cadence may change on resume; the model and the data may not.
+# logging, eval and checkpoint cadence, the learning rate may change on resume; the model,
+# the data and the batch may not. (A change that alters the optimizer state's structure,
+# e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
 FROZEN_KEYS = ("seed", "data.source", "data.path", "train.batch_size", "train.seq_len")
+COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
+TMP_MARKER = ".orbax-checkpoint-tmp"
+DAMAGED_DIR = "damaged"
+
+
+class CheckpointError(ValueError):
+  """Checkpoints exist but none can be used: a bad workdir, reported like bad input."""
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -36,9 +57,14 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
   return out
 
 
+def flat_config(config_dict: dict) -> dict[str, Any]:
+  """A config (as a plain dict) as {dotted.key: JSON value}."""
+  return _flatten(json.loads(json.dumps(config_dict, default=str)))
+
+
 def frozen_config(config_dict: dict) -> dict[str, Any]:
   """The part of a config (as a plain dict) that a resumed run must not change."""
-  flat = _flatten(json.loads(json.dumps(config_dict, default=str)))
+  flat = flat_config(config_dict)
   keep = {k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS}
   keep.update({k: flat.get(k) for k in FROZEN_KEYS})
   return keep
@@ -49,31 +75,94 @@ def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
   return sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
 
 
+def _describe(keys: list[str], saved: dict, current: dict) -> str:
+  return ", ".join(f"{k} ({saved.get(k)!r} -> {current.get(k)!r})" for k in keys)
+
+
+# --- fingerprints: detect bytes that orbax restores without complaint ----------------------
+
+
+def _leaf_fingerprint(x: jax.Array) -> jax.Array:
+  """uint32 sum of the leaf's bits times odd position weights (mod 2^32).
+
+  Any single flipped bit changes it (odd weight); integer sums are exact in any reduction
+  order, so the value does not depend on sharding. Multi-dim iotas keep it elementwise (no
+  reshape of a sharded array).
+  """
+  if x.dtype == jnp.bool_:
+    x = x.astype(jnp.uint8)
+  width = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
+  u = jax.lax.bitcast_convert_type(x, width).astype(jnp.uint32)  # 8-byte: adds a dim of 2
+  index = jnp.zeros(u.shape, jnp.uint32)
+  stride = 1
+  for d in reversed(range(u.ndim)):
+    index = index + jax.lax.broadcasted_iota(jnp.uint32, u.shape, d) * jnp.uint32(stride)
+    stride *= u.shape[d]
+  weight = index * jnp.uint32(2 * 2654435761 % 2**32) + jnp.uint32(1)  # odd for every index
+  return jnp.sum(u * weight, dtype=jnp.uint32)
+
+
+@jax.jit
+def _fingerprints(state) -> tuple[list[jax.Array], jax.Array]:
+  leaves = jax.tree.leaves(state)
+  finite = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return [_leaf_fingerprint(x) for x in leaves], jnp.all(jnp.stack(finite or [True]))
+
+
+def leaf_table(state) -> tuple[dict[str, list], bool]:
+  """({leaf path: [shape, dtype, fingerprint]}, all floating leaves finite)."""
+  prints, finite = jax.device_get(_fingerprints(state))
+  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+  table = {
+    path: [list(x.shape), str(x.dtype), int(fp)]
+    for path, x, fp in zip(paths, jax.tree.leaves(state), prints, strict=True)
+  }
+  return table, bool(finite)
+
+
+def _abstract_table(abstract_state) -> dict[str, list]:
+  flat = jax.tree_util.tree_flatten_with_path(abstract_state)[0]
+  return {jax.tree_util.keystr(p): [list(x.shape), str(x.dtype)] for p, x in flat}
+
+
 class Checkpointer:
   """CheckpointManager wrapper: async save, latest-good restore with fallback."""
 
   def __init__(self, directory: str, *, keep: int = 2, async_save: bool = True):
     self.directory = os.path.abspath(directory)
+    self.save_seconds: list[float] = []  # time each save() blocked the caller
+    self.unfinished = _unfinished(self.directory)  # saves cut short by a kill: removed now
+    for name in self.unfinished:
+      print(f"removing unfinished checkpoint {name} (its save was cut short)", flush=True)
     self.manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
         max_to_keep=max(1, keep),
         enable_async_checkpointing=async_save,
         create=True,
+        cleanup_tmp_directories=True,
       ),
       item_names=("state", "meta"),
     )
 
   def save(self, state: TrainState, meta: dict, *, force: bool = False) -> bool:
-    """Starts saving `state` at its step (returns at once when async)."""
+    """Starts saving `state` at its step: blocks for the device-to-host copy, writes async."""
+    start = time.perf_counter()
     step = int(jax.device_get(state.step))
     if step in self.manager.all_steps():
       return False
-    return self.manager.save(
+    table, finite = leaf_table(state)
+    if not finite:  # the train step refuses non-finite updates; never persist one anyway
+      print(f"WARNING: not saving step {step}: the state holds non-finite values", flush=True)
+      return False
+    meta = {**meta, "leaves": table}
+    saved = self.manager.save(
       step,
       args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
       force=force,
     )
+    self.save_seconds.append(time.perf_counter() - start)
+    return saved
 
   def wait(self) -> None:
     self.manager.wait_until_finished()
@@ -81,16 +170,44 @@ class Checkpointer:
   def steps(self) -> list[int]:
     return sorted(self.manager.all_steps())
 
-  def restore_latest(self, abstract_state: TrainState):
-    """(state, meta, step) of the newest checkpoint that reads back, or None if none.
+  def _read_meta(self, step: int) -> dict:
+    step_dir = os.path.join(self.directory, str(step))
+    if not os.path.exists(os.path.join(step_dir, COMMIT_MARKER)):
+      raise FileNotFoundError(f"no {COMMIT_MARKER}: the checkpoint was never committed")
+    meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    meta = dict(meta["meta"])
+    if not isinstance(meta.get("leaves"), dict):
+      raise ValueError("meta has no leaf table")
+    return meta
 
-    A damaged newest checkpoint (half-written, truncated, corrupted) is reported and the
-    previous one is tried; the run never silently starts from scratch when checkpoints
-    exist but none can be read: that raises.
+  def restore_latest(self, abstract_state: TrainState, config_dict: dict | None = None):
+    """(state, meta, step) of the newest checkpoint that reads back intact, or None if none.
+
+    Raises ValueError when the checkpoint belongs to a different experiment (a changed
+    frozen key, or a state whose leaves differ from this config's), naming the changed
+    keys. A damaged checkpoint (uncommitted, truncated, corrupted) is reported, moved to
+    ckpt/damaged/, and the previous one is tried; if checkpoints exist but none is intact,
+    raises CheckpointError: never a silent start from scratch.
     """
     steps = self.steps()
-    errors = []
+    damaged: list[tuple[int, str]] = []
+
+    def report(step: int, e: Exception) -> None:
+      msg = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+      print(
+        f"WARNING: checkpoint at step {step} is damaged ({msg}); trying the previous one",
+        flush=True,
+      )
+      damaged.append((step, msg))
+
     for step in reversed(steps):
+      try:
+        meta = self._read_meta(step)
+      except Exception as e:  # noqa: BLE001 - any read failure means "damaged"
+        report(step, e)
+        continue
+      if config_dict is not None:
+        check_compatible(meta, config_dict, abstract_state, self.directory)
       try:
         restored = self.manager.restore(
           step,
@@ -99,37 +216,88 @@ class Checkpointer:
           ),
         )
         state = restored["state"]
-        bad = [x for x in jax.tree.leaves(state) if not _finite(x)]
+        table, finite = leaf_table(state)
+        bad = [k for k, v in meta["leaves"].items() if table.get(k) != v]
         if bad:
+          raise ValueError(f"{len(bad)} leaves differ from their saved fingerprint: {bad[:3]}")
+        if not finite:
           raise ValueError("checkpoint holds non-finite values")
-        if errors:
-          logging.warning(
-            "resumed from step %d after skipping damaged checkpoints: %s", step, "; ".join(errors)
-          )
-        return state, dict(restored["meta"]), step
-      except Exception as e:  # noqa: BLE001 - any read failure means "damaged"
-        msg = f"step {step}: {type(e).__name__}: {str(e)[:200]}"
-        logging.warning("checkpoint %s is damaged, trying the previous one (%s)", step, msg)
+      except Exception as e:  # noqa: BLE001
+        report(step, e)
+        continue
+      if damaged:
+        self._quarantine([s for s, _ in damaged])
         print(
-          f"WARNING: checkpoint at step {step} is damaged ({msg}); trying the previous one",
+          f"resuming from step {step}, the newest intact checkpoint, after skipping damaged "
+          f"step(s) {[s for s, _ in damaged]} (moved to {self.directory}/{DAMAGED_DIR}/)",
           flush=True,
         )
-        errors.append(msg)
+      return state, meta, step
     if steps:
-      raise RuntimeError(
-        f"none of the checkpoints in {self.directory} (steps {steps}) could be read: "
-        + "; ".join(errors)
+      raise CheckpointError(
+        f"none of the checkpoints in {self.directory} (steps {steps}) is intact: "
+        + "; ".join(f"step {s}: {m}" for s, m in damaged)
         + ". Move the ckpt/ folder away to start from scratch."
       )
     return None
+
+  def _quarantine(self, steps: list[int]) -> None:
+    """Moves damaged step dirs aside (kept for inspection), so new saves can take the step."""
+    self.manager.wait_until_finished()
+    if jax.process_index() == 0:
+      dest_root = os.path.join(self.directory, DAMAGED_DIR)
+      os.makedirs(dest_root, exist_ok=True)
+      for step in steps:
+        dest = os.path.join(dest_root, f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(os.path.join(self.directory, str(step)), dest)
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils
+
+      multihost_utils.sync_global_devices("resnorm_jax:checkpoint_quarantine")
+    self.manager.reload()
 
   def close(self) -> None:
     self.manager.wait_until_finished()
     self.manager.close()
 
 
-def _finite(x) -> bool:
-  """True unless a floating array holds NaN or inf (works on sharded global arrays)."""
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    return True
-  return bool(jnp.all(jnp.isfinite(x)))
+def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
+  """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
+  frozen = frozen_config(config_dict)
+  saved_frozen = meta.get("frozen_config", {})
+  changed = changed_keys(saved_frozen, frozen)
+  if changed:
+    raise ValueError(
+      f"{directory} holds a checkpoint of a different experiment; changed keys: "
+      f"{_describe(changed, saved_frozen, frozen)}. Use a new --workdir."
+    )
+  want = _abstract_table(abstract_state)
+  have = {k: v[:2] for k, v in meta["leaves"].items()}
+  if want != have:
+    diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    saved_cfg, cfg = meta.get("config", {}), flat_config(config_dict)
+    keys = [k for k in changed_keys(saved_cfg, cfg) if k.split(".")[0] != "train"]
+    raise ValueError(
+      f"{directory} holds a checkpoint whose state does not fit this config (leaves "
+      f"{diff[:4]}{' ...' if len(diff) > 4 else ''} differ); changed keys: "
+      f"{_describe(keys, saved_cfg, cfg) or 'none found'}. Use a new --workdir."
+    )
+
+
+def _unfinished(directory: str) -> list[str]:
+  if not os.path.isdir(directory):
+    return []
+  return sorted(n for n in os.listdir(directory) if TMP_MARKER in n)
+
+
+def checkpoint_bytes(directory: str, step: int) -> int:
+  """Bytes on disk of one step directory."""
+  total = 0
+  for root, _, files in os.walk(os.path.join(directory, str(step))):
+    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+  return total
+
+
+def state_bytes(state) -> int:
+  """Bytes of the arrays of a (possibly abstract) state."""
+  return int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(state)))

@@ -106,11 +106,14 @@ class Transformer(nnx.Module):
   def run_loop(self, x_BxTxD: jax.Array, rope):
     """The same stack as a Python loop over layer slices (a reference for tests)."""
     graphdef, state = nnx.split(self.layers)
-    per_layer = []
+    per_layer, layer_stats = [], []
     for i in range(self.cfg.num_layers):
       layer = nnx.merge(graphdef, jax.tree.map(lambda a, i=i: a[i], state))
       x_BxTxD, st = layer(x_BxTxD, rope)
       per_layer.append(st)
+      layer_stats.append(nnx.state(layer, nnx.BatchStat))
+    # The merged slices are copies: write their batchnorm updates back, as the scan does.
+    nnx.update(self.layers, jax.tree.map(lambda *a: jnp.stack(a), *layer_stats))
     return x_BxTxD, jax.tree.map(lambda *a: jnp.stack(a), *per_layer)
 
 

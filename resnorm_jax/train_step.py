@@ -95,7 +95,7 @@ def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, see
 
 
 def _global_norm(tree: PyTree) -> jax.Array:
-  return optax.global_norm(tree)
+  return optax.tree.norm(tree)
 
 
 def _per_layer_norm(tree: PyTree) -> jax.Array:

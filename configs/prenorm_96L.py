@@ -1,0 +1,18 @@
+"""Pre-LN (GPT-2): x = x + F(LN(x)), final LayerNorm.
+
+Run (about 15 minutes or less on a 2-core CPU):
+  python -m experiments.train --config=configs/prenorm_96L.py
+Cluster scale (d 512, batch 256 x 512 tokens, bfloat16; see README for launchers):
+  python -m experiments.train --config=configs/prenorm_96L.py:paper
+
+Expected: trains without warmup at any depth here (Xiong 2020), well below the unigram
+entropy.
+"""
+
+from configs import base
+
+
+def get_config(arg: str | None = None):
+  c = base.experiment("prenorm_96L", num_layers=96, arg=arg)
+  c.model.norm_position = "pre"
+  return c

@@ -1,0 +1,174 @@
+"""End-to-end: the train entry point, its workdir contract, bad input and divergence."""
+
+import glob
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAMED = sorted(
+  os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "configs", "*_*L.py"))
+)
+
+
+def train(*args, timeout=300):
+  """Runs experiments.train in a subprocess; returns the CompletedProcess."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run(
+    [sys.executable, "-m", "experiments.train", *args],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
+
+
+def load_config(name: str, arg=None):
+  spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "configs", f"{name}.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod.get_config(arg) if arg else mod.get_config()
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("smoke"))
+  proc = train("--config=configs/smoke.py", f"--workdir={workdir}")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  return workdir, proc
+
+
+def test_workdir_contract(smoke_run):
+  workdir, proc = smoke_run
+  for name in ("config.json", "metrics.jsonl", "summary.json"):
+    assert os.path.isfile(os.path.join(workdir, name)), name
+  assert glob.glob(os.path.join(workdir, "tb", "events.out.tfevents.*"))
+  assert os.listdir(os.path.join(workdir, "ckpt"))
+  config = json.load(open(os.path.join(workdir, "config.json")))
+  assert config["model"]["num_layers"] == 2 and config["resolved_model"]["final_norm"] is False
+  rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  assert [r["step"] for r in rows] == [5, 10, 15, 20]
+  for r in rows:
+    for key in (
+      "train/loss",
+      "lr",
+      "grad_norm",
+      "stream_rms/layer_000",
+      "stream_rms/layer_001",
+      "ffn_out_grad_norm/layer_001",
+      "attn_norm_in_rms/layer_000",
+    ):
+      assert math.isfinite(r[key]), (key, r)
+  assert "eval/loss" in rows[1] and "eval/loss" in rows[3] and "eval/loss" not in rows[0]
+  summary = json.load(open(os.path.join(workdir, "summary.json")))
+  assert summary["status"] == "completed" and summary["steps"] == 20
+  for key in (
+    "final_train_loss",
+    "final_eval_loss",
+    "best_eval_loss",
+    "unigram_entropy",
+    "tokens_per_second",
+    "compile_seconds",
+    "wall_seconds",
+  ):
+    assert isinstance(summary[key], float) and summary[key] > 0, key
+  assert summary["final_eval_loss"] == rows[-1]["eval/loss"]
+  assert summary["best_eval_loss"] == min(rows[1]["eval/loss"], rows[3]["eval/loss"])
+  # A byte-level model starts near ln(256) = 5.55 and learns something in 20 steps.
+  assert rows[0]["train/loss"] < 6.5 and rows[-1]["train/loss"] < rows[0]["train/loss"]
+  assert "step     20/20" in proc.stdout and "ETA" in proc.stdout
+
+
+@pytest.mark.parametrize(
+  "override, needle",
+  [
+    ("--config.model.nrom=layernorm", "nrom"),
+    ("--config.model.norm=groupnorm", "groupnorm"),
+    ("--config.model.residual=highway", "highway"),
+    ("--config.data.path=/no/such/file.txt", "/no/such/file.txt"),
+    ("--config.model.num_heads=3", "num_heads"),
+    ("--config.train.steps=abc", "abc"),
+  ],
+)
+def test_bad_input_exits_2_with_message(override, needle, tmp_path):
+  args = ["--config=configs/smoke.py", f"--workdir={tmp_path}", override]
+  if "data.path" in override:
+    args.append("--config.data.source=text")
+  proc = train(*args)
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-1500:])
+  assert needle in proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not os.path.exists(tmp_path / "ckpt")  # refused before anything ran
+
+
+def test_unknown_variant_lists_valid_values(tmp_path):
+  proc = train(
+    "--config=configs/smoke.py", f"--workdir={tmp_path}", "--config.model.norm_position=middle"
+  )
+  assert proc.returncode == 2
+  assert "model.norm_position='middle'" in proc.stderr and "peri" in proc.stderr
+
+
+def test_divergence_is_a_result(tmp_path):
+  proc = train(
+    "--config=configs/smoke.py",
+    f"--workdir={tmp_path}",
+    "--config.opt.lr=1e6",
+    "--config.opt.name=sgd",
+    "--config.train.steps=20",
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.load(open(tmp_path / "summary.json"))
+  assert summary["status"] == "diverged"
+  assert summary["steps"] < 20
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_named_configs_resolve(name):
+  """Every named experiment builds its model config at every scale."""
+  from resnorm_jax.config_types import model_config_from
+
+  for arg in (None, "paper", "smoke"):
+    config = load_config(name, arg)
+    mcfg = model_config_from(config)
+    assert mcfg.num_layers == (
+      min(int(name.split("_")[-1][:-1]), 2) if arg == "smoke" else int(name.split("_")[-1][:-1])
+    )
+    if arg is None:
+      assert config.opt.warmup_steps == 0 and config.opt.lr == 1e-3
+  if name.startswith("deepnorm"):
+    assert mcfg.residual == "deepnorm" and mcfg.init == "deepnorm" and not mcfg.final_norm
+
+
+def test_required_configs_exist():
+  required = {
+    "postnorm_96L",
+    "prenorm_96L",
+    "deepnorm_96L",
+    "postnorm_1000L",
+    "deepnorm_1000L",
+    "rmsnorm_prenorm_96L",
+    "sandwich_96L",
+    "rezero_96L",
+    "layerscale_96L",
+    "dyt_96L",
+    "parallel_96L",
+    "batchnorm_96L",
+    "noresidual_96L",
+  }
+  assert required <= set(NAMED)
+
+
+@pytest.mark.parametrize("name", ["deepnorm_96L", "batchnorm_96L", "rmsnorm_prenorm_96L"])
+def test_named_config_smoke_runs(name, tmp_path):
+  """The named configs' wiring runs end to end at smoke scale (in process, fast)."""
+  from resnorm_jax import loop
+
+  summary = loop.run(load_config(name, "smoke"), str(tmp_path))
+  assert summary["status"] == "completed" and math.isfinite(summary["final_eval_loss"])
