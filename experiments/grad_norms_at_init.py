@@ -1,0 +1,41 @@
+"""Xiong 2020, Fig. 3: per-layer FFN gradient norms at init; the last layer's W2 vs depth.
+
+python -m experiments.grad_norms_at_init --config=configs/postnorm_96L.py \
+    --compare=configs/prenorm_96L.py --depths=6,12,24,48,96 --num_batches=16 \
+    --outdir=docs/grad_norms_at_init
+
+The gradient is the expected one (averaged over K training batches, then the norm). Every
+`--config.a.b=v` override applies to all configs. Writes grad_norms_per_layer.{csv,png} (each
+config at its own depth) and grad_norms_vs_depth.{csv,png} (last layer, log-log).
+Expected: Post-LN's profile rises toward the output, Pre-LN's is flat; Pre-LN's last-layer
+norm shrinks like 1/sqrt(N) with depth while Post-LN's stays about constant.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from resnorm_jax import diagnostics as diag
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
+_COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")
+_DEPTHS = flags.DEFINE_list("depths", [], "Depths for the last-layer W2 norm (empty: skip).")
+_NUM_BATCHES = flags.DEFINE_integer("num_batches", 16, "K mini-batches of the expected gradient.")
+_OUTDIR = flags.DEFINE_string("outdir", "runs/grad_norms_at_init", "Output folder.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    diag.fail(f"unexpected arguments {argv[1:]}")
+  try:
+    overrides = config_flags.get_override_values(flags.FLAGS["config"])
+    configs = diag.load_configs(_CONFIG.value, _COMPARE.value, overrides)
+    depths = diag.parse_depths(_DEPTHS.value)
+    per_layer, vs_depth = diag.grad_norms_experiment(configs, depths, _NUM_BATCHES.value)
+  except ValueError as e:  # bad input (config, depths, data): a message, no traceback
+    diag.fail(str(e))
+  for path in diag.write_grad_norms(per_layer, vs_depth, _OUTDIR.value):
+    print(path)
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=diag.parse_flags_or_exit)

@@ -1,0 +1,194 @@
+"""Loss curves of several runs on one PNG, or a depth x variant stability map of a sweep.
+
+python scripts/plot_curves.py runs/a runs/b 'runs/sweeps/seeds/*' [--out=curves.png]
+python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv [--out=F]
+
+Curves: each run (a folder with metrics.jsonl; globs are expanded) in its own color: train
+loss solid, eval loss dots, and its unigram entropy (summary.json: the loss of a model that
+learned nothing about context) dashed. Stability map: one cell per (variant, depth) from a
+sweep's results.csv, colored by status (trained, stuck, diverged, ...) and annotated with
+the final eval loss (the mean when several runs share a cell, e.g. seeds). No JAX here.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from resnorm_jax.writers import read_metrics  # noqa: E402  (NumPy only)
+
+STATUS_COLORS = {
+  "trained": "#66bb6a",
+  "stuck": "#ffa726",
+  "diverged": "#ef5350",
+  "interrupted": "#90a4ae",
+  "failed": "#8d6e63",
+  "pending": "#eeeeee",
+  "unknown": "#bdbdbd",
+}
+
+
+def expand_runs(patterns: Sequence[str]) -> list[str]:
+  """Run folders (holding metrics.jsonl) matching the paths or globs, in the given order."""
+  runs: list[str] = []
+  for pattern in patterns:
+    matches = sorted(glob.glob(os.path.expanduser(pattern))) or [pattern]
+    for path in matches:
+      if os.path.isfile(os.path.join(path, "metrics.jsonl")) and path not in runs:
+        runs.append(path)
+  return runs
+
+
+def read_curves(run_dir: str) -> dict[str, Any]:
+  """{'train': (steps, losses), 'eval': (steps, losses), 'unigram': float | None}."""
+  records = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+  curves: dict[str, Any] = {}
+  for key, name in (("train/loss", "train"), ("eval/loss", "eval")):
+    points = [(r["step"], r[key]) for r in records if key in r]
+    curves[name] = ([s for s, _ in points], [v for _, v in points])
+  try:
+    with open(os.path.join(run_dir, "summary.json")) as f:
+      curves["unigram"] = json.load(f).get("unigram_entropy")
+  except (OSError, json.JSONDecodeError):
+    curves["unigram"] = None
+  return curves
+
+
+def _pyplot():
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def plot_curves(run_dirs: Sequence[str], out: str, title: str = "") -> str:
+  """Train (solid) and eval (dots) loss of every run, its unigram entropy dashed."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5))
+  for run in run_dirs:
+    c = read_curves(run)
+    label = os.path.basename(os.path.normpath(run))
+    few = len(c["train"][0]) < 3  # a line of one point is invisible
+    (line,) = ax.plot(*c["train"], lw=1.2, marker="." if few else None, label=label)
+    color = line.get_color()
+    ax.plot(*c["eval"], "o", ms=3, color=color)
+    if c["unigram"] is not None:
+      ax.axhline(c["unigram"], ls="--", lw=0.8, color=color)
+  ax.set(xlabel="step", ylabel="loss (nats/token)", title=title or "solid train, dots eval")
+  ax.plot([], [], "k--", lw=0.8, label="unigram entropy")
+  ax.legend(fontsize="small")
+  return _save(fig, out)
+
+
+def read_results(path: str) -> list[dict[str, str]]:
+  """Rows of a sweep's results.csv; ValueError without the columns a map needs."""
+  with open(path, newline="") as f:
+    rows = list(csv.DictReader(f))
+  missing = {"variant", "num_layers", "status", "final_eval_loss"} - set(rows[0] if rows else {})
+  if not rows or missing:
+    raise ValueError(f"{path}: no rows or missing columns {sorted(missing)}")
+  return rows
+
+
+def stability_cells(rows: Sequence[dict[str, str]]):
+  """(variants, depths, {(variant, depth): (status, text)}): most common status per cell,
+  text the mean final eval loss (with the number of runs when several)."""
+  variants = list(dict.fromkeys(r["variant"] for r in rows))
+  depths = sorted({int(r["num_layers"]) for r in rows if r["num_layers"]})
+  groups: dict[tuple[str, int], list[dict[str, str]]] = {}
+  for r in rows:
+    if r["num_layers"]:
+      groups.setdefault((r["variant"], int(r["num_layers"])), []).append(r)
+  cells = {}
+  for key, members in groups.items():
+    statuses = [m["status"] for m in members]
+    status = max(dict.fromkeys(statuses), key=statuses.count)
+    losses = [float(m["final_eval_loss"]) for m in members if m["final_eval_loss"]]
+    losses = [x for x in losses if math.isfinite(x)]
+    text = f"{sum(losses) / len(losses):.2f}" if losses else status
+    cells[key] = (status, text + (f"\n(n={len(members)})" if len(members) > 1 else ""))
+  return variants, depths, cells
+
+
+def plot_stability_map(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
+  """A variant x depth grid colored by status, annotated with the final eval loss."""
+  from matplotlib.patches import Patch
+
+  plt = _pyplot()
+  variants, depths, cells = stability_cells(rows)
+  fig, ax = plt.subplots(figsize=(1.6 * len(depths) + 3, 0.45 * len(variants) + 1.6))
+  for i, v in enumerate(variants):
+    for j, d in enumerate(depths):
+      status, text = cells.get((v, d), ("pending", ""))
+      ax.add_patch(plt.Rectangle((j, i), 1, 1, color=STATUS_COLORS.get(status, "#ffffff")))
+      ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8)
+  ax.set(xlim=(0, len(depths)), ylim=(len(variants), 0), xlabel="layers N")
+  ax.set_xticks([j + 0.5 for j in range(len(depths))], [str(d) for d in depths])
+  ax.set_yticks([i + 0.5 for i in range(len(variants))], variants)
+  ax.set_title(title or "final eval loss by variant and depth")
+  used = [s for s in STATUS_COLORS if any(c[0] == s for c in cells.values())]
+  handles = [Patch(color=STATUS_COLORS[s], label=s) for s in used]
+  ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+  return _save(fig, out)
+
+
+def _save(fig, out: str) -> str:
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(out, dpi=120)
+  _pyplot().close(fig)
+  return out
+
+
+def _define_flags() -> None:
+  from absl import flags
+
+  flags.DEFINE_string("out", None, "PNG to write (default curves.png / next to results.csv).")
+  flags.DEFINE_string("stability_map", None, "A sweep's results.csv: draw the stability map.")
+  flags.DEFINE_string("title", "", "Figure title.")
+
+
+def _fail(msg: str) -> None:
+  print(f"error: {msg}", file=sys.stderr)
+  sys.exit(2)
+
+
+def main(argv: list[str]) -> int:
+  from absl import flags
+
+  f = flags.FLAGS
+  patterns = argv[1:]
+  if bool(patterns) == bool(f.stability_map):
+    _fail("give run folders (or globs) for curves, or --stability_map=results.csv; not both")
+  if f.stability_map:
+    try:
+      rows = read_results(f.stability_map)
+    except (OSError, ValueError) as e:
+      _fail(str(e))
+    out = f.out or os.path.join(os.path.dirname(f.stability_map), "stability_map.png")
+    print(plot_stability_map(rows, out, f.title))
+    return 0
+  runs = expand_runs(patterns)
+  if not runs:
+    _fail(f"no run folder with a metrics.jsonl matches {patterns}")
+  print(plot_curves(runs, f.out or "curves.png", f.title))
+  return 0
+
+
+if __name__ == "__main__":
+  from absl import app
+
+  _define_flags()
+  app.run(main)

@@ -1,0 +1,528 @@
+"""Runs a grid of training runs (configs/sweeps/*.py) and tabulates how each one ended.
+
+python scripts/sweep.py --grid=configs/sweeps/stability_map.py [--sweep_dir=DIR]
+    [--parallel=1] [--dry_run] [--max_steps=N] [--set=train.eval_every=10 ...]
+    [--filter=REGEX] [--collect_only] [--stuck_margin=0.05]
+
+A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]",
+"overrides": {"dotted.key": value, ...}, "name": optional}. Each point runs as
+`python -m experiments.train --config=... --workdir=<sweep_dir>/<name> --config.k=v ...`,
+one at a time by default (two runs at once on 2 cores each run ~3.5x slower). A point whose
+workdir holds a completed or diverged run of the same config is skipped, so a stopped sweep
+continues where it was, and an interrupted point resumes from its checkpoint. Every point is
+checked (config file, keys, types) before anything runs. At the end, and with
+--collect_only, every run's summary.json goes into <sweep_dir>/results.csv and results.md,
+with a status per run: trained, stuck (final eval loss within --stuck_margin nats of the
+unigram entropy, or above it), diverged, interrupted, failed or pending; and, when points
+differ only by seed, the mean and spread over seeds (results_seeds.csv). No JAX here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)  # config and grid files import `configs.base`
+
+STATUSES = ("trained", "stuck", "diverged", "interrupted", "failed", "pending", "unknown")
+POINT_KEYS = frozenset({"config", "overrides", "name"})
+INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
+POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
+Row = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+  """One run of a grid: a config file and its overrides, run in <sweep_dir>/<name>."""
+
+  name: str
+  config: str
+  overrides: dict[str, Any]
+  index: int
+
+
+# ------------------------------------------------------------------------------------------
+# Grid -> points
+# ------------------------------------------------------------------------------------------
+
+
+def _import_file(path: str, name: str):
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _root_path(path: str) -> str:
+  """A path as given if it exists, else relative to the repository root."""
+  return path if os.path.exists(path) or os.path.isabs(path) else os.path.join(ROOT, path)
+
+
+def format_value(value: Any) -> str:
+  """A Python scalar as `--config.k=` text that config_flags parses back to the same value."""
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  if isinstance(value, (int, float, str)):
+    return repr(value) if isinstance(value, float) else str(value)
+  raise ValueError(f"override value {value!r}: only bool, int, float and str can be passed")
+
+
+def point_name(config: str, overrides: Mapping[str, Any]) -> str:
+  """`postnorm_96L__num_layers=12__lr=0.001`: the config's stem and each override's last key."""
+  stem = os.path.splitext(os.path.basename(config.split(":")[0]))[0]
+  arg = config.partition(":")[2]
+  parts = [stem + (f"-{arg}" if arg else "")]
+  parts += [f"{k.split('.')[-1]}={format_value(v)}" for k, v in overrides.items()]
+  return re.sub(r"[^A-Za-z0-9_.=+-]", "_", "__".join(parts))
+
+
+def parse_points(grid: Any, where: str = "GRID") -> list[Point]:
+  """Validates a GRID list (shape, keys, value types, unique names) into points."""
+  if not isinstance(grid, (list, tuple)) or not grid:
+    raise ValueError(f"{where} must be a non-empty list of points")
+  points, names = [], set()
+  for i, entry in enumerate(grid):
+    if not isinstance(entry, Mapping) or "config" not in entry or set(entry) - POINT_KEYS:
+      raise ValueError(
+        f"{where}[{i}] = {entry!r}: expected a dict with 'config' and optional 'overrides', 'name'"
+      )
+    overrides = dict(entry.get("overrides", {}))
+    for value in overrides.values():
+      format_value(value)
+    name = entry.get("name") or point_name(entry["config"], overrides)
+    if name in names or not re.fullmatch(r"[A-Za-z0-9_.=+-]+", name):
+      raise ValueError(f"{where}[{i}]: point name {name!r} is repeated or not a plain file name")
+    names.add(name)
+    points.append(Point(name, entry["config"], overrides, i))
+  return points
+
+
+def load_grid(path: str) -> list[Point]:
+  """The points of a grid file (a module exposing GRID)."""
+  if not os.path.isfile(path):
+    raise ValueError(f"--grid={path}: no such file")
+  try:
+    module = _import_file(path, "_sweep_grid")
+  except Exception as e:  # a grid file with an error in it is bad input
+    raise ValueError(f"--grid={path}: {type(e).__name__}: {e}") from None
+  if not hasattr(module, "GRID"):
+    raise ValueError(f"--grid={path} defines no GRID list")
+  return parse_points(module.GRID, f"{os.path.basename(path)}: GRID")
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, Any]:
+  """['train.steps=5', 'opt.lr=1e-3'] -> {key: value}: Python literals, else strings."""
+  import ast
+
+  out = {}
+  for item in items:
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+      raise ValueError(f"--set={item}: expected dotted.key=value")
+    if text in ("true", "false"):  # as config_flags spells booleans
+      out[key] = text == "true"
+      continue
+    try:
+      out[key] = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      out[key] = text
+  return out
+
+
+def resolve(point: Point, extra: Mapping[str, Any], max_steps: int | None):
+  """(overrides to pass, the resolved config as config.json holds it) of a point.
+
+  Loads the config file the way experiments/train.py does, so a misspelt key, a wrong type
+  or a missing file is refused here, before any point runs.
+  """
+  from ml_collections import ConfigDict
+
+  path, _, arg = point.config.partition(":")
+  try:
+    module = _import_file(_root_path(path), f"_sweep_config_{point.index}")
+    config = module.get_config(arg) if arg else module.get_config()
+    if not isinstance(config, ConfigDict):
+      raise ValueError("get_config() did not return a ConfigDict")
+    config.lock()
+    overrides = {**point.overrides, **extra}
+    config.update_from_flattened_dict(overrides)
+    if max_steps is not None and config.train.steps > max_steps:
+      overrides["train.steps"] = config.train.steps = max_steps
+  except (OSError, ImportError, ValueError, KeyError, AttributeError, TypeError) as e:
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    raise ValueError(f"point {point.name} ({point.config}): {msg}") from None
+  return overrides, json.loads(json.dumps(config.to_dict(), default=str))
+
+
+def train_command(point: Point, workdir: str, overrides: Mapping[str, Any]) -> list[str]:
+  """The experiments.train command line of a point (run from the repository root)."""
+  args = [sys.executable, "-m", "experiments.train", f"--config={point.config}"]
+  args.append(f"--workdir={workdir}")
+  return args + [f"--config.{k}={format_value(v)}" for k, v in overrides.items()]
+
+
+def _read_json(path: str) -> Any:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError):
+    return None
+
+
+def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
+  """'done' (completed/diverged run of this config), 'conflict' (of another one) or 'todo'."""
+  summary = _read_json(os.path.join(workdir, "summary.json"))
+  if not isinstance(summary, dict) or summary.get("status") not in ("completed", "diverged"):
+    return "todo"  # never started, interrupted or killed: (re)run, resuming its checkpoint
+  config = _read_json(os.path.join(workdir, "config.json"))
+  if isinstance(config, dict):
+    config = {k: v for k, v in config.items() if k != "resolved_model"}
+    if config != dict(expected_config):
+      return "conflict"
+  return "done"
+
+
+# ------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------
+
+
+def _fmt_time(seconds: float) -> str:
+  m, s = divmod(int(seconds), 60)
+  return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+def run_points(jobs: Sequence[tuple[Point, str, list[str]]], parallel: int) -> dict[str, int]:
+  """Runs (point, workdir, command) jobs, `parallel` at a time; exit status per point name.
+
+  Children run in their own session with output in <workdir>/train.log. A SIGINT/SIGTERM to
+  the sweep is passed on once to every running child (which saves a checkpoint and exits
+  'interrupted'); no new point starts. Returns early in that case.
+  """
+  pending, running, codes = list(jobs), {}, {}
+  stop: list[int] = []
+  forwarded = False
+  handled = (signal.SIGINT, signal.SIGTERM)
+  old = {s: signal.signal(s, lambda signum, _: stop.append(signum)) for s in handled}
+  try:
+    while (pending and not stop) or running:
+      while pending and not stop and len(running) < parallel:
+        point, workdir, cmd = pending.pop(0)
+        os.makedirs(workdir, exist_ok=True)
+        log = open(os.path.join(workdir, "train.log"), "a")
+        proc = subprocess.Popen(
+          cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        running[point.name] = (point, workdir, proc, log, time.time())
+        print(f"[{point.index + 1}] {point.name}: started", flush=True)
+      if stop and not forwarded:
+        for _, _, proc, _, _ in running.values():
+          proc.send_signal(signal.SIGINT)
+        forwarded = True
+        print(f"signal {stop[0]}: stopping; waiting for running points to save", flush=True)
+      time.sleep(0.2)
+      for name, (point, workdir, proc, log, t0) in list(running.items()):
+        if proc.poll() is None:
+          continue
+        log.close()
+        del running[name]
+        codes[name] = proc.returncode
+        _record_exit(workdir, proc.returncode)
+        row = run_row(workdir)
+        print(
+          f"[{point.index + 1}] {name}: {row['status']} (exit {proc.returncode}, eval "
+          f"{_fmt(row['final_eval_loss'])}, unigram {_fmt(row['unigram_entropy'])}) in "
+          f"{_fmt_time(time.time() - t0)}; log {os.path.join(workdir, 'train.log')}",
+          flush=True,
+        )
+  finally:
+    for s, handler in old.items():
+      signal.signal(s, handler)
+  if stop:
+    codes[INTERRUPTED] = 128 + stop[0]
+  return codes
+
+
+def _record_exit(workdir: str, returncode: int) -> None:
+  path = os.path.join(workdir, POINT_FILE)
+  info = _read_json(path) or {}
+  info["returncode"] = returncode
+  _write_json(path, info)
+
+
+def _write_json(path: str, obj: Any) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(obj, f, indent=2)
+  os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------
+
+
+def _finite(x: Any) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def classify(summary: Mapping[str, Any] | None, margin: float = 0.05) -> str:
+  """trained | stuck | diverged | interrupted | pending | unknown, from a summary.json.
+
+  Stuck: the final eval loss is within `margin` nats of the unigram entropy or above it,
+  i.e. the model learned (almost) nothing about context; it is not a NaN.
+  """
+  if not summary:
+    return "pending"
+  status = summary.get("status")
+  loss, unigram = summary.get("final_eval_loss"), summary.get("unigram_entropy")
+  if status == "diverged" or (loss is not None and not _finite(loss)):
+    return "diverged"
+  if status == "interrupted":
+    return "interrupted"
+  if status != "completed" or not _finite(loss) or not _finite(unigram):
+    return "unknown"
+  return "stuck" if loss >= unigram - margin else "trained"
+
+
+def _dotted(tree: Any, key: str) -> Any:
+  for part in key.split("."):
+    if not isinstance(tree, Mapping) or part not in tree:
+      return None
+    tree = tree[part]
+  return tree
+
+
+def _variant(config_path: str, name: str) -> str:
+  stem = os.path.splitext(os.path.basename(config_path.split(":")[0]))[0] if config_path else name
+  return re.sub(r"_\d+L$", "", stem)
+
+
+def run_row(workdir: str, margin: float = 0.05) -> Row:
+  """One results row of a run folder (point info, resolved depth and seed, summary)."""
+  point = _read_json(os.path.join(workdir, POINT_FILE)) or {}
+  summary = _read_json(os.path.join(workdir, "summary.json"))
+  config = _read_json(os.path.join(workdir, "config.json")) or {}
+  status = classify(summary, margin)
+  if status == "pending" and point.get("returncode") not in (None, 0):
+    status = "failed"
+  summary = summary or {}
+  loss, unigram = summary.get("final_eval_loss"), summary.get("unigram_entropy")
+  num_layers = _dotted(config, "resolved_model.num_layers") or _dotted(config, "model.num_layers")
+  return {
+    "name": os.path.basename(os.path.normpath(workdir)),
+    "config": point.get("config", config.get("name", "")),
+    "variant": _variant(point.get("config", ""), config.get("name", "")),
+    "num_layers": num_layers,
+    "seed": config.get("seed"),
+    "status": status,
+    "final_eval_loss": loss,
+    "unigram_entropy": unigram,
+    "gap": unigram - loss if _finite(loss) and _finite(unigram) else None,
+    "best_eval_loss": summary.get("best_eval_loss"),
+    "final_train_loss": summary.get("final_train_loss"),
+    "steps": summary.get("steps"),
+    "wall_seconds": summary.get("wall_seconds"),
+    "_index": point.get("index", 1 << 30),
+    "_overrides": point.get("overrides", {}),
+    "_config": config,
+  }
+
+
+def collect(sweep_dir: str, margin: float = 0.05) -> list[Row]:
+  """Rows of every run folder under `sweep_dir`, in grid order; varied keys as columns.
+
+  A column per override key whose resolved value differs between runs (model.num_layers
+  and seed already have theirs).
+  """
+  dirs = sorted(
+    d
+    for d in (os.path.join(sweep_dir, n) for n in os.listdir(sweep_dir))
+    if os.path.isdir(d)
+    and any(os.path.exists(os.path.join(d, f)) for f in (POINT_FILE, "summary.json"))
+  )
+  rows = sorted((run_row(d, margin) for d in dirs), key=lambda r: (r["_index"], r["name"]))
+  keys: list[str] = []
+  for r in rows:
+    keys += [k for k in r["_overrides"] if k not in keys and k not in ("model.num_layers", "seed")]
+  for r in rows:
+    r.update({k: _dotted(r["_config"], k) for k in keys})
+  varied = [k for k in keys if len({json.dumps(r[k]) for r in rows}) > 1]
+  order = ["name", "config", "variant", "num_layers", "seed", *varied]
+  return [
+    {k: r[k] for k in order + [k for k in r if k not in order and k not in keys]} for r in rows
+  ]
+
+
+def seed_groups(rows: Sequence[Row]) -> list[Row]:
+  """Mean and spread of the final eval loss over runs that differ only by seed (n >= 2)."""
+  public = [k for k in rows[0] if not k.startswith("_")] if rows else []
+  key_cols = [k for k in public[: public.index("status")] if k not in ("name", "seed")]
+  groups: dict[tuple, list[Row]] = {}
+  for r in rows:
+    groups.setdefault(tuple(json.dumps(r[k]) for k in key_cols), []).append(r)
+  out = []
+  for members in groups.values():
+    if len(members) < 2:
+      continue
+    losses = [r["final_eval_loss"] for r in members if _finite(r["final_eval_loss"])]
+    statuses = [r["status"] for r in members]
+    out.append(
+      {
+        **{k: members[0][k] for k in key_cols},
+        "n": len(members),
+        "seeds": " ".join(str(r["seed"]) for r in members),
+        "statuses": " ".join(f"{s}:{statuses.count(s)}" for s in STATUSES if s in statuses),
+        "final_eval_mean": statistics.fmean(losses) if losses else None,
+        "final_eval_std": statistics.stdev(losses) if len(losses) > 1 else None,
+        "final_eval_min": min(losses, default=None),
+        "final_eval_max": max(losses, default=None),
+      }
+    )
+  return out
+
+
+def _fmt(v: Any) -> str:
+  if isinstance(v, float):
+    return f"{v:.4f}" if math.isfinite(v) else str(v)
+  return "" if v is None else str(v)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+  """A Markdown table of the rows' public columns."""
+  cols = [k for k in rows[0] if not k.startswith("_")]
+  lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+  lines += ["| " + " | ".join(_fmt(r[k]) for k in cols) + " |" for r in rows]
+  return "\n".join(lines) + "\n"
+
+
+def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
+  """results.csv, results.md (and results_seeds.csv when runs differ only by seed)."""
+  if not rows:
+    return []
+  cols = [k for k in rows[0] if not k.startswith("_")]
+  paths = [os.path.join(sweep_dir, "results.csv"), os.path.join(sweep_dir, "results.md")]
+  with open(paths[0], "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+  counts = ", ".join(f"{s} {sum(r['status'] == s for r in rows)}" for s in STATUSES)
+  md = f"# {os.path.basename(os.path.normpath(sweep_dir))}\n\n{len(rows)} runs: {counts}\n\n"
+  md += markdown_table(rows)
+  groups = seed_groups(rows)
+  if groups:
+    paths.append(os.path.join(sweep_dir, "results_seeds.csv"))
+    with open(paths[-1], "w", newline="") as f:
+      writer = csv.DictWriter(f, fieldnames=list(groups[0]))
+      writer.writeheader()
+      writer.writerows(groups)
+    md += "\n## Over seeds (final eval loss)\n\n" + markdown_table(groups)
+  with open(paths[1], "w") as f:
+    f.write(md)
+  return paths
+
+
+# ------------------------------------------------------------------------------------------
+# Command line
+# ------------------------------------------------------------------------------------------
+
+
+def _define_flags() -> None:
+  from absl import flags
+
+  flags.DEFINE_string("grid", None, "Grid file exposing GRID (configs/sweeps/*.py).")
+  flags.DEFINE_string(
+    "sweep_dir", None, "Runs go to <sweep_dir>/<point>; default runs/sweeps/<grid>."
+  )
+  flags.DEFINE_integer("parallel", 1, "Points run at once (1 on a 2-core machine).")
+  flags.DEFINE_bool("dry_run", False, "Print the commands and what would be skipped; run nothing.")
+  flags.DEFINE_integer("max_steps", None, "Cap train.steps of every point (quick runs).")
+  flags.DEFINE_multi_string("set", [], "dotted.key=value applied to every point (repeatable).")
+  flags.DEFINE_string("filter", None, "Only points whose name matches this regex.")
+  flags.DEFINE_bool("collect_only", False, "Only collect results of the runs in --sweep_dir.")
+  flags.DEFINE_float(
+    "stuck_margin", 0.05, "Stuck: final eval loss >= unigram entropy - margin (nats)."
+  )
+
+
+def _fail(msg: str) -> None:
+  print(f"error: {msg}", file=sys.stderr)
+  sys.exit(2)
+
+
+def main(argv: list[str]) -> int:
+  from absl import flags
+
+  f = flags.FLAGS
+  if len(argv) > 1:
+    _fail(f"unexpected arguments {argv[1:]}")
+  if not f.grid and not (f.collect_only and f.sweep_dir):
+    _fail("--grid=FILE is required (or --collect_only with --sweep_dir)")
+  stem = os.path.splitext(os.path.basename(f.grid or ""))[0]
+  sweep_dir = os.path.abspath(f.sweep_dir or os.path.join("runs", "sweeps", stem))
+  if not f.collect_only:
+    if f.parallel < 1 or (f.max_steps is not None and f.max_steps < 1):
+      _fail("--parallel and --max_steps must be >= 1")
+    try:
+      points = load_grid(_root_path(f.grid))
+      points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
+      extra = parse_sets(f.set)
+      resolved = [resolve(p, extra, f.max_steps) for p in points]
+    except (ValueError, re.error) as e:
+      _fail(str(e))
+    jobs, conflicts = [], []
+    for p, (overrides, expected) in zip(points, resolved, strict=True):
+      workdir = os.path.join(sweep_dir, p.name)
+      state = run_state(workdir, expected)
+      cmd = train_command(p, workdir, overrides)
+      if state == "conflict":
+        conflicts.append(workdir)
+      print(
+        f"[{p.index + 1}] {p.name}: {state}" + ("" if state != "todo" else f"\n  {shlex.join(cmd)}")
+      )
+      info = {"name": p.name, "index": p.index, "config": p.config, "overrides": p.overrides}
+      if state == "todo" and not f.dry_run:
+        os.makedirs(workdir, exist_ok=True)
+        _write_json(os.path.join(workdir, POINT_FILE), {**info, "command": cmd})
+        jobs.append((p, workdir, cmd))
+      elif (
+        state == "done" and not f.dry_run and not os.path.isfile(os.path.join(workdir, POINT_FILE))
+      ):
+        _write_json(os.path.join(workdir, POINT_FILE), info)  # for collect: its grid place
+    for w in conflicts:
+      print(f"conflict: {w} holds a finished run of a different config; not rerun", file=sys.stderr)
+    if f.dry_run:
+      return 0
+    codes = run_points(jobs, f.parallel)
+  else:
+    codes, conflicts = {}, []
+  if not os.path.isdir(sweep_dir):
+    _fail(f"--sweep_dir={sweep_dir}: no such folder")
+  rows = collect(sweep_dir, f.stuck_margin)
+  for path in write_results(sweep_dir, rows):
+    print(path)
+  if INTERRUPTED in codes:
+    return codes[INTERRUPTED]
+  return 1 if conflicts or any(c != 0 for c in codes.values()) else 0
+
+
+if __name__ == "__main__":
+  from absl import app
+
+  _define_flags()
+  app.run(main)

@@ -1,0 +1,428 @@
+"""The paper-reproduction tools at tiny size: grad norms at init, model update, sweep, plots.
+
+The command-line runs start together in subprocesses (they mostly compile) while the pure
+functions are checked here against independent computations.
+"""
+
+import csv
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from resnorm_jax import data as data_lib
+from resnorm_jax import diagnostics as diag
+from resnorm_jax import train_step as ts
+from resnorm_jax.config_types import model_config_from
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POST = "configs/postnorm_96L.py:smoke"  # 2 layers, width 32, batch 8 x 32
+PRE = "configs/prenorm_96L.py:smoke"
+DEEP = "configs/deepnorm_96L.py:smoke"
+
+
+def _script(name: str):
+  """scripts/<name>.py as a module (no flags are defined on import)."""
+  spec = importlib.util.spec_from_file_location(f"script_{name}", f"{ROOT}/scripts/{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses look their module up there
+  spec.loader.exec_module(module)
+  return module
+
+
+sweep = _script("sweep")
+plot_curves = _script("plot_curves")
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.Popen(
+    [sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+  )
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+  out, _ = proc.communicate(timeout=timeout)
+  return proc.returncode, out.decode()
+
+
+def _csv(path: str) -> list[dict[str, str]]:
+  with open(path, newline="") as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+  """Every command-line run of this file, started at once; {name: (Popen, outdir)}."""
+  out = tmp_path_factory.mktemp("cli")
+  grid = out / "grid.py"
+  grid.write_text(
+    'GRID = [{"config": "configs/smoke.py", "name": "fresh"},\n'
+    '        {"config": "configs/smoke.py", "name": "done", "overrides": {"seed": 1}}]\n'
+  )
+  # "done" is finished already (a fake summary of the same config): the sweep must skip it.
+  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"seed": 1}}])[0]
+  _, expected = sweep.resolve(point, {}, max_steps=2)
+  _fake_run(out / "sweep" / "done", {"status": "completed", "final_eval_loss": 3.4}, expected)
+  procs = {
+    "grad": _start(
+      ["-m", "experiments.grad_norms_at_init", f"--config={POST}", f"--compare={PRE}"]
+      + ["--depths=2", "--num_batches=2", f"--outdir={out / 'grad'}"]
+    ),
+    "update": _start(
+      ["-m", "experiments.model_update", f"--config={DEEP}", "--steps=3", "--early_steps=2"]
+      + [f"--outdir={out / 'update'}"]
+    ),
+    "sweep": _start(
+      ["scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={out / 'sweep'}", "--max_steps=2"]
+    ),
+    "bad_key": _start(
+      ["-m", "experiments.grad_norms_at_init", f"--config={POST}"] + ["--config.model.num_layerz=3"]
+    ),
+    "bad_steps": _start(["-m", "experiments.model_update", f"--config={POST}", "--steps=0"]),
+  }
+  yield {name: (proc, out) for name, proc in procs.items()}
+  for proc in procs.values():
+    if proc.poll() is None:
+      proc.kill()
+
+
+def _fake_run(workdir, summary: dict, config: dict | None = None, point: dict | None = None):
+  os.makedirs(workdir, exist_ok=True)
+  full = {"status": "completed", "unigram_entropy": 3.3, "steps": 2, **summary}
+  with open(os.path.join(workdir, "summary.json"), "w") as f:
+    json.dump(full, f)
+  if config is not None:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump({**config, "resolved_model": {"num_layers": config["model"]["num_layers"]}}, f)
+  if point is not None:
+    with open(os.path.join(workdir, sweep.POINT_FILE), "w") as f:
+      json.dump(point, f)
+
+
+# ------------------------------------------------------------------------------------------
+# Pure diagnostics against independent computations
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def post_model():
+  """The smoke Post-LN model at seed 0 and the K=2 training batches the CLI run uses."""
+  config = diag.load_config_file(POST)
+  mcfg = model_config_from(config)
+  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, config.train.seq_len)
+  t = config.train
+  batches = [
+    data_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
+    for k in range(2)
+  ]
+  params, model_state = diag.init_model(mcfg, 0)
+  return diag.model_def_for(mcfg), params, model_state, batches
+
+
+def _layer_norms(g_LxAxB) -> np.ndarray:
+  return np.sqrt(np.sum(np.square(np.asarray(g_LxAxB, np.float64)), axis=(1, 2)))
+
+
+def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model):
+  """The CLI's per-layer norms (expected_grad_norms: a scan summing per-batch gradients of
+  the FFN kernels) against a jax.grad of the whole model, computed here."""
+  model_def, params, model_state, batches = post_model
+  xs, ys = (jnp.asarray(a) for a in diag.stack_batches(batches))
+
+  def loss(p, x, y):
+    return ts.cross_entropy(model_def.apply(p, model_state, x, train=True)[0], y)
+
+  @jax.jit
+  def reference(p):
+    mean_loss = lambda p: jnp.mean(jax.vmap(loss, in_axes=(None, 0, 0))(p, xs, ys))
+    per_batch = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(p, xs, ys)  # [K, ...]
+    return jax.grad(mean_loss)(p)["layers"]["mlp"], per_batch["layers"]["mlp"]
+
+  of_mean, per_batch = reference(params)
+  proc, out = cli["grad"]
+  code, log = _finish(proc)
+  assert code == 0, log[-3000:]
+  rows = [
+    r for r in _csv(out / "grad" / "grad_norms_per_layer.csv") if r["config"] == "postnorm-smoke"
+  ]
+  for key, name in (("w1", "ffn_in"), ("w2", "ffn_out")):
+    got = np.array([float(r[f"{key}_grad_norm"]) for r in rows])
+    # The loss is linear in batch averaging: grad of the mean loss == mean of the grads.
+    np.testing.assert_allclose(got, _layer_norms(of_mean[name]["kernel"]), rtol=1e-4)
+    mean_grad = np.mean(np.asarray(per_batch[name]["kernel"]), axis=0)
+    np.testing.assert_allclose(got, _layer_norms(mean_grad), rtol=1e-4)
+    # ... and not the mean of per-batch norms, which batch noise makes strictly larger.
+    norms_K = np.stack([_layer_norms(g) for g in np.asarray(per_batch[name]["kernel"])])
+    assert np.all(norms_K.mean(axis=0) > got * (1 + 1e-3)), (norms_K, got)
+
+
+def test_stack_batches_refuses_mixed_shapes():
+  x = np.zeros((2, 4), np.int32)
+  assert diag.stack_batches([(x, x), (x, x)])[0].shape == (2, 2, 4)
+  with pytest.raises(ValueError, match="one shape"):
+    diag.stack_batches([(x, x), (x[:1], x[:1])])
+
+
+def test_model_output_distance(post_model):
+  model_def, params, model_state, batches = post_model
+  tokens = batches[0][0]
+  assert diag.model_output_distance(model_def, params, params, model_state, tokens) == 0.0
+  moved = jax.tree.map(lambda x: x, params)
+  moved["layers"]["mlp"]["ffn_out"]["kernel"] = params["layers"]["mlp"]["ffn_out"]["kernel"] * 1.5
+  got = diag.model_output_distance(model_def, params, moved, model_state, tokens)
+  a = np.asarray(diag._logits(model_def, moved, model_state, tokens), np.float64)
+  b = np.asarray(diag._logits(model_def, params, model_state, tokens), np.float64)
+  want = np.mean(np.linalg.norm(a - b, axis=-1))  # L2 over the vocab, mean over tokens
+  assert got > 0 and math.isclose(got, want, rel_tol=1e-4)
+
+
+def test_norm_input_summary():
+  stats = {
+    "attn_norm_in_rms": jnp.array([1.0, 2.0]),
+    "ffn_norm_in_rms": jnp.array([3.0, 6.0]),
+    "stream_rms": jnp.array([100.0, 100.0]),  # not a norm input
+  }
+  assert sorted(diag.norm_input_rms(stats)) == ["attn_norm_in_rms", "ffn_norm_in_rms"]
+  mean, max_ = diag.norm_input_summary(stats)
+  assert float(mean) == 3.0 and float(max_) == 6.0
+  assert all(
+    math.isnan(float(v)) for v in diag.norm_input_summary({"stream_rms": stats["stream_rms"]})
+  )
+
+
+def test_load_configs_applies_overrides_to_every_config():
+  main = diag.load_config_file(POST)
+  main.model.num_layers = 1
+  configs = diag.load_configs(main, [PRE, POST], {"model.num_layers": 1})
+  assert [label for label, _ in configs] == ["postnorm-smoke", "prenorm-smoke", "postnorm-smoke#2"]
+  assert all(c.model.num_layers == 1 for _, c in configs)
+  with pytest.raises(ValueError, match="not found"):
+    diag.load_configs(main, ["configs/nope.py"], {})
+  with pytest.raises(ValueError, match="positive"):
+    diag.parse_depths(["6", "0"])
+
+
+def test_early_update():
+  rows = [{"config": "a", "depth": 2, "step": s, "update": u} for s, u in enumerate([0, 5, 3, 9])]
+  (row,) = diag.early_update(rows, early_steps=2)
+  assert row["early_update"] == 5 and row["final_update"] == 9 and row["final_step"] == 3
+
+
+# ------------------------------------------------------------------------------------------
+# Sweep logic on fake runs
+# ------------------------------------------------------------------------------------------
+
+
+def test_classify():
+  c = sweep.classify
+  assert c({"status": "completed", "final_eval_loss": 2.3, "unigram_entropy": 3.3}) == "trained"
+  assert c({"status": "completed", "final_eval_loss": 3.26, "unigram_entropy": 3.3}) == "stuck"
+  assert c({"status": "completed", "final_eval_loss": 3.24, "unigram_entropy": 3.3}) == "trained"
+  assert c({"status": "completed", "final_eval_loss": 3.9, "unigram_entropy": 3.3}) == "stuck"
+  assert c({"status": "completed", "final_eval_loss": math.nan, "unigram_entropy": 3.3}) == (
+    "diverged"
+  )
+  assert c({"status": "diverged", "final_eval_loss": 2.0, "unigram_entropy": 3.3}) == "diverged"
+  assert c({"status": "interrupted", "final_eval_loss": 2.0, "unigram_entropy": 3.3}) == (
+    "interrupted"
+  )
+  assert c(None) == "pending"
+  assert c({"status": "completed", "final_eval_loss": 3.2, "unigram_entropy": 3.3}, 0.2) == "stuck"
+
+
+def test_run_state_skips_only_finished_runs_of_the_same_config(tmp_path):
+  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"opt.lr": 0.01}}])[0]
+  overrides, expected = sweep.resolve(point, {"train.log_every": 2}, max_steps=3)
+  assert overrides == {"opt.lr": 0.01, "train.log_every": 2, "train.steps": 3}
+  assert expected["opt"]["lr"] == 0.01 and expected["train"]["steps"] == 3
+  assert sweep.run_state(str(tmp_path / "none"), expected) == "todo"
+  for status, state in (("completed", "done"), ("diverged", "done"), ("interrupted", "todo")):
+    _fake_run(tmp_path / status, {"status": status, "final_eval_loss": 3.0}, expected)
+    assert sweep.run_state(str(tmp_path / status), expected) == state
+  other = json.loads(json.dumps(expected))
+  other["opt"]["lr"] = 0.02
+  _fake_run(tmp_path / "other", {"final_eval_loss": 3.0}, other)
+  assert sweep.run_state(str(tmp_path / "other"), expected) == "conflict"
+
+
+def test_grid_and_override_errors():
+  with pytest.raises(ValueError, match="repeated"):
+    sweep.parse_points([{"config": "a.py"}, {"config": "a.py"}])
+  with pytest.raises(ValueError, match="expected a dict"):
+    sweep.parse_points([{"config": "a.py", "overide": {}}])
+  with pytest.raises(ValueError, match="only bool"):
+    sweep.parse_points([{"config": "a.py", "overrides": {"k": [1]}}])
+  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"opt.lrr": 1.0}}])[0]
+  with pytest.raises(ValueError, match="lrr"):
+    sweep.resolve(point, {}, None)
+  assert sweep.point_name("configs/x_96L.py:smoke", {"model.num_layers": 6, "opt.lr": 1e-3}) == (
+    "x_96L-smoke__num_layers=6__lr=0.001"
+  )
+  sets = sweep.parse_sets(["opt.lr=1e-3", "opt.schedule=cosine", "model.qk_norm=true"])
+  assert sets == {"opt.lr": 1e-3, "opt.schedule": "cosine", "model.qk_norm": True}
+
+
+def test_collect_results_and_seed_groups(tmp_path):
+  def config(n, seed, lr):
+    return {"name": "x", "seed": seed, "model": {"num_layers": n}, "opt": {"lr": lr}}
+
+  runs = [  # (name, layers, seed, lr, final eval loss, status)
+    ("a0", 6, 0, 1e-3, 2.0, "completed"),
+    ("a1", 6, 1, 1e-3, 2.2, "completed"),
+    ("a2", 6, 2, 1e-3, 3.29, "completed"),
+    ("b0", 6, 0, 2e-3, 1.0, "diverged"),
+  ]
+  for i, (name, n, seed, lr, loss, status) in enumerate(runs):
+    over = {"model.num_layers": n, "seed": seed, "opt.lr": lr}
+    point = {"index": i, "config": "configs/postnorm_96L.py", "overrides": over}
+    _fake_run(
+      tmp_path / name, {"status": status, "final_eval_loss": loss}, config(n, seed, lr), point
+    )
+  os.makedirs(tmp_path / "c")  # launched, crashed before any summary
+  with open(tmp_path / "c" / sweep.POINT_FILE, "w") as f:
+    json.dump({"index": 9, "config": "configs/prenorm_96L.py", "returncode": 1}, f)
+  rows = sweep.collect(str(tmp_path))
+  assert [r["name"] for r in rows] == ["a0", "a1", "a2", "b0", "c"]
+  assert [r["status"] for r in rows] == ["trained", "trained", "stuck", "diverged", "failed"]
+  assert rows[0]["variant"] == "postnorm" and rows[0]["num_layers"] == 6
+  assert rows[1]["opt.lr"] == 1e-3 and math.isclose(rows[0]["gap"], 1.3)
+  (group,) = sweep.seed_groups(rows)
+  assert group["n"] == 3 and group["seeds"] == "0 1 2" and group["statuses"] == "trained:2 stuck:1"
+  assert math.isclose(group["final_eval_mean"], np.mean([2.0, 2.2, 3.29]))
+  assert math.isclose(group["final_eval_std"], np.std([2.0, 2.2, 3.29], ddof=1))
+  paths = sweep.write_results(str(tmp_path), rows)
+  assert [os.path.basename(p) for p in paths] == ["results.csv", "results.md", "results_seeds.csv"]
+  assert "| a2 |" in open(paths[1]).read() and "Over seeds" in open(paths[1]).read()
+  cells = plot_curves.stability_cells(_csv(paths[0]))
+  assert cells[0] == ["postnorm", "prenorm"] and cells[1] == [6]
+  assert cells[2][("postnorm", 6)][0] == "trained"  # the most common status of the 4 runs
+
+
+def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
+  """SIGINT to the sweep reaches each running child once; pending points never start."""
+  child = (
+    "import pathlib, signal, sys, time\n"
+    "signal.signal(signal.SIGINT, lambda *a: sys.exit(7))\n"
+    "pathlib.Path('ready').touch()\n"
+    "time.sleep(60)\n"
+  )
+  points = sweep.parse_points([{"config": "c.py", "name": n} for n in ("a", "b", "c")])
+  jobs = [(p, str(tmp_path / p.name), [sys.executable, "-c", child]) for p in points]
+  for _, workdir, cmd in jobs:
+    cmd[-1] = child.replace("'ready'", repr(os.path.join(workdir, "ready")))
+
+  def interrupt():
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(
+      os.path.exists(tmp_path / n / "ready") for n in ("a", "b")
+    ):
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+  threading.Thread(target=interrupt, daemon=True).start()
+  codes = sweep.run_points(jobs, parallel=2)
+  assert codes == {"a": 7, "b": 7, sweep.INTERRUPTED: 128 + signal.SIGINT}
+  assert not os.path.exists(tmp_path / "c")
+  assert sweep.run_row(str(tmp_path / "a"))["status"] == "failed"  # exit 7, no summary
+
+
+# ------------------------------------------------------------------------------------------
+# Command lines, end to end
+# ------------------------------------------------------------------------------------------
+
+
+def test_grad_norms_at_init_cli(cli):
+  proc, out = cli["grad"]
+  code, log = _finish(proc)
+  assert code == 0, log[-3000:]
+  rows = _csv(out / "grad" / "grad_norms_per_layer.csv")
+  assert [(r["config"], r["layer"]) for r in rows] == [
+    ("postnorm-smoke", "0"),
+    ("postnorm-smoke", "1"),
+    ("prenorm-smoke", "0"),
+    ("prenorm-smoke", "1"),
+  ]
+  depth = _csv(out / "grad" / "grad_norms_vs_depth.csv")
+  assert [(r["config"], r["depth"]) for r in depth] == [
+    ("postnorm-smoke", "2"),
+    ("prenorm-smoke", "2"),
+  ]
+  for r in rows + depth:
+    values = [float(v) for k, v in r.items() if k.endswith("grad_norm")]
+    assert values and all(math.isfinite(v) and v > 0 for v in values), r
+  assert depth[0]["last_w2_grad_norm"] == rows[1]["w2_grad_norm"]
+  for png in ("grad_norms_per_layer.png", "grad_norms_vs_depth.png"):
+    assert os.path.getsize(out / "grad" / png) > 1000
+
+
+def test_model_update_cli(cli):
+  proc, out = cli["update"]
+  code, log = _finish(proc)
+  assert code == 0, log[-3000:]
+  rows = _csv(out / "update" / "model_update.csv")
+  assert [(r["config"], r["depth"], r["step"]) for r in rows] == [
+    ("deepnorm-smoke", "2", str(s)) for s in range(4)
+  ]
+  assert float(rows[0]["update"]) == 0.0
+  for r in rows:
+    for key in ("update", "norm_in_rms_mean", "norm_in_rms_max"):
+      assert math.isfinite(float(r[key])), r
+  assert all(float(r["update"]) > 0 and math.isfinite(float(r["train_loss"])) for r in rows[1:])
+  (early,) = _csv(out / "update" / "model_update_vs_depth.csv")
+  assert float(early["early_update"]) == max(float(r["update"]) for r in rows[1:3])
+  for png in ("model_update.png", "model_update_vs_depth.png"):
+    assert os.path.getsize(out / "update" / png) > 1000
+
+
+def test_experiment_cli_bad_input_exits_2(cli):
+  for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0")):
+    code, log = _finish(cli[name][0])
+    assert code == 2 and msg in log and "Traceback" not in log, log[-2000:]
+
+
+def test_sweep_and_plot_cli(cli):
+  proc, out = cli["sweep"]
+  code, log = _finish(proc)
+  assert code == 0, log[-3000:]
+  assert "done: done" in log and "fresh: todo" in log
+  sweep_dir = out / "sweep"
+  summary = json.load(open(sweep_dir / "fresh" / "summary.json"))
+  assert summary["status"] == "completed" and summary["steps"] == 2  # --max_steps
+  rows = _csv(sweep_dir / "results.csv")
+  assert [r["name"] for r in rows] == ["fresh", "done"]
+  assert rows[0]["status"] in ("trained", "stuck") and rows[1]["status"] == "stuck"
+  assert os.path.isfile(sweep_dir / "results.md")
+  # Started again: both points are finished runs of the same configs, nothing runs.
+  again = subprocess.run(
+    [sys.executable, "scripts/sweep.py", f"--grid={out / 'grid.py'}"]
+    + [f"--sweep_dir={sweep_dir}", "--max_steps=2"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert again.returncode == 0 and again.stdout.count(": done") == 2, again.stdout + again.stderr
+  plots = subprocess.run(
+    [sys.executable, "scripts/plot_curves.py", str(sweep_dir / "fre*"), f"--out={out}/c.png"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert plots.returncode == 0, plots.stderr
+  assert os.path.getsize(out / "c.png") > 1000
+  curves = plot_curves.read_curves(str(sweep_dir / "fresh"))
+  assert curves["train"][0] and curves["unigram"] == summary["unigram_entropy"]
+  map_png = plot_curves.plot_stability_map(_csv(sweep_dir / "results.csv"), str(out / "m.png"))
+  assert os.path.getsize(map_png) > 1000
