@@ -11,8 +11,8 @@ Orbax (local disk) writes a step into `<step>.orbax-checkpoint-tmp-*` and rename
 complete, with `commit_success.txt` inside. Orbax does not checksum array bytes: a flipped
 bit in a data file restores silently. So a restore is accepted only if the step directory
 holds its commit marker, `meta` parses, and every restored leaf has the fingerprint recorded
-at save time (and is finite); otherwise the step is reported, moved to `ckpt/damaged/`, and
-the previous step is tried.
+at save time; otherwise the step is reported, moved to `ckpt/damaged/`, and the previous
+step is tried.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -83,46 +82,59 @@ def _describe(keys: list[str], saved: dict, current: dict) -> str:
 
 
 def _leaf_fingerprint(x: jax.Array) -> jax.Array:
-  """uint32 sum of the leaf's bits times odd position weights (mod 2^32).
+  """uint32 sum (mod 2^32) of a bijective mix of each element's bits.
 
-  Any single flipped bit changes it (odd weight); integer sums are exact in any reduction
-  order, so the value does not depend on sharding. Multi-dim iotas keep it elementwise (no
-  reshape of a sharded array).
+  The mix is one-to-one, so any changed element (a flipped bit, zeroed bytes) changes the
+  sum unless another change cancels it exactly (~2^-32); integer sums are exact in any
+  order, so the value does not depend on sharding. Elementwise + one reduction: cheap to
+  run and to compile, no reshape of a sharded array.
   """
   if x.dtype == jnp.bool_:
     x = x.astype(jnp.uint8)
   width = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
   u = jax.lax.bitcast_convert_type(x, width).astype(jnp.uint32)  # 8-byte: adds a dim of 2
-  index = jnp.zeros(u.shape, jnp.uint32)
-  stride = 1
-  for d in reversed(range(u.ndim)):
-    index = index + jax.lax.broadcasted_iota(jnp.uint32, u.shape, d) * jnp.uint32(stride)
-    stride *= u.shape[d]
-  weight = index * jnp.uint32(2 * 2654435761 % 2**32) + jnp.uint32(1)  # odd for every index
-  return jnp.sum(u * weight, dtype=jnp.uint32)
+  u = (u ^ (u >> 16)) * jnp.uint32(0x45D9F3B)  # xorshift-multiply (odd): bijective
+  u = (u ^ (u >> 16)) * jnp.uint32(0x45D9F3B)
+  return jnp.sum(u ^ (u >> 16), dtype=jnp.uint32)
 
 
 @jax.jit
-def _fingerprints(state) -> tuple[list[jax.Array], jax.Array]:
-  leaves = jax.tree.leaves(state)
-  finite = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.issubdtype(x.dtype, jnp.inexact)]
-  return [_leaf_fingerprint(x) for x in leaves], jnp.all(jnp.stack(finite or [True]))
+def _fingerprints(state) -> list[jax.Array]:
+  return [_leaf_fingerprint(x) for x in jax.tree.leaves(state)]
 
 
-def leaf_table(state) -> tuple[dict[str, list], bool]:
-  """({leaf path: [shape, dtype, fingerprint]}, all floating leaves finite)."""
-  prints, finite = jax.device_get(_fingerprints(state))
-  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
-  table = {
-    path: [list(x.shape), str(x.dtype), int(fp)]
-    for path, x, fp in zip(paths, jax.tree.leaves(state), prints, strict=True)
+def leaf_table(state) -> dict[str, list]:
+  """{leaf path: [shape, dtype, fingerprint]} of a state (a sync with the device)."""
+  prints = jax.device_get(_fingerprints(state))
+  flat = jax.tree_util.tree_flatten_with_path(state)[0]
+  return {
+    jax.tree_util.keystr(path): [list(x.shape), str(x.dtype), int(fp)]
+    for (path, x), fp in zip(flat, prints, strict=True)
   }
-  return table, bool(finite)
 
 
 def _abstract_table(abstract_state) -> dict[str, list]:
   flat = jax.tree_util.tree_flatten_with_path(abstract_state)[0]
   return {jax.tree_util.keystr(p): [list(x.shape), str(x.dtype)] for p, x in flat}
+
+
+def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
+  """`state`: a pytree of jax arrays; `meta`: JSON.
+
+  Replica-parallel saving (orbax's default) splits each replicated array into per-device
+  slices, compiling a slice op per leaf on the first save (6.6 s of blocking for the smoke
+  model on 8 CPU devices, 0.04 s without); it only pays off when several hosts share the
+  writing, so it is on only for multi-process runs.
+  """
+  arrays = ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1)
+  types = ocp.type_handlers.create_type_handler_registry((jax.Array, arrays))
+  state = ocp.PyTreeCheckpointHandler(type_handler_registry=types)
+  registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
+  registry.add("state", ocp.args.PyTreeSave, state)
+  registry.add("state", ocp.args.PyTreeRestore, state)
+  registry.add("meta", ocp.args.JsonSave, ocp.JsonCheckpointHandler())
+  registry.add("meta", ocp.args.JsonRestore, ocp.JsonCheckpointHandler())
+  return registry
 
 
 class Checkpointer:
@@ -142,7 +154,7 @@ class Checkpointer:
         create=True,
         cleanup_tmp_directories=True,
       ),
-      item_names=("state", "meta"),
+      handler_registry=_handlers(),
     )
 
   def save(self, state: TrainState, meta: dict, *, force: bool = False) -> bool:
@@ -151,14 +163,10 @@ class Checkpointer:
     step = int(jax.device_get(state.step))
     if step in self.manager.all_steps():
       return False
-    table, finite = leaf_table(state)
-    if not finite:  # the train step refuses non-finite updates; never persist one anyway
-      print(f"WARNING: not saving step {step}: the state holds non-finite values", flush=True)
-      return False
-    meta = {**meta, "leaves": table}
+    meta = {**meta, "leaves": leaf_table(state)}
     saved = self.manager.save(
       step,
-      args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+      args=ocp.args.Composite(state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)),
       force=force,
     )
     self.save_seconds.append(time.perf_counter() - start)
@@ -212,16 +220,18 @@ class Checkpointer:
         restored = self.manager.restore(
           step,
           args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()
+            state=ocp.args.PyTreeRestore(
+              abstract_state,
+              restore_args=ocp.checkpoint_utils.construct_restore_args(abstract_state),
+            ),
+            meta=ocp.args.JsonRestore(),
           ),
         )
         state = restored["state"]
-        table, finite = leaf_table(state)
+        table = leaf_table(state)
         bad = [k for k, v in meta["leaves"].items() if table.get(k) != v]
         if bad:
           raise ValueError(f"{len(bad)} leaves differ from their saved fingerprint: {bad[:3]}")
-        if not finite:
-          raise ValueError("checkpoint holds non-finite values")
       except Exception as e:  # noqa: BLE001
         report(step, e)
         continue

@@ -54,14 +54,21 @@ def validate_train(config: ConfigDict) -> None:
 
 
 class _Signals:
-  """First SIGTERM/SIGINT asks the loop to save and stop; a second one exits at once."""
+  """First SIGTERM/SIGINT asks the loop to save and stop; a second one exits at once.
+
+  After the first signal both go back to the OS default action, so the second one kills
+  the process even while it is blocked in C++ (a compile, a hung collective), where a
+  Python handler would not run until that call returns.
+  """
+
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
   def __init__(self):
     self.received: int | None = None
     self._old = {}
 
   def __enter__(self):
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in self.SIGNALS:
       try:
         self._old[sig] = signal.signal(sig, self._handle)
       except ValueError:  # not the main thread (e.g. a notebook worker): no handlers
@@ -69,10 +76,9 @@ class _Signals:
     return self
 
   def _handle(self, signum, frame):
-    if self.received is not None:
-      print(f"\nsignal {signum} again: exiting now", flush=True)
-      os._exit(128 + signum)
     self.received = signum
+    for sig in self._old:
+      signal.signal(sig, signal.SIG_DFL)
     print(
       f"\nsignal {signum}: saving a checkpoint and stopping (send again to exit now)", flush=True
     )
@@ -104,7 +110,16 @@ def resolved_config(config: ConfigDict) -> dict:
 
 
 def run(config: ConfigDict, workdir: str) -> dict:
-  """Trains `config` in `workdir`; returns the summary (also written to summary.json)."""
+  """Trains `config` in `workdir`; returns the summary (also written to summary.json).
+
+  Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
+  the run as soon as the state exists (saved at its step), never with a traceback.
+  """
+  with _Signals() as signals:
+    return _run(config, workdir, signals)
+
+
+def _run(config: ConfigDict, workdir: str, signals: _Signals) -> dict:
   wall_start = time.time()
   shard_lib.maybe_initialize_distributed(config.dist)
   # --- validate before anything compiles -------------------------------------------------
@@ -114,18 +129,16 @@ def run(config: ConfigDict, workdir: str) -> dict:
   optimizer = optim.make_optimizer(config.opt, t.steps)
   schedule = optim.make_schedule(config.opt, t.steps)
   mesh = shard_lib.make_mesh(config.mesh)
-  rows = mesh.shape["data"] * mesh.shape["fsdp"]
+  rows = shard_lib.batch_shards(mesh, config.mesh.rules)
   nproc, pidx = jax.process_count(), jax.process_index()
   if t.batch_size % rows or t.batch_size % nproc:
     raise ValueError(
       f"train.batch_size={t.batch_size} must be divisible by the data-parallel "
-      f"size {rows} (mesh data x fsdp) and the {nproc} processes"
+      f"size {rows} (the mesh axes of the 'batch' rule) and the {nproc} processes"
     )
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   is_main = pidx == 0
   os.makedirs(workdir, exist_ok=True)
-  if is_main:
-    _write_json(os.path.join(workdir, "config.json"), resolved_config(config))
   unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
 
   # --- state: restore or initialize, sharded -------------------------------------------------
@@ -136,34 +149,34 @@ def run(config: ConfigDict, workdir: str) -> dict:
   abstract = jax.tree.map(
     lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
   )
+  # A changed experiment is refused (ValueError naming the keys) before anything is written.
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
-  frozen = ckpt_lib.frozen_config(config.to_dict())
-  restored = checkpointer.restore_latest(abstract)
+  config_dict = config.to_dict()
+  try:
+    restored = checkpointer.restore_latest(abstract, config_dict)
+  except BaseException:
+    checkpointer.close()
+    raise
   prev_summary: dict = {}
+  resumed_interval: list[float] = []  # losses of the log interval the checkpoint cut
   if restored is not None:
-    state, meta, start = restored
-    changed = ckpt_lib.changed_keys(meta.get("frozen_config", {}), frozen)
-    if changed:
-      checkpointer.close()
-      raise ValueError(
-        f"workdir {workdir} holds a checkpoint of a different experiment; changed keys: "
-        + ", ".join(f"{k} ({meta['frozen_config'].get(k)!r} -> {frozen.get(k)!r})" for k in changed)
-        + ". Use a new --workdir."
-      )
-    prev_summary = meta.get("summary", {})
+    state, ckpt_meta, start = restored
+    prev_summary = ckpt_meta.get("summary", {})
+    resumed_interval = list(ckpt_meta.get("interval_losses", []))
     print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
   else:
     state = jax.jit(init_fn, out_shardings=shardings)()
     start = 0
+    if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+      print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
+  if is_main:
+    _write_json(os.path.join(workdir, "config.json"), resolved_config(config))
 
   # --- compile ahead of time ---------------------------------------------------------------
-  bsh = shard_lib.batch_sharding(mesh)
+  bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
   per_layer = bool(config.diag.per_layer)
-  step_fn = jax.jit(
-    functools.partial(ts.train_step, model_def, optimizer, per_layer=per_layer),
-    in_shardings=(shardings, (bsh, bsh)),
-    out_shardings=(shardings, None),
-    donate_argnums=0,
+  step_fn = shard_lib.jit_train_step(  # explicit shardings, donated state, replicated metrics
+    functools.partial(ts.train_step, model_def, optimizer, per_layer=per_layer), shardings, bsh
   )
   eval_fn = jax.jit(
     functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))
@@ -224,15 +237,18 @@ def run(config: ConfigDict, workdir: str) -> dict:
   best_eval = math.inf if best_eval is None else best_eval
   last_eval = prev_summary.get("final_eval_loss")
   status, step, last_train = "completed", start, prev_summary.get("final_train_loss")
-  interval_losses: list[float] = []
+  interval_losses: list[float] = resumed_interval
   tokens_per_step = t.batch_size * t.seq_len
   train_time, timed_steps = 0.0, 0
   pending = None  # (step index, metrics on device) of the step dispatched last
   t_last = time.time()
 
   def meta() -> dict:
+    """What a resumed run needs besides the state: config, interval losses, summary."""
     return {
-      "frozen_config": frozen,
+      "frozen_config": ckpt_lib.frozen_config(config_dict),
+      "config": ckpt_lib.flat_config(config_dict),
+      "interval_losses": list(interval_losses),  # exact floats: the resumed mean is identical
       "summary": {
         "final_train_loss": last_train,
         "final_eval_loss": last_eval,
@@ -276,27 +292,42 @@ def run(config: ConfigDict, workdir: str) -> dict:
       )
     return True
 
-  with _Signals() as signals:
-    for step in range(start, t.steps):
-      state, metrics = compiled(state, batch_at(step))
-      n = step + 1
-      if pending is not None and not handle(*pending):  # read step n-1 while n runs
+  def save() -> None:
+    """Saves the state (step n, already handled); its blocking time is kept out of tok/s."""
+    nonlocal t_last
+    t0 = time.time()
+    checkpointer.save(state, meta(), force=True)
+    t_last += time.time() - t0
+
+  stop = t.steps
+  if signals.received is not None:  # signalled during setup or compilation: no training
+    status, stop = "interrupted", start
+  for step in range(start, stop):
+    state, metrics = compiled(state, batch_at(step))
+    n = step + 1
+    if pending is not None and not handle(*pending):  # read step n-1 while n runs
+      status = "diverged"
+      break
+    pending = (n, metrics)
+    if n % t.eval_every == 0 or n == t.steps:
+      last_eval = evals[n] = evaluate(state)
+      best_eval = min(best_eval, last_eval)
+    if signals.received is not None:
+      status = "interrupted"
+      break
+    if n % t.checkpoint_every == 0 and n < t.steps:
+      # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
+      # meta holds the exact interval losses, and a diverged step is never saved.
+      ok, pending = handle(*pending), None
+      if not ok:
         status = "diverged"
         break
-      pending = (n, metrics)
-      if n % t.eval_every == 0 or n == t.steps:
-        last_eval = evals[n] = evaluate(state)
-        best_eval = min(best_eval, last_eval)
-      if signals.received is not None:
-        status = "interrupted"
-        break
-      if n % t.checkpoint_every == 0 and n < t.steps:
-        checkpointer.save(state, meta())
-    if status != "diverged" and pending is not None and not handle(*pending):
-      status = "diverged"
-    final_step = int(jax.device_get(state.step))
-    if status != "diverged":
-      checkpointer.save(state, meta(), force=True)
+      save()
+  if status != "diverged" and pending is not None and not handle(*pending):
+    status = "diverged"
+  final_step = int(jax.device_get(state.step))
+  if status != "diverged":
+    save()
   checkpointer.close()
   writer.close()
   summary = {
@@ -309,6 +340,7 @@ def run(config: ConfigDict, workdir: str) -> dict:
     "tokens_per_second": (timed_steps * tokens_per_step / train_time) if train_time else None,
     "compile_seconds": compile_seconds,
     "wall_seconds": time.time() - wall_start,
+    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
   }
   if is_main:

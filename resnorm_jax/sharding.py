@@ -2,10 +2,15 @@
 
 Weights carry logical axis names (model code); the config's rule table maps them to the
 mesh axes (data, fsdp, tensor). Nothing else in the library knows about the mesh.
+
+Multi-host: every process runs the same program over the global mesh; each one builds only
+the batch rows its own devices hold (`global_batch` checks that they are the block the data
+pipeline gave it), and only process 0 writes files other than checkpoints.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -52,16 +57,30 @@ def make_mesh(mesh_cfg, devices: Sequence[jax.Device] | None = None) -> Mesh:
   return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
 
 
+def _mesh_axes(axes) -> tuple[str, ...]:
+  return (axes,) if isinstance(axes, str) else tuple(axes or ())
+
+
 def logical_to_spec(names: tuple | None, rules: Sequence[tuple[str, Any]]) -> PartitionSpec:
-  """Maps logical axis names to a PartitionSpec; unknown names stay replicated."""
+  """Maps logical axis names to a PartitionSpec; None stays replicated.
+
+  A name missing from the rule table is refused: a misspelt name would otherwise
+  replicate a weight silently (list a name with None to replicate it on purpose).
+  """
   table = dict(rules)
   if names is None:
     return PartitionSpec()
   used: set[str] = set()
   out = []
   for name in names:
-    axes = table.get(name) if name is not None else None
-    axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+    if name is not None and name not in table:
+      raise ValueError(
+        f"logical axis {name!r} has no entry in mesh.rules; known: {', '.join(sorted(table))}"
+      )
+    axes = _mesh_axes(table.get(name) if name is not None else None)
+    bad = [a for a in axes if a not in MESH_AXES]
+    if bad:
+      raise ValueError(f"mesh.rules maps {name!r} to {bad}; mesh axes are {MESH_AXES}")
     axes = tuple(a for a in axes if a not in used)  # a mesh axis shards one dim at most
     used.update(axes)
     out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
@@ -72,20 +91,22 @@ def _fit(spec: PartitionSpec, shape: tuple[int, ...], mesh: Mesh) -> PartitionSp
   """Drops the mesh axes of any dimension they do not divide (e.g. a 64-row table / 3)."""
   out = []
   for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec)), strict=True):
-    names = (axes,) if isinstance(axes, str) else tuple(axes or ())
-    size = int(np.prod([mesh.shape[a] for a in names])) if names else 1
+    size = int(np.prod([mesh.shape[a] for a in _mesh_axes(axes)]))
     out.append(axes if dim % size == 0 else None)
   return PartitionSpec(*out)
 
 
 def param_shardings(specs: PyTree, shapes: PyTree, mesh: Mesh, rules) -> PyTree:
   """NamedSharding per leaf from logical names (`specs`, tuples) and the rule table."""
-  return jax.tree.map(
-    lambda names, x: NamedSharding(mesh, _fit(logical_to_spec(names, rules), x.shape, mesh)),
-    specs,
-    shapes,
-    is_leaf=lambda x: isinstance(x, tuple),
-  )
+
+  def one(path, names, x):
+    if names is not None and len(names) != len(x.shape):
+      raise ValueError(
+        f"{jax.tree_util.keystr(path)}: logical names {names} do not match its shape {x.shape}"
+      )
+    return NamedSharding(mesh, _fit(logical_to_spec(names, rules), x.shape, mesh))
+
+  return jax.tree.map_with_path(one, specs, shapes, is_leaf=lambda x: isinstance(x, tuple))
 
 
 def state_shardings(
@@ -109,29 +130,95 @@ def state_shardings(
   )
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-  """Rows over the data-parallel axes (data and fsdp), time replicated."""
-  return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), None))
+def jit_train_step(step_fn, shardings, batch_sh: NamedSharding):
+  """jit of step_fn(state, batch) -> (state, metrics): state donated, metrics on every host."""
+  replicated = NamedSharding(batch_sh.mesh, PartitionSpec())
+  return jax.jit(
+    step_fn,
+    in_shardings=(shardings, (batch_sh, batch_sh)),
+    out_shardings=(shardings, replicated),
+    donate_argnums=0,
+  )
+
+
+def batch_sharding(mesh: Mesh, rules) -> NamedSharding:
+  """Rows by the rule for logical axis "batch" (data-parallel axes), time replicated."""
+  return NamedSharding(mesh, logical_to_spec(("batch", None), rules))
+
+
+def batch_shards(mesh: Mesh, rules) -> int:
+  """Number of row shards of a batch (the data-parallel size): it must divide the batch."""
+  return int(np.prod([mesh.shape[a] for a in _mesh_axes(batch_sharding(mesh, rules).spec[0])]))
+
+
+@functools.lru_cache(maxsize=64)
+def _process_rows(sharding: NamedSharding, global_rows: int) -> tuple[int, int]:
+  """[start, stop) of the global rows this process's devices hold (one contiguous block)."""
+  index_map = sharding.addressable_devices_indices_map((global_rows, 1))
+  rows = sorted({idx[0].indices(global_rows)[:2] for idx in index_map.values()})
+  start, stop = rows[0][0], rows[0][1]
+  for a, b in rows[1:]:
+    if a != stop:
+      raise ValueError(
+        f"process {jax.process_index()} holds batch rows {rows}: not one block (this "
+        "mesh's device order interleaves hosts along the batch)"
+      )
+    stop = b
+  return start, stop
 
 
 def global_batch(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
-  """This process's rows -> one global array (each host passes only its own rows)."""
-  return jax.make_array_from_process_local_data(sharding, local)
+  """This process's rows -> one global array (each host passes only its own rows).
+
+  Process p of P passes rows [p*b, (p+1)*b) of the global batch (data.get_batch does);
+  refused if this process's devices hold other rows, e.g. when a tensor axis spans hosts
+  (then hosts would have to feed identical rows).
+  """
+  b, nproc, p = local.shape[0], jax.process_count(), jax.process_index()
+  global_shape = (b * nproc, *local.shape[1:])
+  if nproc > 1:
+    start, stop = _process_rows(sharding, global_shape[0])
+    if (start, stop) != (p * b, (p + 1) * b):
+      raise ValueError(
+        f"process {p} of {nproc} holds batch rows [{start}, {stop}) but built rows "
+        f"[{p * b}, {(p + 1) * b}); the mesh {dict(sharding.mesh.shape)} must split the "
+        "batch over hosts (data x fsdp a multiple of the process count, tensor within a host)"
+      )
+  return jax.make_array_from_process_local_data(sharding, local, global_shape)
+
+
+# Environment variables that say "this process is one of several" (jax auto-detects the rest).
+_CLUSTER_ENV = ("JAX_COORDINATOR_ADDRESS", "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
+_COUNT_ENV = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE")  # multi-process only when > 1
+
+
+def cluster_env() -> bool:
+  """True under a multi-process launcher jax.distributed.initialize() can auto-detect."""
+  if any(os.environ.get(k) for k in _CLUSTER_ENV):
+    return True
+  slurm_step = "SLURM_PROCID" in os.environ and "SLURM_STEP_NODELIST" in os.environ
+  counts = [os.environ.get(k, "") for k in _COUNT_ENV]
+  return any(c.isdigit() and int(c) > 1 for c in counts) and (
+    slurm_step or "OMPI_COMM_WORLD_RANK" in os.environ
+  )
 
 
 def maybe_initialize_distributed(dist_cfg) -> bool:
-  """Calls jax.distributed.initialize() when asked or when a cluster environment says so."""
+  """Calls jax.distributed.initialize() when asked or when a cluster environment says so.
+
+  dist.initialize: "true" always (no address/count/id: auto-detected on TPU VMs, SLURM,
+  Open MPI), "false" never, "auto" when an address or a process count is given or a
+  cluster environment is detected. Returns True if jax.distributed is initialized. Must run
+  before anything touches a JAX backend. CPU processes talk through gloo collectives
+  (jax_cpu_collectives_implementation, the default in this JAX).
+  """
   mode = str(dist_cfg.initialize).lower()
   if mode not in ("auto", "true", "false"):
     raise ValueError(f"dist.initialize={mode!r} is not valid; valid values: auto, true, false")
-  env_markers = (
-    "JAX_COORDINATOR_ADDRESS",
-    "SLURM_NTASKS",
-    "TPU_WORKER_HOSTNAMES",
-    "MEGASCALE_COORDINATOR_ADDRESS",
-  )
-  multi = dist_cfg.coordinator_address or dist_cfg.num_processes > 1
-  if mode == "false" or (mode == "auto" and not multi and not _cluster_env(env_markers)):
+  if jax.distributed.is_initialized():
+    return True
+  asked = bool(dist_cfg.coordinator_address) or dist_cfg.num_processes > 1
+  if mode == "false" or (mode == "auto" and not asked and not cluster_env()):
     return False
   kwargs = {}
   if dist_cfg.coordinator_address:
@@ -140,11 +227,9 @@ def maybe_initialize_distributed(dist_cfg) -> bool:
     kwargs["num_processes"] = dist_cfg.num_processes
   if dist_cfg.process_id >= 0:
     kwargs["process_id"] = dist_cfg.process_id
+  if kwargs.keys() == {"coordinator_address", "num_processes", "process_id"}:
+    # All given explicitly (e.g. several CPU processes on one machine): do not let a stray
+    # cluster environment (a SLURM shell) override them or restrict the local devices.
+    kwargs["cluster_detection_method"] = "deactivate"
   jax.distributed.initialize(**kwargs)
   return True
-
-
-def _cluster_env(markers: Sequence[str]) -> bool:
-  if os.environ.get("SLURM_NTASKS") not in (None, "", "1"):
-    return True
-  return any(os.environ.get(m) for m in markers if m != "SLURM_NTASKS")

@@ -1,0 +1,362 @@
+"""Checkpoints that never lose a run: resume, signals, kill -9, damage, refusal, divergence.
+
+Most tests run `python -m experiments.train` on the smoke config in a subprocess and compare
+metrics.jsonl with one uninterrupted reference run, bit for bit (every value but
+tokens_per_second). The resume runs use model.norm=batchnorm, so the running averages must
+come back too: eval/loss is computed with them. Subprocesses share a persistent
+compilation cache, so each distinct program compiles once per session.
+"""
+
+import functools
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from configs import smoke
+from resnorm_jax import checkpoint as ckpt_lib
+from resnorm_jax import optim
+from resnorm_jax import train_step as ts
+from resnorm_jax.config_types import model_config_from
+from resnorm_jax.writers import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 40
+# checkpoint_every=7 is not a multiple of log_every=5: resumes start mid log interval.
+COMMON = (
+  "--config.model.norm=batchnorm",
+  "--config.train.log_every=5",
+  "--config.train.eval_every=20",
+  "--config.train.checkpoint_every=7",
+)
+# Runs experiments.train, sending signal SIGNUM to itself when the batch of step AT is built
+# (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
+HOOKED_TRAIN = """
+import os, sys
+from resnorm_jax import data
+at, signum = (int(v) for v in os.environ["TEST_SIGNAL_AT"].split(":"))
+get_batch = data.get_batch
+def hooked(*args, **kwargs):
+  if kwargs["step"] == at:
+    os.kill(os.getpid(), signum)
+  return get_batch(*args, **kwargs)
+data.get_batch = hooked
+from absl import app
+from experiments import train
+app.run(train.main, flags_parser=train._parse)
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+  cache = tmp_path_factory.mktemp("jax_cache")
+  return {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "JAX_COMPILATION_CACHE_DIR": str(cache),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  }
+
+
+def _train(env, workdir, steps, *extra, signal_at=None, common=COMMON):
+  """Runs a training subprocess to its end; returns the CompletedProcess (text output)."""
+  args = [
+    f"--config={os.path.join(ROOT, 'configs', 'smoke.py')}",
+    f"--workdir={workdir}",
+    f"--config.train.steps={steps}",
+    *common,
+    *extra,
+  ]
+  env = dict(env)
+  if signal_at is None:
+    cmd = [sys.executable, "-m", "experiments.train", *args]
+  else:
+    cmd = [sys.executable, "-c", HOOKED_TRAIN, *args]
+    env["TEST_SIGNAL_AT"] = f"{signal_at[0]}:{int(signal_at[1])}"
+  return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _ok(proc):
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  return proc
+
+
+def _rows(workdir):
+  """metrics.jsonl without the one wall-clock field."""
+  rows = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+  return [{k: v for k, v in r.items() if k != "tokens_per_second"} for r in rows]
+
+
+def _summary(workdir):
+  with open(os.path.join(workdir, "summary.json")) as f:
+    return json.load(f)
+
+
+def _ckpt_steps(workdir):
+  d = os.path.join(workdir, "ckpt")
+  return sorted(int(n) for n in os.listdir(d) if n.isdigit())
+
+
+@pytest.fixture(scope="module")
+def reference(env, tmp_path_factory):
+  """An uninterrupted STEPS-step run: the metrics every resumed run must reproduce."""
+  workdir = str(tmp_path_factory.mktemp("reference"))
+  _ok(_train(env, workdir, STEPS))
+  rows = _rows(workdir)
+  assert [r["step"] for r in rows] == list(range(5, STEPS + 1, 5))
+  assert _ckpt_steps(workdir) == [35, 40]  # keep_checkpoints=2
+  return workdir
+
+
+def _copy(src, dst):
+  shutil.copytree(src, dst)
+  return str(dst)
+
+
+def _abstract(config):
+  """The TrainState shapes of `config`, on one device (restores need no mesh)."""
+  model_def = ts.make_model_def(model_config_from(config))
+  optimizer = optim.make_optimizer(config.opt, config.train.steps)
+  abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, config.seed))
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)
+
+
+def _config(**overrides):
+  config = smoke.get_config()
+  config.model.norm = "batchnorm"
+  for key, value in overrides.items():
+    section, name = key.split("__")
+    config[section][name] = value
+  return config
+
+
+def _restore(workdir, config=None):
+  config = config or _config()
+  checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"))
+  try:
+    return checkpointer.restore_latest(_abstract(config), config.to_dict())
+  finally:
+    checkpointer.close()
+
+
+# --- resume equivalence ------------------------------------------------------------------
+
+
+def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, reference, tmp_path):
+  """20 steps (finished) -> extended to 40 and SIGTERM'd after step 27 -> resumed to 40."""
+  workdir = str(tmp_path / "run")
+  _ok(_train(env, workdir, STEPS // 2))
+  assert _summary(workdir)["status"] == "completed" and _summary(workdir)["steps"] == 20
+
+  interrupted = _ok(_train(env, workdir, STEPS, signal_at=(26, signal.SIGTERM)))
+  assert "resuming from step 20" in interrupted.stdout
+  assert "signal 15: saving a checkpoint" in interrupted.stdout
+  summary = _summary(workdir)
+  assert summary["status"] == "interrupted" and summary["steps"] == 27
+  assert _ckpt_steps(workdir)[-1] == 27  # saved at the step it stopped, mid log interval
+  assert [r["step"] for r in _rows(workdir)] == [5, 10, 15, 20, 25]
+
+  resumed = _ok(_train(env, workdir, STEPS))
+  assert "resuming from step 27" in resumed.stdout
+  assert _summary(workdir)["status"] == "completed" and _summary(workdir)["steps"] == STEPS
+  assert _rows(workdir) == _rows(reference)
+
+
+def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference, tmp_path):
+  """SIGKILL right after the step-21 save started (maybe mid-write), then resume."""
+  workdir = str(tmp_path / "run")
+  killed = _train(env, workdir, STEPS, signal_at=(21, signal.SIGKILL))
+  assert killed.returncode == -signal.SIGKILL
+  assert not os.path.exists(os.path.join(workdir, "summary.json"))
+  committed = _ckpt_steps(workdir)
+  assert committed[-1] in (14, 21), committed  # 21 unless its async write was cut short
+
+  resumed = _ok(_train(env, workdir, STEPS))
+  assert f"resuming from step {committed[-1]}" in resumed.stdout
+  assert not glob.glob(os.path.join(workdir, "ckpt", f"*{ckpt_lib.TMP_MARKER}*"))
+  assert _rows(workdir) == _rows(reference)
+
+
+def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
+  state, meta, step = _restore(reference)
+  assert step == STEPS
+  leaves = jax.tree_util.tree_flatten_with_path(state.model_state)[0]
+  means = [np.asarray(x) for p, x in leaves if "mean" in jax.tree_util.keystr(p)]
+  variances = [np.asarray(x) for p, x in leaves if "var" in jax.tree_util.keystr(p)]
+  assert means and variances, [jax.tree_util.keystr(p) for p, _ in leaves]
+  # Initialized to 0 and 1; after 40 training steps they have moved.
+  assert all(np.abs(m).max() > 1e-3 for m in means)
+  assert all(np.abs(v - 1).max() > 1e-3 for v in variances)
+  assert meta["interval_losses"] == []  # 40 is a log boundary
+
+
+# --- damaged checkpoints ---------------------------------------------------------------------
+
+
+def _biggest_data_file(step_dir):
+  files = glob.glob(os.path.join(step_dir, "state", "**", "d", "*"), recursive=True)
+  return max(files, key=os.path.getsize)
+
+
+def _truncate(step_dir):
+  path = _biggest_data_file(step_dir)
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _flip_one_bit(step_dir):
+  """A silent corruption: orbax restores this without complaint (no checksums)."""
+  path = _biggest_data_file(step_dir)
+  with open(path, "r+b") as f:
+    f.seek(os.path.getsize(path) // 2)
+    byte = f.read(1)[0]
+    f.seek(-1, os.SEEK_CUR)
+    f.write(bytes([byte ^ 0x10]))
+
+
+def _no_commit_marker(step_dir):
+  os.remove(os.path.join(step_dir, ckpt_lib.COMMIT_MARKER))
+
+
+def _garbled_meta(step_dir):
+  with open(os.path.join(step_dir, "meta", "metadata"), "w") as f:
+    f.write('{"leaves": ')
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_one_bit, _no_commit_marker, _garbled_meta])
+def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, capsys, damage):
+  workdir = _copy(reference, tmp_path / "run")
+  damage(os.path.join(workdir, "ckpt", "40"))
+  config = _config()
+  checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"))
+  state, meta, step = checkpointer.restore_latest(_abstract(config), config.to_dict())
+  out = capsys.readouterr().out
+  assert step == 35
+  assert "checkpoint at step 40 is damaged" in out and "resuming from step 35" in out
+  assert os.listdir(os.path.join(workdir, "ckpt", ckpt_lib.DAMAGED_DIR))[0].startswith("40-")
+  # Moved aside, so the resumed run can save step 40 again (orbax refuses steps <= latest).
+  assert checkpointer.save(state.replace(step=state.step + 5), meta)
+  checkpointer.close()
+  assert _ckpt_steps(workdir) == [35, 40]
+
+
+def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
+  workdir = _copy(reference, tmp_path / "run")
+  ckpt = os.path.join(workdir, "ckpt")
+  os.rename(os.path.join(ckpt, "40"), os.path.join(ckpt, f"40{ckpt_lib.TMP_MARKER}-123"))
+  _, _, step = _restore(workdir)
+  assert step == 35
+  assert "removing unfinished checkpoint 40.orbax-checkpoint-tmp-123" in capsys.readouterr().out
+  assert sorted(os.listdir(ckpt)) == ["35"]
+
+
+def test_all_checkpoints_damaged_is_refused_not_restarted(reference, tmp_path):
+  workdir = _copy(reference, tmp_path / "run")
+  _flip_one_bit(os.path.join(workdir, "ckpt", "40"))
+  _no_commit_marker(os.path.join(workdir, "ckpt", "35"))
+  with pytest.raises(ckpt_lib.CheckpointError, match=r"none of the checkpoints.*\[35, 40\]"):
+    _restore(workdir)
+
+
+# --- refusal -------------------------------------------------------------------------------
+
+
+def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_path):
+  workdir = _copy(reference, tmp_path / "run")
+  before = {n: open(os.path.join(workdir, n)).read() for n in ("config.json", "metrics.jsonl")}
+  proc = _train(env, workdir, STEPS, "--config.model.num_layers=3")
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert "model.num_layers (2 -> 3)" in proc.stderr
+  after = {n: open(os.path.join(workdir, n)).read() for n in before}
+  assert after == before  # nothing written
+  assert _ckpt_steps(workdir) == [35, 40]
+
+
+def test_changed_optimizer_structure_is_refused(reference):
+  config = _config(opt__name="sgd")
+  with pytest.raises(ValueError, match=r"opt\.name \('adam' -> 'sgd'\)"):
+    _restore(reference, config)
+
+
+def test_frozen_config_ignores_run_length_and_cadence():
+  a, b = _config().to_dict(), _config(train__steps=999, train__checkpoint_every=3).to_dict()
+  assert ckpt_lib.changed_keys(ckpt_lib.frozen_config(a), ckpt_lib.frozen_config(b)) == []
+  c = _config(model__residual="rezero").to_dict()
+  assert ckpt_lib.changed_keys(ckpt_lib.frozen_config(a), ckpt_lib.frozen_config(c)) == [
+    "model.residual"
+  ]
+
+
+# --- divergence and signals ----------------------------------------------------------------
+
+
+def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
+  """SGD at a ramping lr on a norm-free model blows up after a few steps."""
+  workdir = str(tmp_path / "run")
+  every = 4
+  _ok(
+    _train(
+      env,
+      workdir,
+      40,
+      "--config.model.norm=none",
+      "--config.model.norm_position=none",
+      "--config.opt.name=sgd",
+      "--config.opt.lr=10.0",
+      "--config.opt.warmup_steps=120",
+      "--config.train.log_every=1",
+      f"--config.train.checkpoint_every={every}",
+      common=(),
+    )
+  )
+  assert _summary(workdir)["status"] == "diverged"
+  rows = _rows(workdir)
+  bad = [r["step"] for r in rows if not np.isfinite(r["train/loss"])]
+  assert bad, rows
+  first_bad = bad[0]
+  # The refused step leaves the state at first_bad - 1; had the loop saved on divergence,
+  # a checkpoint at that step would exist. Make sure this run can tell the difference.
+  assert (first_bad - 1) % every, f"diverged at {first_bad}: choose another checkpoint_every"
+  last_good = (first_bad - 1) // every * every
+  assert last_good > 0, f"diverged at {first_bad}, before the first checkpoint"
+  assert _ckpt_steps(workdir)[-1] == last_good
+  assert all(np.isfinite(r["train/loss"]) for r in rows if r["step"] <= last_good)
+  config = smoke.get_config()
+  config.model.norm, config.model.norm_position, config.opt.name = "none", "none", "sgd"
+  state, _, step = _restore(workdir, config)
+  assert step == last_good
+  assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state))
+
+
+SECOND_SIGNAL = """
+import os, signal, sys, time
+from resnorm_jax.loop import _Signals
+with _Signals() as signals:
+  os.kill(os.getpid(), signal.SIGTERM)
+  print("first:", signals.received, flush=True)
+  os.kill(os.getpid(), signal.SIGINT)
+  time.sleep(30)
+  print("survived the second signal", flush=True)
+"""
+
+
+def test_second_signal_exits_at_once(env):
+  proc = subprocess.run(
+    [sys.executable, "-c", SECOND_SIGNAL],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert "signal 15: saving a checkpoint" in proc.stdout and "first: 15" in proc.stdout
+  assert "survived" not in proc.stdout
+  assert proc.returncode == -signal.SIGINT  # the OS default action: immediate

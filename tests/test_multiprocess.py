@@ -1,0 +1,276 @@
+"""Two CPU processes on this machine train like one process, and resume like one.
+
+Each process is `python -m experiments.train ... --config.dist.*` with one fake CPU device;
+jax.distributed connects them (gloo CPU collectives, this JAX's default) into a 2-device
+mesh with the parameters and optimizer state sharded across the processes (fsdp=2), so
+every step all-gathers and reduce-scatters between them and every checkpoint is written
+collectively by both. The reference is one process on one device with the same global batch.
+"""
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 3  # steps per launch: the 2-process run stops at N and resumes to 2N
+RTOL = 1e-5  # float32; observed differences ~1e-7 (all-reduce order)
+TIMEOUT = 240
+COMMON = [
+  "--config=configs/smoke.py",
+  "--config.train.log_every=1",
+  f"--config.train.checkpoint_every={N}",
+  f"--config.train.eval_every={N}",
+  "--config.train.eval_batches=1",
+  "--config.diag.per_layer=false",
+]
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _env(cache_dir: str) -> dict:
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  # One device per process; lowest backend optimization: the compile dominates these runs.
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
+  # The resumed launch compiles the same programs: read them from a persistent cache.
+  env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
+  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  return env
+
+
+def _start(args: list[str], env: dict, log: str) -> subprocess.Popen:
+  out = open(log, "w")
+  return subprocess.Popen(
+    [sys.executable, "-m", "experiments.train", *COMMON, *args],
+    cwd=ROOT,
+    env=env,
+    stdout=out,
+    stderr=subprocess.STDOUT,
+  )
+
+
+def _launch_pair(workdir: str, steps: int, env: dict, tag: str) -> list[subprocess.Popen]:
+  port = _free_port()
+  return [
+    _start(
+      [
+        f"--workdir={workdir}",
+        f"--config.train.steps={steps}",
+        "--config.mesh.data=1",
+        "--config.mesh.fsdp=-1",
+        f"--config.dist.coordinator_address=127.0.0.1:{port}",
+        "--config.dist.num_processes=2",
+        f"--config.dist.process_id={i}",
+      ],
+      env,
+      f"{workdir}.{tag}.p{i}.log",
+    )
+    for i in range(2)
+  ]
+
+
+def _wait(procs: list[subprocess.Popen], logs: list[str]) -> None:
+  """Waits for all; kills the rest if one fails (a lone peer would wait for its partner)."""
+  deadline = time.time() + TIMEOUT
+  try:
+    while any(p.poll() is None for p in procs):
+      if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
+        break
+      time.sleep(0.2)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  for p, log in zip(procs, logs, strict=True):
+    assert p.returncode == 0, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
+
+
+def _losses(workdir: str) -> tuple[list[int], np.ndarray, dict]:
+  rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  evals = {r["step"]: r["eval/loss"] for r in rows if "eval/loss" in r}
+  return [r["step"] for r in rows], np.array([r["train/loss"] for r in rows]), evals
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """(single-process workdir, 2-process workdir, 2-process logs of both launches)."""
+  tmp = tmp_path_factory.mktemp("mp")
+  single, multi = str(tmp / "single"), str(tmp / "multi")
+  env = _env(str(tmp / "jax_cache"))
+  # The 1-process reference runs alongside the first 2-process launch.
+  ref = _start([f"--workdir={single}", f"--config.train.steps={2 * N}"], env, single + ".log")
+  first = _launch_pair(multi, N, env, "first")
+  _wait([*first, ref], [f"{multi}.first.p0.log", f"{multi}.first.p1.log", single + ".log"])
+  first_steps = _losses(multi)[0]
+  second = _launch_pair(multi, 2 * N, env, "second")  # both processes restart, resume at N
+  logs = [f"{multi}.second.p{i}.log" for i in range(2)]
+  _wait(second, logs)
+  return single, multi, first_steps, [open(log).read() for log in logs]
+
+
+def test_two_processes_match_one_and_resume(runs):
+  single, multi, first_steps, second_logs = runs
+  ref_steps, ref_losses, ref_evals = _losses(single)
+  steps, losses, evals = _losses(multi)
+  print(f"\n1 process : {ref_losses.tolist()} eval {ref_evals}")
+  print(f"2 processes: {losses.tolist()} eval {evals} (resumed at step {N})")
+  assert first_steps == list(range(1, N + 1))
+  assert ref_steps == steps == list(range(1, 2 * N + 1))  # process 0 alone wrote each line
+  assert ref_losses[-1] < ref_losses[0] - 0.2  # it trains
+  np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+  assert sorted(evals) == sorted(ref_evals) == [N, 2 * N]
+  np.testing.assert_allclose(
+    [evals[k] for k in (N, 2 * N)], [ref_evals[k] for k in (N, 2 * N)], rtol=RTOL
+  )
+  for i, log in enumerate(second_logs):
+    assert f"resuming from step {N}" in log, f"process {i} did not resume:\n{log[-2000:]}"
+    assert "'fsdp': 2" in log  # one mesh over both processes' devices
+
+
+def test_process_zero_writes_checkpoints_shared(runs):
+  """Process 0 alone writes summary and TensorBoard; both write their checkpoint shards."""
+  _, multi, _, _ = runs
+  summary = json.load(open(os.path.join(multi, "summary.json")))
+  assert summary["status"] == "completed" and summary["steps"] == 2 * N
+  assert len(os.listdir(os.path.join(multi, "tb"))) == 2  # one event file per launch
+  state = os.path.join(multi, "ckpt", str(2 * N), "state")
+  assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(state))
+
+
+# --- jax.distributed.initialize: when, and with what -----------------------------------------
+
+_ENV = (
+  "JAX_COORDINATOR_ADDRESS",
+  "TPU_WORKER_HOSTNAMES",
+  "MEGASCALE_COORDINATOR_ADDRESS",
+  "SLURM_NTASKS",
+  "SLURM_PROCID",
+  "SLURM_STEP_NODELIST",
+  "OMPI_COMM_WORLD_SIZE",
+  "OMPI_COMM_WORLD_RANK",
+)
+
+
+@pytest.mark.parametrize(
+  "initialize, dist, env, expected",
+  [
+    ("auto", {}, {}, None),  # a plain single-process run
+    ("auto", {"coordinator_address": "h:1", "num_processes": 2, "process_id": 1}, {},
+     {"coordinator_address": "h:1", "num_processes": 2, "process_id": 1,
+      "cluster_detection_method": "deactivate"}),
+    ("auto", {}, {"SLURM_NTASKS": "16", "SLURM_PROCID": "3", "SLURM_STEP_NODELIST": "n[1-2]"}, {}),
+    ("auto", {}, {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_STEP_NODELIST": "n1"}, None),
+    ("auto", {}, {"SLURM_NTASKS": "16"}, None),  # an sbatch shell, not an srun step
+    ("auto", {}, {"JAX_COORDINATOR_ADDRESS": "h:1"}, {}),
+    ("false", {}, {"SLURM_NTASKS": "16", "SLURM_PROCID": "3", "SLURM_STEP_NODELIST": "n1"}, None),
+    ("true", {}, {}, {}),  # TPU VM: everything from the metadata server
+  ],
+)  # fmt: skip
+def test_distributed_initialize(monkeypatch, initialize, dist, env, expected):
+  import jax
+
+  from configs import base
+  from resnorm_jax import sharding
+
+  calls = []
+  monkeypatch.setattr(jax.distributed, "is_initialized", lambda: False)
+  monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: calls.append(kw))
+  for key in _ENV:
+    monkeypatch.delenv(key, raising=False)
+  for key, value in env.items():
+    monkeypatch.setenv(key, value)
+  cfg = base.get_config().dist
+  cfg.initialize = initialize
+  for key, value in dist.items():
+    setattr(cfg, key, value)
+  assert sharding.maybe_initialize_distributed(cfg) is (expected is not None)
+  assert calls == ([] if expected is None else [expected])
+
+
+def test_distributed_initialize_refuses_bad_value():
+  from configs import base
+  from resnorm_jax import sharding
+
+  cfg = base.get_config().dist
+  cfg.initialize = "yes"
+  with pytest.raises(ValueError, match="auto, true, false"):
+    sharding.maybe_initialize_distributed(cfg)
+
+
+# --- cluster launchers: what they would run ---------------------------------------------------
+
+PAPER = "configs/postnorm_96L.py:paper"
+TRAIN = ["-m", "experiments.train", f"--config={PAPER}"]
+
+
+def _script(args, env=None):
+  return subprocess.run(
+    ["bash", *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=30,
+    env={**os.environ, **(env or {})},
+  )
+
+
+def test_tpu_vm_launcher_dry_run():
+  override = "--config.name=it's a test"  # a space and a quote survive two shells
+  proc = _script(
+    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name", "my-tpu", "--zone=us-central2-b",
+     "--workdir=/mnt/shared/run", PAPER, "--config.train.steps=10", override]
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr
+  argv = shlex.split(proc.stdout)
+  assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "my-tpu"]
+  assert argv[6:9] == ["--zone", "us-central2-b", "--worker=all"]
+  remote = shlex.split(argv[argv.index("--command") + 1])
+  assert remote[:4] == ["cd", "~/resnorm_jax", "&&", ".venv/bin/python"]
+  assert remote[4:] == [
+    *TRAIN,
+    "--workdir=/mnt/shared/run",
+    "--config.dist.initialize=true",
+    "--config.train.steps=10",
+    override,
+  ]
+  # Without --workdir, one run folder is chosen here for all workers.
+  proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", PAPER])
+  assert "--workdir=runs/postnorm_96L-paper-" in proc.stdout
+  for bad in (["configs/nope.py"], [PAPER, "steps=3"], []):
+    proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", *bad])
+    assert proc.returncode == 2 and "error" in proc.stderr, bad
+
+
+@pytest.mark.parametrize("tasks", ["gpu", "node"])
+def test_slurm_script_dry_run(tasks):
+  proc = _script(
+    ["scripts/slurm_gpu.sbatch", PAPER, "--config.opt.lr=1e-4"],
+    {"DRY_RUN": "1", "TASKS": tasks, "SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "8"},
+  )
+  assert proc.returncode == 0, proc.stderr
+  argv = shlex.split(proc.stdout)
+  if tasks == "node":  # one process drives the node's 8 GPUs
+    assert argv.pop(0) == "JAX_LOCAL_DEVICE_IDS=0,1,2,3,4,5,6,7"
+  per_node = {"gpu": "8", "node": "1"}[tasks]
+  assert argv[:3] == ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}"]
+  assert argv[4:] == [
+    *TRAIN,
+    "--workdir=runs/postnorm_96L-paper-77",
+    "--config.dist.initialize=true",
+    "--config.opt.lr=1e-4",
+  ]
+  header = open(os.path.join(ROOT, "scripts", "slurm_gpu.sbatch")).read()
+  assert "#SBATCH --gpus-per-node=8" in header and "#SBATCH --nodes=2" in header
+  outside = _script(["scripts/slurm_gpu.sbatch", PAPER], {"SLURM_JOB_ID": ""})
+  assert outside.returncode == 2 and "sbatch" in outside.stderr
