@@ -14,7 +14,8 @@ norm shrinks like 1/sqrt(N) with depth while Post-LN's stays about constant.
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import diagnostics as diag
+from resnorm_jax import cli
+from resnorm_jax import reproductions as repro
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")
@@ -25,17 +26,17 @@ _OUTDIR = flags.DEFINE_string("outdir", "runs/grad_norms_at_init", "Output folde
 
 def main(argv):
   if len(argv) > 1:
-    diag.fail(f"unexpected arguments {argv[1:]}")
+    cli.fail(f"unexpected arguments {argv[1:]}")
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    configs = diag.load_configs(_CONFIG.value, _COMPARE.value, overrides)
-    depths = diag.parse_depths(_DEPTHS.value)
-    per_layer, vs_depth = diag.grad_norms_experiment(configs, depths, _NUM_BATCHES.value)
+    configs = cli.load_configs(_CONFIG.value, _COMPARE.value, overrides)
+    depths = cli.parse_depths(_DEPTHS.value)
+    per_layer, vs_depth = repro.grad_norms_experiment(configs, depths, _NUM_BATCHES.value)
   except ValueError as e:  # bad input (config, depths, data): a message, no traceback
-    diag.fail(str(e))
-  for path in diag.write_grad_norms(per_layer, vs_depth, _OUTDIR.value):
+    cli.fail(str(e))
+  for path in repro.write_grad_norms(per_layer, vs_depth, _OUTDIR.value):
     print(path)
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=diag.parse_flags_or_exit)
+  app.run(main, flags_parser=cli.parse_flags_or_exit)

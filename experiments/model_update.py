@@ -16,7 +16,8 @@ large norm inputs; DeepNorm's stays small and nearly flat in depth.
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import diagnostics as diag
+from resnorm_jax import cli
+from resnorm_jax import reproductions as repro
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")
@@ -28,20 +29,20 @@ _OUTDIR = flags.DEFINE_string("outdir", "runs/model_update", "Output folder.")
 
 def main(argv):
   if len(argv) > 1:
-    diag.fail(f"unexpected arguments {argv[1:]}")
+    cli.fail(f"unexpected arguments {argv[1:]}")
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    configs = diag.load_configs(_CONFIG.value, _COMPARE.value, overrides)
-    depths = diag.parse_depths(_DEPTHS.value)
+    configs = cli.load_configs(_CONFIG.value, _COMPARE.value, overrides)
+    depths = cli.parse_depths(_DEPTHS.value)
     if _EARLY.value < 1:
       raise ValueError(f"--early_steps={_EARLY.value} must be >= 1")
-    rows = diag.model_update_experiment(configs, depths, _STEPS.value)
+    rows = repro.model_update_experiment(configs, depths, _STEPS.value)
   except ValueError as e:  # bad input (config, depths, data): a message, no traceback
-    diag.fail(str(e))
-  early = diag.early_update(rows, _EARLY.value)
-  for path in diag.write_model_update(rows, early, _OUTDIR.value):
+    cli.fail(str(e))
+  early = repro.early_update(rows, _EARLY.value)
+  for path in repro.write_model_update(rows, early, _OUTDIR.value):
     print(path)
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=diag.parse_flags_or_exit)
+  app.run(main, flags_parser=cli.parse_flags_or_exit)

@@ -27,6 +27,7 @@ from resnorm_jax import optim
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
+from resnorm_jax.outcome import classify
 from resnorm_jax.writers import MetricWriter
 
 
@@ -109,8 +110,13 @@ def resolved_config(config: ConfigDict) -> dict:
   return json.loads(json.dumps(out, default=str))
 
 
-def run(config: ConfigDict, workdir: str) -> dict:
-  """Trains `config` in `workdir`; returns the summary (also written to summary.json).
+def default_workdir(config: ConfigDict) -> str:
+  """runs/<config name>-<timestamp>: one process's clock, so single-process runs only."""
+  return os.path.join("runs", f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def run(config: ConfigDict, workdir: str | None = None) -> dict:
+  """Trains `config` in `workdir` (default: default_workdir); returns the summary.
 
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
@@ -119,7 +125,7 @@ def run(config: ConfigDict, workdir: str) -> dict:
     return _run(config, workdir, signals)
 
 
-def _run(config: ConfigDict, workdir: str, signals: _Signals) -> dict:
+def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   wall_start = time.time()
   shard_lib.maybe_initialize_distributed(config.dist)
   # --- validate before anything compiles -------------------------------------------------
@@ -136,6 +142,10 @@ def _run(config: ConfigDict, workdir: str, signals: _Signals) -> dict:
       f"train.batch_size={t.batch_size} must be divisible by the data-parallel "
       f"size {rows} (the mesh axes of the 'batch' rule) and the {nproc} processes"
     )
+  if workdir is None:
+    if nproc > 1:  # each host's clock would name a different folder
+      raise ValueError(f"--workdir is required with {nproc} processes: a folder every host sees")
+    workdir = default_workdir(config)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   is_main = pidx == 0
   os.makedirs(workdir, exist_ok=True)
@@ -343,10 +353,12 @@ def _run(config: ConfigDict, workdir: str, signals: _Signals) -> dict:
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
   }
+  summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   if is_main:
     _write_json(os.path.join(workdir, "summary.json"), summary)
   print(
-    f"{status}: step {final_step}, train {last_train}, eval {last_eval}, unigram "
+    f"{status} ({summary['outcome']}): step {final_step}, train {last_train}, "
+    f"eval {last_eval}, unigram "
     f"{unigram:.3f}; summary in {os.path.join(workdir, 'summary.json')}",
     flush=True,
   )

@@ -58,6 +58,7 @@ class Transformer(nnx.Module):
         return Block(cfg, rule, rngs)
 
       self.layers = make_layers(rngs)
+      _name_layer_axis(self.layers)
       self.final_norm = (
         make_norm(
           cfg.norm,
@@ -117,8 +118,22 @@ class Transformer(nnx.Module):
     return x_BxTxD, jax.tree.map(lambda *a: jnp.stack(a), *per_layer)
 
 
+def _name_layer_axis(layers: nnx.Module) -> None:
+  """Names the stacked axis of per-layer scalars 'layers' too.
+
+  nnx.vmap adds 'layers' only to non-empty names, so a scalar (ReZero's a, DyT's alpha)
+  would stack to shape [L] with names (): a rank mismatch for the sharding rules.
+  """
+  for _, v in nnx.iter_graph(layers):
+    if isinstance(v, nnx.Variable):
+      names = tuple(v.get_metadata().get("out_sharding") or ())
+      ndim = len(v.shape)
+      if len(names) < ndim:
+        v.set_metadata("out_sharding", ("layers",) * (ndim - len(names)) + names)
+
+
 def set_mode(model: Transformer, *, train: bool) -> None:
   """Train mode uses batch statistics (batchnorm); eval mode the running averages."""
-  for _, m in model.iter_modules():
+  for _, m in nnx.iter_modules(model):
     if hasattr(m, "use_running_average"):
       m.use_running_average = not train

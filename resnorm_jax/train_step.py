@@ -55,7 +55,7 @@ def _specs(state: nnx.State) -> PyTree:
   """Logical axis names of every leaf: a tuple per leaf (None where unnamed)."""
 
   def names(v):
-    spec = v.get_metadata().get("out_sharding") or (None,) * v[...].ndim
+    spec = v.get_metadata().get("out_sharding") or (None,) * len(v.shape)
     return tuple(spec)
 
   return nnx.to_pure_dict(

@@ -39,6 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)  # config and grid files import `configs.base`
 
+from resnorm_jax.outcome import _finite, classify  # noqa: E402, F401  (no JAX import)
+
 STATUSES = ("trained", "stuck", "diverged", "interrupted", "failed", "pending", "unknown")
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
@@ -275,29 +277,6 @@ def _write_json(path: str, obj: Any) -> None:
 # ------------------------------------------------------------------------------------------
 # Results
 # ------------------------------------------------------------------------------------------
-
-
-def _finite(x: Any) -> bool:
-  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def classify(summary: Mapping[str, Any] | None, margin: float = 0.05) -> str:
-  """trained | stuck | diverged | interrupted | pending | unknown, from a summary.json.
-
-  Stuck: the final eval loss is within `margin` nats of the unigram entropy or above it,
-  i.e. the model learned (almost) nothing about context; it is not a NaN.
-  """
-  if not summary:
-    return "pending"
-  status = summary.get("status")
-  loss, unigram = summary.get("final_eval_loss"), summary.get("unigram_entropy")
-  if status == "diverged" or (loss is not None and not _finite(loss)):
-    return "diverged"
-  if status == "interrupted":
-    return "interrupted"
-  if status != "completed" or not _finite(loss) or not _finite(unigram):
-    return "unknown"
-  return "stuck" if loss >= unigram - margin else "trained"
 
 
 def _dotted(tree: Any, key: str) -> Any:

@@ -20,8 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from resnorm_jax import cli as cli_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import diagnostics as diag
+from resnorm_jax import reproductions as repro
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 
@@ -118,7 +120,7 @@ def _fake_run(workdir, summary: dict, config: dict | None = None, point: dict | 
 @pytest.fixture(scope="module")
 def post_model():
   """The smoke Post-LN model at seed 0 and the K=2 training batches the CLI run uses."""
-  config = diag.load_config_file(POST)
+  config = cli_lib.load_config_file(POST)
   mcfg = model_config_from(config)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, config.train.seq_len)
   t = config.train
@@ -126,8 +128,8 @@ def post_model():
     data_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
     for k in range(2)
   ]
-  params, model_state = diag.init_model(mcfg, 0)
-  return diag.model_def_for(mcfg), params, model_state, batches
+  params, model_state = repro.init_model(mcfg, 0)
+  return repro.model_def_for(mcfg), params, model_state, batches
 
 
 def _layer_norms(g_LxAxB) -> np.ndarray:
@@ -202,20 +204,20 @@ def test_norm_input_summary():
 
 
 def test_load_configs_applies_overrides_to_every_config():
-  main = diag.load_config_file(POST)
+  main = cli_lib.load_config_file(POST)
   main.model.num_layers = 1
-  configs = diag.load_configs(main, [PRE, POST], {"model.num_layers": 1})
+  configs = cli_lib.load_configs(main, [PRE, POST], {"model.num_layers": 1})
   assert [label for label, _ in configs] == ["postnorm-smoke", "prenorm-smoke", "postnorm-smoke#2"]
   assert all(c.model.num_layers == 1 for _, c in configs)
   with pytest.raises(ValueError, match="not found"):
-    diag.load_configs(main, ["configs/nope.py"], {})
+    cli_lib.load_configs(main, ["configs/nope.py"], {})
   with pytest.raises(ValueError, match="positive"):
-    diag.parse_depths(["6", "0"])
+    cli_lib.parse_depths(["6", "0"])
 
 
 def test_early_update():
   rows = [{"config": "a", "depth": 2, "step": s, "update": u} for s, u in enumerate([0, 5, 3, 9])]
-  (row,) = diag.early_update(rows, early_steps=2)
+  (row,) = repro.early_update(rows, early_steps=2)
   assert row["early_update"] == 5 and row["final_update"] == 9 and row["final_step"] == 3
 
 

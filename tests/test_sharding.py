@@ -56,21 +56,9 @@ VARIANTS = {
 }
 
 
-# Flax 0.12 trap: nnx.vmap inserts the 'layers' name only into non-empty out_sharding, so
-# a per-layer scalar (DyT alpha, ReZero a: names ()) stacks to shape [L] with names ().
-# train_step._specs then falls back to (None,): replicated, as 'layers' is, so training is
-# right, but the name is missing. Strict: these fail loudly once the model names them.
-_SCALAR_TRAP = pytest.mark.xfail(
-  strict=True, reason="stacked per-layer scalars carry names () for shape [L] (flax vmap)"
-)
-
-
 @pytest.mark.parametrize(
   "variant",
-  [
-    pytest.param(v, marks=_SCALAR_TRAP) if v in ("layerscale_dyt", "rezero") else v
-    for v in sorted(VARIANTS)
-  ],
+  [v for v in sorted(VARIANTS)],
 )
 def test_every_weight_has_logical_names(variant):
   """Every variable (params and batch stats) declares names of its rank, all in the rules."""

@@ -1,0 +1,91 @@
+"""Shared command-line plumbing of the entry points: config files, flag errors, exit 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ml_collections import ConfigDict
+
+
+def config_label(config: ConfigDict) -> str:
+  """A short name for plots: the config name without its depth (`postnorm_96L` -> postnorm)."""
+  return re.sub(r"_\d+L(?=$|-)", "", config.name)
+
+
+def load_config_file(spec: str) -> ConfigDict:
+  """A locked config from FILE[:ARG], as config_flags loads it; ValueError on failure."""
+  path, _, arg = spec.partition(":")
+  if not os.path.isfile(path):
+    raise ValueError(f"config file {path!r} not found")
+  module_spec = importlib.util.spec_from_file_location(f"_config_{len(sys.modules)}", path)
+  module = importlib.util.module_from_spec(module_spec)
+  try:
+    module_spec.loader.exec_module(module)
+    config = module.get_config(arg) if arg else module.get_config()
+  except (TypeError, ValueError, ImportError, AttributeError) as e:
+    raise ValueError(f"{spec}: {e}") from None
+  if not isinstance(config, ConfigDict):
+    raise ValueError(f"{spec}: get_config() did not return a ConfigDict")
+  config.lock()
+  return config
+
+
+def load_configs(
+  main: ConfigDict | None, compare: Sequence[str], overrides: Mapping[str, Any]
+) -> list[tuple[str, ConfigDict]]:
+  """[(label, config)]: `main` and each `compare` FILE[:ARG], all with the same overrides."""
+  if main is None:
+    raise ValueError("--config=FILE[:ARG] is required (e.g. configs/postnorm_96L.py)")
+  configs = [main]
+  for spec in compare:
+    c = load_config_file(spec)
+    try:
+      c.update_from_flattened_dict(dict(overrides))
+    except (KeyError, AttributeError, TypeError) as e:
+      raise ValueError(f"{spec}: override {e} does not apply") from None
+    configs.append(c)
+  labels: list[str] = []
+  for c in configs:
+    label = config_label(c)
+    labels.append(label if label not in labels else f"{label}#{len(labels)}")
+  return list(zip(labels, configs, strict=True))
+
+
+def parse_depths(values: Sequence[str]) -> list[int]:
+  """['6', '12'] -> [6, 12]; ValueError unless every depth is a positive integer."""
+  try:
+    depths = [int(v) for v in values]
+  except ValueError:
+    raise ValueError(f"--depths={','.join(values)}: expected positive integers") from None
+  if any(d < 1 for d in depths):
+    raise ValueError(f"--depths={','.join(values)}: expected positive integers")
+  return depths
+
+
+def parse_flags_or_exit(argv: list[str]) -> list[str]:
+  """absl flag parsing where bad input (a flag, a config key or value) exits 2, no traceback."""
+  from absl import flags
+
+  try:
+    return flags.FLAGS(argv)
+  except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    if "Traceback" in msg:  # config_flags wraps errors raised by get_config(arg)
+      msg = msg.split("Traceback")[0].strip() + " " + msg.strip().splitlines()[-1]
+    if isinstance(e, (KeyError, AttributeError)):  # a misspelt --config.a.b key
+      key = next((a.split("=")[0] for a in argv if a.startswith("--config.")), "")
+      msg = msg.replace("\\n", " ").replace("\\'", "").strip("'")
+      msg = f"unknown config key in {key!r}: {msg}"
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def fail(msg: str) -> None:
+  """Bad input: a one-line message on stderr and exit status 2."""
+  print(f"error: {msg}", file=sys.stderr)
+  sys.exit(2)

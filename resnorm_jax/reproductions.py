@@ -1,0 +1,278 @@
+"""Drivers of the paper reproductions (experiments/grad_norms_at_init.py, model_update.py):
+rows as lists of dicts, and their CSV and PNG writers. The measurements are diagnostics.py's.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import functools
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import ConfigDict
+
+from resnorm_jax import data as data_lib
+from resnorm_jax import optim
+from resnorm_jax import train_step as ts
+from resnorm_jax.config_types import ModelConfig, model_config_from
+from resnorm_jax.diagnostics import (
+  expected_grad_norms,
+  probe,
+  train_step_and_probe,
+)
+
+Batch = tuple[np.ndarray, np.ndarray]
+Row = dict[str, Any]
+
+
+def with_depth(config: ConfigDict, depth: int) -> ConfigDict:
+  """A copy of `config` at `depth` layers (DeepNorm's alpha/beta follow unless set)."""
+  c = copy.deepcopy(config)
+  c.model.num_layers = depth
+  return c
+
+
+def _corpus(config: ConfigDict) -> data_lib.Corpus:
+  return data_lib.load_corpus(config.data, config.model.vocab_size, config.train.seq_len)
+
+
+def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batch:
+  t = config.train
+  return data_lib.get_batch(
+    corpus.train, seed=config.seed, step=step, batch_size=t.batch_size, seq_len=t.seq_len
+  )
+
+
+# ----------------------------------------------------------------------------------------
+# Experiment drivers
+# ----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def model_def_for(mcfg: ModelConfig) -> ts.ModelDef:
+  """One ModelDef per model config, so the jitted functions above compile once per model."""
+  return ts.make_model_def(mcfg)
+
+
+init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
+
+
+def grad_norms_at_init(config: ConfigDict, num_batches: int) -> dict[str, np.ndarray]:
+  """expected_grad_norms of `config`'s model at init over its first K training batches."""
+  mcfg = model_config_from(config)
+  model_def = model_def_for(mcfg)
+  params, model_state = init_model(mcfg, config.seed)
+  corpus = _corpus(config)
+  batches = [_train_batch(corpus, config, k) for k in range(num_batches)]
+  return expected_grad_norms(model_def, params, model_state, batches)
+
+
+def grad_norms_experiment(
+  configs: Sequence[tuple[str, ConfigDict]], depths: Sequence[int], num_batches: int
+) -> tuple[list[Row], list[Row]]:
+  """(per-layer rows at each config's own depth, last-layer rows at each of `depths`)."""
+  if num_batches < 1:
+    raise ValueError(f"--num_batches={num_batches} must be >= 1")
+  per_layer, vs_depth = [], []
+  for label, config in configs:
+    cache: dict[int, dict[str, np.ndarray]] = {}
+    n = config.model.num_layers
+    for depth in [n, *[d for d in depths if d != n]]:
+      t0 = time.time()
+      cache[depth] = grad_norms_at_init(with_depth(config, depth), num_batches)
+      print(f"{label} L={depth}: K={num_batches} batches in {time.time() - t0:.1f}s", flush=True)
+    for layer, (g1, g2) in enumerate(zip(cache[n]["w1"], cache[n]["w2"], strict=True)):
+      per_layer.append(
+        dict(config=label, num_layers=n, layer=layer, w1_grad_norm=g1, w2_grad_norm=g2)
+      )
+    for depth in depths:
+      g = cache[depth]
+      vs_depth.append(
+        dict(
+          config=label,
+          depth=depth,
+          last_w2_grad_norm=g["w2"][-1],
+          last_w1_grad_norm=g["w1"][-1],
+          first_w2_grad_norm=g["w2"][0],
+        )
+      )
+  return per_layer, vs_depth
+
+
+def model_update_run(config: ConfigDict, steps: int) -> list[Row]:
+  """Trains `steps` steps; per step (0 = init): the model update and norm-input RMS."""
+  mcfg = model_config_from(config)
+  model_def = model_def_for(mcfg)
+  # The schedule of the real run (its length is train.steps), and the real run's batches.
+  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
+  params, model_state = init_model(mcfg, config.seed)
+  state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
+  corpus = _corpus(config)
+  t = config.train
+  tokens, _ = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  probe_fn = jax.jit(functools.partial(probe, model_def))
+  logits0, out0 = probe_fn(state.params, state.model_state, tokens, jnp.zeros(()))
+  step_fn = jax.jit(functools.partial(train_step_and_probe, model_def, optimizer), donate_argnums=0)
+  outs = [dict(out0, update=jnp.zeros(()), loss=jnp.nan, grad_norm=jnp.nan)]
+  for step in range(steps):
+    state, out = step_fn(state, _train_batch(corpus, config, step), tokens, logits0)
+    outs.append(out)
+  # Row t: after t updates; train_loss and grad_norm are those of update t (at theta_{t-1}).
+  return [
+    {
+      "step": t,
+      "update": float(o["update"]),
+      "norm_in_rms_mean": float(o["norm_in_rms_mean"]),
+      "norm_in_rms_max": float(o["norm_in_rms_max"]),
+      "train_loss": float(o["loss"]),
+      "grad_norm": float(o["grad_norm"]),
+    }
+    for t, o in enumerate(jax.device_get(outs))
+  ]
+
+
+def model_update_experiment(
+  configs: Sequence[tuple[str, ConfigDict]], depths: Sequence[int], steps: int
+) -> list[Row]:
+  """Rows (config, depth, step, update, norm_in_rms_mean/max, train_loss, grad_norm)."""
+  if steps < 1:
+    raise ValueError(f"--steps={steps} must be >= 1")
+  rows = []
+  for label, config in configs:
+    for depth in depths or [config.model.num_layers]:
+      t0 = time.time()
+      run = model_update_run(with_depth(config, depth), steps)
+      rows.extend({"config": label, "depth": depth, **r} for r in run)
+      print(
+        f"{label} L={depth}: {steps} steps in {time.time() - t0:.1f}s, update at step "
+        f"{steps} {run[-1]['update']:.3g}, max norm-input RMS {run[-1]['norm_in_rms_max']:.3g}",
+        flush=True,
+      )
+  return rows
+
+
+def early_update(rows: Sequence[Row], early_steps: int) -> list[Row]:
+  """Per (config, depth): the largest update over steps 1..early_steps, and the last one."""
+  out: dict[tuple[str, int], Row] = {}
+  for r in rows:
+    key = (r["config"], r["depth"])
+    o = out.setdefault(key, {"config": key[0], "depth": key[1], "early_update": 0.0})
+    if 1 <= r["step"] <= early_steps and math.isfinite(r["update"]):
+      o["early_update"] = max(o["early_update"], r["update"])
+    o["final_step"], o["final_update"] = r["step"], r["update"]
+  return list(out.values())
+
+
+# ----------------------------------------------------------------------------------------
+# Writers
+# ----------------------------------------------------------------------------------------
+
+
+def write_csv(path: str, rows: Sequence[Row]) -> str:
+  """Rows (dicts with the same keys) to a CSV file; returns the path."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+    writer.writeheader()
+    writer.writerows(
+      {k: (float(v) if isinstance(v, np.floating) else v) for k, v in r.items()} for r in rows
+    )
+  return path
+
+
+def _pyplot():
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
+  """Rows grouped by the values of `keys`, in first-seen order."""
+  groups: dict[tuple, list[Row]] = {}
+  for r in rows:
+    groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+  return groups
+
+
+def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: str) -> list[str]:
+  """grad_norms_per_layer.csv/.png and (with depths) grad_norms_vs_depth.csv/.png."""
+  plt = _pyplot()
+  files = [write_csv(os.path.join(outdir, "grad_norms_per_layer.csv"), per_layer)]
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for (label, n), rows in _by(per_layer, "config", "num_layers").items():
+    for ax, key in zip(axes, ("w1_grad_norm", "w2_grad_norm"), strict=True):
+      ax.plot(
+        [r["layer"] for r in rows], [r[key] for r in rows], marker=".", label=f"{label} (N={n})"
+      )
+  for ax, name in zip(axes, ("W1 (ffn_in)", "W2 (ffn_out)"), strict=True):
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set(xlabel="layer", ylabel="||E[grad]||_F", title=f"FFN {name} gradient norm at init")
+    ax.legend()
+  files.append(_save(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
+  if vs_depth:
+    files.append(write_csv(os.path.join(outdir, "grad_norms_vs_depth.csv"), vs_depth))
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for (label,), rows in _by(vs_depth, "config").items():
+      ax.plot([r["depth"] for r in rows], [r["last_w2_grad_norm"] for r in rows], "o-", label=label)
+    depths = sorted({r["depth"] for r in vs_depth})
+    ref = max(r["last_w2_grad_norm"] for r in vs_depth if r["depth"] == depths[0])
+    ax.plot(depths, [ref * math.sqrt(depths[0] / d) for d in depths], "k:", label="1/sqrt(N)")
+    ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="||E[grad W2]||_F, last layer")
+    ax.set_title("last layer's FFN W2 gradient norm at init")
+    ax.legend()
+    files.append(_save(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
+  return files
+
+
+def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -> list[str]:
+  """model_update.csv/.png (update and norm-input RMS vs step), model_update_vs_depth.*."""
+  plt = _pyplot()
+  files = [write_csv(os.path.join(outdir, "model_update.csv"), rows)]
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for (label, depth), run in _by(rows, "config", "depth").items():
+    steps = [r["step"] for r in run if r["step"] > 0]
+    (line,) = axes[0].plot(
+      steps, [r["update"] for r in run if r["step"] > 0], label=f"{label} N={depth}"
+    )
+    axes[1].plot(
+      [r["step"] for r in run], [r["norm_in_rms_max"] for r in run], color=line.get_color()
+    )
+    axes[1].plot(
+      [r["step"] for r in run], [r["norm_in_rms_mean"] for r in run], ":", color=line.get_color()
+    )
+  axes[0].set(yscale="log", xlabel="step", ylabel="||F(x,θ_t) - F(x,θ_0)|| (logits, per token)")
+  axes[0].set_title("model update on a fixed batch")
+  axes[0].legend(fontsize="small")
+  axes[1].set(yscale="log", xlabel="step", ylabel="norm-input RMS (solid max, dotted mean)")
+  axes[1].set_title("norm inputs (RMS 1 = ||x|| of sqrt(d))")
+  files.append(_save(fig, os.path.join(outdir, "model_update.png")))
+  files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
+  fig, ax = plt.subplots(figsize=(5.5, 4))
+  for (label,), rs in _by(early, "config").items():
+    ax.plot([r["depth"] for r in rs], [r["early_update"] for r in rs], "o-", label=label)
+  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="max update, early steps")
+  ax.set_title("early model update vs depth")
+  ax.legend()
+  files.append(_save(fig, os.path.join(outdir, "model_update_vs_depth.png")))
+  return files
+
+
+def _save(fig, path: str) -> str:
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  _pyplot().close(fig)
+  return path
+
+
+# ----------------------------------------------------------------------------------------
+# Command line
