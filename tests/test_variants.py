@@ -1,0 +1,103 @@
+"""Every variant builds, is finite and is causal; batchnorm's train-mode leak is shown.
+
+The grid is the full product of norm x norm_position x residual x block (280 models) with
+the init rule cycled so every init meets every value of every other axis. Each tiny model
+runs eagerly (jax.disable_jit) through the scanned stack: a jit per model would compile
+280 times.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from configs import base
+from resnorm_jax.config_types import model_config_from
+from resnorm_jax.model import Transformer, set_mode
+
+# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
+# [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
+TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
+# The DESIGN.md "What varies" table, written out here rather than imported.
+NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
+POSITIONS = ("post", "pre", "peri", "none")
+RESIDUALS = ("add", "deepnorm", "scaled", "rezero", "layerscale", "gated", "none")
+BLOCKS = ("sequential", "parallel")
+INITS = ("xavier", "normal", "gpt2", "deepnorm")
+# init = INITS[sum of the other axes' indices mod 4]: every init meets every other value.
+GRID = [
+  (NORMS[n], POSITIONS[p], RESIDUALS[r], BLOCKS[b], INITS[(n + p + r + b) % len(INITS)])
+  for n, p, r, b in itertools.product(
+    *(range(len(v)) for v in (NORMS, POSITIONS, RESIDUALS, BLOCKS))
+  )
+]
+BASE_TOKENS = np.array([3, 7, 1, 6, 0, 2], np.int32)
+
+
+def _build(**model) -> Transformer:
+  c = base.get_config()
+  c.model.update(TINY)
+  c.model.update(model)
+  return Transformer(model_config_from(c), rngs=nnx.Rngs(params=0))
+
+
+def _perturbed_batch(t: int, vocab: int = 8) -> np.ndarray:
+  """Row 0: the base sequence; row p: the same with only token p changed."""
+  rows = [BASE_TOKENS[:t]]
+  for p in range(1, t):
+    row = BASE_TOKENS[:t].copy()
+    row[p] = (row[p] + 5) % vocab
+    rows.append(row)
+  return np.stack(rows)
+
+
+def _logits(model: Transformer, tokens: np.ndarray) -> np.ndarray:
+  with jax.disable_jit():
+    logits, stats = model(jnp.asarray(tokens))
+  for name, value in stats["layers"].items():
+    assert np.all(np.isfinite(np.asarray(value))), name
+  return np.asarray(logits)
+
+
+def assert_causal(model: Transformer, t: int = 4) -> None:
+  """Changing token p moves no logit before p (and does move the logits at p)."""
+  logits = _logits(model, _perturbed_batch(t))
+  assert np.all(np.isfinite(logits))
+  base_logits = logits[0]
+  # Relative scale: a model without a skip path and a small init has logits near 1e-5.
+  scale = np.abs(base_logits).max()
+  for p in range(1, t):
+    np.testing.assert_allclose(
+      logits[p, :p], base_logits[:p], rtol=0, atol=1e-6 * max(scale, 1.0), err_msg=f"{p=}"
+    )
+    assert np.abs(logits[p, p] - base_logits[p]).max() > 1e-3 * scale, f"token {p} ignored"
+
+
+def test_grid_covers_every_init_with_every_other_value():
+  for axis, values in enumerate((NORMS, POSITIONS, RESIDUALS, BLOCKS)):
+    pairs = {(row[axis], row[4]) for row in GRID}
+    assert pairs == set(itertools.product(values, INITS)), axis
+  assert len(set(GRID)) == 5 * 4 * 7 * 2
+
+
+@pytest.mark.parametrize("norm, position, residual, block, init", GRID)
+def test_variant_builds_finite_and_causal_in_eval_mode(norm, position, residual, block, init):
+  model = _build(norm=norm, norm_position=position, residual=residual, block=block, init=init)
+  set_mode(model, train=False)
+  assert_causal(model)
+
+
+def test_batchnorm_train_mode_leaks_the_future():
+  # Batch statistics over time mix positions: the last token moves the first logit.
+  model = _build(norm="batchnorm", norm_position="pre")
+  set_mode(model, train=True)
+  tokens = _perturbed_batch(4)
+  first = [_logits(model, tokens[[0]])[0, 0], _logits(model, tokens[[3]])[0, 0]]
+  assert np.abs(first[0] - first[1]).max() > 1e-3
+  # The same weights in eval mode, with the running averages those calls updated, are causal.
+  assert float(jnp.abs(model.layers.norms["attn"].mean[...]).max()) > 0
+  set_mode(model, train=False)
+  assert_causal(model)
