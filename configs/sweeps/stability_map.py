@@ -2,7 +2,7 @@
 DeepNorm) under one fixed setting: Adam lr 1e-3, b2 0.98, no warmup, constant schedule.
 
 Each point is the variant's configs/<variant>_96L.py at N layers with the CPU-scale training
-settings base.experiment gives N layers (200 steps, batch 16 x 128; 60 steps of 8 x 64 at
+settings base.experiment gives N layers (200 steps, batch 16 x 128; 150 steps of 8 x 64 at
 1000 layers), so a cell differs from its neighbours only by variant and depth: 36 runs.
 
   python scripts/sweep.py --grid=configs/sweeps/stability_map.py
