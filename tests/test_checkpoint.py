@@ -50,7 +50,8 @@ def hooked(*args, **kwargs):
 data.get_batch = hooked
 from absl import app
 from experiments import train
-app.run(train.main, flags_parser=train._parse)
+from resnorm_jax import cli
+app.run(train.main, flags_parser=cli.parse_flags_or_exit)
 """
 
 
