@@ -52,6 +52,9 @@ def get_config() -> config_dict.ConfigDict:
   t.checkpoint_every = 100
   t.keep_checkpoints = 2
   t.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
+  # Layers per iteration of the scanned stack; >= num_layers: no loop at all (faster for a
+  # few layers on CPU, no stacked activations; compile time then grows with depth).
+  t.scan_unroll = 1
   t.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
 
   o = c.opt = config_dict.ConfigDict()

@@ -32,6 +32,28 @@ def apply_rope(x_BxTxHxK: jax.Array, sin_TxK2: jax.Array, cos_TxK2: jax.Array) -
   return out.astype(x_BxTxHxK.dtype)
 
 
+@jax.custom_vjp
+def softmax(x: jax.Array) -> jax.Array:
+  """jax.nn.softmax over the last axis; the backward pass needs only the output.
+
+  Autodiff of the formula saves exp(x), the sums and their powers as well; saving only the
+  probabilities cuts the attention memory kept per layer. Same forward values.
+  """
+  return jax.nn.softmax(x, axis=-1)
+
+
+def _softmax_fwd(x):
+  y = jax.nn.softmax(x, axis=-1)
+  return y, y
+
+
+def _softmax_bwd(y, g):
+  return (y * (g - (g * y).sum(-1, keepdims=True)),)
+
+
+softmax.defvjp(_softmax_fwd, _softmax_bwd)
+
+
 class Attention(nnx.Module):
   """softmax(Q K^T / sqrt(K) + causal mask) V, then the output projection."""
 
@@ -62,6 +84,6 @@ class Attention(nnx.Module):
     scores_BxHxTxS = scores_BxHxTxS * (self.head_dim**-0.5)
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores_BxHxTxS, axis=-1).astype(v.dtype)
+    probs = softmax(scores_BxHxTxS).astype(v.dtype)
     ctx_BxTxHxK = jnp.einsum("bhts,bshk->bthk", probs, v)
     return self.out(ctx_BxTxHxK.reshape(b, t, d))

@@ -59,6 +59,7 @@ class ModelConfig:
   batchnorm_momentum: float = 0.99
   dyt_alpha_init: float = 0.5
   remat: str = "none"
+  scan_unroll: int = 1
   dtype: str = "float32"
 
   @property
@@ -77,6 +78,7 @@ class ModelConfig:
     _choice("train.dtype", self.dtype, DTYPES)
     for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
       _positive(f"model.{key}", getattr(self, key))
+    _positive("train.scan_unroll", self.scan_unroll)
     if self.d_model % self.num_heads:
       raise ValueError(
         f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
@@ -90,7 +92,7 @@ class ModelConfig:
 
 
 def model_config_from(config: Any) -> ModelConfig:
-  """Resolves `config.model` (+ train.remat, train.dtype) into a validated ModelConfig."""
+  """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig."""
   m = config.model
   n = m.num_layers
   _positive("model.num_layers", n)
@@ -130,5 +132,6 @@ def model_config_from(config: Any) -> ModelConfig:
     batchnorm_momentum=float(m.batchnorm_momentum),
     dyt_alpha_init=float(m.dyt_alpha_init),
     remat=train.get("remat", "none"),
+    scan_unroll=train.get("scan_unroll", 1),
     dtype=train.get("dtype", "float32"),
   )

@@ -97,11 +97,17 @@ class Transformer(nnx.Module):
     return logits.astype(jnp.float32), stats
 
   def run_stack(self, x_BxTxD: jax.Array, rope):
-    """The layer stack as one nnx.scan (optionally rematerialized): compile time flat in L."""
+    """The layer stack as one nnx.scan (optionally rematerialized): compile time flat in L.
+
+    train.scan_unroll > 1 runs that many layers per loop iteration (the whole stack when it
+    is >= L): the same values, compile time growing with the unrolled layers.
+    """
     body = _block_body
     if self.cfg.remat != "none":
       body = nnx.remat(body, policy=REMAT_POLICIES[self.cfg.remat], prevent_cse=False)
-    scan = nnx.scan(body, in_axes=(nnx.Carry, 0, None), out_axes=(nnx.Carry, 0))
+    # unroll >= L: straight-line code, no while loop and no stacked per-layer activations.
+    unroll = min(self.cfg.scan_unroll, self.cfg.num_layers)
+    scan = nnx.scan(body, in_axes=(nnx.Carry, 0, None), out_axes=(nnx.Carry, 0), unroll=unroll)
     return scan(x_BxTxD, self.layers, rope)
 
   def run_loop(self, x_BxTxD: jax.Array, rope):

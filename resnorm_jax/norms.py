@@ -6,6 +6,8 @@ dtype and returns the input dtype. Parameters carry logical axis names ("embed")
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -15,6 +17,48 @@ NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
 
 def _param(value: jax.Array, *axes: str | None) -> nnx.Param:
   return nnx.Param(value, out_sharding=axes)
+
+
+# LayerNorm over the last axis with a hand-written backward pass. Autodiff of the formula
+# keeps several [.., D] intermediates (x - mean, products) for the backward pass; this keeps
+# only the input x (which exists anyway: in the model it is the residual stream) and the
+# per-token statistics [.., 1], and recomputes the normalized x: 1.2-2.4x faster forward +
+# backward here (scripts/bench_norms.py). The forward values are the same operations.
+# RMSNorm keeps plain autodiff: a hand-written backward measured slower for it.
+
+
+def _sum_leading(x: jax.Array) -> jax.Array:
+  return x.sum(tuple(range(x.ndim - 1)))
+
+
+def _moments(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
+  mean = x.mean(-1, keepdims=True)
+  var = jnp.square(x - mean).mean(-1, keepdims=True)
+  return mean, jax.lax.rsqrt(var + eps)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
+  """scale * (x - mean) / sqrt(var + eps) + bias over the last axis (float32 in and out)."""
+  mean, rstd = _moments(x, eps)
+  return (x - mean) * rstd * scale + bias
+
+
+def _layer_norm_fwd(x, scale, bias, eps):
+  mean, rstd = _moments(x, eps)
+  return (x - mean) * rstd * scale + bias, (x, mean, rstd, scale)
+
+
+def _layer_norm_bwd(eps, res, dout):
+  del eps
+  x, mean, rstd, scale = res
+  y = (x - mean) * rstd
+  g = dout * scale
+  dx = rstd * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
+  return dx, _sum_leading(dout * y), _sum_leading(dout)
+
+
+layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 class LayerNorm(nnx.Module):
@@ -27,10 +71,7 @@ class LayerNorm(nnx.Module):
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     x = x_BxTxD.astype(jnp.float32)
-    mean = x.mean(-1, keepdims=True)
-    var = jnp.square(x - mean).mean(-1, keepdims=True)
-    y = (x - mean) * jax.lax.rsqrt(var + self.eps)
-    return (y * self.scale[...] + self.bias[...]).astype(x_BxTxD.dtype)
+    return layer_norm(x, self.scale[...], self.bias[...], self.eps).astype(x_BxTxD.dtype)
 
 
 class RMSNorm(nnx.Module):

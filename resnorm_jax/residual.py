@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax.layers import matmul
+
 RESIDUALS = ("add", "deepnorm", "scaled", "rezero", "layerscale", "gated", "none")
 
 
@@ -74,6 +76,6 @@ class Residual(nnx.Module):
     if k == "layerscale":
       return skip + self.layerscale[...].astype(branch.dtype) * branch
     if k == "gated":
-      g = skip @ self.gate[...].astype(skip.dtype) + self.gate_bias[...].astype(skip.dtype)
+      g = matmul(skip, self.gate[...].astype(skip.dtype)) + self.gate_bias[...].astype(skip.dtype)
       return skip + jax.nn.sigmoid(g.astype(jnp.float32)).astype(branch.dtype) * branch
     return branch  # none: no skip path

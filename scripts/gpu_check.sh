@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU throughput check: the train step in bfloat16 at a GPU-sized shape (24 layers, d_model
+# 1024, 16 heads, d_ff 4096, seq 1024, batch 16 = 16,384 tokens per step) and its MFU against
+# the bfloat16 matmul rate measured in the same process (scripts/benchmark.py). Target: MFU
+# >= 35% on an H100/H200-class GPU, for the best remat policy.
+#
+#   bash scripts/gpu_check.sh [OUT_DIR] [--config.k=v ...]     (default OUT_DIR runs/gpu_check)
+#
+# Needs JAX's CUDA plugin at the pinned version: pip install "jax[cuda12]==0.10.2".
+# Each policy writes OUT_DIR/gpu_<remat>.json and prints a table; a summary comes last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v nvidia-smi > /dev/null; then
+  echo "error: no NVIDIA GPU here (nvidia-smi not found)" >&2
+  exit 1
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+if ! python -c "import jax, sys; sys.exit(jax.default_backend() != 'gpu')"; then
+  echo "error: JAX sees no GPU; pip install \"jax[cuda12]==0.10.2\"" >&2
+  exit 1
+fi
+
+out="${1:-runs/gpu_check}"
+if [ $# -gt 0 ]; then shift; fi
+mkdir -p "$out"
+
+# :paper sets bfloat16 compute; the shape below replaces its width, depth and batch.
+shape=(
+  --config=configs/prenorm_96L.py:paper
+  --config.model.num_layers=24
+  --config.model.d_model=1024
+  --config.model.num_heads=16
+  --config.model.d_ff=4096
+  --config.model.max_seq_len=1024
+  --config.train.seq_len=1024
+  --config.train.batch_size=16
+  --config.train.dtype=bfloat16
+  --config.mesh.data=-1
+  --config.mesh.fsdp=1
+)
+for remat in none dots_no_batch full; do
+  echo "=== remat $remat"
+  python scripts/benchmark.py "${shape[@]}" --config.train.remat="$remat" \
+    --steps=20 --warmup=3 --out="$out/gpu_$remat.json" "$@"
+done
+
+python - "$out" << 'PY'
+import glob, json, sys
+
+best = None
+print(f"\n{'remat':<15}{'step ms':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'matmul TFLOP/s':>16}{'MFU':>8}")
+for path in sorted(glob.glob(f"{sys.argv[1]}/gpu_*.json")):
+  r = json.load(open(path))
+  if "mfu" not in r:
+    print(f"{r['train']['remat']:<15} not run: {r.get('skipped')}")
+    continue
+  print(
+    f"{r['train']['remat']:<15}{r['loop_step_s']['median'] * 1e3:10.1f}{r['tokens_per_s']:12,.0f}"
+    f"{r['achieved_flops_per_s'] / 1e12:10.1f}{r['matmul']['best_flops_per_s'] / 1e12:16.1f}"
+    f"{100 * r['mfu']:7.1f}%"
+  )
+  best = max(best or 0.0, r["mfu"])
+if best is None:
+  sys.exit("no policy ran")
+verdict = "met" if best >= 0.35 else "MISSED"
+print(f"best MFU {100 * best:.1f}% against the measured bf16 matmul rate: target >= 35% {verdict}")
+PY

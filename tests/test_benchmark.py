@@ -1,0 +1,81 @@
+"""scripts/benchmark.py end to end on a tiny config: its JSON holds finite positive numbers.
+
+No timing assertions: timings on a shared CPU mean nothing in a test.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import benchmark  # noqa: E402
+
+
+def test_benchmark_writes_finite_positive_numbers(tmp_path):
+  out = tmp_path / "bench.json"
+  # One CPU device, as users run it; LLVM without optimizations: compiles in a third of the
+  # time, and the numbers need only be finite here.
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "scripts/benchmark.py",
+      "--config=configs/smoke.py",
+      "--config.model.num_layers=1",
+      "--config.model.d_model=16",
+      "--config.model.d_ff=16",
+      "--config.train.seq_len=16",
+      "--config.model.max_seq_len=16",
+      "--config.diag.per_layer=false",
+      "--steps=2",
+      "--warmup=1",
+      "--matmul_size=64",
+      f"--out={out}",
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "tokens/s" in proc.stdout and "MFU" in proc.stdout
+  r = json.loads(out.read_text())
+  for value in (
+    r["compile"]["total_s"],
+    r["loop_step_s"]["median"],
+    r["loop_step_s"]["p10"],
+    r["loop_step_s"]["p90"],
+    r["sync_step_s"]["median"],
+    r["data_s"]["median"],
+    r["tokens_per_s"],
+    r["flops"]["train"],
+    r["achieved_flops_per_s"],
+    r["matmul"]["best_flops_per_s"],
+    r["mfu"],
+    r["memory"]["peak_rss_bytes"],
+    r["memory"]["aot_bytes"]["total"],
+    r["final_loss"],
+  ):
+    assert isinstance(value, (int, float)) and math.isfinite(value) and value > 0, value
+  assert r["tokens_per_step"] == 8 * 16 and r["params"] > 0
+
+
+def test_flops_per_token_formula():
+  """6 N_mm + 12 L T d, counted by hand for a 2-layer gelu model and a swiglu one."""
+
+  class M:
+    d_model, d_ff, num_layers, vocab_size = 8, 32, 2, 10
+    ffn_activation, block, residual = "gelu", "sequential", "add"
+
+  per_layer = 4 * 64 + 2 * 8 * 32
+  n_mm = 2 * per_layer + 8 * 10
+  f = benchmark.flops_per_token(M, seq_len=5)
+  assert f["matmul_params"] == n_mm
+  assert f["train"] == 6 * n_mm + 12 * 2 * 5 * 8 == 3 * f["forward"]
+  M.ffn_activation = "swiglu"
+  assert benchmark.flops_per_token(M, 5)["matmul_params"] == n_mm + 2 * 8 * 32
