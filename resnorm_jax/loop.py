@@ -143,6 +143,23 @@ def keep_freed_host_memory() -> bool:
   return bool(ok)
 
 
+def train_batch(tokens: np.ndarray, config: ConfigDict, sharding: Any, step: int):
+  """Step `step`'s (inputs, targets) of this process, placed as global arrays on `sharding`.
+
+  A pure function of (seed, step, process): a resumed or benchmarked run sees the same data.
+  """
+  x, y = data_lib.get_batch(
+    tokens,
+    seed=config.seed,
+    step=step,
+    batch_size=config.train.batch_size,
+    seq_len=config.train.seq_len,
+    process_index=jax.process_index(),
+    process_count=jax.process_count(),
+  )
+  return shard_lib.global_batch(x, sharding), shard_lib.global_batch(y, sharding)
+
+
 def default_workdir(config: ConfigDict) -> str:
   """runs/<config name>-<timestamp>: one process's clock, so single-process runs only."""
   return os.path.join("runs", f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -226,17 +243,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))
   )
 
-  def batch_at(step: int):
-    x, y = data_lib.get_batch(
-      corpus.train,
-      seed=config.seed,
-      step=step,
-      batch_size=t.batch_size,
-      seq_len=t.seq_len,
-      process_index=pidx,
-      process_count=nproc,
-    )
-    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
+  batch_at = functools.partial(train_batch, corpus.train, config, bsh)
 
   eval_data = [
     data_lib.eval_batch(

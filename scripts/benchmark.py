@@ -212,19 +212,8 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
     shardings,
     bsh,
   )
-  nproc, pidx = jax.process_count(), jax.process_index()
 
-  def batch_at(step: int):
-    x, y = data_lib.get_batch(
-      corpus.train,
-      seed=config.seed,
-      step=step,
-      batch_size=t.batch_size,
-      seq_len=t.seq_len,
-      process_index=pidx,
-      process_count=nproc,
-    )
-    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
+  batch_at = functools.partial(loop.train_batch, corpus.train, config, bsh)
 
   result["params"] = int(sum(x.size for x in jax.tree.leaves(abstract.params)))
   abstract_sh = jax.tree.map(
