@@ -28,9 +28,7 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
   try:
-    overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    configs = cli.load_configs(_CONFIG.value, _COMPARE.value, overrides)
-    depths = cli.parse_depths(_DEPTHS.value)
+    configs, depths = cli.comparison_from_flags(_CONFIG.value, _COMPARE.value, _DEPTHS.value)
     per_layer, vs_depth = repro.grad_norms_experiment(configs, depths, _NUM_BATCHES.value)
   except ValueError as e:  # bad input (config, depths, data): a message, no traceback
     cli.fail(str(e))

@@ -31,9 +31,7 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
   try:
-    overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    configs = cli.load_configs(_CONFIG.value, _COMPARE.value, overrides)
-    depths = cli.parse_depths(_DEPTHS.value)
+    configs, depths = cli.comparison_from_flags(_CONFIG.value, _COMPARE.value, _DEPTHS.value)
     if _EARLY.value < 1:
       raise ValueError(f"--early_steps={_EARLY.value} must be >= 1")
     rows = repro.model_update_experiment(configs, depths, _STEPS.value)

@@ -67,6 +67,21 @@ def parse_depths(values: Sequence[str]) -> list[int]:
   return depths
 
 
+def comparison_from_flags(
+  main: ConfigDict | None, compare: Sequence[str], depths: Sequence[str]
+) -> tuple[list[tuple[str, ConfigDict]], list[int]]:
+  """The experiment scripts' inputs: [(label, config)] with --config.* overrides, and depths.
+
+  Every `--config.a.b=v` given on the command line applies to `main` (config_flags did it)
+  and to each `--compare` config; ValueError on a bad config, override or depth.
+  """
+  from absl import flags
+  from ml_collections import config_flags
+
+  overrides = config_flags.get_override_values(flags.FLAGS["config"])
+  return load_configs(main, compare, overrides), parse_depths(depths)
+
+
 def parse_flags_or_exit(argv: list[str]) -> list[str]:
   """absl flag parsing where bad input (a flag, a config key or value) exits 2, no traceback."""
   from absl import flags
