@@ -1,9 +1,9 @@
-"""Stability map: every variant at 6, 24 and 96 layers (and 1000 for Post-LN, Pre-LN and
-DeepNorm) under one fixed setting: Adam lr 1e-3, b2 0.98, no warmup, constant schedule.
+"""Stability map: every variant at 6, 24 and 96 layers (and 12 and 1000 for Post-LN, Pre-LN
+and DeepNorm) under one fixed setting: Adam lr 1e-3, b2 0.98, no warmup, constant schedule.
 
 Each point is the variant's configs/<variant>_96L.py at N layers with the CPU-scale training
 settings base.experiment gives N layers (200 steps, batch 16 x 128; 150 steps of 8 x 64 at
-1000 layers), so a cell differs from its neighbours only by variant and depth: 36 runs.
+1000 layers), so a cell differs from its neighbours only by variant and depth: 39 runs.
 
   python scripts/sweep.py --grid=configs/sweeps/stability_map.py
   python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv
@@ -29,7 +29,10 @@ VARIANTS = (
   "noresidual",
 )
 DEPTHS = (6, 24, 96)
-DEEP = {1000: ("postnorm", "prenorm", "deepnorm")}
+HEADLINE = ("postnorm", "prenorm", "deepnorm")
+# More depths for the three headline variants: 12 (where Post-LN stops training here) and
+# 1000 (where DeepNorm is meant to reach).
+EXTRA = {12: HEADLINE, 1000: HEADLINE}
 SETTING = {"opt.lr": 1e-3, "opt.warmup_steps": 0, "opt.schedule": "constant"}
 TRAIN_KEYS = (
   "steps",
@@ -58,4 +61,4 @@ def _point(variant: str, n: int) -> dict:
 
 
 GRID = [_point(v, n) for n in DEPTHS for v in VARIANTS]
-GRID += [_point(v, n) for n, variants in DEEP.items() for v in variants]
+GRID += [_point(v, n) for n, variants in EXTRA.items() for v in variants]
