@@ -2,7 +2,9 @@
 
 Post-LN (configs/postnorm_96L.py) at 12 and 24 layers x peak lr {5e-4, 1e-3} (Xiong's two)
 x linear warmup {0, 200, 1000} steps, then the paper's inverse-square-root decay
-(lr * sqrt(W / (s + 1)); without warmup W = 1, the paper's "no warmup"): 12 runs. Every run
+(lr * sqrt(W / (s + 1)); without warmup W = 1, the paper's "no warmup"): 12 runs; and, to
+separate warmup from decay, constant lr 1e-3 after 0 or 200 warmup steps at 12 and 24
+layers (1,200 steps each): 4 runs. Every run
 trains STEPS_AFTER_WARMUP steps past its warmup, so a long warmup is not cut off at its peak.
 The constant-lr, no-warmup points are the stability map's (configs/sweeps/stability_map.py).
 
@@ -13,8 +15,8 @@ answered the main question:
   python scripts/sweep.py --grid=configs/sweeps/xiong_warmup.py --filter='L12-'   # 12 only
   python scripts/plot_curves.py 'runs/sweeps/xiong_warmup/postnorm-L24-*' --out=a.png
 
-Cost on 2 cores after the speed-ups of docs/benchmarks.md: ~0.1 s/step at 12 layers and
-~0.2 s/step at 24, i.e. ~1 h for all 12 runs (16,800 steps).
+Cost on 2 cores (measured): ~0.27 s/step at 12 layers and ~0.55 s/step at 24, i.e. about
+4 h for all 16 runs (21,600 steps); docs/results.md says which points were run.
 Expected (Xiong): no warmup -> stuck at the unigram entropy; a long warmup at the lower lr
 -> trained.
 """
@@ -24,23 +26,27 @@ DEPTHS = (24, 12)
 LRS = (5e-4, 1e-3)
 WARMUPS = (1000, 0, 200)
 SCHEDULE = "inverse_sqrt"
+CONSTANT_WARMUP = 200
 
-GRID = [
-  {
-    "name": f"postnorm-L{n}-{SCHEDULE}-w{warmup}-lr{lr:g}",
+
+def _point(n: int, lr: float, schedule: str, warmup: int) -> dict:
+  return {
+    "name": f"postnorm-L{n}-{schedule}-w{warmup}-lr{lr:g}",
     "config": "configs/postnorm_96L.py",
     "overrides": {
       "model.num_layers": n,
       "opt.lr": lr,
-      "opt.schedule": SCHEDULE,
+      "opt.schedule": schedule,
       "opt.warmup_steps": warmup,
-      "train.steps": warmup + STEPS_AFTER_WARMUP,
+      "train.steps": STEPS_AFTER_WARMUP + (warmup if schedule == SCHEDULE else CONSTANT_WARMUP),
       "train.remat": "none",  # what base.experiment picks at <= 24 layers (speed only)
       "train.eval_every": 100,
       "train.checkpoint_every": 250,
     },
   }
-  for n in DEPTHS
-  for lr in LRS
-  for warmup in WARMUPS
-]
+
+
+GRID = [_point(n, lr, SCHEDULE, w) for n in DEPTHS for lr in LRS for w in WARMUPS]
+# Warmup alone, without the decay: constant lr 1e-3 after 0 or 200 warmup steps, both run
+# for the same 1,200 steps (the no-warmup run is the stability map's setting, run longer).
+GRID += [_point(n, 1e-3, "constant", w) for n in (12, 24) for w in (0, CONSTANT_WARMUP)]
