@@ -8,8 +8,9 @@ settings base.experiment gives N layers (200 steps, batch 16 x 128; 150 steps of
   python scripts/sweep.py --grid=configs/sweeps/stability_map.py
   python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv
 
-Cost on 2 cores: ~1 min per 6-layer run, ~3-4 min at 24, ~7-15 min at 96 (~3.5 h for the 33
-runs), plus ~20-25 min per 1000-layer run (~1 h 15 min). Points run depth by depth, so a
+Cost on 2 cores (measured, one run at a time): ~1 min per 6- or 12-layer run, ~2.5 min at
+24, 7-8.5 min at 96 (~2.2 h for the 36 runs below 1000 layers), plus ~20-25 min per
+1000-layer run. Points run depth by depth, so a
 stopped sweep has whole columns of the map.
 """
 
