@@ -146,3 +146,36 @@ def train_step_and_probe(model_def, optimizer, state, batch, tokens_BxT, logits0
   _, out = probe(model_def, state.params, state.model_state, tokens_BxT, logits0_BxTxV)
   out.update(loss=metrics["loss"], grad_norm=metrics["grad_norm"])
   return state, out
+
+
+# Parameter groups of the gradient-flow probe: name -> test on a leaf's path (jax keystr,
+# e.g. "['layers']['norms']['attn']['bias']"). Layer-stacked leaves live under ['layers'].
+PARAM_GROUPS = {
+  "norm_bias": lambda p: "['norms']" in p and p.endswith("['bias']"),
+  "norm_scale": lambda p: "['norms']" in p and not p.endswith("['bias']"),
+  "attn": lambda p: "['layers']['attn']" in p,
+  "mlp": lambda p: "['layers']['mlp']" in p,
+  "outside_layers": lambda p: not p.startswith("['layers']"),
+}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def layer_grad_norms(model_def: ts.ModelDef, params, model_state, batch) -> jax.Array:
+  """[L]: the Frobenius norm of each layer's whole parameter gradient on one batch."""
+  inputs, targets = batch
+
+  def loss(p):
+    logits, _, _ = model_def.apply(p, model_state, inputs, train=True)
+    return ts.cross_entropy(logits, targets)
+
+  return ts.per_layer_norm(jax.grad(loss)(params)["layers"])
+
+
+def reset_group(params: PyTree, params0: PyTree, group: str) -> PyTree:
+  """`params` with the leaves of PARAM_GROUPS[group] put back to their values in `params0`."""
+  if group not in PARAM_GROUPS:
+    raise ValueError(f"parameter group {group!r}: expected one of {sorted(PARAM_GROUPS)}")
+  test = PARAM_GROUPS[group]
+  return jax.tree_util.tree_map_with_path(
+    lambda path, new, old: old if test(jax.tree_util.keystr(path)) else new, params, params0
+  )

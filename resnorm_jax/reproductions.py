@@ -1,4 +1,5 @@
-"""Drivers of the paper reproductions (experiments/grad_norms_at_init.py, model_update.py):
+"""Drivers of the paper reproductions (experiments/grad_norms_at_init.py, model_update.py,
+grad_flow.py):
 rows as lists of dicts, and their CSV and PNG writers. The measurements are diagnostics.py's.
 """
 
@@ -24,7 +25,9 @@ from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.diagnostics import (
   expected_grad_norms,
+  layer_grad_norms,
   probe,
+  reset_group,
   train_step_and_probe,
 )
 
@@ -170,6 +173,67 @@ def early_update(rows: Sequence[Row], early_steps: int) -> list[Row]:
   return list(out.values())
 
 
+def grad_flow_run(config: ConfigDict, steps: int, groups: Sequence[str]) -> list[Row]:
+  """Per-layer gradient norms on one fixed batch: at init, after `steps` training steps, and
+  after those steps with each parameter group of `groups` put back to its init values.
+
+  Rows (state, layer, grad_norm); state is 'init', 'trained' or 'reset <group>'. Which reset
+  brings the lower layers' gradient back says which parameters' drift cut the gradient flow.
+  """
+  mcfg = model_config_from(config)
+  model_def = model_def_for(mcfg)
+  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
+  params0, model_state = init_model(mcfg, config.seed)
+  state = ts.TrainState(jnp.zeros((), jnp.int32), params0, optimizer.init(params0), model_state)
+  corpus = _corpus(config)
+  t = config.train
+  batch = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  norms = {"init": layer_grad_norms(model_def, params0, model_state, batch)}
+  step_fn = jax.jit(functools.partial(ts.train_step, model_def, optimizer, per_layer=False))
+  for step in range(steps):
+    state, _ = step_fn(state, _train_batch(corpus, config, step))
+  norms["trained"] = layer_grad_norms(model_def, state.params, state.model_state, batch)
+  for group in groups:
+    params = reset_group(state.params, params0, group)
+    norms[f"reset {group}"] = layer_grad_norms(model_def, params, state.model_state, batch)
+  return [
+    {"state": name, "layer": layer, "grad_norm": float(g)}
+    for name, values in norms.items()  # in measuring order (device_get would sort the keys)
+    for layer, g in enumerate(np.asarray(values))
+  ]
+
+
+def grad_flow_experiment(
+  configs: Sequence[tuple[str, ConfigDict]],
+  depths: Sequence[int],
+  steps: int,
+  groups: Sequence[str],
+) -> list[Row]:
+  """Rows (config, depth, steps, state, layer, grad_norm) of grad_flow_run per config/depth."""
+  if steps < 1:
+    raise ValueError(f"--steps={steps} must be >= 1")
+  for group in groups:
+    reset_group({}, {}, group)  # the name check, before anything compiles
+  rows = []
+  for label, config in configs:
+    for depth in depths or [config.model.num_layers]:
+      t0 = time.time()
+      run = grad_flow_run(with_depth(config, depth), steps, groups)
+      rows.extend({"config": label, "depth": depth, "steps": steps, **r} for r in run)
+      summary = ", ".join(f"{name} {ratio:.3g}" for name, ratio in grad_flow_ratios(run).items())
+      print(f"{label} L={depth} ({time.time() - t0:.1f}s) last/first layer: {summary}", flush=True)
+  return rows
+
+
+def grad_flow_ratios(rows: Sequence[Row]) -> dict[str, float]:
+  """Per state of one run: the last layer's gradient norm over the first layer's."""
+  out = {}
+  for (name,), rs in _by(rows, "state").items():
+    g = [r["grad_norm"] for r in sorted(rs, key=lambda r: r["layer"])]
+    out[name] = g[-1] / g[0] if g[0] > 0 else math.inf
+  return out
+
+
 # ----------------------------------------------------------------------------------------
 # Writers
 # ----------------------------------------------------------------------------------------
@@ -264,6 +328,23 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   ax.set_title("early model update vs depth")
   ax.legend()
   files.append(_save(fig, os.path.join(outdir, "model_update_vs_depth.png")))
+  return files
+
+
+def write_grad_flow(rows: Sequence[Row], outdir: str) -> list[str]:
+  """grad_flow.csv and grad_flow.png (per-layer gradient norm, one panel per config/depth)."""
+  plt = _pyplot()
+  files = [write_csv(os.path.join(outdir, "grad_flow.csv"), rows)]
+  runs = _by(rows, "config", "depth")
+  fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
+  for ax, ((label, depth), run) in zip(axes[0], runs.items(), strict=True):
+    for (name,), rs in _by(run, "state").items():
+      style = "k-" if name == "init" else ("r-" if name == "trained" else "--")
+      ax.plot([r["layer"] for r in rs], [r["grad_norm"] for r in rs], style, label=name)
+    ax.set(yscale="log", xlabel="layer", ylabel="||grad|| of the layer's parameters")
+    ax.set_title(f"{label} N={depth}: after {run[0]['steps']} steps", fontsize="medium")
+    ax.legend(fontsize="small")
+  files.append(_save(fig, os.path.join(outdir, "grad_flow.png")))
   return files
 
 

@@ -98,7 +98,7 @@ def _global_norm(tree: PyTree) -> jax.Array:
   return optax.tree.norm(tree)
 
 
-def _per_layer_norm(tree: PyTree) -> jax.Array:
+def per_layer_norm(tree: PyTree) -> jax.Array:
   """Frobenius norm per layer of a layer-stacked subtree: [L]."""
   sq = [
     jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
@@ -143,9 +143,9 @@ def train_step(
   if per_layer:
     metrics.update({k: v for k, v in stats["layers"].items()})
     layer_grads = grads["layers"]
-    metrics["grad_norm_layer"] = _per_layer_norm(layer_grads)
-    metrics["ffn_in_grad_norm"] = _per_layer_norm(layer_grads["mlp"]["ffn_in"])
-    metrics["ffn_out_grad_norm"] = _per_layer_norm(layer_grads["mlp"]["ffn_out"])
+    metrics["grad_norm_layer"] = per_layer_norm(layer_grads)
+    metrics["ffn_in_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_in"])
+    metrics["ffn_out_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_out"])
   return new_state, metrics
 
 

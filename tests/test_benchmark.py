@@ -79,3 +79,51 @@ def test_flops_per_token_formula():
   assert f["train"] == 6 * n_mm + 12 * 2 * 5 * 8 == 3 * f["forward"]
   M.ffn_activation = "swiglu"
   assert benchmark.flops_per_token(M, 5)["matmul_params"] == n_mm + 2 * 8 * 32
+
+
+def test_bench_matmuls_step_dots_count_the_models_flops():
+  """The dots listed for one step sum to flops_per_token's train count x tokens, per variant."""
+  import bench_matmuls
+
+  for act, block, residual, heads in (
+    ("gelu", "sequential", "add", 4),
+    ("swiglu", "sequential", "add", 2),
+    ("gelu", "sequential", "gated", 4),
+    ("gelu", "parallel", "gated", 1),
+  ):
+
+    class M:
+      d_model, d_ff, num_layers, vocab_size, num_heads = 16, 40, 3, 11, heads
+      ffn_activation = act
+
+    M.block, M.residual = block, residual
+    batch, seq = 2, 7
+    dots = bench_matmuls.step_dots(M, batch, seq)
+    total = sum(d.flops * d.count for d in dots)
+    assert total == benchmark.flops_per_token(M, seq)["train"] * batch * seq, (act, block, residual)
+
+
+def test_bench_matmuls_runs_end_to_end(tmp_path):
+  out = tmp_path / "mm.json"
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "scripts/bench_matmuls.py",
+      "--config=configs/smoke.py",
+      "--reps=2",
+      "--copies=2",
+      "--no_torch",
+      f"--out={out}",
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "whole step's dots" in proc.stdout
+  r = json.loads(out.read_text())
+  assert r["shapes"] and all(row["xla_s"]["median"] > 0 for row in r["shapes"])
+  assert r["step"]["flops"] > 0 and math.isfinite(r["step"]["xla_s"]["median"])

@@ -92,6 +92,11 @@ def cli(tmp_path_factory):
       ["-m", "experiments.grad_norms_at_init", f"--config={POST}"] + ["--config.model.num_layerz=3"]
     ),
     "bad_steps": _start(["-m", "experiments.model_update", f"--config={POST}", "--steps=0"]),
+    "flow": _start(
+      ["-m", "experiments.grad_flow", f"--config={DEEP}", "--steps=2", "--reset=norm_bias,mlp"]
+      + [f"--outdir={out / 'flow'}"]
+    ),
+    "bad_group": _start(["-m", "experiments.grad_flow", f"--config={POST}", "--reset=normz"]),
   }
   yield {name: (proc, out) for name, proc in procs.items()}
   for proc in procs.values():
@@ -387,8 +392,54 @@ def test_model_update_cli(cli):
     assert os.path.getsize(out / "update" / png) > 1000
 
 
+def test_grad_flow_cli(cli):
+  proc, out = cli["flow"]
+  code, log = _finish(proc)
+  assert code == 0, log[-3000:]
+  rows = _csv(out / "flow" / "grad_flow.csv")
+  states = ["init", "trained", "reset norm_bias", "reset mlp"]
+  assert [(r["state"], r["layer"]) for r in rows] == [(s, str(i)) for s in states for i in (0, 1)]
+  assert all(r["config"] == "deepnorm-smoke" and r["depth"] == "2" for r in rows)
+  assert all(math.isfinite(float(r["grad_norm"])) and float(r["grad_norm"]) > 0 for r in rows)
+  norms = {s: [float(r["grad_norm"]) for r in rows if r["state"] == s] for s in states}
+  assert norms["trained"] != norms["init"] and norms["reset mlp"] != norms["trained"]
+  assert os.path.getsize(out / "flow" / "grad_flow.png") > 1000
+
+
+def test_reset_group_puts_back_only_that_group(post_model):
+  model_def, params, model_state, batches = post_model
+  moved = jax.tree.map(lambda x: x + 1.0, params)
+  back = diag.reset_group(moved, params, "norm_bias")
+  paths = []
+  for (path, b), m, p in zip(
+    jax.tree_util.tree_leaves_with_path(back),
+    jax.tree.leaves(moved),
+    jax.tree.leaves(params),
+    strict=True,
+  ):
+    key = jax.tree_util.keystr(path)
+    is_bias = "['norms']" in key and key.endswith("['bias']")
+    np.testing.assert_array_equal(b, p if is_bias else m)
+    paths += [key] * is_bias
+  assert paths and all("['layers']['norms']" in k for k in paths)
+  # The per-layer gradient norm is that of the layer's whole gradient, one value per layer.
+  g = diag.layer_grad_norms(model_def, params, model_state, batches[0])
+  assert g.shape == (model_def.cfg.num_layers,) and bool(jnp.all(g > 0))
+  with pytest.raises(ValueError, match="norm_bias"):
+    diag.reset_group(params, params, "normz")
+
+
+def test_grad_flow_ratios():
+  rows = [
+    dict(state=s, layer=i, grad_norm=g)
+    for s, gs in (("a", (2.0, 8.0)), ("b", (4.0, 1.0)))
+    for i, g in enumerate(gs)
+  ]
+  assert repro.grad_flow_ratios(rows) == {"a": 4.0, "b": 0.25}
+
+
 def test_experiment_cli_bad_input_exits_2(cli):
-  for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0")):
+  for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0"), ("bad_group", "normz")):
     code, log = _finish(cli[name][0])
     assert code == 2 and msg in log and "Traceback" not in log, log[-2000:]
 
