@@ -4,7 +4,8 @@ Post-LN (configs/postnorm_96L.py) at 12 and 24 layers x peak lr {5e-4, 1e-3} (Xi
 x linear warmup {0, 200, 1000} steps, then the paper's inverse-square-root decay
 (lr * sqrt(W / (s + 1)); without warmup W = 1, the paper's "no warmup"): 12 runs; and, to
 separate warmup from decay, constant lr 1e-3 after 0 or 200 warmup steps at 12 and 24
-layers (1,200 steps each): 4 runs. Every run
+layers (1,200 steps each): 4 runs; and one 24-layer run at lr 1e-4 (BERT-large's peak lr,
+after lr 5e-4 with 1,000 warmup steps stayed stuck): 17 runs. Every run
 trains STEPS_AFTER_WARMUP steps past its warmup, so a long warmup is not cut off at its peak.
 The constant-lr, no-warmup points are the stability map's (configs/sweeps/stability_map.py).
 
@@ -16,7 +17,7 @@ answered the main question:
   python scripts/plot_curves.py 'runs/sweeps/xiong_warmup/postnorm-L24-*' --out=a.png
 
 Cost on 2 cores (measured): ~0.27 s/step at 12 layers and ~0.55 s/step at 24, i.e. about
-4 h for all 16 runs (21,600 steps); docs/results.md says which points were run.
+4.3 h for all 17 runs (23,600 steps); docs/results.md says which points were run.
 Expected (Xiong): no warmup -> stuck at the unigram entropy; a long warmup at the lower lr
 -> trained.
 """
@@ -50,3 +51,5 @@ GRID = [_point(n, lr, SCHEDULE, w) for n in DEPTHS for lr in LRS for w in WARMUP
 # Warmup alone, without the decay: constant lr 1e-3 after 0 or 200 warmup steps, both run
 # for the same 1,200 steps (the no-warmup run is the stability map's setting, run longer).
 GRID += [_point(n, 1e-3, "constant", w) for n in (12, 24) for w in (0, CONSTANT_WARMUP)]
+# Added after the 24-layer lr 5e-4 run stayed stuck (docs/results.md): a 5x lower peak lr.
+GRID += [_point(24, 1e-4, SCHEDULE, 1000)]
