@@ -1,14 +1,18 @@
 """DeepNorm (Wang 2022): x = LN(alpha*x + F(x)), alpha=(2N)^(1/4), init beta=(8N)^(-1/4) on
 v, attn out, FFN in/out.
 
-Run (about 15 minutes or less on a 2-core CPU):
+Run (150 steps, about 12 minutes on a 2-core CPU):
   python -m experiments.train --config=configs/deepnorm_1000L.py
 Cluster scale (d 512, batch 256 x 512 tokens, bfloat16; see README for launchers):
   python -m experiments.train --config=configs/deepnorm_1000L.py:paper
 
 Expected (DeepNet): Post-LN's placement, yet it trains at 1000 layers where Post-LN does not.
-Measured here (docs/results.md): stable, but after 150 steps of 8 x 64 tokens still at the
-unigram plateau (eval 3.43 vs entropy 3.25); it needs more steps than this CPU budget.
+Measured here (docs/results.md): at this config's lr 1e-3 without warmup, stable but still
+on the unigram plateau after 400 steps (eval 3.383 vs entropy 3.252; the LayerNorm biases'
+drift cuts the lower layers' gradient within 5 steps: experiments/grad_flow.py). At a lower
+lr it trains, 2.605 after 600 steps (61 min on 2 cores):
+  python -m experiments.train --config=configs/deepnorm_1000L.py \
+      --config.opt.lr=2e-4 --config.opt.warmup_steps=50 --config.train.steps=600
 """
 
 from configs import base

@@ -4,10 +4,11 @@ Post-LN (configs/postnorm_96L.py) at 12 and 24 layers x peak lr {5e-4, 1e-3} (Xi
 x linear warmup {0, 200, 1000} steps, then the paper's inverse-square-root decay
 (lr * sqrt(W / (s + 1)); without warmup W = 1, the paper's "no warmup"): 12 runs; and, to
 separate warmup from decay, constant lr 1e-3 after 0 or 200 warmup steps at 12 and 24
-layers (1,200 steps each): 4 runs; and one 24-layer run at lr 1e-4 (BERT-large's peak lr,
-after lr 5e-4 with 1,000 warmup steps stayed stuck): 17 runs. Every run
+layers (1,200 steps each): 4 runs; and two 24-layer runs at lr 1e-4 (BERT-large's peak lr,
+after lr 5e-4 with 1,000 warmup steps stayed stuck), with and without warmup; and at 6
+layers and lr 3e-3, Post-LN without and with warmup and Pre-LN without: 21 runs. Every run
 trains STEPS_AFTER_WARMUP steps past its warmup, so a long warmup is not cut off at its peak.
-The constant-lr, no-warmup points are the stability map's (configs/sweeps/stability_map.py).
+The constant lr 1e-3, no-warmup points are the stability map's setting run longer.
 
 Points are ordered most informative first (24 layers, lr 5e-4), so a stopped sweep has
 answered the main question:
@@ -17,7 +18,7 @@ answered the main question:
   python scripts/plot_curves.py 'runs/sweeps/xiong_warmup/postnorm-L24-*' --out=a.png
 
 Cost on 2 cores (measured): ~0.27 s/step at 12 layers and ~0.55 s/step at 24, i.e. about
-4.3 h for all 17 runs (23,600 steps); docs/results.md says which points were run.
+4.5 h for all 21 runs (28,400 steps); docs/results.md says which points were run.
 Expected (Xiong): no warmup -> stuck at the unigram entropy; a long warmup at the lower lr
 -> trained.
 """
@@ -30,10 +31,10 @@ SCHEDULE = "inverse_sqrt"
 CONSTANT_WARMUP = 200
 
 
-def _point(n: int, lr: float, schedule: str, warmup: int) -> dict:
+def _point(n: int, lr: float, schedule: str, warmup: int, variant: str = "postnorm") -> dict:
   return {
-    "name": f"postnorm-L{n}-{schedule}-w{warmup}-lr{lr:g}",
-    "config": "configs/postnorm_96L.py",
+    "name": f"{variant}-L{n}-{schedule}-w{warmup}-lr{lr:g}",
+    "config": f"configs/{variant}_96L.py",
     "overrides": {
       "model.num_layers": n,
       "opt.lr": lr,
@@ -51,5 +52,10 @@ GRID = [_point(n, lr, SCHEDULE, w) for n in DEPTHS for lr in LRS for w in WARMUP
 # Warmup alone, without the decay: constant lr 1e-3 after 0 or 200 warmup steps, both run
 # for the same 1,200 steps (the no-warmup run is the stability map's setting, run longer).
 GRID += [_point(n, 1e-3, "constant", w) for n in (12, 24) for w in (0, CONSTANT_WARMUP)]
-# Added after the 24-layer lr 5e-4 run stayed stuck (docs/results.md): a 5x lower peak lr.
-GRID += [_point(24, 1e-4, SCHEDULE, 1000)]
+# Added after the 24-layer lr 5e-4 run stayed stuck (docs/results.md): a 5x lower peak lr,
+# and its control without warmup (constant lr 1e-4, 1,200 steps).
+GRID += [_point(24, 1e-4, SCHEDULE, 1000), _point(24, 1e-4, "constant", 0)]
+# 6 layers, where Post-LN still trains at lr 1e-3 without warmup (stability map): at 3x that
+# lr, Post-LN without and with 200 warmup steps, and Pre-LN without (constant lr, 1,200 steps).
+GRID += [_point(6, 3e-3, "constant", w) for w in (0, CONSTANT_WARMUP)]
+GRID += [_point(6, 3e-3, "constant", 0, variant="prenorm")]
