@@ -171,10 +171,16 @@ def layer_grad_norms(model_def: ts.ModelDef, params, model_state, batch) -> jax.
   return ts.per_layer_norm(jax.grad(loss)(params)["layers"])
 
 
+def check_groups(groups) -> None:
+  """ValueError naming the first unknown parameter group and the valid ones."""
+  for group in groups:
+    if group not in PARAM_GROUPS:
+      raise ValueError(f"parameter group {group!r}: expected one of {sorted(PARAM_GROUPS)}")
+
+
 def reset_group(params: PyTree, params0: PyTree, group: str) -> PyTree:
   """`params` with the leaves of PARAM_GROUPS[group] put back to their values in `params0`."""
-  if group not in PARAM_GROUPS:
-    raise ValueError(f"parameter group {group!r}: expected one of {sorted(PARAM_GROUPS)}")
+  check_groups([group])
   test = PARAM_GROUPS[group]
   return jax.tree_util.tree_map_with_path(
     lambda path, new, old: old if test(jax.tree_util.keystr(path)) else new, params, params0

@@ -24,6 +24,7 @@ from resnorm_jax import optim
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.diagnostics import (
+  check_groups,
   expected_grad_norms,
   layer_grad_norms,
   probe,
@@ -109,17 +110,24 @@ def grad_norms_experiment(
   return per_layer, vs_depth
 
 
-def model_update_run(config: ConfigDict, steps: int) -> list[Row]:
-  """Trains `steps` steps; per step (0 = init): the model update and norm-input RMS."""
+def _fresh_run(config: ConfigDict, steps: int):
+  """(model_def, optimizer, TrainState at init, corpus, held-out batch 0) of `config`.
+
+  The optimizer has the real run's schedule (its length is train.steps, or `steps` if longer).
+  """
   mcfg = model_config_from(config)
-  model_def = model_def_for(mcfg)
-  # The schedule of the real run (its length is train.steps), and the real run's batches.
   optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
   params, model_state = init_model(mcfg, config.seed)
   state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
   corpus = _corpus(config)
   t = config.train
-  tokens, _ = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  batch = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  return model_def_for(mcfg), optimizer, state, corpus, batch
+
+
+def model_update_run(config: ConfigDict, steps: int) -> list[Row]:
+  """Trains `steps` steps; per step (0 = init): the model update and norm-input RMS."""
+  model_def, optimizer, state, corpus, (tokens, _) = _fresh_run(config, steps)
   probe_fn = jax.jit(functools.partial(probe, model_def))
   logits0, out0 = probe_fn(state.params, state.model_state, tokens, jnp.zeros(()))
   step_fn = jax.jit(functools.partial(train_step_and_probe, model_def, optimizer), donate_argnums=0)
@@ -180,14 +188,8 @@ def grad_flow_run(config: ConfigDict, steps: int, groups: Sequence[str]) -> list
   Rows (state, layer, grad_norm); state is 'init', 'trained' or 'reset <group>'. Which reset
   brings the lower layers' gradient back says which parameters' drift cut the gradient flow.
   """
-  mcfg = model_config_from(config)
-  model_def = model_def_for(mcfg)
-  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
-  params0, model_state = init_model(mcfg, config.seed)
-  state = ts.TrainState(jnp.zeros((), jnp.int32), params0, optimizer.init(params0), model_state)
-  corpus = _corpus(config)
-  t = config.train
-  batch = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  model_def, optimizer, state, corpus, batch = _fresh_run(config, steps)
+  params0, model_state = state.params, state.model_state
   norms = {"init": layer_grad_norms(model_def, params0, model_state, batch)}
   step_fn = jax.jit(functools.partial(ts.train_step, model_def, optimizer, per_layer=False))
   for step in range(steps):
@@ -212,8 +214,7 @@ def grad_flow_experiment(
   """Rows (config, depth, steps, state, layer, grad_norm) of grad_flow_run per config/depth."""
   if steps < 1:
     raise ValueError(f"--steps={steps} must be >= 1")
-  for group in groups:
-    reset_group({}, {}, group)  # the name check, before anything compiles
+  check_groups(groups)  # before anything compiles
   rows = []
   for label, config in configs:
     for depth in depths or [config.model.num_layers]:

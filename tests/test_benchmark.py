@@ -15,14 +15,20 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import benchmark  # noqa: E402
 
 
+def _run_script(args: list[str], env: dict) -> subprocess.CompletedProcess:
+  """`python ARGS` from the repository root, output captured, at most 120 s."""
+  return subprocess.run(
+    [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+  )
+
+
 def test_benchmark_writes_finite_positive_numbers(tmp_path):
   out = tmp_path / "bench.json"
   # One CPU device, as users run it; LLVM without optimizations: compiles in a third of the
   # time, and the numbers need only be finite here.
   env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
-  proc = subprocess.run(
+  proc = _run_script(
     [
-      sys.executable,
       "scripts/benchmark.py",
       "--config=configs/smoke.py",
       "--config.model.num_layers=1",
@@ -36,11 +42,7 @@ def test_benchmark_writes_finite_positive_numbers(tmp_path):
       "--matmul_size=64",
       f"--out={out}",
     ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
+    env,
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "tokens/s" in proc.stdout and "MFU" in proc.stdout
@@ -106,9 +108,8 @@ def test_bench_matmuls_step_dots_count_the_models_flops():
 def test_bench_matmuls_runs_end_to_end(tmp_path):
   out = tmp_path / "mm.json"
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run(
+  proc = _run_script(
     [
-      sys.executable,
       "scripts/bench_matmuls.py",
       "--config=configs/smoke.py",
       "--reps=2",
@@ -116,11 +117,7 @@ def test_bench_matmuls_runs_end_to_end(tmp_path):
       "--no_torch",
       f"--out={out}",
     ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
+    env,
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "whole step's dots" in proc.stdout
