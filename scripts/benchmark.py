@@ -30,6 +30,7 @@ import platform
 import resource
 import sys
 import time
+import types
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -164,15 +165,55 @@ def matmul_rate(dtype_name: str, n: int = 0, reps: int = 5) -> dict:
   }
 
 
-def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **kw) -> dict:
-  """Runs the measurements described in the module docstring; returns them as a dict."""
+def setup(config) -> types.SimpleNamespace:
+  """The loop's train step for `config`, built as loop.run builds it (not yet compiled).
+
+  Fields: mcfg, step_fn (jit with explicit shardings, donated state), init_fn, abstract
+  (state shapes), abstract_sharded, shardings, batch_sharding, batch_at(step).
+  """
   import jax
-  import numpy as np
 
   from resnorm_jax import data as data_lib
   from resnorm_jax import loop, optim
   from resnorm_jax import sharding as shard_lib
   from resnorm_jax import train_step as ts
+  from resnorm_jax.config_types import model_config_from
+
+  t = config.train
+  mcfg = model_config_from(config)
+  optimizer = optim.make_optimizer(config.opt, t.steps)
+  mesh = shard_lib.make_mesh(config.mesh)
+  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
+  model_def = ts.make_model_def(mcfg)
+  init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
+  abstract = jax.eval_shape(init_fn)
+  shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
+  bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
+  step_fn = shard_lib.jit_train_step(
+    functools.partial(ts.train_step, model_def, optimizer, per_layer=bool(config.diag.per_layer)),
+    shardings,
+    bsh,
+  )
+  return types.SimpleNamespace(
+    mcfg=mcfg,
+    step_fn=step_fn,
+    init_fn=init_fn,
+    abstract=abstract,
+    abstract_sharded=jax.tree.map(
+      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
+    ),
+    shardings=shardings,
+    batch_sharding=bsh,
+    batch_at=functools.partial(loop.train_batch, corpus.train, config, bsh),
+  )
+
+
+def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **kw) -> dict:
+  """Runs the measurements described in the module docstring; returns them as a dict."""
+  import jax
+  import numpy as np
+
+  from resnorm_jax import loop
   from resnorm_jax.config_types import model_config_from
 
   max_memory_gib = kw.get("max_memory_gib", 16.0)
@@ -199,27 +240,11 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
   }
 
   # --- set up exactly as loop.run does -----------------------------------------------------
-  optimizer = optim.make_optimizer(config.opt, t.steps)
-  mesh = shard_lib.make_mesh(config.mesh)
-  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
-  model_def = ts.make_model_def(mcfg)
-  init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
-  abstract = jax.eval_shape(init_fn)
-  shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
-  bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
-  step_fn = shard_lib.jit_train_step(
-    functools.partial(ts.train_step, model_def, optimizer, per_layer=bool(config.diag.per_layer)),
-    shardings,
-    bsh,
-  )
-
-  batch_at = functools.partial(loop.train_batch, corpus.train, config, bsh)
-
-  result["params"] = int(sum(x.size for x in jax.tree.leaves(abstract.params)))
-  abstract_sh = jax.tree.map(
-    lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
-  )
-  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=bsh)
+  s = setup(config)
+  batch_at, init_fn, shardings = s.batch_at, s.init_fn, s.shardings
+  result["params"] = int(sum(x.size for x in jax.tree.leaves(s.abstract.params)))
+  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=s.batch_sharding)
+  abstract_sh, step_fn = s.abstract_sharded, s.step_fn
   t0 = time.perf_counter()
   lowered = step_fn.lower(abstract_sh, (rows, rows))
   t1 = time.perf_counter()

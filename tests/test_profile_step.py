@@ -1,0 +1,77 @@
+"""scripts/profile_step.py: the HLO parser, the thread-use arithmetic, and a traced smoke run
+whose per-part times add up. No timing assertions."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import profile_step  # noqa: E402
+
+
+def _hlo(fn, *args) -> str:
+  return jax.jit(fn).lower(*args).compile().as_text()
+
+
+def test_parse_hlo_finds_dots_and_tells_forward_from_backward():
+  x, w = jnp.ones((8, 4)), jnp.ones((4, 3))
+  loss = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+  fwd = profile_step.parse_hlo(_hlo(loss, w, x))
+  assert any(op.has_dot for op in fwd.values())
+  assert {op.part for op in fwd.values()} == {"update"}  # no autodiff: nothing is jvp
+  grad_ops = profile_step.parse_hlo(_hlo(jax.grad(loss), w, x))
+  dots = [op for op in grad_ops.values() if op.has_dot]
+  assert dots and {op.part for op in dots} <= {"forward", "backward"}
+  assert any(op.part == "backward" for op in dots)  # dW = x^T @ dy
+  assert all(op.shape.startswith(("f32", "(")) for op in grad_ops.values() if op.has_dot)
+  with pytest.raises(ValueError, match="ENTRY"):
+    profile_step.parse_hlo("HloModule m\n")
+
+
+def test_busy_union_counts_overlaps_once():
+  assert profile_step.busy_union_us([(0, 10), (5, 15), (20, 25), (21, 22)]) == 20
+  assert profile_step.busy_union_us([]) == 0
+
+
+def test_profile_step_parts_add_up(tmp_path):
+  out = tmp_path / "profile.json"
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "scripts/profile_step.py",
+      "--config=configs/smoke.py",
+      "--config.model.num_layers=2",
+      "--config.model.d_model=16",
+      "--config.model.d_ff=16",
+      "--config.train.seq_len=16",
+      "--config.model.max_seq_len=16",
+      "--steps=2",
+      "--warmup=1",
+      "--top=5",
+      f"--out={out}",
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=180,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "backward" in proc.stdout
+  r = json.loads(out.read_text())
+  assert r["matched_ops"] > 10 and len(r["top"]) == 5
+  cells = {(p["part"], p["kind"]): p for p in r["parts"]}
+  assert sum(p["ms"] for p in r["parts"]) == pytest.approx(r["kernel_ms"], rel=1e-6)
+  for part in ("forward", "backward"):
+    assert cells[(part, "dot")]["ms"] > 0 and cells[(part, "dot")]["ops"] > 0
+  assert cells[("update", "other")]["ops"] > 0  # the optimizer's elementwise work
+  assert 0 < r["any_thread_busy_ms"] <= r["kernel_ms"] * (1 + 1e-9)
+  assert r["top"] == sorted(r["top"], key=lambda o: -o["ms"])
