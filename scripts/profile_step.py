@@ -118,6 +118,13 @@ def busy_union_us(spans: list[tuple[float, float]]) -> float:
   return total
 
 
+def short_source(source: str) -> str:
+  """The JAX op of an op_name, without the jit/jvp/transpose/closed_call wrappers."""
+  parts = [p for p in source.split("/") if p and not re.match(r"^(jit|jvp|transpose)\(", p)]
+  parts = [p for p in parts if p != "closed_call"]
+  return "/".join(parts[-2:]) if parts else "(none)"
+
+
 def breakdown(ops: dict[str, Op], events: list[dict], steps: int, top: int = 25) -> dict:
   """Per-step milliseconds by part and kind, the busiest ops, and thread use."""
   per_op = collections.defaultdict(lambda: [0.0, 0])
@@ -135,6 +142,11 @@ def breakdown(ops: dict[str, Op], events: list[dict], steps: int, top: int = 25)
     cell = parts[(op.part, "dot" if op.has_dot else "other")]
     cell[0] += us
     cell[1] += 1
+  by_source = collections.defaultdict(lambda: [0.0, 0])
+  for name, (us, _) in per_op.items():
+    cell = by_source[(ops[name].part, short_source(ops[name].source))]
+    cell[0] += us
+    cell[1] += 1
   total_us = sum(us for us, _ in per_op.values())
   busiest = sorted(per_op.items(), key=lambda kv: -kv[1][0])[:top]
   return {
@@ -145,6 +157,10 @@ def breakdown(ops: dict[str, Op], events: list[dict], steps: int, top: int = 25)
     "any_thread_busy_ms": ms(busy_union_us(spans)),
     "threads": len(by_thread),
     "parts": [{"part": p, "kind": k, "ms": ms(us), "ops": n} for (p, k), (us, n) in parts.items()],
+    "by_source": [
+      {"part": p, "source": src, "ms": ms(us), "ops": n}
+      for (p, src), (us, n) in sorted(by_source.items(), key=lambda kv: -kv[1][0])[:top]
+    ],
     "top": [
       {
         "name": name,
@@ -205,6 +221,9 @@ def table(r: dict) -> str:
   ]
   for p in r["parts"]:
     lines.append(f"  {p['part']:<9} {p['kind']:<6} {p['ms']:8.2f} {p['ops']:5d}")
+  lines += ["", f"  {'ms':>7} {'ops':>5}  {'part':<9} source (JAX op)"]
+  for o in r["by_source"]:
+    lines.append(f"  {o['ms']:7.3f} {o['ops']:5d}  {o['part']:<9} {o['source']}")
   lines += ["", f"  {'ms':>7}  {'op':<28} {'shape':<26} {'part':<9} source"]
   for o in r["top"]:
     lines.append(

@@ -75,3 +75,12 @@ def test_profile_step_parts_add_up(tmp_path):
   assert cells[("update", "other")]["ops"] > 0  # the optimizer's elementwise work
   assert 0 < r["any_thread_busy_ms"] <= r["kernel_ms"] * (1 + 1e-9)
   assert r["top"] == sorted(r["top"], key=lambda o: -o["ms"])
+  sources = {(o["part"], o["source"]) for o in r["by_source"]}
+  assert ("backward", "dot_general") in sources and len(r["by_source"]) == 5
+
+
+def test_short_source_drops_the_wrappers():
+  short = profile_step.short_source
+  assert short("jit(train_step)/transpose(jvp())/closed_call/dot_general") == "dot_general"
+  assert short("jit(train_step)/jvp()/closed_call/tanh") == "tanh"
+  assert short("") == "(none)"

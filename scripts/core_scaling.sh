@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# How much the second core buys at nanoGPT's CPU shape: the train step on 1 core, on 2 cores,
+# and the ceiling of perfect data parallelism (half the batch on each core, two processes).
+#
+#   bash scripts/core_scaling.sh [CONFIG] [STEPS]     (default configs/nanogpt_char.py, 100)
+#
+# Needs 2+ cores and taskset (util-linux). Run on a quiet machine: the runs are sequential
+# except the last pair, which is meant to share the machine. Prints each run's median step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFIG=${1:-configs/nanogpt_char.py}
+STEPS=${2:-100}
+BATCH=$(python -c "
+import sys; sys.path.insert(0, '.')
+from resnorm_jax import cli
+print(cli.load_config_file('$CONFIG').train.batch_size)")
+HALF=$((BATCH / 2))
+ONE_THREAD=--xla_cpu_multi_thread_eigen=false  # Eigen ops single-threaded (no waiting sibling)
+bench() { python scripts/benchmark.py --config="$CONFIG" --steps="$STEPS" --nosync "$@" 2>&1 |
+  grep -E "^step \(" | sed 's/^step (loop-style) *//'; }
+
+echo "config $CONFIG, batch $BATCH, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+echo "2 cores, XLA defaults, batch $BATCH:            $(bench)"
+echo "1 core,  XLA defaults, batch $BATCH:            $(taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench")"
+echo "1 core,  one thread,   batch $BATCH:            $(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench")"
+echo "1 core,  one thread,   batch $HALF (alone):      $(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF")"
+tmp=$(mktemp)
+XLA_FLAGS=$ONE_THREAD taskset -c 1 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF" >"$tmp" &
+pair=$(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF")
+wait
+echo "both cores at once, batch $HALF each: core 0 $pair"
+echo "                                     core 1 $(cat "$tmp")"
+rm -f "$tmp"
