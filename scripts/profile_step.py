@@ -71,26 +71,58 @@ class Op:
 
 
 _COMPUTATION = re.compile(r"^%?([\w.\-]+) \([^\n]*\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\S+) ([a-z][\w\-]*)\(")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\([^)]*\)|\S+) ([a-z][\w\-]*)\(")
+_CONTAINERS = ("while", "call", "conditional")
+_CONTROL_FLOW = re.compile(r"(?:body|branch_computations|true_computation)=")
+
+
+def _called(body: str, bodies: dict[str, str]) -> list[str]:
+  """Computations an instruction list runs as thunks: loop bodies and conditions, branches,
+  and called computations that hold control flow (XLA:CPU wraps a while loop in a call)."""
+  names = re.findall(r"(?:body|condition|true_computation|false_computation)=%([\w.\-]+)", body)
+  for group in re.findall(r"branch_computations=\{([^}]*)\}", body):
+    names += re.findall(r"%([\w.\-]+)", group)
+  for name in re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", body):
+    if _CONTROL_FLOW.search(bodies.get(name, "")):
+      names.append(name)
+  return names
 
 
 def parse_hlo(text: str) -> dict[str, Op]:
-  """Instruction name -> Op for the entry computation of an optimized HLO module's text."""
+  """Instruction name -> Op for every instruction that runs as an op of the executable.
+
+  Those are the instructions of the entry computation and of the computations it runs
+  (a scanned layer stack's while body and condition, conditional branches), recursively;
+  instructions inside fusions run as part of their fusion and are not listed.
+  """
   bodies = {m.group(1): m.group(2) for m in _COMPUTATION.finditer(text)}
   start = text.find("\nENTRY ")
   if start < 0:
     raise ValueError("no ENTRY computation in the HLO text")
+  entry = text[start:]
+  entry = entry[entry.index("{\n") + 2 :].split("\n}", 1)[0]
+  executed, queue, seen = [], [entry], set()
+  while queue:
+    body = queue.pop()
+    executed.append(body)
+    for name in _called(body, bodies):
+      if name not in seen and name in bodies:
+        seen.add(name)
+        queue.append(bodies[name])
   ops = {}
-  for line in text[start:].splitlines()[1:]:
-    m = _INSTRUCTION.match(line)
-    if not m:
-      continue
-    name, shape, opcode = m.groups()
-    called = re.search(r"calls=%([\w.\-]+)", line)
-    body = bodies.get(called.group(1), "") if called else ""
-    has_dot = opcode in ("dot", "convolution") or bool(re.search(r" (dot|convolution)\(", body))
-    source = re.search(r'op_name="([^"]*)"', line)
-    ops[name] = Op(name, shape, opcode, has_dot, source.group(1) if source else "")
+  for body in executed:
+    for line in body.splitlines():
+      m = _INSTRUCTION.match(line)
+      if not m:
+        continue
+      name, shape, opcode = m.groups()
+      called = re.search(r"calls=%([\w.\-]+)", line)
+      fused = bodies.get(called.group(1), "") if called else ""
+      has_dot = opcode in ("dot", "convolution") or bool(re.search(r" (dot|convolution)\(", fused))
+      if opcode in _CONTAINERS:  # their time is their body's ops: counted there
+        continue
+      source = re.search(r'op_name="([^"]*)"', line)
+      ops[name] = Op(name, shape, opcode, has_dot, source.group(1) if source else "")
   return ops
 
 
@@ -118,10 +150,16 @@ def busy_union_us(spans: list[tuple[float, float]]) -> float:
   return total
 
 
+_WRAPPERS = {"closed_call", "while", "body", "cond", "checkpoint"}
+
+
 def short_source(source: str) -> str:
-  """The JAX op of an op_name, without the jit/jvp/transpose/closed_call wrappers."""
+  """The JAX op of an op_name, without the jit/jvp/transpose/loop/checkpoint wrappers.
+
+  `rematted_computation/` stays: it marks the forward ops a remat policy recomputes.
+  """
   parts = [p for p in source.split("/") if p and not re.match(r"^(jit|jvp|transpose)\(", p)]
-  parts = [p for p in parts if p != "closed_call"]
+  parts = [p for p in parts if p not in _WRAPPERS]
   return "/".join(parts[-2:]) if parts else "(none)"
 
 
@@ -197,12 +235,12 @@ def profile(config, steps: int = 20, warmup: int = 3, top: int = 25) -> dict:
   batches = [s.batch_at(warmup + i) for i in range(steps)]
   jax.block_until_ready(batches)
   with tempfile.TemporaryDirectory() as trace_dir:
-    t0 = time.perf_counter()
     with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+      t0 = time.perf_counter()
       for batch in batches:
         state, metrics = compiled(state, batch)
       jax.block_until_ready((state, metrics))
-    wall = time.perf_counter() - t0
+      wall = time.perf_counter() - t0  # the steps, not the trace's start and stop
     events = trace_events(trace_dir)
   out = breakdown(ops, events, steps, top)
   out["traced_wall_ms_per_step"] = wall / steps * 1e3
