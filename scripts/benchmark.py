@@ -169,9 +169,11 @@ def setup(config) -> types.SimpleNamespace:
   """The loop's train step for `config`, built as loop.run builds it (not yet compiled).
 
   Fields: mcfg, step_fn (jit with explicit shardings, donated state), init_fn, abstract
-  (state shapes), abstract_sharded, shardings, batch_sharding, batch_at(step).
+  (state shapes), abstract_sharded, abstract_batch (what step_fn.lower takes with it),
+  shardings, batch_sharding, batch_at(step).
   """
   import jax
+  import numpy as np
 
   from resnorm_jax import data as data_lib
   from resnorm_jax import loop, optim
@@ -194,6 +196,7 @@ def setup(config) -> types.SimpleNamespace:
     shardings,
     bsh,
   )
+  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=bsh)
   return types.SimpleNamespace(
     mcfg=mcfg,
     step_fn=step_fn,
@@ -202,6 +205,7 @@ def setup(config) -> types.SimpleNamespace:
     abstract_sharded=jax.tree.map(
       lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
     ),
+    abstract_batch=(rows, rows),
     shardings=shardings,
     batch_sharding=bsh,
     batch_at=functools.partial(loop.train_batch, corpus.train, config, bsh),
@@ -211,18 +215,17 @@ def setup(config) -> types.SimpleNamespace:
 def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **kw) -> dict:
   """Runs the measurements described in the module docstring; returns them as a dict."""
   import jax
-  import numpy as np
 
   from resnorm_jax import loop
-  from resnorm_jax.config_types import model_config_from
 
   max_memory_gib = kw.get("max_memory_gib", 16.0)
   sync = kw.get("sync", True)
   compile_only = kw.get("compile_only", False)
   malloc_tuned = loop.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
   t = config.train
-  mcfg = model_config_from(config)
   loop.validate_train(config)
+  s = setup(config)  # exactly as loop.run does; nothing compiled yet
+  mcfg = s.mcfg
   result: dict = {
     "config_name": config.name,
     "model": vars(mcfg).copy(),
@@ -239,14 +242,10 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
     "count": jax.device_count(),
   }
 
-  # --- set up exactly as loop.run does -----------------------------------------------------
-  s = setup(config)
   batch_at, init_fn, shardings = s.batch_at, s.init_fn, s.shardings
   result["params"] = int(sum(x.size for x in jax.tree.leaves(s.abstract.params)))
-  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=s.batch_sharding)
-  abstract_sh, step_fn = s.abstract_sharded, s.step_fn
   t0 = time.perf_counter()
-  lowered = step_fn.lower(abstract_sh, (rows, rows))
+  lowered = s.step_fn.lower(s.abstract_sharded, s.abstract_batch)
   t1 = time.perf_counter()
   compiled = lowered.compile()
   t2 = time.perf_counter()

@@ -16,17 +16,22 @@ from resnorm_jax import cli
 print(cli.load_config_file('$CONFIG').train.batch_size)")
 HALF=$((BATCH / 2))
 ONE_THREAD=--xla_cpu_multi_thread_eigen=false  # Eigen ops single-threaded (no waiting sibling)
-bench() { python scripts/benchmark.py --config="$CONFIG" --steps="$STEPS" --nosync "$@" 2>&1 |
-  grep -E "^step \(" | sed 's/^step (loop-style) *//'; }
+# bench CPUS XLA_FLAGS [overrides...]: median step of benchmark.py pinned to CPUS.
+bench() {
+  local cpus=$1 xla_flags=$2
+  shift 2
+  XLA_FLAGS=$xla_flags taskset -c "$cpus" python scripts/benchmark.py --config="$CONFIG" \
+    --steps="$STEPS" --nosync "$@" 2>&1 | grep -E "^step \(" | sed 's/^step (loop-style) *//'
+}
 
 echo "config $CONFIG, batch $BATCH, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-echo "2 cores, XLA defaults, batch $BATCH:            $(bench)"
-echo "1 core,  XLA defaults, batch $BATCH:            $(taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench")"
-echo "1 core,  one thread,   batch $BATCH:            $(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench")"
-echo "1 core,  one thread,   batch $HALF (alone):      $(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF")"
+echo "2 cores, XLA defaults, batch $BATCH:            $(bench 0,1 "")"
+echo "1 core,  XLA defaults, batch $BATCH:            $(bench 0 "")"
+echo "1 core,  one thread,   batch $BATCH:            $(bench 0 $ONE_THREAD)"
+echo "1 core,  one thread,   batch $HALF (alone):      $(bench 0 $ONE_THREAD --config.train.batch_size=$HALF)"
 tmp=$(mktemp)
-XLA_FLAGS=$ONE_THREAD taskset -c 1 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF" >"$tmp" &
-pair=$(XLA_FLAGS=$ONE_THREAD taskset -c 0 bash -c "$(declare -f bench); CONFIG=$CONFIG STEPS=$STEPS bench --config.train.batch_size=$HALF")
+bench 1 $ONE_THREAD --config.train.batch_size=$HALF >"$tmp" &
+pair=$(bench 0 $ONE_THREAD --config.train.batch_size=$HALF)
 wait
 echo "both cores at once, batch $HALF each: core 0 $pair"
 echo "                                     core 1 $(cat "$tmp")"

@@ -217,16 +217,13 @@ def breakdown(ops: dict[str, Op], events: list[dict], steps: int, top: int = 25)
 def profile(config, steps: int = 20, warmup: int = 3, top: int = 25) -> dict:
   """Compiles the config's train step, traces `steps` steps and returns `breakdown`."""
   import jax
-  import numpy as np
 
   from resnorm_jax import loop
 
   loop.keep_freed_host_memory()
   loop.validate_train(config)
   s = benchmark.setup(config)
-  t = config.train
-  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=s.batch_sharding)
-  compiled = s.step_fn.lower(s.abstract_sharded, (rows, rows)).compile()
+  compiled = s.step_fn.lower(s.abstract_sharded, s.abstract_batch).compile()
   ops = parse_hlo(compiled.as_text())
   state = jax.jit(s.init_fn, out_shardings=s.shardings)()
   for i in range(warmup):
