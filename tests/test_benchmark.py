@@ -124,3 +124,44 @@ def test_bench_matmuls_runs_end_to_end(tmp_path):
   r = json.loads(out.read_text())
   assert r["shapes"] and all(row["xla_s"]["median"] > 0 for row in r["shapes"])
   assert r["step"]["flops"] > 0 and math.isfinite(r["step"]["xla_s"]["median"])
+
+
+def test_gpu_check_script_runs_through_on_cpu(tmp_path):
+  """scripts/gpu_check.sh end to end with its GPU checks skipped and a tiny shape: each remat
+  policy writes its JSON and the summary reads them (the keys it reads exist). Where no GPU
+  is lent, this is the only run the script gets before a user's."""
+  out = tmp_path / "gpu"
+  env = dict(
+    os.environ,
+    GPU_CHECK_ON_CPU="1",
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_backend_optimization_level=0",
+  )
+  tiny = [
+    "--config.model.num_layers=1",
+    "--config.model.d_model=16",
+    "--config.model.num_heads=2",
+    "--config.model.d_ff=16",
+    "--config.model.max_seq_len=16",
+    "--config.train.seq_len=16",
+    "--config.train.batch_size=2",
+    "--steps=2",
+    "--warmup=1",
+    "--nosync",
+    "--matmul_size=64",
+  ]
+  proc = subprocess.run(
+    ["bash", "scripts/gpu_check.sh", str(out), *tiny],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  for remat in ("none", "dots_no_batch", "full"):
+    r = json.loads((out / f"gpu_{remat}.json").read_text())
+    assert r["train"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
+    assert r["matmul"]["dtype"] == "bfloat16" and r["mfu"] > 0
+  summary = proc.stdout[proc.stdout.index("best MFU") :]
+  assert "target >= 35%" in summary
