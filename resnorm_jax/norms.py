@@ -19,12 +19,13 @@ def _param(value: jax.Array, *axes: str | None) -> nnx.Param:
   return nnx.Param(value, out_sharding=axes)
 
 
-# LayerNorm over the last axis with a hand-written backward pass. Autodiff of the formula
-# keeps several [.., D] intermediates (x - mean, products) for the backward pass; this keeps
-# only the input x (which exists anyway: in the model it is the residual stream) and the
-# per-token statistics [.., 1], and recomputes the normalized x: 1.2-2.4x faster forward +
-# backward here (scripts/bench_norms.py). The forward values are the same operations.
-# RMSNorm keeps plain autodiff: a hand-written backward measured slower for it.
+# LayerNorm and RMSNorm over the last axis with hand-written backward passes. Autodiff of the
+# formulas keeps several [.., D] intermediates for the backward pass; these keep only the
+# input x (which exists anyway: in the model it is the residual stream) and the per-token
+# statistics [.., 1], and recompute the normalized x. The forward values are the same
+# operations. LayerNorm's is 1.2-2.4x faster forward + backward (scripts/bench_norms.py);
+# RMSNorm's is slower than autodiff alone but 3-10% faster end to end, with less memory, in
+# the 24-96-layer steps (docs/benchmarks.md, section 4).
 
 
 def _sum_leading(x: jax.Array) -> jax.Array:
@@ -61,6 +62,33 @@ def _layer_norm_bwd(eps, res, dout):
 layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
+def _rms_rstd(x: jax.Array, eps: float) -> jax.Array:
+  return jax.lax.rsqrt(jnp.square(x).mean(-1, keepdims=True) + eps)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
+  """scale * x / sqrt(mean(x^2) + eps) over the last axis (float32 in and out)."""
+  return x * _rms_rstd(x, eps) * scale
+
+
+def _rms_norm_fwd(x, scale, eps):
+  rstd = _rms_rstd(x, eps)
+  return x * rstd * scale, (x, rstd, scale)
+
+
+def _rms_norm_bwd(eps, res, dout):
+  del eps
+  x, rstd, scale = res
+  y = x * rstd
+  g = dout * scale
+  dx = rstd * (g - y * (g * y).mean(-1, keepdims=True))
+  return dx, _sum_leading(dout * y)
+
+
+rms_norm.defvjp(_rms_norm_fwd, _rms_norm_bwd)
+
+
 class LayerNorm(nnx.Module):
   """gamma * (x - mean) / sqrt(var + eps) + beta, per token."""
 
@@ -83,8 +111,7 @@ class RMSNorm(nnx.Module):
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     x = x_BxTxD.astype(jnp.float32)
-    y = x * jax.lax.rsqrt(jnp.square(x).mean(-1, keepdims=True) + self.eps)
-    return (y * self.scale[...]).astype(x_BxTxD.dtype)
+    return rms_norm(x, self.scale[...], self.eps).astype(x_BxTxD.dtype)
 
 
 class BatchNorm(nnx.Module):

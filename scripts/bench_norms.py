@@ -3,11 +3,14 @@
 python scripts/bench_norms.py [--tokens=8192] [--dims=256,1024,4096] [--dtype=float32]
     [--reps=30] [--out=norms.json]
 
-For each d: x [tokens, d], f(x, params) = sum(norm(x)), jit(value_and_grad(f, (x, params)))
-(so the backward produces dx, dgamma and, for LayerNorm, dbeta), timed per call after
-warm-up (median, p10, p90 over --reps calls, each blocked; the two norms' calls alternate,
-so both see the same machine load). The RMSNorm claim to test
-(Zhang & Sennrich 2019): 7%-64% faster than LayerNorm.
+For each d: x [tokens, d] and a random output gradient dy [tokens, d]; one call computes
+y = norm(x) and the backward pass (dx, dgamma and, for LayerNorm, dbeta) from dy:
+jit(jax.vjp) of the norm, as inside a model. Timed per call after warm-up (median, p10, p90
+over --reps calls, each blocked; the two norms' calls alternate, so both see the same machine
+load). The RMSNorm claim to test (Zhang & Sennrich 2019): 7%-64% faster than LayerNorm.
+
+Until session 5 this timed value_and_grad of sum(norm(x)): the output gradient was then a
+constant 1 that XLA folded into the backward pass, which no norm in a model sees.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from benchmark import machine_info, summarize  # noqa: E402  (no JAX import)
 
 
 def norm_step(name: str, tokens: int, d: int, dtype: str):
-  """(jit(value_and_grad(sum of norm(x))) w.r.t. x and the norm's params, its arguments)."""
+  """(jit of y = norm(x) and its backward from a random dy, its arguments (x, params, dy))."""
   import jax
   import jax.numpy as jnp
   from flax import nnx
@@ -37,15 +40,19 @@ def norm_step(name: str, tokens: int, d: int, dtype: str):
   with nnx.use_eager_sharding(False):  # logical axis names only; no mesh here
     graphdef, params = nnx.split(make_norm(name, d))
   params = nnx.to_pure_dict(params)
-  x = jax.random.normal(jax.random.key(0), (tokens, d), jnp.float32).astype(dtype)
+  kx, kdy = jax.random.split(jax.random.key(0))
+  x = jax.random.normal(kx, (tokens, d), jnp.float32).astype(dtype)
+  dy = jax.random.normal(kdy, (tokens, d), jnp.float32).astype(dtype)
 
-  def loss(x, params):
-    return jnp.sum(nnx.merge(graphdef, params)(x).astype(jnp.float32))
+  def forward_backward(x, params, dy):
+    y, pullback = jax.vjp(lambda x, p: nnx.merge(graphdef, p)(x), x, params)
+    return y, pullback(dy)
 
-  fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-  jax.block_until_ready(fn(x, params))
-  jax.block_until_ready(fn(x, params))
-  return fn, (x, params)
+  fn = jax.jit(forward_backward)
+  args = (x, params, dy)
+  jax.block_until_ready(fn(*args))
+  jax.block_until_ready(fn(*args))
+  return fn, args
 
 
 def time_norms(names, tokens: int, d: int, dtype: str, reps: int) -> dict:

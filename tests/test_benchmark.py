@@ -1,4 +1,5 @@
-"""scripts/benchmark.py end to end on a tiny config: its JSON holds finite positive numbers.
+"""The benchmark scripts (benchmark.py, bench_matmuls.py, bench_norms.py, compare_steps.py,
+gpu_check.sh) end to end on tiny configs: their JSON holds finite positive numbers.
 
 No timing assertions: timings on a shared CPU mean nothing in a test.
 """
@@ -8,6 +9,8 @@ import math
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -165,3 +168,72 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path):
     assert r["matmul"]["dtype"] == "bfloat16" and r["mfu"] > 0
   summary = proc.stdout[proc.stdout.index("best MFU") :]
   assert "target >= 35%" in summary
+
+
+def test_bench_norms_times_both_norms_from_a_random_output_gradient():
+  import bench_norms
+  import jax.numpy as jnp
+
+  fn, (x, params, dy) = bench_norms.norm_step("rmsnorm", 8, 4, "float32")
+  y, (dx, dparams) = fn(x, params, dy)
+  assert y.shape == dx.shape == dy.shape == (8, 4)
+  # The output gradient is not a constant (the old sum-loss timing let XLA fold it away).
+  assert float(jnp.std(dy)) > 0.1
+  assert jnp.allclose(dparams["scale"], jnp.sum(dy * y / params["scale"], axis=0), atol=1e-5)
+  both = bench_norms.time_norms(("layernorm", "rmsnorm"), tokens=16, d=8, dtype="float32", reps=2)
+  assert all(math.isfinite(r["median"]) and r["median"] > 0 for r in both.values())
+
+
+def test_compare_steps_variant_overrides_typed_and_refused_with_the_key():
+  import compare_steps
+
+  from resnorm_jax import cli
+
+  base = cli.load_config_file("configs/smoke.py")
+  before = base.to_dict()
+  spec = "model.norm=rmsnorm,train.batch_size=4,diag.per_layer=false"
+  v = compare_steps.apply_variant(base, spec)
+  assert (v.model.norm, v.train.batch_size, v.diag.per_layer) == ("rmsnorm", 4, False)
+  assert base.to_dict() == before  # a copy: the main config is untouched
+  for spec, needle in (
+    ("model.nrom=rmsnorm", "model.nrom"),
+    ("train.batch_size=four", "train.batch_size=four"),
+    ("diag.per_layer=yes", "true or false"),
+    ("model.norm", "not k=v"),
+  ):
+    with pytest.raises(ValueError, match=needle):
+      compare_steps.apply_variant(base, spec)
+
+
+def test_compare_steps_runs_variants_interleaved(tmp_path):
+  out = tmp_path / "cmp.json"
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
+  tiny = [
+    "--config=configs/smoke.py",
+    "--config.model.num_layers=1",
+    "--config.model.d_model=16",
+    "--config.model.d_ff=16",
+    "--config.train.seq_len=16",
+    "--config.model.max_seq_len=16",
+  ]
+  proc = _run_script(
+    [
+      "scripts/compare_steps.py",
+      *tiny,
+      "--variant=model.norm=rmsnorm",
+      "--steps=3",
+      "--block=2",
+      "--warmup=1",
+      f"--out={out}",
+    ],
+    env,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  results = json.loads(out.read_text())["results"]
+  assert [r["label"] for r in results][1] == "model.norm=rmsnorm" and len(results) == 2
+  assert results[0]["vs_first"] == 1.0
+  for r in results:
+    assert r["step_s"]["n"] == 4 and r["step_s"]["median"] > 0 and math.isfinite(r["final_loss"])
+  # A bad variant value is refused before anything compiles: exit 2, the key named.
+  bad = _run_script(["scripts/compare_steps.py", *tiny, "--variant=model.norm=rms"], env)
+  assert bad.returncode == 2 and "model.norm" in bad.stderr and "rmsnorm" in bad.stderr

@@ -1,6 +1,6 @@
-"""Performance rewrites keep the values: hand-written backward passes (LayerNorm, GELU, softmax)
-against autodiff of the plain formulas, 2-D matmuls against `x @ w`, an unrolled layer stack
-against the scanned one.
+"""Performance rewrites keep the values: hand-written backward passes (LayerNorm, RMSNorm, GELU,
+softmax) against autodiff of the plain formulas, 2-D matmuls against `x @ w`, an unrolled layer
+stack against the scanned one.
 
 They exist for speed and memory (fewer saved tensors per layer, no strided transposes, no
 loop); the forward values must be the same and the gradients equal within float32 rounding.
@@ -23,6 +23,10 @@ def _plain_layer_norm(x, scale, bias, eps):
   return (x - mean) * jax.lax.rsqrt(var + eps) * scale + bias
 
 
+def _plain_rms_norm(x, scale, eps):
+  return x * jax.lax.rsqrt(jnp.square(x).mean(-1, keepdims=True) + eps) * scale
+
+
 def _inputs(shape, seed=0):
   k1, k2, k3, k4 = jax.random.split(jax.random.key(seed), 4)
   x = 3.0 * jax.random.normal(k1, shape) + 0.5
@@ -43,6 +47,18 @@ def test_layer_norm_value_and_gradients_match_autodiff(shape):
   x, scale, bias, cot = _inputs(shape)
   out, grads = _vjp(lambda x, s, b: norms.layer_norm(x, s, b, 1e-5), (x, scale, bias), cot)
   ref, ref_grads = _vjp(lambda x, s, b: _plain_layer_norm(x, s, b, 1e-5), (x, scale, bias), cot)
+  np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+  for g, r in zip(grads, ref_grads, strict=True):
+    assert g.shape == r.shape
+    np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 16), (3, 4, 2, 8)])
+@pytest.mark.parametrize("eps", [1e-6, 1.0])  # 1.0: eps too large to drop from the gradient
+def test_rms_norm_value_and_gradients_match_autodiff(shape, eps):
+  x, scale, _, cot = _inputs(shape)
+  out, grads = _vjp(lambda x, s: norms.rms_norm(x, s, eps), (x, scale), cot)
+  ref, ref_grads = _vjp(lambda x, s: _plain_rms_norm(x, s, eps), (x, scale), cot)
   np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
   for g, r in zip(grads, ref_grads, strict=True):
     assert g.shape == r.shape
