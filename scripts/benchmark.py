@@ -1,7 +1,7 @@
 """Speed and memory of one config's train step: compile time, step time, tokens/s, MFU, memory.
 
 python scripts/benchmark.py --config=configs/prenorm_96L.py [--config.model.num_layers=24 ...]
-    [--steps=20] [--warmup=3] [--out=bench.json] [--matmul_size=0] [--max_memory_gib=16]
+    [--steps=20] [--warmup=3] [--out=bench.json] [--matmul_size=0] [--max_memory_gib=0]
 
 Times the step the loop runs (sharding.jit_train_step of train_step with the config's
 diag.per_layer), fed the way the loop feeds it: each step builds its batch on the host
@@ -16,8 +16,9 @@ step n's metrics are read back. Reported in one process:
   flops:   per token from the shapes (formula in `flops_per_token`), achieved FLOP/s and
            MFU against the dense matmul rate measured here (a large jnp.dot in the compute
            dtype), so CPU, GPU and TPU runs all have a denominator.
-If the ahead-of-time estimate exceeds --max_memory_gib, nothing runs: the estimate is reported
-(as with --compile_only).
+If the ahead-of-time estimate exceeds the memory limit, nothing runs: the estimate is reported
+(as with --compile_only). The limit is --max_memory_gib where given, else the device's memory
+on GPU/TPU (memory_stats' bytes_limit) and 16 GiB of host RAM on CPU.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ if ROOT not in sys.path:
 
 from resnorm_jax import cli  # noqa: E402  (no JAX import)
 
+CPU_MEMORY_LIMIT_GIB = 16.0  # host RAM a CPU benchmark may plan for (this machine: 24 GiB)
+
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
 )
@@ -49,7 +52,10 @@ _WARMUP = flags.DEFINE_integer("warmup", 3, "Untimed steps after compiling.")
 _OUT = flags.DEFINE_string("out", "", "Write the results as JSON to this file.")
 _MATMUL = flags.DEFINE_integer("matmul_size", 0, "n of the n x n matmul rate; 0: by platform.")
 _MAX_MEM = flags.DEFINE_float(
-  "max_memory_gib", 16.0, "Do not run a step whose AOT memory estimate exceeds this."
+  "max_memory_gib",
+  0.0,
+  "Do not run a step whose AOT memory estimate exceeds this; 0: the device's memory on "
+  f"GPU/TPU, {CPU_MEMORY_LIMIT_GIB:g} GiB on CPU.",
 )
 _SYNC = flags.DEFINE_bool("sync", True, "Also time blocked steps (step vs host data time).")
 _COMPILE_ONLY = flags.DEFINE_bool("compile_only", False, "Stop after compiling (no steps).")
@@ -92,6 +98,24 @@ def _pct(xs: list[float], q: float) -> float:
   lo = int(math.floor(pos))
   hi = min(lo + 1, len(s) - 1)
   return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def memory_limit_bytes(device, max_memory_gib: float) -> int | None:
+  """The AOT memory estimate above which the step is not run (None: no limit known).
+
+  --max_memory_gib where > 0; else the device's own memory on GPU/TPU (memory_stats'
+  bytes_limit) and CPU_MEMORY_LIMIT_GIB of host RAM on CPU.
+  """
+  if max_memory_gib > 0:
+    return int(max_memory_gib * 2**30)
+  if device.platform == "cpu":
+    return int(CPU_MEMORY_LIMIT_GIB * 2**30)
+  try:
+    stats = device.memory_stats() or {}
+  except Exception:  # some backends raise instead of returning None
+    stats = {}
+  limit = stats.get("bytes_limit")
+  return int(limit) if limit else None
 
 
 def summarize(xs: list[float]) -> dict:
@@ -218,7 +242,7 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
 
   from resnorm_jax import loop
 
-  max_memory_gib = kw.get("max_memory_gib", 16.0)
+  max_memory_gib = kw.get("max_memory_gib", 0.0)
   sync = kw.get("sync", True)
   compile_only = kw.get("compile_only", False)
   malloc_tuned = loop.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
@@ -260,11 +284,14 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
   fl = flops_per_token(mcfg, t.seq_len)
   tokens_per_step = t.batch_size * t.seq_len
   result["flops"] = {**fl, "per_step": fl["train"] * tokens_per_step}
-  if compile_only or (aot and aot["total"] > max_memory_gib * 2**30):
+  limit = memory_limit_bytes(device, max_memory_gib)
+  result["memory"]["limit_bytes"] = limit
+  if compile_only or (aot and limit is not None and aot["total"] > limit):
     result["skipped"] = (
       "--compile_only"
       if compile_only
-      else f"AOT estimate {aot['total'] / 2**30:.2f} GiB > --max_memory_gib={max_memory_gib}"
+      else f"AOT estimate {aot['total'] / 2**30:.2f} GiB > the limit, {limit / 2**30:.2f} GiB "
+      "(--max_memory_gib; 0: the device's memory, or 16 GiB on CPU)"
     )
     result["memory"]["peak_rss_bytes"] = peak_rss_bytes()
     return result

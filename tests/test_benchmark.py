@@ -237,3 +237,22 @@ def test_compare_steps_runs_variants_interleaved(tmp_path):
   # A bad variant value is refused before anything compiles: exit 2, the key named.
   bad = _run_script(["scripts/compare_steps.py", *tiny, "--variant=model.norm=rms"], env)
   assert bad.returncode == 2 and "model.norm" in bad.stderr and "rmsnorm" in bad.stderr
+
+
+def test_memory_limit_is_the_flag_else_the_devices_memory_else_16_gib_on_cpu():
+  class Device:
+    def __init__(self, platform, stats):
+      self.platform, self._stats = platform, stats
+
+    def memory_stats(self):
+      if isinstance(self._stats, Exception):
+        raise self._stats
+      return self._stats
+
+  gib = 2**30
+  h200 = Device("gpu", {"bytes_limit": 140 * gib, "bytes_in_use": 0})
+  assert benchmark.memory_limit_bytes(h200, 0.0) == 140 * gib  # not the CPU's 16 GiB
+  assert benchmark.memory_limit_bytes(h200, 2.5) == int(2.5 * gib)
+  assert benchmark.memory_limit_bytes(Device("cpu", None), 0.0) == 16 * gib
+  assert benchmark.memory_limit_bytes(Device("tpu", None), 0.0) is None
+  assert benchmark.memory_limit_bytes(Device("gpu", RuntimeError("no stats")), 0.0) is None
