@@ -110,12 +110,16 @@ def memory_limit_bytes(device, max_memory_gib: float) -> int | None:
     return int(max_memory_gib * 2**30)
   if device.platform == "cpu":
     return int(CPU_MEMORY_LIMIT_GIB * 2**30)
-  try:
-    stats = device.memory_stats() or {}
-  except Exception:  # some backends raise instead of returning None
-    stats = {}
-  limit = stats.get("bytes_limit")
+  limit = device_memory_stats(device).get("bytes_limit")
   return int(limit) if limit else None
+
+
+def device_memory_stats(device) -> dict:
+  """The device's memory statistics; {} where it keeps none (CPU) or cannot give them."""
+  try:
+    return device.memory_stats() or {}
+  except Exception:  # some backends raise instead of returning None
+    return {}
 
 
 def summarize(xs: list[float]) -> dict:
@@ -344,10 +348,7 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
   flops_per_s = result["flops"]["per_step"] / step_s
   result["memory"]["peak_rss_bytes"] = peak_rss_bytes()
   result["memory"]["peak_rss_after_init_bytes"] = rss_after_init
-  try:
-    device_mem = device.memory_stats() or {}
-  except Exception:  # some backends raise instead of returning None
-    device_mem = {}
+  device_mem = device_memory_stats(device)
   result["memory"]["device_peak_bytes"] = device_mem.get("peak_bytes_in_use")
   result["memory"]["device_limit_bytes"] = device_mem.get("bytes_limit")
   mm = matmul_rate(mcfg.dtype, matmul_size)

@@ -7,7 +7,6 @@ No timing assertions: timings on a shared CPU mean nothing in a test.
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -17,35 +16,30 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import benchmark  # noqa: E402
 
+# The smallest model the scripts run: 1 layer of width 16, 16 tokens (of smoke.py, or of the
+# config a script picks itself, as gpu_check.sh does).
+TINY_SHAPE = [
+  "--config.model.num_layers=1",
+  "--config.model.d_model=16",
+  "--config.model.d_ff=16",
+  "--config.train.seq_len=16",
+  "--config.model.max_seq_len=16",
+]
+TINY = ["--config=configs/smoke.py", *TINY_SHAPE]
 
-def _run_script(args: list[str], env: dict) -> subprocess.CompletedProcess:
-  """`python ARGS` from the repository root, output captured, at most 120 s."""
-  return subprocess.run(
-    [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-  )
 
-
-def test_benchmark_writes_finite_positive_numbers(tmp_path):
+def test_benchmark_writes_finite_positive_numbers(tmp_path, run_script):
   out = tmp_path / "bench.json"
-  # One CPU device, as users run it; LLVM without optimizations: compiles in a third of the
-  # time, and the numbers need only be finite here.
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
-  proc = _run_script(
+  proc = run_script(
     [
       "scripts/benchmark.py",
-      "--config=configs/smoke.py",
-      "--config.model.num_layers=1",
-      "--config.model.d_model=16",
-      "--config.model.d_ff=16",
-      "--config.train.seq_len=16",
-      "--config.model.max_seq_len=16",
+      *TINY,
       "--config.diag.per_layer=false",
       "--steps=2",
       "--warmup=1",
       "--matmul_size=64",
       f"--out={out}",
-    ],
-    env,
+    ]
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "tokens/s" in proc.stdout and "MFU" in proc.stdout
@@ -108,10 +102,9 @@ def test_bench_matmuls_step_dots_count_the_models_flops():
     assert total == benchmark.flops_per_token(M, seq)["train"] * batch * seq, (act, block, residual)
 
 
-def test_bench_matmuls_runs_end_to_end(tmp_path):
+def test_bench_matmuls_runs_end_to_end(tmp_path, run_script):
   out = tmp_path / "mm.json"
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = _run_script(
+  proc = run_script(
     [
       "scripts/bench_matmuls.py",
       "--config=configs/smoke.py",
@@ -119,8 +112,7 @@ def test_bench_matmuls_runs_end_to_end(tmp_path):
       "--copies=2",
       "--no_torch",
       f"--out={out}",
-    ],
-    env,
+    ]
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "whole step's dots" in proc.stdout
@@ -129,37 +121,22 @@ def test_bench_matmuls_runs_end_to_end(tmp_path):
   assert r["step"]["flops"] > 0 and math.isfinite(r["step"]["xla_s"]["median"])
 
 
-def test_gpu_check_script_runs_through_on_cpu(tmp_path):
+def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   """scripts/gpu_check.sh end to end with its GPU checks skipped and a tiny shape: each remat
   policy writes its JSON and the summary reads them (the keys it reads exist). Where no GPU
   is lent, this is the only run the script gets before a user's."""
   out = tmp_path / "gpu"
-  env = dict(
-    os.environ,
-    GPU_CHECK_ON_CPU="1",
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_backend_optimization_level=0",
-  )
   tiny = [
-    "--config.model.num_layers=1",
-    "--config.model.d_model=16",
+    *TINY_SHAPE,
     "--config.model.num_heads=2",
-    "--config.model.d_ff=16",
-    "--config.model.max_seq_len=16",
-    "--config.train.seq_len=16",
     "--config.train.batch_size=2",
     "--steps=2",
     "--warmup=1",
     "--nosync",
     "--matmul_size=64",
   ]
-  proc = subprocess.run(
-    ["bash", "scripts/gpu_check.sh", str(out), *tiny],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=300,
+  proc = run_script(
+    ["bash", "scripts/gpu_check.sh", str(out), *tiny], timeout=300, GPU_CHECK_ON_CPU="1"
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   for remat in ("none", "dots_no_batch", "full"):
@@ -205,28 +182,18 @@ def test_compare_steps_variant_overrides_typed_and_refused_with_the_key():
       compare_steps.apply_variant(base, spec)
 
 
-def test_compare_steps_runs_variants_interleaved(tmp_path):
+def test_compare_steps_runs_variants_interleaved(tmp_path, run_script):
   out = tmp_path / "cmp.json"
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
-  tiny = [
-    "--config=configs/smoke.py",
-    "--config.model.num_layers=1",
-    "--config.model.d_model=16",
-    "--config.model.d_ff=16",
-    "--config.train.seq_len=16",
-    "--config.model.max_seq_len=16",
-  ]
-  proc = _run_script(
+  proc = run_script(
     [
       "scripts/compare_steps.py",
-      *tiny,
+      *TINY,
       "--variant=model.norm=rmsnorm",
       "--steps=3",
       "--block=2",
       "--warmup=1",
       f"--out={out}",
-    ],
-    env,
+    ]
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   results = json.loads(out.read_text())["results"]
@@ -235,7 +202,7 @@ def test_compare_steps_runs_variants_interleaved(tmp_path):
   for r in results:
     assert r["step_s"]["n"] == 4 and r["step_s"]["median"] > 0 and math.isfinite(r["final_loss"])
   # A bad variant value is refused before anything compiles: exit 2, the key named.
-  bad = _run_script(["scripts/compare_steps.py", *tiny, "--variant=model.norm=rms"], env)
+  bad = run_script(["scripts/compare_steps.py", *TINY, "--variant=model.norm=rms"])
   assert bad.returncode == 2 and "model.norm" in bad.stderr and "rmsnorm" in bad.stderr
 
 

@@ -3,7 +3,6 @@ whose per-part times add up. No timing assertions."""
 
 import json
 import os
-import subprocess
 import sys
 
 import jax
@@ -51,12 +50,10 @@ def test_busy_union_counts_overlaps_once():
   assert profile_step.busy_union_us([]) == 0
 
 
-def test_profile_step_parts_add_up(tmp_path):
+def test_profile_step_parts_add_up(tmp_path, run_script):
   out = tmp_path / "profile.json"
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
-  proc = subprocess.run(
+  proc = run_script(
     [
-      sys.executable,
       "scripts/profile_step.py",
       "--config=configs/smoke.py",
       "--config.model.num_layers=2",
@@ -69,10 +66,6 @@ def test_profile_step_parts_add_up(tmp_path):
       "--top=1000",
       f"--out={out}",
     ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
     timeout=180,
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
