@@ -4,6 +4,8 @@ Overrides: --config.model.num_layers=24 --config.opt.warmup_steps=0 ... (a locke
 misspelt keys and wrong types are refused). Exit status 2 for bad input, before compiling.
 """
 
+import sys
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -12,7 +14,9 @@ from resnorm_jax import cli
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
 )
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run folder; default runs/<name>-<timestamp>.")
+_WORKDIR = flags.DEFINE_string(
+  "workdir", None, "Run folder; default runs/<name>-<overrides>-<timestamp>."
+)
 
 
 def main(argv):
@@ -24,7 +28,8 @@ def main(argv):
   from resnorm_jax import loop  # imports JAX: after flags, so --help stays fast
 
   try:
-    loop.run(_CONFIG.value, _WORKDIR.value)
+    overrides = config_flags.get_override_values(flags.FLAGS["config"])
+    loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv)
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))
 

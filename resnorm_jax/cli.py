@@ -11,6 +11,76 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
+# Short names of the keys most often overridden, for run folder names (`L12-warmup200`).
+_SHORT_KEYS = {
+  "num_layers": "L",
+  "d_model": "d",
+  "num_heads": "heads",
+  "d_ff": "ff",
+  "warmup_steps": "warmup",
+  "batch_size": "bs",
+  "seq_len": "T",
+}
+# Overrides that change where or how a run executes, not what it computes.
+_UNNAMED_PREFIXES = ("mesh.", "dist.")
+
+
+def _format_value(value: Any) -> str:
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  if isinstance(value, float):
+    return f"{value:g}"
+  if isinstance(value, str) and "/" in value:  # a path: its file name
+    return os.path.basename(value.rstrip("/")) or value
+  return str(value)
+
+
+def override_label(overrides: Mapping[str, Any], max_len: int = 60) -> str:
+  """`--config.model.num_layers=12 --config.opt.warmup_steps=200` -> `L12-warmup200`.
+
+  Each override as its last key (shortened for a few) and value; numbers follow the key
+  directly, words after `_` (`norm_position_pre`). Mesh and distribution keys are left out;
+  characters a folder name should not hold become `_`; past `max_len` characters the
+  remaining overrides are counted (`-3more`), not named.
+  """
+  parts = []
+  for key, value in overrides.items():
+    if key.startswith(_UNNAMED_PREFIXES):
+      continue
+    last = key.split(".")[-1]
+    text = _format_value(value)
+    short = _SHORT_KEYS.get(last, last)
+    part = f"{short}{text}" if text[:1].isdigit() else f"{short}_{text}"
+    parts.append(re.sub(r"[^A-Za-z0-9_.+=-]", "_", part))
+  kept: list[str] = []
+  for i, part in enumerate(parts):
+    if len("-".join([*kept, part])) > max_len:
+      kept.append(f"{len(parts) - i}more")
+      break
+    kept.append(part)
+  return "-".join(kept)
+
+
+def resume_command(argv: Sequence[str], workdir: str) -> str:
+  """The command line `argv` started, with `--workdir=workdir` in place of any --workdir."""
+  import shlex
+
+  head, args = argv[0], list(argv[1:])
+  parts = os.path.normpath(head).split(os.sep)
+  if parts[-2:] == ["experiments", "train.py"]:
+    cmd = ["python", "-m", "experiments.train"]
+  else:
+    cmd = ["python", head]
+  kept, skip = [], False
+  for a in args:
+    if skip:
+      skip = False
+    elif a in ("--workdir", "-workdir"):
+      skip = True
+    elif not a.startswith(("--workdir=", "-workdir=")):
+      kept.append(a)
+  return shlex.join([*cmd, *kept, f"--workdir={workdir}"])
+
 
 def config_label(config: ConfigDict) -> str:
   """A short name for plots: the config name without its depth (`postnorm_96L` -> postnorm)."""

@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -22,8 +23,9 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax import checkpoint as ckpt_lib
+from resnorm_jax import cli, optim
 from resnorm_jax import data as data_lib
-from resnorm_jax import optim
+from resnorm_jax import hparams as hparams_lib
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
@@ -160,22 +162,70 @@ def train_batch(tokens: np.ndarray, config: ConfigDict, sharding: Any, step: int
   return shard_lib.global_batch(x, sharding), shard_lib.global_batch(y, sharding)
 
 
-def default_workdir(config: ConfigDict) -> str:
-  """runs/<config name>-<timestamp>: one process's clock, so single-process runs only."""
-  return os.path.join("runs", f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
+  """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
+
+  One process's clock, so single-process runs only.
+  """
+  label = cli.override_label(overrides or {})
+  parts = [config.name, label, time.strftime("%Y%m%d-%H%M%S")]
+  return os.path.join("runs", "-".join(p for p in parts if p))
 
 
-def run(config: ConfigDict, workdir: str | None = None) -> dict:
+def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
+  """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
+  r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
+  baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
+  tps = summary.get("tokens_per_second")
+  lines = [
+    f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
+    f"train {r(summary.get('final_train_loss'))}, eval {r(summary.get('final_eval_loss'))} "
+    f"(best {r(summary.get('best_eval_loss'))}), no-context {r(baseline, '.3f')}, "
+    f"{r(tps, ',.0f')} tokens/s, {_fmt_time(summary.get('wall_seconds') or 0)}",
+    f"  summary: {os.path.join(workdir, 'summary.json')}",
+    f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
+  ]
+  if summary["status"] == "interrupted" and argv:
+    lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
+  return "\n".join(lines)
+
+
+def finished_summary(workdir: str, checkpoint_step: int, steps: int) -> dict | None:
+  """The summary of a run already completed in `workdir` at `steps`, else None."""
+  try:
+    with open(os.path.join(workdir, "summary.json")) as f:
+      summary = json.load(f)
+  except (OSError, json.JSONDecodeError):
+    return None
+  done = summary.get("status") == "completed" and summary.get("steps") == steps
+  return summary if done and checkpoint_step == steps else None
+
+
+def run(
+  config: ConfigDict,
+  workdir: str | None = None,
+  *,
+  overrides: Mapping[str, Any] | None = None,
+  argv: Sequence[str] | None = None,
+) -> dict:
   """Trains `config` in `workdir` (default: default_workdir); returns the summary.
 
+  `overrides` ({dotted key: value} given on the command line) name the default workdir;
+  `argv` (the command line) is printed back, with --workdir, when the run is interrupted.
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
   """
   with _Signals() as signals:
-    return _run(config, workdir, signals)
+    return _run(config, workdir, signals, overrides, argv)
 
 
-def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
+def _run(
+  config: ConfigDict,
+  workdir: str | None,
+  signals: _Signals,
+  overrides: Mapping[str, Any] | None = None,
+  argv: Sequence[str] | None = None,
+) -> dict:
   wall_start = time.time()
   keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
@@ -196,7 +246,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   if workdir is None:
     if nproc > 1:  # each host's clock would name a different folder
       raise ValueError(f"--workdir is required with {nproc} processes: a folder every host sees")
-    workdir = default_workdir(config)
+    workdir = default_workdir(config, overrides)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   is_main = pidx == 0
   os.makedirs(workdir, exist_ok=True)
@@ -222,6 +272,12 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   resumed_interval: list[float] = []  # losses of the log interval the checkpoint cut
   if restored is not None:
     state, ckpt_meta, start = restored
+    done = finished_summary(workdir, start, t.steps)
+    if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
+      checkpointer.close()
+      print(f"already completed at step {start}: nothing to do", flush=True)
+      print(end_message(done, workdir, None), flush=True)
+      return done
     prev_summary = ckpt_meta.get("summary", {})
     resumed_interval = list(ckpt_meta.get("interval_losses", []))
     print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
@@ -278,12 +334,18 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
     f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
     f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
-    f"unigram entropy {unigram:.3f} nats",
+    f"unigram entropy {unigram:.3f} nats; run folder {workdir}",
     flush=True,
   )
 
   # --- train ---------------------------------------------------------------------------------
-  writer = MetricWriter(workdir, enabled=is_main, truncate_after=start)
+  writer = MetricWriter(
+    workdir,
+    enabled=is_main,
+    truncate_after=start,
+    profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
+    no_context_loss=unigram,
+  )
   best_eval = prev_summary.get("best_eval_loss")
   best_eval = math.inf if best_eval is None else best_eval
   last_eval = prev_summary.get("final_eval_loss")
@@ -329,11 +391,15 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
         "train/loss": last_train,
         "lr": float(schedule(n - 1)),
         "tokens_per_second": k * tokens_per_step / max(dt, 1e-9),
+        "step_seconds": dt / max(k, 1),
+        "tokens": n * tokens_per_step,
       }
       row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
       if n in evals:
         row["eval/loss"] = evals.pop(n)
+      t0 = time.time()
       writer.write(n, row)
+      t_last += time.time() - t0  # drawing the depth images is not training time
       eta = (t.steps - n) * dt / max(k, 1)
       ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
       print(
@@ -397,10 +463,6 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   if is_main:
     _write_json(os.path.join(workdir, "summary.json"), summary)
-  print(
-    f"{status} ({summary['outcome']}): step {final_step}, train {last_train}, "
-    f"eval {last_eval}, unigram "
-    f"{unigram:.3f}; summary in {os.path.join(workdir, 'summary.json')}",
-    flush=True,
-  )
+    hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
+  print(end_message(summary, workdir, argv), flush=True)
   return summary
