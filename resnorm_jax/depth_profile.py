@@ -75,6 +75,7 @@ def _log10(values: np.ndarray) -> np.ndarray:
 
 def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(8.0, 3.2), dpi=100):
   """An RGB uint8 image [H, W, 3]: log10 heatmap (layer x step) and the profile at the end."""
+  from matplotlib import colormaps
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
@@ -84,9 +85,11 @@ def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(8.0, 3.2),
   if hi - lo < 1e-6:
     lo, hi = lo - 0.5, hi + 0.5
   n_layers = values_LxT.shape[0]
-  fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+  fig = Figure(figsize=size, dpi=dpi)  # fixed axes: a constrained layout took 3/5 of the time
   FigureCanvasAgg(fig)
-  heat, prof = fig.subplots(1, 2, width_ratios=[2.2, 1])
+  heat = fig.add_axes((0.075, 0.16, 0.5, 0.74))
+  bar = fig.add_axes((0.585, 0.16, 0.012, 0.74))
+  prof = fig.add_axes((0.73, 0.16, 0.255, 0.74))
   half = (steps[-1] - steps[0]) / (2 * (len(steps) - 1)) if len(steps) > 1 else 0.5
   x0, x1 = steps[0] - half, steps[-1] + half  # each column centred on its step
   image = heat.imshow(
@@ -94,13 +97,12 @@ def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(8.0, 3.2),
     aspect="auto",
     origin="lower",
     interpolation="nearest",
-    cmap="viridis",
+    cmap=colormaps["viridis"].with_extremes(bad="#d0d0d0"),  # non-positive or non-finite
     vmin=lo,
     vmax=hi,
     extent=(x0, x1, -0.5, n_layers - 0.5),
   )
-  image.cmap.set_bad("#d0d0d0")  # non-positive or non-finite values
-  fig.colorbar(image, ax=heat, pad=0.01, label="log10")
+  fig.colorbar(image, cax=bar, label="log10")
   heat.set(xlabel="step", ylabel="layer", title=f"{name} by layer and step")
   layers = np.arange(n_layers)
   prof.plot(layers, values_LxT[:, 0], "--", color="0.6", lw=1, label=f"step {steps[0]}")

@@ -1,5 +1,7 @@
-"""Tests for resnorm_jax.writers: flattening, resume truncation, disabled writers, TB files."""
+"""Tests for resnorm_jax.writers and depth_profile: lists per layer, old files, resume
+truncation, disabled writers, and what lands in the TensorBoard event files."""
 
+import glob
 import json
 import math
 import os
@@ -7,27 +9,43 @@ import os
 import numpy as np
 import pytest
 
-from resnorm_jax import writers
+from resnorm_jax import depth_profile, writers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_flatten_per_layer_names():
+def _events(logdir) -> dict:
+  """{'scalars': {tag: [(step, value)]}, 'images': {tag: [(step, (h, w))]}} of a run folder."""
+  from tensorboard.backend.event_processing import event_accumulator
+
+  acc = event_accumulator.EventAccumulator(
+    str(logdir), size_guidance={event_accumulator.IMAGES: 0, event_accumulator.SCALARS: 0}
+  )
+  acc.Reload()
+  tags = acc.Tags()
+  return {
+    "scalars": {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in tags["scalars"]},
+    "images": {t: [(e.step, (e.height, e.width)) for e in acc.Images(t)] for t in tags["images"]},
+  }
+
+
+def test_flatten_per_layer_lists():
   flat = writers.flatten_metrics(
     {"train/loss": np.float32(2.5), "lr": 1e-3, "step_ok": True, "grad_norm": np.arange(12.0)}
   )
-  assert flat["train/loss"] == 2.5
-  assert flat["lr"] == 1e-3
-  assert flat["step_ok"] == 1.0
-  assert "grad_norm" not in flat
-  assert [k for k in flat if k.startswith("grad_norm/")] == [
-    f"grad_norm/layer_{i:03d}" for i in range(12)
-  ]
-  assert flat["grad_norm/layer_011"] == 11.0
-  assert all(type(v) is float for v in flat.values())
+  assert flat == {
+    "train/loss": 2.5,
+    "lr": 1e-3,
+    "step_ok": 1.0,
+    "grad_norm": [float(i) for i in range(12)],
+  }
+  assert all(type(v) is float for v in flat["grad_norm"])
 
 
-def test_flatten_widens_past_999_layers_and_nests():
-  flat = writers.flatten_metrics({"rms": np.ones(1001), "eval": {"loss": 3.0}})
-  assert "rms/layer_0000" in flat and "rms/layer_1000" in flat
+def test_flatten_float32_lists_by_shortest_repr_and_nests():
+  flat = writers.flatten_metrics({"rms": np.full(1001, 0.1, np.float32), "eval": {"loss": 3.0}})
+  assert len(flat["rms"]) == 1001 and flat["rms"][0] == 0.1  # not 0.10000000149011612
+  assert np.float32(flat["rms"][0]) == np.float32(0.1)  # the same float32
   assert flat["eval/loss"] == 3.0
 
 
@@ -41,12 +59,32 @@ def test_write_appends_json_lines_with_nan(tmp_path):
   w.write(0, {"train/loss": 5.0})
   w.write(10, {"train/loss": float("nan"), "act": np.array([1.0, 2.0])})
   w.close()
+  lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+  assert '"act": [1.0, 2.0]' in lines[1]  # one list per statistic, not one key per layer
   records = writers.read_metrics(str(tmp_path / "metrics.jsonl"))
   assert records[0] == {"step": 0, "train/loss": 5.0}
   assert records[1]["step"] == 10 and math.isnan(records[1]["train/loss"])
-  assert records[1]["act/layer_001"] == 2.0
+  assert records[1]["act"] == [1.0, 2.0]
   w.write(20, {"x": 1.0})  # after close: a no-op, not a crash
   assert len(writers.read_metrics(str(tmp_path / "metrics.jsonl"))) == 2
+
+
+def test_read_metrics_folds_old_per_layer_keys(tmp_path):
+  old = {"step": 5, "train/loss": 2.0, "rms/layer_001": 1.5, "rms/layer_000": 0.5, "lr": 1e-3}
+  partial = {"step": 10, "g/layer_000": 1.0, "g/layer_999": 2.0}  # an excerpt: kept as is
+  path = tmp_path / "metrics.jsonl"
+  path.write_text(json.dumps(old) + "\n" + json.dumps(partial) + "\n")
+  first, second = writers.read_metrics(str(path))
+  assert first == {"step": 5, "train/loss": 2.0, "rms": [0.5, 1.5], "lr": 1e-3}
+  assert second == partial
+
+
+def test_committed_docs_curves_stay_readable():
+  """docs/runs/*/curve.jsonl: written with per-layer keys before lists, read the same."""
+  path = os.path.join(ROOT, "docs", "runs", "deepnorm_1000L", "curve.jsonl")
+  records = writers.read_metrics(path)
+  assert records and all("train/loss" in r for r in records)
+  assert all("grad_norm_layer/layer_999" in r for r in records)
 
 
 def test_truncate_after_drops_later_steps(tmp_path):
@@ -84,13 +122,74 @@ def test_disabled_writer_writes_nothing(tmp_path):
   assert not workdir.exists()
 
 
-def test_tensorboard_event_file(tmp_path):
-  w = writers.MetricWriter(str(tmp_path))
-  w.write(3, {"loss": 1.5, "rms": np.array([1.0, 2.0])})
-  w.flush()
-  events = [f for f in os.listdir(tmp_path / "tb") if f.startswith("events.out.tfevents")]
-  assert len(events) == 1
-  # tensorboardX writes from a queue on a thread: only close() waits for it to drain.
+def test_tensorboard_tags_at_1000_layers(tmp_path):
+  """A few dozen scalar tags at any depth: per-layer arrays become images and 4 layers."""
+  rng = np.random.default_rng(0)
+  w = writers.MetricWriter(str(tmp_path), profile_every=20, no_context_loss=3.25)
+  for step in (10, 20, 30):
+    row = {"train/loss": 3.0, "lr": 1e-3, "grad_norm": 1.0}
+    row.update({f"stat{i}": rng.random(1000).astype(np.float32) + 0.1 for i in range(4)})
+    if step != 10:
+      row["eval/loss"] = 4.0 - step / 100
+    w.write(step, row)
   w.close()
-  data = (tmp_path / "tb" / events[0]).read_bytes()
-  assert b"loss" in data and b"rms/layer_001" in data
+  assert glob.glob(str(tmp_path / "events.out.tfevents.*"))  # straight in the workdir
+  ev = _events(tmp_path)
+  scalars, images = ev["scalars"], ev["images"]
+  layer_tags = sorted(t for t in scalars if t.startswith("train_layers/stat0/"))
+  assert layer_tags == [f"train_layers/stat0/layer_{i:03d}" for i in (0, 250, 500, 999)]
+  assert len(scalars) == 3 + 3 + 4 * 4  # train/*, eval/*, 4 layers of each statistic
+  assert scalars["train/lr"][0] == (10, pytest.approx(1e-3))
+  assert [v for _, v in scalars["eval/best_loss"]] == pytest.approx([3.8, 3.7])
+  assert [s for s, _ in scalars["eval/no_context_loss"]] == [20, 30]
+  # Drawn at step 20 (profile_every) and by close() at 30; one image per statistic.
+  assert sorted(images) == [f"train_depth/stat{i}" for i in range(4)]
+  assert [s for s, _ in images["train_depth/stat0"]] == [20, 30]
+
+
+def test_old_tb_folder_keeps_its_events(tmp_path):
+  (tmp_path / "tb").mkdir()
+  w = writers.MetricWriter(str(tmp_path))
+  w.write(1, {"train/loss": 1.0})
+  w.close()
+  assert glob.glob(str(tmp_path / "tb" / "events.out.tfevents.*"))
+  assert not glob.glob(str(tmp_path / "events.out.tfevents.*"))
+
+
+def test_resumed_writer_draws_from_the_kept_history(tmp_path):
+  w = writers.MetricWriter(str(tmp_path))
+  for step in (1, 2, 3):
+    w.write(step, {"rms": np.array([1.0, float(step)])})
+  w.close()
+  (tmp_path / "events.out.tfevents.1.host.hparams").write_bytes(b"")  # an earlier segment's
+  w = writers.MetricWriter(str(tmp_path), truncate_after=2)
+  assert w.history.steps == [1, 2]  # step 3 was after the checkpoint
+  assert not glob.glob(str(tmp_path / "*.hparams"))
+  w.write(3, {"rms": np.array([1.0, 9.0])})
+  steps, values = w.history.matrix("rms")
+  w.close()
+  assert steps == [1, 2, 3] and values[1].tolist() == [1.0, 2.0, 9.0]
+
+
+def test_chosen_layers():
+  assert depth_profile.chosen_layers(1) == [0]
+  assert depth_profile.chosen_layers(2) == [0, 1]
+  assert depth_profile.chosen_layers(12) == [0, 3, 6, 11]
+  assert depth_profile.chosen_layers(96) == [0, 24, 48, 95]
+
+
+def test_depth_history_thins_evenly_and_keeps_the_latest():
+  h = depth_profile.DepthHistory(max_columns=4)
+  for step in range(1, 12):
+    h.add(step * 10, {"rms": np.full(3, step, np.float32)})
+  assert h.steps == [10, 50, 90]  # every 4th log step once thinned twice
+  steps, values = h.matrix("rms")
+  assert steps == [10, 50, 90, 110] and values.shape == (3, 4)
+  assert values[0].tolist() == [1.0, 5.0, 9.0, 11.0]
+
+
+def test_render_marks_non_positive_values_and_has_the_size():
+  values = np.array([[1e-6, 1e-3], [0.0, np.nan], [1.0, 10.0]], np.float32)
+  image = depth_profile.render("g", [5, 10], values, size=(4.0, 2.0), dpi=50)
+  assert image.shape == (100, 200, 3) and image.dtype == np.uint8
+  assert image.std() > 10  # something was drawn
