@@ -29,7 +29,7 @@ def main(argv):
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv)
+    loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))
 

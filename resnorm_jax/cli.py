@@ -61,25 +61,19 @@ def override_label(overrides: Mapping[str, Any], max_len: int = 60) -> str:
   return "-".join(kept)
 
 
-def resume_command(argv: Sequence[str], workdir: str) -> str:
-  """The command line `argv` started, with `--workdir=workdir` in place of any --workdir."""
+def resume_command(args: Sequence[str], workdir: str) -> str:
+  """`python -m experiments.train ARGS --workdir=WORKDIR`, any --workdir in ARGS replaced."""
   import shlex
 
-  head, args = argv[0], list(argv[1:])
-  parts = os.path.normpath(head).split(os.sep)
-  if parts[-2:] == ["experiments", "train.py"]:
-    cmd = ["python", "-m", "experiments.train"]
-  else:
-    cmd = ["python", head]
   kept, skip = [], False
   for a in args:
     if skip:
       skip = False
     elif a in ("--workdir", "-workdir"):
-      skip = True
+      skip = True  # its value is the next argument
     elif not a.startswith(("--workdir=", "-workdir=")):
       kept.append(a)
-  return shlex.join([*cmd, *kept, f"--workdir={workdir}"])
+  return shlex.join(["python", "-m", "experiments.train", *kept, f"--workdir={workdir}"])
 
 
 def config_label(config: ConfigDict) -> str:

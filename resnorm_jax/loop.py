@@ -211,7 +211,8 @@ def run(
   """Trains `config` in `workdir` (default: default_workdir); returns the summary.
 
   `overrides` ({dotted key: value} given on the command line) name the default workdir;
-  `argv` (the command line) is printed back, with --workdir, when the run is interrupted.
+  `argv` (the command line's arguments) is printed back as the command that resumes an
+  interrupted run, with its --workdir.
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
   """

@@ -11,6 +11,7 @@ import functools
 import glob
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -90,9 +91,10 @@ def _ok(proc):
 
 
 def _rows(workdir):
-  """metrics.jsonl without the one wall-clock field."""
+  """metrics.jsonl without the wall-clock fields."""
   rows = read_metrics(os.path.join(workdir, "metrics.jsonl"))
-  return [{k: v for k, v in r.items() if k != "tokens_per_second"} for r in rows]
+  clock = ("tokens_per_second", "step_seconds")
+  return [{k: v for k, v in r.items() if k not in clock} for r in rows]
 
 
 def _summary(workdir):
@@ -164,11 +166,26 @@ def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, refe
   assert summary["status"] == "interrupted" and summary["steps"] == 27
   assert _ckpt_steps(workdir)[-1] == 27  # saved at the step it stopped, mid log interval
   assert [r["step"] for r in _rows(workdir)] == [5, 10, 15, 20, 25]
+  # The exact command that resumes it: the same arguments, with --workdir.
+  (line,) = [ln for ln in interrupted.stdout.splitlines() if ln.strip().startswith("resume:")]
+  resume = shlex.split(line.split(":", 1)[1])
+  assert resume[:3] == ["python", "-m", "experiments.train"]
+  assert resume[-1] == f"--workdir={workdir}"
+  assert f"--config.train.steps={STEPS}" in resume and COMMON[0] in resume
 
   resumed = _ok(_train(env, workdir, STEPS))
   assert "resuming from step 27" in resumed.stdout
   assert _summary(workdir)["status"] == "completed" and _summary(workdir)["steps"] == STEPS
   assert _rows(workdir) == _rows(reference)
+
+  # Run once more: finished, so nothing is trained and nothing rewritten.
+  files = sorted(f for f in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, f)))
+  before = {f: open(os.path.join(workdir, f), "rb").read() for f in files}
+  again = _ok(_train(env, workdir, STEPS))
+  assert f"already completed at step {STEPS}: nothing to do" in again.stdout
+  after = sorted(f for f in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, f)))
+  assert after == files
+  assert {f: open(os.path.join(workdir, f), "rb").read() for f in files} == before
 
 
 def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference, tmp_path):

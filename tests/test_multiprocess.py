@@ -143,7 +143,9 @@ def test_process_zero_writes_checkpoints_shared(runs):
   _, multi, _, _ = runs
   summary = json.load(open(os.path.join(multi, "summary.json")))
   assert summary["status"] == "completed" and summary["steps"] == 2 * N
-  assert len(os.listdir(os.path.join(multi, "tb"))) == 2  # one event file per launch
+  events = [f for f in os.listdir(multi) if f.startswith("events.out.tfevents.")]
+  assert len([f for f in events if not f.endswith(".hparams")]) == 2  # one per launch
+  assert len([f for f in events if f.endswith(".hparams")]) == 1  # the last launch's
   state = os.path.join(multi, "ckpt", str(2 * N), "state")
   assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(state))
 
