@@ -1,0 +1,220 @@
+"""TensorBoard as a user meets it: the pinned server over two tiny runs (2 and 12 layers),
+read through its HTTP data API; and the pieces that name runs and fill HParams."""
+
+import io
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from resnorm_jax import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AXES = ("norm", "norm_position", "residual", "block", "init", "num_layers", "d_model", "lr")
+AXES += ("warmup_steps", "schedule", "seed", "final_norm", "outcome")
+METRICS = {"eval/loss", "eval/best_loss", "eval/no_context_loss", "train/loss"}
+NAME = r"postnorm_96L-smoke-L{}-steps6-\d{{8}}-\d{{6}}"
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _get(base: str, path: str, body: dict | None = None):
+  data = None if body is None else json.dumps(body).encode()
+  headers = {"Content-Type": "application/json"} if body is not None else {}
+  req = urllib.request.Request(base + path, data=data, headers=headers)
+  with urllib.request.urlopen(req, timeout=10) as r:
+    raw = r.read()
+  return raw if r.headers.get_content_type().startswith("image/") else json.loads(raw)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+  """(base URL, logdir, {layers: run name}): two runs made with default workdir names in
+  <tmp>/runs, and the pinned TensorBoard serving <tmp>/runs; stopped on any outcome."""
+  tmp = tmp_path_factory.mktemp("tb")
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_backend_optimization_level=0",  # a third of the compile time
+    PYTHONPATH=ROOT,
+  )
+  config = os.path.join(ROOT, "configs", "postnorm_96L.py") + ":smoke"
+  for layers in (12, 2):
+    proc = subprocess.run(
+      [sys.executable, "-m", "experiments.train", f"--config={config}"]
+      + [f"--config.model.num_layers={layers}", "--config.train.steps=6"],
+      cwd=tmp,  # no --workdir: runs/<name>-<overrides>-<time> under tmp
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+  logdir = str(tmp / "runs")
+  names = {int(re.search(r"-L(\d+)-", n).group(1)): n for n in os.listdir(logdir)}
+  port = _free_port()
+  server = subprocess.Popen(
+    [sys.executable, "-m", "tensorboard.main", f"--logdir={logdir}", "--host=127.0.0.1"]
+    + [f"--port={port}", "--reload_interval=1"],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    start_new_session=True,  # its data server child goes with the group
+  )
+  base = f"http://127.0.0.1:{port}"
+  try:
+    deadline = time.time() + 45
+    while True:  # up, and both runs' hparams and images loaded
+      try:
+        groups = _get(base, "/data/plugin/hparams/session_groups", _groups_request())
+        images = _get(base, "/data/plugin/images/tags")
+        if len(groups["sessionGroups"]) == 2 and len(images) == 2:
+          break
+      except OSError:
+        pass
+      assert server.poll() is None, server.stderr.read().decode()[-2000:]
+      assert time.time() < deadline, "TensorBoard did not serve both runs in 45 s"
+      time.sleep(0.5)
+    yield base, logdir, names
+  finally:
+    try:
+      os.killpg(server.pid, signal.SIGTERM)
+      server.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+      os.killpg(server.pid, signal.SIGKILL)
+      server.wait()
+
+
+def _groups_request(*col_params) -> dict:
+  return {
+    "experimentName": "",
+    "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+    "colParams": list(col_params),
+    "startIndex": 0,
+    "sliceSize": 100,
+  }
+
+
+def test_runs_are_listed_by_readable_names(board):
+  base, _, names = board
+  runs = _get(base, "/data/runs")
+  assert sorted(runs) == sorted(names.values())  # no `/tb`, no sub-run per run
+  assert re.fullmatch(NAME.format(12), names[12]) and re.fullmatch(NAME.format(2), names[2])
+
+
+def test_loss_scalars_first_and_tags_bounded_in_depth(board):
+  base, _, names = board
+  tags = _get(base, "/data/plugin/scalars/tags")
+  deep, shallow = set(tags[names[12]]), set(tags[names[2]])
+  assert METRICS | {"train/lr", "train/tokens", "train/tokens_per_second"} <= deep
+  stats = {t.split("/")[1] for t in deep if t.startswith("train_layers/")}
+  assert {"stream_rms", "attn_branch_rms", "grad_norm_layer", "ffn_out_grad_norm"} <= stats
+  stream = sorted(t for t in deep if t.startswith("train_layers/stream_rms/"))
+  assert stream == [f"train_layers/stream_rms/layer_{i:03d}" for i in (0, 3, 6, 11)]
+  # 2 -> 12 layers adds only a quarter and a middle layer to each statistic: at most 4 per
+  # statistic at any depth, the rest fixed.
+  assert len(deep) - len(shallow) == 2 * len(stats) and len(deep) <= 12 + 4 * len(stats)
+  # The loss groups sort first in the Time Series tab: eval/, then train/.
+  assert sorted({t.split("/")[0] for t in deep})[:2] == ["eval", "train"]
+  q = urllib.parse.urlencode({"run": names[12], "tag": "train/loss"})
+  points = _get(base, f"/data/plugin/scalars/scalars?{q}")  # [[wall time, step, value]]
+  assert [p[1] for p in points][-1] == 6 and all(math.isfinite(p[2]) for p in points)
+
+
+def test_per_layer_statistics_are_images(board):
+  base, _, names = board
+  tags = _get(base, "/data/plugin/images/tags")[names[12]]
+  assert {"train_depth/stream_rms", "train_depth/grad_norm_layer"} <= set(tags)
+  q = urllib.parse.urlencode({"run": names[12], "tag": "train_depth/stream_rms", "sample": 0})
+  entries = _get(base, f"/data/plugin/images/images?{q}")
+  assert entries[-1]["step"] == 6
+  png = _get(base, f"/data/plugin/images/individualImage?{entries[-1]['query']}")
+  from PIL import Image
+
+  image = Image.open(io.BytesIO(png))
+  assert image.format == "PNG" and image.width > 400 and image.height > 200
+
+
+def test_hparams_filter_and_sort_by_final_loss(board):
+  base, logdir, names = board
+  experiment = _get(base, "/data/plugin/hparams/experiment", {"experimentName": ""})
+  assert set(AXES) <= {h["name"] for h in experiment["hparamInfos"]}
+  assert {m["name"]["tag"] for m in experiment["metricInfos"]} == METRICS
+  position = next(h for h in experiment["hparamInfos"] if h["name"] == "norm_position")
+  assert position["domainDiscrete"] == ["post", "pre", "peri", "none"]
+  # "norm_position=post, num_layers=12", sorted by final eval loss: the deep run alone.
+  groups = _get(
+    base,
+    "/data/plugin/hparams/session_groups",
+    _groups_request(
+      {"hparam": "norm_position", "filterDiscrete": ["post"]},
+      {"hparam": "num_layers", "filterInterval": {"minValue": 12, "maxValue": 12}},
+      {"metric": {"tag": "eval/loss"}, "order": "ORDER_ASC"},
+    ),
+  )["sessionGroups"]
+  assert [g["name"] for g in groups] == [names[12]]
+  (group,) = groups
+  with open(os.path.join(logdir, names[12], "summary.json")) as f:
+    summary = json.load(f)
+  assert group["hparams"]["num_layers"] == 12 and group["hparams"]["norm"] == "layernorm"
+  assert group["hparams"]["outcome"] == summary["outcome"]
+  assert group["sessions"][0]["status"] == "STATUS_SUCCESS"
+  metrics = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+  baseline = summary.get("heldout_unigram_entropy", summary["unigram_entropy"])
+  assert metrics == pytest.approx(
+    {
+      "eval/loss": summary["final_eval_loss"],
+      "eval/best_loss": summary["best_eval_loss"],
+      "eval/no_context_loss": baseline,
+      "train/loss": summary["final_train_loss"],
+    },
+    rel=1e-6,  # TensorBoard keeps float32
+  )
+
+
+# --- the pieces ----------------------------------------------------------------------------
+
+
+def test_override_label():
+  assert cli.override_label({"model.num_layers": 12, "opt.warmup_steps": 200}) == "L12-warmup200"
+  label = cli.override_label(
+    {"model.norm_position": "pre", "opt.lr": 2e-4, "mesh.data": 2, "data.path": "/a/b.txt"}
+  )
+  assert label == "norm_position_pre-lr0.0002-path_b.txt"  # no mesh: where, not what
+  assert cli.override_label({}) == ""
+  many = cli.override_label({f"model.k{i}": "x" * 20 for i in range(5)})
+  assert len(many) <= 70 and many.endswith("-3more")
+
+
+def test_resume_command_replaces_the_workdir():
+  args = ["--config=configs/a.py:smoke", "--workdir", "old", "--config.model.norm=rms norm"]
+  assert cli.resume_command(args, "runs/x y") == (
+    "python -m experiments.train --config=configs/a.py:smoke "
+    "'--config.model.norm=rms norm' '--workdir=runs/x y'"
+  )
+  assert cli.resume_command(["--workdir=old"], "new").endswith(" --workdir=new")
+
+
+def test_run_hparams_are_the_config_axes():
+  from configs import base
+  from resnorm_jax import hparams
+
+  config = base.get_config()
+  config.model.norm_position = "pre"
+  h = hparams.run_hparams(config, {"status": "completed", "outcome": "trained"})
+  assert h["norm_position"] == "pre" and h["final_norm"] is True  # auto: on for pre
+  assert h["num_layers"] == 6 and h["lr"] == 1e-3 and h["outcome"] == "trained"
+  assert hparams.run_hparams(config, {"status": "interrupted"})["outcome"] == "interrupted"
+  assert len(hparams.summaries(h, "completed")) == 3
