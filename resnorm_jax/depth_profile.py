@@ -73,11 +73,15 @@ def _log10(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan)
 
 
-def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(8.0, 3.2), dpi=100):
-  """An RGB uint8 image [H, W, 3]: log10 heatmap (layer x step) and the profile at the end."""
-  from matplotlib import colormaps
+def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(6.4, 2.9), dpi=80):
+  """An RGB uint8 image [H, W, 3]: log10 heatmap (layer x step) and the profile at the end.
+
+  Sized for a TensorBoard card (about 400 px wide): few, large labels.
+  """
+  import matplotlib
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
+  from matplotlib.ticker import MaxNLocator, NullFormatter
 
   logv = _log10(values_LxT)
   finite = logv[np.isfinite(logv)]
@@ -85,31 +89,41 @@ def render(name: str, steps: list[int], values_LxT: np.ndarray, size=(8.0, 3.2),
   if hi - lo < 1e-6:
     lo, hi = lo - 0.5, hi + 0.5
   n_layers = values_LxT.shape[0]
-  fig = Figure(figsize=size, dpi=dpi)  # fixed axes: a constrained layout took 3/5 of the time
-  FigureCanvasAgg(fig)
-  heat = fig.add_axes((0.075, 0.16, 0.5, 0.74))
-  bar = fig.add_axes((0.585, 0.16, 0.012, 0.74))
-  prof = fig.add_axes((0.73, 0.16, 0.255, 0.74))
   half = (steps[-1] - steps[0]) / (2 * (len(steps) - 1)) if len(steps) > 1 else 0.5
   x0, x1 = steps[0] - half, steps[-1] + half  # each column centred on its step
-  image = heat.imshow(
-    np.ma.masked_invalid(logv),
-    aspect="auto",
-    origin="lower",
-    interpolation="nearest",
-    cmap=colormaps["viridis"].with_extremes(bad="#d0d0d0"),  # non-positive or non-finite
-    vmin=lo,
-    vmax=hi,
-    extent=(x0, x1, -0.5, n_layers - 0.5),
-  )
-  fig.colorbar(image, cax=bar, label="log10")
-  heat.set(xlabel="step", ylabel="layer", title=f"{name} by layer and step")
-  layers = np.arange(n_layers)
-  prof.plot(layers, values_LxT[:, 0], "--", color="0.6", lw=1, label=f"step {steps[0]}")
-  prof.plot(layers, values_LxT[:, -1], color="C3", lw=1.5, label=f"step {steps[-1]}")
-  if finite.size:
-    prof.set_yscale("log")
-  prof.set(xlabel="layer", title="profile over depth")
-  prof.legend(fontsize="small", loc="best")
-  fig.canvas.draw()
-  return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+  style = {"font.size": 11, "xtick.labelsize": 9, "ytick.labelsize": 9}
+  with matplotlib.rc_context(style):
+    fig = Figure(figsize=size, dpi=dpi)  # fixed axes: a constrained layout took 3/5 of the time
+    FigureCanvasAgg(fig)
+    heat = fig.add_axes((0.1, 0.17, 0.45, 0.71))
+    bar = fig.add_axes((0.565, 0.17, 0.015, 0.71))
+    prof = fig.add_axes((0.75, 0.17, 0.235, 0.71))
+    image = heat.imshow(
+      np.ma.masked_invalid(logv),
+      aspect="auto",
+      origin="lower",
+      interpolation="nearest",
+      cmap=matplotlib.colormaps["viridis"].with_extremes(bad="#d0d0d0"),  # <= 0, NaN
+      vmin=lo,
+      vmax=hi,
+      extent=(x0, x1, -0.5, n_layers - 0.5),
+    )
+    fig.colorbar(image, cax=bar)
+    bar.yaxis.set_major_locator(MaxNLocator(4))
+    heat.set(xlabel="step", ylabel="layer", title=f"log10 {name}")
+    heat.title.set_fontsize(10)
+    for axis in (heat.xaxis, heat.yaxis, prof.xaxis):
+      axis.set_major_locator(MaxNLocator(4, integer=True))
+    layers = np.arange(n_layers)
+    prof.plot(layers, values_LxT[:, 0], "--", color="0.55", lw=1, label=f"step {steps[0]}")
+    prof.plot(layers, values_LxT[:, -1], color="C3", lw=1.5, label=f"step {steps[-1]}")
+    if finite.size and hi - lo >= 1:  # a log axis labels nothing inside one decade
+      prof.set_yscale("log")
+      prof.yaxis.set_minor_formatter(NullFormatter())
+    else:
+      prof.yaxis.set_major_locator(MaxNLocator(4))
+    prof.set(xlabel="layer", title="over depth")
+    prof.title.set_fontsize(10)
+    prof.legend(fontsize=8, loc="best", handlelength=1.5)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()

@@ -1,16 +1,22 @@
 """A run's axes and how it ended, in TensorBoard's HParams dashboard (one session per run).
 
 Hparams: the config axes (norm, norm_position, residual, ..., lr, warmup_steps, seed) and the
-run's outcome (trained / stuck / diverged / interrupted). Metrics: the last value of scalar
-tags the run already logs (final and best eval loss, the no-context loss, final train loss),
-so the table sorts by final loss and every number in it is also a curve.
+run's outcome (trained / stuck / diverged / interrupted). Metrics: TensorBoard takes the last
+value of each scalar tag of the run: `eval/loss` (final eval loss), `eval/min_loss` (best),
+`eval/no_context_loss`, `train/loss`, ... so the table sorts by final loss and every number
+in it is also a curve.
 
-Written at the end of each run segment, through tensorboardX's file writer, as the hparams
-plugin's own protos (the experiment with discrete domains from the code's lists of valid
-values, session start and end), into an event file of its own beside the run's curves
-(`writers.HPARAMS_SUFFIX`). TensorBoard keeps the first hparams it reads from a run, so the
-file is replaced, not appended to, when a run resumes; not `SummaryWriter.add_hparams`, which
-opens a sub-run per call.
+Only the session's start and end are written, no experiment summary: TensorBoard then
+builds the experiment from all runs, with discrete domains of the values seen and the axes
+that differ between runs first (its table shows five columns at first, then the
+alphabetical rest); an experiment summary would fix the columns alphabetically. The metrics
+it lists start with the `eval/` and `train/` tags, in tag order.
+
+Written at the end of each run segment through tensorboardX's file writer, as the hparams
+plugin's protos, into an event file of its own beside the run's curves
+(`writers.HPARAMS_SUFFIX`): TensorBoard keeps the first hparams it reads from a run, so the
+file is replaced, not appended to, when a run resumes. Not `SummaryWriter.add_hparams`,
+which opens a sub-run per call.
 """
 
 from __future__ import annotations
@@ -25,51 +31,38 @@ from ml_collections import ConfigDict
 
 from resnorm_jax import config_types as ct
 from resnorm_jax import writers
-from resnorm_jax.initializers import INITS
-from resnorm_jax.norms import NORMS
-from resnorm_jax.optim import OPTIMIZERS, SCHEDULES
-from resnorm_jax.residual import RESIDUALS
 
-# (hparam, dotted config key, valid values or None for a number or free text)
+# (hparam, dotted config key)
 AXES = (
-  ("config", "name", None),
-  ("norm", "model.norm", NORMS),
-  ("norm_position", "model.norm_position", ct.POSITIONS),
-  ("residual", "model.residual", RESIDUALS),
-  ("block", "model.block", ct.BLOCKS),
-  ("init", "model.init", INITS),
-  ("num_layers", "model.num_layers", None),
-  ("d_model", "model.d_model", None),
-  ("num_heads", "model.num_heads", None),
-  ("d_ff", "model.d_ff", None),
-  ("ffn_activation", "model.ffn_activation", ct.ACTIVATIONS),
-  ("position", "model.position", ct.EMBED_POSITIONS),
-  ("optimizer", "opt.name", OPTIMIZERS),
-  ("lr", "opt.lr", None),
-  ("warmup_steps", "opt.warmup_steps", None),
-  ("schedule", "opt.schedule", SCHEDULES),
-  ("weight_decay", "opt.weight_decay", None),
-  ("clip_norm", "opt.clip_norm", None),
-  ("batch_size", "train.batch_size", None),
-  ("seq_len", "train.seq_len", None),
-  ("steps", "train.steps", None),
-  ("dtype", "train.dtype", ct.DTYPES),
-  ("data", "data.source", None),
-  ("seed", "seed", None),
+  ("config", "name"),
+  ("norm", "model.norm"),
+  ("norm_position", "model.norm_position"),
+  ("residual", "model.residual"),
+  ("block", "model.block"),
+  ("init", "model.init"),
+  ("num_layers", "model.num_layers"),
+  ("d_model", "model.d_model"),
+  ("num_heads", "model.num_heads"),
+  ("d_ff", "model.d_ff"),
+  ("ffn_activation", "model.ffn_activation"),
+  ("position", "model.position"),
+  ("optimizer", "opt.name"),
+  ("lr", "opt.lr"),
+  ("warmup_steps", "opt.warmup_steps"),
+  ("schedule", "opt.schedule"),
+  ("weight_decay", "opt.weight_decay"),
+  ("clip_norm", "opt.clip_norm"),
+  ("batch_size", "train.batch_size"),
+  ("seq_len", "train.seq_len"),
+  ("steps", "train.steps"),
+  ("dtype", "train.dtype"),
+  ("data", "data.source"),
+  ("seed", "seed"),
 )
-# Resolved by the model ("auto" -> on for pre/peri), a bool.
-FINAL_NORM = "final_norm"
+FINAL_NORM = "final_norm"  # resolved by the model ("auto": on for pre/peri), a bool
 OUTCOME = "outcome"
-
-# (scalar tag, display name, dataset): the last value of each is the run's end metric.
-METRICS = (
-  ("eval/loss", "final eval loss", "DATASET_VALIDATION"),
-  ("eval/best_loss", "best eval loss", "DATASET_VALIDATION"),
-  ("eval/no_context_loss", "no-context loss (unigram)", "DATASET_VALIDATION"),
-  ("train/loss", "final train loss", "DATASET_TRAINING"),
-)
-
-_STATUS = {"completed": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE"}  # else UNKNOWN
+# The status filter of the dashboard knows no ABORTED: an interrupted run stays UNKNOWN.
+_STATUS = {"completed": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE"}
 
 
 def _get(config: ConfigDict, dotted: str) -> Any:
@@ -82,7 +75,7 @@ def _get(config: ConfigDict, dotted: str) -> Any:
 def run_hparams(config: ConfigDict, summary: Mapping[str, Any]) -> dict[str, Any]:
   """{hparam: str | float | bool}: the axes of `config` and the summary's outcome."""
   out: dict[str, Any] = {}
-  for name, key, _ in AXES:
+  for name, key in AXES:
     value = _get(config, key)
     if isinstance(value, (str, bool, int, float)):
       out[name] = value
@@ -113,33 +106,10 @@ def _summary(tag: str, content) -> Any:
 
 
 def summaries(hparams: Mapping[str, Any], status: str) -> list:
-  """The experiment, session start and session end summaries of one run."""
+  """The session start (the hparams) and session end (the status) summaries of one run."""
   from tensorboardX.proto import api_pb2, plugin_hparams_pb2
 
-  domains = {name: valid for name, _, valid in AXES}
-  infos = []
-  for name, v in hparams.items():
-    info = api_pb2.HParamInfo(name=name)
-    if isinstance(v, bool):
-      info.type = api_pb2.DATA_TYPE_BOOL
-      info.domain_discrete.extend([False, True])
-    elif isinstance(v, (int, float)):
-      info.type = api_pb2.DATA_TYPE_FLOAT64
-    else:
-      info.type = api_pb2.DATA_TYPE_STRING
-      if domains.get(name):
-        info.domain_discrete.extend(list(domains[name]))
-    infos.append(info)
-  metrics = [
-    api_pb2.MetricInfo(
-      name=api_pb2.MetricName(tag=tag),
-      display_name=display,
-      dataset_type=api_pb2.DatasetType.Value(dataset),
-    )
-    for tag, display, dataset in METRICS
-  ]
   now = time.time()
-  experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics, time_created_secs=now)
   start = plugin_hparams_pb2.SessionStartInfo(start_time_secs=now)
   for name, v in hparams.items():
     _value(start.hparams[name], v)
@@ -147,7 +117,6 @@ def summaries(hparams: Mapping[str, Any], status: str) -> list:
     status=api_pb2.Status.Value(_STATUS.get(status, "STATUS_UNKNOWN")), end_time_secs=now
   )
   return [
-    _summary("_hparams_/experiment", {"experiment": experiment}),
     _summary("_hparams_/session_start_info", {"session_start_info": start}),
     _summary("_hparams_/session_end_info", {"session_end_info": end}),
   ]

@@ -8,7 +8,7 @@ visible; read the file with Python's `json`, strict JSON parsers refuse them.
 
 TensorBoard: the events go straight into the workdir, so `tensorboard --logdir runs/` lists
 each run by its folder name. Tags sort so the loss comes first in the Time Series tab:
-`eval/...` (loss, best loss, no-context loss), `train/...` (loss, lr, norms, speed), then
+`eval/...` (loss, lowest loss so far, no-context loss), `train/...` (loss, lr, norms, speed), then
 `train_depth/<stat>` (one layer x step image per per-layer statistic) and
 `train_layers/<stat>/layer_<i>` (first, quarter, middle, last layer as scalars): a few
 dozen cards at any depth. A workdir from before (events in `tb/`) keeps writing there.
@@ -204,7 +204,7 @@ class MetricWriter:
       if not isinstance(value, list):
         self._tb.add_scalar(tb_tag(key), value, step)
     if "eval/loss" in flat:
-      self._tb.add_scalar("eval/best_loss", self._best_eval, step)
+      self._tb.add_scalar("eval/min_loss", self._best_eval, step)  # best_eval_loss
       if self.no_context_loss is not None:
         self._tb.add_scalar("eval/no_context_loss", self.no_context_loss, step)
     for name, values in arrays.items():

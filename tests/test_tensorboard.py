@@ -21,7 +21,7 @@ from resnorm_jax import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AXES = ("norm", "norm_position", "residual", "block", "init", "num_layers", "d_model", "lr")
 AXES += ("warmup_steps", "schedule", "seed", "final_norm", "outcome")
-METRICS = {"eval/loss", "eval/best_loss", "eval/no_context_loss", "train/loss"}
+METRICS = {"eval/loss", "eval/min_loss", "eval/no_context_loss", "train/loss"}
 NAME = r"postnorm_96L-smoke-L{}-steps6-\d{{8}}-\d{{6}}"
 
 
@@ -150,10 +150,14 @@ def test_per_layer_statistics_are_images(board):
 def test_hparams_filter_and_sort_by_final_loss(board):
   base, logdir, names = board
   experiment = _get(base, "/data/plugin/hparams/experiment", {"experimentName": ""})
-  assert set(AXES) <= {h["name"] for h in experiment["hparamInfos"]}
-  assert {m["name"]["tag"] for m in experiment["metricInfos"]} == METRICS
-  position = next(h for h in experiment["hparamInfos"] if h["name"] == "norm_position")
-  assert position["domainDiscrete"] == ["post", "pre", "peri", "none"]
+  infos = {h["name"]: h for h in experiment["hparamInfos"]}
+  assert set(AXES) <= set(infos)
+  # The axis that differs comes first (the dashboard shows the first five columns).
+  assert experiment["hparamInfos"][0]["name"] == "num_layers" and infos["num_layers"]["differs"]
+  assert infos["norm_position"]["domainDiscrete"] == ["post"]  # the values seen
+  metric_tags = [m["name"]["tag"] for m in experiment["metricInfos"]]
+  assert set(metric_tags[:4]) == METRICS - {"train/loss"} | {"train/grad_norm"}
+  assert "train/loss" in metric_tags[:5]
   # "norm_position=post, num_layers=12", sorted by final eval loss: the deep run alone.
   groups = _get(
     base,
@@ -172,11 +176,12 @@ def test_hparams_filter_and_sort_by_final_loss(board):
   assert group["hparams"]["outcome"] == summary["outcome"]
   assert group["sessions"][0]["status"] == "STATUS_SUCCESS"
   metrics = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+  metrics = {tag: metrics[tag] for tag in METRICS}  # of every scalar tag, the end metrics
   baseline = summary.get("heldout_unigram_entropy", summary["unigram_entropy"])
   assert metrics == pytest.approx(
     {
       "eval/loss": summary["final_eval_loss"],
-      "eval/best_loss": summary["best_eval_loss"],
+      "eval/min_loss": summary["best_eval_loss"],
       "eval/no_context_loss": baseline,
       "train/loss": summary["final_train_loss"],
     },
@@ -217,4 +222,4 @@ def test_run_hparams_are_the_config_axes():
   assert h["norm_position"] == "pre" and h["final_norm"] is True  # auto: on for pre
   assert h["num_layers"] == 6 and h["lr"] == 1e-3 and h["outcome"] == "trained"
   assert hparams.run_hparams(config, {"status": "interrupted"})["outcome"] == "interrupted"
-  assert len(hparams.summaries(h, "completed")) == 3
+  assert len(hparams.summaries(h, "completed")) == 2  # session start and end

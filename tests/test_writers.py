@@ -140,7 +140,7 @@ def test_tensorboard_tags_at_1000_layers(tmp_path):
   assert layer_tags == [f"train_layers/stat0/layer_{i:03d}" for i in (0, 250, 500, 999)]
   assert len(scalars) == 3 + 3 + 4 * 4  # train/*, eval/*, 4 layers of each statistic
   assert scalars["train/lr"][0] == (10, pytest.approx(1e-3))
-  assert [v for _, v in scalars["eval/best_loss"]] == pytest.approx([3.8, 3.7])
+  assert [v for _, v in scalars["eval/min_loss"]] == pytest.approx([3.8, 3.7])
   assert [s for s, _ in scalars["eval/no_context_loss"]] == [20, 30]
   # Drawn at step 20 (profile_every) and by close() at 30; one image per statistic.
   assert sorted(images) == [f"train_depth/stat{i}" for i in range(4)]
