@@ -41,6 +41,7 @@ def validate_train(config: ConfigDict) -> None:
     "log_every",
     "eval_every",
     "eval_batches",
+    "final_eval_tokens",
     "checkpoint_every",
     "keep_checkpoints",
   ):
@@ -103,11 +104,21 @@ def _write_json(path: str, obj: Any) -> None:
   os.replace(tmp, path)
 
 
-def resolved_config(config: ConfigDict) -> dict:
-  """The run's config plus the constants the model resolved (alpha, beta, final norm)."""
+def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
+  """The run's config plus the constants the model resolved (alpha, beta, final norm) and,
+  when given, how the corpus was split (`data_split`: method and sizes of both splits)."""
   out = config.to_dict()
   out["resolved_model"] = vars(model_config_from(config)).copy()
+  if data_split is not None:
+    out["data_split"] = dict(data_split)
   return json.loads(json.dumps(out, default=str))
+
+
+def final_eval_batches(train_cfg: ConfigDict) -> int:
+  """Held-out batches of the end-of-run eval: at least train.final_eval_tokens tokens (and
+  never fewer than train.eval_batches), so a verdict near the plateau rests on enough text."""
+  per_batch = train_cfg.batch_size * train_cfg.seq_len
+  return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
 
 
 def keep_freed_host_memory() -> bool:
@@ -201,6 +212,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   is_main = pidx == 0
   os.makedirs(workdir, exist_ok=True)
   unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
+  heldout_unigram = data_lib.heldout_unigram_entropy(corpus.train, corpus.val, mcfg.vocab_size)
 
   # --- state: restore or initialize, sharded -------------------------------------------------
   model_def = ts.make_model_def(mcfg)
@@ -231,7 +243,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
   if is_main:
-    _write_json(os.path.join(workdir, "config.json"), resolved_config(config))
+    _write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
 
   # --- compile ahead of time ---------------------------------------------------------------
   bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
@@ -245,8 +257,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
 
   batch_at = functools.partial(train_batch, corpus.train, config, bsh)
 
-  eval_data = [
-    data_lib.eval_batch(
+  def held_out(i: int):
+    x, y = data_lib.eval_batch(
       corpus.val,
       index=i,
       batch_size=t.batch_size,
@@ -254,18 +266,21 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
       process_index=pidx,
       process_count=nproc,
     )
-    for i in range(t.eval_batches)
-  ]
+    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
 
-  eval_batches = [
-    (shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)) for x, y in eval_data
-  ]
+  # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
+  # of the same stream, up to train.final_eval_tokens tokens.
+  n_final_eval = final_eval_batches(t)
+  eval_batches = [held_out(i) for i in range(t.eval_batches)]
 
-  def evaluate(st) -> float:
+  def evaluate(st, final: bool = False) -> float:
     """Mean held-out loss; its time is kept out of the throughput figures."""
     nonlocal t_last
     t0 = time.time()
-    loss = float(np.mean(jax.device_get([eval_compiled(st, b) for b in eval_batches])))
+    if final:
+      eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
+    batches = eval_batches if final else eval_batches[: t.eval_batches]
+    loss = float(np.mean(jax.device_get([eval_compiled(st, b) for b in batches])))
     t_last += time.time() - t0
     return loss
 
@@ -278,7 +293,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
     f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
     f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
-    f"unigram entropy {unigram:.3f} nats",
+    f"unigram entropy {unigram:.3f} nats (held-out {heldout_unigram:.3f}); "
+    f"{corpus.description}",
     flush=True,
   )
 
@@ -287,6 +303,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   best_eval = prev_summary.get("best_eval_loss")
   best_eval = math.inf if best_eval is None else best_eval
   last_eval = prev_summary.get("final_eval_loss")
+  last_eval_tokens = prev_summary.get("final_eval_tokens")
   status, step, last_train = "completed", start, prev_summary.get("final_train_loss")
   interval_losses: list[float] = resumed_interval
   tokens_per_step = t.batch_size * t.seq_len
@@ -304,6 +321,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
         "final_train_loss": last_train,
         "final_eval_loss": last_eval,
         "best_eval_loss": None if math.isinf(best_eval) else best_eval,
+        "final_eval_tokens": last_eval_tokens,
       },
     }
 
@@ -361,7 +379,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
       break
     pending = (n, metrics)
     if n % t.eval_every == 0 or n == t.steps:
-      last_eval = evals[n] = evaluate(state)
+      last_eval = evals[n] = evaluate(state, final=n == t.steps)
+      last_eval_tokens = tokens_per_step * (n_final_eval if n == t.steps else t.eval_batches)
       best_eval = min(best_eval, last_eval)
     if signals.received is not None:
       status = "interrupted"
@@ -388,6 +407,9 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     "final_eval_loss": last_eval,
     "best_eval_loss": None if math.isinf(best_eval) else best_eval,
     "unigram_entropy": unigram,
+    "heldout_unigram_entropy": heldout_unigram,
+    "final_eval_tokens": last_eval_tokens,
+    "data_split": corpus.split,
     "tokens_per_second": (timed_steps * tokens_per_step / train_time) if train_time else None,
     "compile_seconds": compile_seconds,
     "wall_seconds": time.time() - wall_start,
@@ -399,8 +421,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     _write_json(os.path.join(workdir, "summary.json"), summary)
   print(
     f"{status} ({summary['outcome']}): step {final_step}, train {last_train}, "
-    f"eval {last_eval}, unigram "
-    f"{unigram:.3f}; summary in {os.path.join(workdir, 'summary.json')}",
+    f"eval {last_eval}, held-out unigram "
+    f"{heldout_unigram:.3f}; summary in {os.path.join(workdir, 'summary.json')}",
     flush=True,
   )
   return summary

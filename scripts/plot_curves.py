@@ -96,7 +96,8 @@ def read_results(path: str) -> list[dict[str, str]]:
   """Rows of a sweep's results.csv; ValueError without the columns a map needs."""
   with open(path, newline="") as f:
     rows = list(csv.DictReader(f))
-  missing = {"variant", "num_layers", "status", "final_eval_loss"} - set(rows[0] if rows else {})
+  rows = [{**r, "outcome": r.get("outcome", r.get("status"))} for r in rows]  # old: status
+  missing = {"variant", "num_layers", "outcome", "final_eval_loss"} - set(rows[0] if rows else {})
   if not rows or missing:
     raise ValueError(f"{path}: no rows or missing columns {sorted(missing)}")
   return rows
@@ -113,7 +114,7 @@ def stability_cells(rows: Sequence[dict[str, str]]):
       groups.setdefault((r["variant"], int(r["num_layers"])), []).append(r)
   cells = {}
   for key, members in groups.items():
-    statuses = [m["status"] for m in members]
+    statuses = [m["outcome"] for m in members]
     status = max(dict.fromkeys(statuses), key=statuses.count)
     losses = [float(m["final_eval_loss"]) for m in members if m["final_eval_loss"]]
     losses = [x for x in losses if math.isfinite(x)]
