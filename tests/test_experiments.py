@@ -561,3 +561,44 @@ def test_sweep_and_plot_cli(cli):
   assert curves["train"][0] and curves["unigram"] == summary["unigram_entropy"]
   map_png = plot_curves.plot_stability_map(_csv(sweep_dir / "results.csv"), str(out / "m.png"))
   assert os.path.getsize(map_png) > 1000
+
+
+def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
+  """--jobs=2 (each point pinned to one core, single-threaded XLA) gives the same results
+  as --jobs=1 (one point at a time on every core)."""
+  if len(sweep.available_cpus()) < 2:
+    pytest.skip("needs 2 cores")
+  grid = tmp_path / "grid.py"
+  grid.write_text(
+    "GRID = ["
+    + ", ".join(
+      f'{{"config": "configs/smoke.py", "name": "s{s}", "overrides": {{"seed": {s}}}}}'
+      for s in (0, 1)
+    )
+    + "]\n"
+  )
+  results = {}
+  for jobs in ("1", "2"):
+    out = tmp_path / f"jobs{jobs}"
+    proc = subprocess.run(
+      [
+        sys.executable,
+        "scripts/sweep.py",
+        f"--grid={grid}",
+        f"--sweep_dir={out}",
+        f"--jobs={jobs}",
+        "--set=diag.per_layer=false",
+      ],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("on cpu0" in proc.stdout) == (jobs == "2"), proc.stdout
+    results[jobs] = {name: json.load(open(out / name / "summary.json")) for name in ("s0", "s1")}
+  for name in ("s0", "s1"):
+    one, two = results["1"][name], results["2"][name]
+    assert one["final_eval_loss"] != results["1"]["s1" if name == "s0" else "s0"]["final_eval_loss"]
+    for key in ("final_train_loss", "final_eval_loss", "best_eval_loss"):
+      assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), (name, key)
