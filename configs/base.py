@@ -71,6 +71,9 @@ def get_config() -> config_dict.ConfigDict:
   o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
   o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
   o.clip_norm = 0.0  # global-norm clipping; 0: off
+  # Parameter groups that never move (comma-separated; resnorm_jax/param_groups.py): norm,
+  # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers. '' : none.
+  o.freeze = ""
 
   d = c.data = config_dict.ConfigDict()
   d.source = "stdlib"  # stdlib | text | tokens

@@ -38,6 +38,4 @@ def _point(variant: str, n: int, lr: float, warmup: int) -> dict:
   }
 
 
-GRID = [
-  _point(v, n, lr, w) for w in WARMUPS for n in DEPTHS for v in VARIANTS for lr in LRS
-]
+GRID = [_point(v, n, lr, w) for w in WARMUPS for n in DEPTHS for v in VARIANTS for lr in LRS]

@@ -37,9 +37,7 @@ def _point(corpus: str, lr: float, warmup: int, schedule="constant", seed=0, lay
   }
 
 
-CORE = [
-  _point(c, 1e-3, w, seed=s) for s in (0, 1, 2) for c in CORPORA for w in (0, 200, 1000)
-]
+CORE = [_point(c, 1e-3, w, seed=s) for s in (0, 1, 2) for c in CORPORA for w in (0, 200, 1000)]
 LR = [_point(c, lr, w) for c in CORPORA for lr, w in ((5e-4, 0), (2e-3, 0), (2e-3, 1000))]
 SCHEDULE = [_point(c, 1e-3, w, "inverse_sqrt") for c in CORPORA for w in (0, 1000)]
 DEPTH = [_point(c, 1e-3, w, layers=24) for c in CORPORA for w in (0, 1000)]
