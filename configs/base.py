@@ -154,4 +154,5 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.train.batch_size, c.train.seq_len, c.train.steps = 8, 32, 6
     c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 3, 3, 3
     c.train.eval_batches = 1
+    c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
   return c

@@ -221,9 +221,13 @@ def test_load_configs_applies_overrides_to_every_config():
 
 
 def test_early_update():
-  rows = [{"config": "a", "depth": 2, "step": s, "update": u} for s, u in enumerate([0, 5, 3, 9])]
+  rows = [
+    {"config": "a", "depth": 2, "step": s, "update": u, "update_per_lr": u / 1e-3}
+    for s, u in enumerate([0, 5, 3, 9])
+  ]
   (row,) = repro.early_update(rows, early_steps=2)
   assert row["early_update"] == 5 and row["final_update"] == 9 and row["final_step"] == 3
+  assert row["early_update_per_lr"] == pytest.approx(5e3)
 
 
 # ------------------------------------------------------------------------------------------
@@ -470,6 +474,8 @@ def test_model_update_cli(cli):
   assert all(float(r["update"]) > 0 and math.isfinite(float(r["train_loss"])) for r in rows[1:])
   (early,) = _csv(out / "update" / "model_update_vs_depth.csv")
   assert float(early["early_update"]) == max(float(r["update"]) for r in rows[1:3])
+  for r in rows:  # the update per unit of peak lr (every scale of deepnorm_96L: 1e-3)
+    assert float(r["update_per_lr"]) == pytest.approx(float(r["update"]) / 1e-3, rel=1e-5)
   for png in ("model_update.png", "model_update_vs_depth.png"):
     assert os.path.getsize(out / "update" / png) > 1000
 

@@ -194,6 +194,7 @@ def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
     f"--config.data.val_path={corpus / 'val.txt'}",
     "--config.diag.per_layer=false",
     "--config.opt.lr=0.005",
+    "--config.train.final_eval_tokens=16384",
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.load(open(workdir / "summary.json"))
