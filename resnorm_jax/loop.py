@@ -280,7 +280,10 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     if final:
       eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
     batches = eval_batches if final else eval_batches[: t.eval_batches]
-    loss = float(np.mean(jax.device_get([eval_compiled(st, b) for b in batches])))
+    # One batch in flight at a time: many executions queued at once, each with collectives
+    # over the (fake) devices, can exhaust XLA:CPU's threads and stall in a rendezvous.
+    losses = [jax.block_until_ready(eval_compiled(st, b)) for b in batches]
+    loss = float(np.mean(jax.device_get(losses)))
     t_last += time.time() - t0
     return loss
 
