@@ -608,3 +608,36 @@ def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
     assert one["final_eval_loss"] != results["1"]["s1" if name == "s0" else "s0"]["final_eval_loss"]
     for key in ("final_train_loss", "final_eval_loss", "best_eval_loss"):
       assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), (name, key)
+
+
+def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
+  def row(v, n, lr, outcome, w=0):
+    return {
+      "variant": v,
+      "num_layers": str(n),
+      "opt.lr": str(lr),
+      "opt.warmup_steps": str(w),
+      "outcome": outcome,
+      "final_eval_loss": "2.5",
+    }
+
+  rows = [
+    row("post", 6, 5e-4, "trained"),
+    row("post", 6, 1e-3, "trained"),
+    row("post", 6, 2e-3, "stuck"),
+    row("post", 6, 4e-3, "trained"),  # a lucky run above
+    row("post", 12, 5e-4, "stuck"),
+    row("post", 12, 1e-3, "diverged"),
+    row("pre", 6, 1e-3, "trained"),
+    row("pre", 6, 1e-3, "stuck"),
+    row("pre", 6, 1e-3, "trained"),
+    row("pre", 6, 2e-3, "pending"),
+  ]
+  table = {(t["variant"], t["num_layers"]): t for t in plot_curves.boundary_table(rows)}
+  assert table[("post", 6)]["max_trained_lr"] == 4e-3
+  assert table[("post", 6)]["first_failing_lr_above"] is None
+  assert table[("post", 12)]["max_trained_lr"] is None
+  assert table[("post", 12)]["first_failing_lr_above"] == 5e-4
+  assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
+  out = plot_curves.plot_boundary(rows, str(tmp_path / "b.png"))
+  assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
