@@ -48,7 +48,10 @@ def get_config() -> config_dict.ConfigDict:
   t.seq_len = 128
   t.log_every = 10
   t.eval_every = 100
-  t.eval_batches = 4
+  t.eval_batches = 4  # held-out batches of each periodic eval
+  # The end-of-run eval (the verdict's loss) uses at least this many held-out tokens: 0.05
+  # nats near the plateau cannot be told apart on 8k tokens.
+  t.final_eval_tokens = 16384
   t.checkpoint_every = 100
   t.keep_checkpoints = 2
   t.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
@@ -68,6 +71,9 @@ def get_config() -> config_dict.ConfigDict:
   o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
   o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
   o.clip_norm = 0.0  # global-norm clipping; 0: off
+  # Parameter groups that never move (comma-separated; resnorm_jax/param_groups.py): norm,
+  # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers. '' : none.
+  o.freeze = ""
 
   d = c.data = config_dict.ConfigDict()
   d.source = "stdlib"  # stdlib | text | tokens
@@ -99,6 +105,10 @@ def get_config() -> config_dict.ConfigDict:
   dist.process_id = -1  # -1: from the environment
   return c
 
+
+# Keys that moved: old dotted key -> new one. A config.json or checkpoint written before the
+# move is read at the new place (the sweep tool's skip-finished comparison uses it).
+MOVED_KEYS: dict[str, str] = {}
 
 # Scales a named experiment runs at: `cpu` (default: about 15 minutes or less on a 2-core
 # CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
@@ -144,4 +154,5 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.train.batch_size, c.train.seq_len, c.train.steps = 8, 32, 6
     c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 3, 3, 3
     c.train.eval_batches = 1
+    c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
   return c

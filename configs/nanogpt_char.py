@@ -16,8 +16,9 @@ import os
 
 from configs import base
 
+# Shipped inside the repository (data/README.md), so every clone trains on the same text.
 SHAKESPEARE = os.path.join(
-  os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "tinyshakespeare.txt"
+  os.path.dirname(os.path.abspath(__file__)), "..", "data", "tinyshakespeare.txt"
 )
 
 
@@ -35,6 +36,5 @@ def get_config(arg: str | None = None):
   o = c.opt
   o.name, o.lr, o.b2, o.weight_decay, o.clip_norm = "adamw", 1e-3, 0.99, 0.1, 1.0
   o.schedule, o.warmup_steps, o.min_lr_ratio = "cosine", 100, 0.1
-  if os.path.isfile(SHAKESPEARE):  # else the embedded stdlib text: same shapes, same speed
-    c.data.source, c.data.path = "text", os.path.normpath(SHAKESPEARE)
+  c.data.source, c.data.path = "text", os.path.normpath(SHAKESPEARE)
   return c

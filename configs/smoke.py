@@ -20,5 +20,6 @@ def get_config():
   c.train.log_every = 5
   c.train.eval_every = 10
   c.train.eval_batches = 2
+  c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
   c.train.checkpoint_every = 10
   return c

@@ -35,11 +35,17 @@ class DataError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Corpus:
-  """Train and held-out 1-D token arrays (uint8 bytes or uint16/uint32 token ids)."""
+  """Train and held-out 1-D token arrays (uint8 bytes or uint16/uint32 token ids).
+
+  `split` says how the held-out part was made (recorded in config.json and summary.json):
+  `method` (`by_file_hash`, `tail`, `val_path`), the token counts of both splits, the
+  file counts and how many files matched by `data.val_path` were left out of training.
+  """
 
   train: np.ndarray
   val: np.ndarray
   description: str
+  split: dict = dataclasses.field(default_factory=dict)
 
 
 def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
@@ -98,9 +104,38 @@ def _load_stdlib(val_fraction: float) -> Corpus:
     f"stdlib {root} ({len(files)} files; {len(val_parts)} held out): "
     f"train {len(train):,} bytes, val {len(val):,} bytes"
   )
-  corpus = Corpus(train=train, val=val, description=description)
+  split = _split_info(
+    "by_file_hash", train, val, train_files=len(train_parts), val_files=len(val_parts)
+  )
+  corpus = Corpus(train=train, val=val, description=description, split=split)
   _STDLIB_CACHE[key] = corpus
   return corpus
+
+
+def _split_info(method: str, train: np.ndarray, val: np.ndarray, **files: int) -> dict:
+  """How a corpus was split, as config.json and summary.json record it."""
+  return {"method": method, "train_tokens": len(train), "val_tokens": len(val), **files}
+
+
+def _train_and_val_paths(path: str, val_path: str) -> tuple[list[str], list[str], int]:
+  """(train files, held-out files, files left out of train because val_path matched them).
+
+  A file matched by `data.val_path` is never trained on, even when the `data.path` glob
+  matches it too (`corpus/*.txt` with `corpus/val.txt`): an eval on trained-on text would
+  be optimistic with no sign of it.
+  """
+  paths = _expand(path, "data.path")
+  if not val_path:
+    return paths, [], 0
+  val_paths = _expand(val_path, "data.val_path")
+  held = {os.path.realpath(p) for p in val_paths}
+  train_paths = [p for p in paths if os.path.realpath(p) not in held]
+  if not train_paths:
+    raise DataError(
+      f"data.path={path!r} matches only files that data.val_path={val_path!r} holds out: "
+      "nothing is left to train on"
+    )
+  return train_paths, val_paths, len(paths) - len(train_paths)
 
 
 def _bytes_array(data: bytes) -> np.ndarray:
@@ -140,20 +175,28 @@ def _split_tail(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np
 
 def _load_text(path: str, val_path: str, val_fraction: float) -> Corpus:
   """Byte-level text from a file or glob; val from `val_path` or the tail of the bytes."""
-  paths = _expand(path, "data.path")
+  paths, val_paths, excluded = _train_and_val_paths(path, val_path)
   tokens = _read_text(paths)
   if val_path:
-    val_paths = _expand(val_path, "data.val_path")
     train, val = tokens, _read_text(val_paths)
-    held = f"val {val_path!r}"
+    held = f"val {val_path!r}, {len(val_paths)} files, {excluded} of them excluded from train"
+    split = _split_info(
+      "val_path",
+      train,
+      val,
+      train_files=len(paths),
+      val_files=len(val_paths),
+      excluded_from_train=excluded,
+    )
   else:
     train, val = _split_tail(tokens, val_fraction)
     held = f"last {val_fraction:g} held out"
+    split = _split_info("tail", train, val, train_files=len(paths), val_fraction=val_fraction)
   description = (
     f"text {path!r} ({len(paths)} files; {held}): "
     f"train {len(train):,} bytes, val {len(val):,} bytes"
   )
-  return Corpus(train=train, val=val, description=description)
+  return Corpus(train=train, val=val, description=description, split=split)
 
 
 def _read_shard(path: str) -> np.ndarray:
@@ -205,19 +248,28 @@ def _read_shards(paths: list[str], vocab_size: int) -> np.ndarray:
 
 def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int) -> Corpus:
   """Pre-tokenized shards from a glob; val from `val_path` or the tail of the tokens."""
-  paths = _expand(path, "data.path")
+  paths, val_paths, excluded = _train_and_val_paths(path, val_path)
   tokens = _read_shards(paths, vocab_size)
   if val_path:
-    train, val = tokens, _read_shards(_expand(val_path, "data.val_path"), vocab_size)
-    held = f"val {val_path!r}"
+    train, val = tokens, _read_shards(val_paths, vocab_size)
+    held = f"val {val_path!r}, {len(val_paths)} shards, {excluded} of them excluded from train"
+    split = _split_info(
+      "val_path",
+      train,
+      val,
+      train_files=len(paths),
+      val_files=len(val_paths),
+      excluded_from_train=excluded,
+    )
   else:
     train, val = _split_tail(tokens, val_fraction)
     held = f"last {val_fraction:g} held out"
+    split = _split_info("tail", train, val, train_files=len(paths), val_fraction=val_fraction)
   description = (
     f"tokens {path!r} ({len(paths)} shards, {tokens.dtype}; {held}): "
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
-  return Corpus(train=train, val=val, description=description)
+  return Corpus(train=train, val=val, description=description, split=split)
 
 
 def _rows(
@@ -279,10 +331,8 @@ def eval_batch(
   return _rows(rng, tokens, batch_size, seq_len, process_index, process_count)
 
 
-def unigram_entropy(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> float:
-  """Entropy in nats/token of the token frequencies: the loss of a context-free model."""
-  if len(tokens) == 0:
-    raise DataError("unigram_entropy of an empty token array")
+def token_counts(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.ndarray:
+  """How often each id occurs: int64 [vocab_size]."""
   counts = np.zeros(vocab_size, dtype=np.int64)
   # Chunked so a large memmap is never widened to int64 in one piece.
   for i in range(0, len(tokens), chunk):
@@ -290,5 +340,35 @@ def unigram_entropy(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -
     if len(c) > vocab_size:
       raise DataError(f"token id {len(c) - 1} is out of range for vocab_size={vocab_size}")
     counts += c
+  return counts
+
+
+def unigram_entropy(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> float:
+  """Entropy in nats/token of the token frequencies: the loss of a context-free model."""
+  if len(tokens) == 0:
+    raise DataError("unigram_entropy of an empty token array")
+  counts = token_counts(tokens, vocab_size, chunk)
   p = counts[counts > 0] / counts.sum()
   return float(-(p * np.log(p)).sum())
+
+
+# Add-one (Laplace) smoothing of the train counts: an id the train split never holds gets
+# probability 1/(n + V), finite, as a context-free model that predicts every id would give.
+UNIGRAM_SMOOTHING = 1.0
+
+
+def heldout_unigram_entropy(
+  train: np.ndarray, val: np.ndarray, vocab_size: int, chunk: int = 1 << 24
+) -> float:
+  """Cross-entropy (nats/token) of the train split's unigram distribution on the val split.
+
+  The plateau a model that learned nothing about context reaches on the eval loss: it can
+  only know the train frequencies, and is scored on held-out text. Higher than the train
+  split's own entropy by the KL divergence between the two splits' frequencies.
+  """
+  if len(train) == 0 or len(val) == 0:
+    raise DataError("heldout_unigram_entropy needs non-empty train and val token arrays")
+  p_train = token_counts(train, vocab_size, chunk) + UNIGRAM_SMOOTHING
+  p_train = p_train / p_train.sum()
+  val_counts = token_counts(val, vocab_size, chunk)
+  return float(-(val_counts * np.log(p_train)).sum() / val_counts.sum())

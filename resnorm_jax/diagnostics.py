@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from resnorm_jax import param_groups
 from resnorm_jax import train_step as ts
 
 PyTree = Any
@@ -150,13 +151,9 @@ def train_step_and_probe(model_def, optimizer, state, batch, tokens_BxT, logits0
 
 # Parameter groups of the gradient-flow probe: name -> test on a leaf's path (jax keystr,
 # e.g. "['layers']['norms']['attn']['bias']"). Layer-stacked leaves live under ['layers'].
-PARAM_GROUPS = {
-  "norm_bias": lambda p: "['norms']" in p and p.endswith("['bias']"),
-  "norm_scale": lambda p: "['norms']" in p and not p.endswith("['bias']"),
-  "attn": lambda p: "['layers']['attn']" in p,
-  "mlp": lambda p: "['layers']['mlp']" in p,
-  "outside_layers": lambda p: not p.startswith("['layers']"),
-}
+# Groups of grad_flow's resets (resnorm_jax/param_groups.py): the norms include the sandwich
+# placement's out_norms and the final norm; `residual` holds ReZero/LayerScale/gate weights.
+PARAM_GROUPS = param_groups.GROUPS
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -171,16 +168,12 @@ def layer_grad_norms(model_def: ts.ModelDef, params, model_state, batch) -> jax.
   return ts.per_layer_norm(jax.grad(loss)(params)["layers"])
 
 
-def check_groups(groups) -> None:
-  """ValueError naming the first unknown parameter group and the valid ones."""
-  for group in groups:
-    if group not in PARAM_GROUPS:
-      raise ValueError(f"parameter group {group!r}: expected one of {sorted(PARAM_GROUPS)}")
+check_groups = param_groups.check
 
 
 def reset_group(params: PyTree, params0: PyTree, group: str) -> PyTree:
   """`params` with the leaves of PARAM_GROUPS[group] put back to their values in `params0`."""
-  check_groups([group])
+  param_groups.check([group])
   test = PARAM_GROUPS[group]
   return jax.tree_util.tree_map_with_path(
     lambda path, new, old: old if test(jax.tree_util.keystr(path)) else new, params, params0

@@ -43,6 +43,7 @@ def validate_train(config: ConfigDict) -> None:
     "log_every",
     "eval_every",
     "eval_batches",
+    "final_eval_tokens",
     "checkpoint_every",
     "keep_checkpoints",
   ):
@@ -105,11 +106,21 @@ def _write_json(path: str, obj: Any) -> None:
   os.replace(tmp, path)
 
 
-def resolved_config(config: ConfigDict) -> dict:
-  """The run's config plus the constants the model resolved (alpha, beta, final norm)."""
+def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
+  """The run's config plus the constants the model resolved (alpha, beta, final norm) and,
+  when given, how the corpus was split (`data_split`: method and sizes of both splits)."""
   out = config.to_dict()
   out["resolved_model"] = vars(model_config_from(config)).copy()
+  if data_split is not None:
+    out["data_split"] = dict(data_split)
   return json.loads(json.dumps(out, default=str))
+
+
+def final_eval_batches(train_cfg: ConfigDict) -> int:
+  """Held-out batches of the end-of-run eval: at least train.final_eval_tokens tokens (and
+  never fewer than train.eval_batches), so a verdict near the plateau rests on enough text."""
+  per_batch = train_cfg.batch_size * train_cfg.seq_len
+  return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
 
 
 def keep_freed_host_memory() -> bool:
@@ -252,6 +263,7 @@ def _run(
   is_main = pidx == 0
   os.makedirs(workdir, exist_ok=True)
   unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
+  heldout_unigram = data_lib.heldout_unigram_entropy(corpus.train, corpus.val, mcfg.vocab_size)
 
   # --- state: restore or initialize, sharded -------------------------------------------------
   model_def = ts.make_model_def(mcfg)
@@ -288,7 +300,7 @@ def _run(
     if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
   if is_main:
-    _write_json(os.path.join(workdir, "config.json"), resolved_config(config))
+    _write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
 
   # --- compile ahead of time ---------------------------------------------------------------
   bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
@@ -302,8 +314,8 @@ def _run(
 
   batch_at = functools.partial(train_batch, corpus.train, config, bsh)
 
-  eval_data = [
-    data_lib.eval_batch(
+  def held_out(i: int):
+    x, y = data_lib.eval_batch(
       corpus.val,
       index=i,
       batch_size=t.batch_size,
@@ -311,18 +323,24 @@ def _run(
       process_index=pidx,
       process_count=nproc,
     )
-    for i in range(t.eval_batches)
-  ]
+    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
 
-  eval_batches = [
-    (shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)) for x, y in eval_data
-  ]
+  # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
+  # of the same stream, up to train.final_eval_tokens tokens.
+  n_final_eval = final_eval_batches(t)
+  eval_batches = [held_out(i) for i in range(t.eval_batches)]
 
-  def evaluate(st) -> float:
+  def evaluate(st, final: bool = False) -> float:
     """Mean held-out loss; its time is kept out of the throughput figures."""
     nonlocal t_last
     t0 = time.time()
-    loss = float(np.mean(jax.device_get([eval_compiled(st, b) for b in eval_batches])))
+    if final:
+      eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
+    batches = eval_batches if final else eval_batches[: t.eval_batches]
+    # One batch in flight at a time: many executions queued at once, each with collectives
+    # over the (fake) devices, can exhaust XLA:CPU's threads and stall in a rendezvous.
+    losses = [jax.block_until_ready(eval_compiled(st, b)) for b in batches]
+    loss = float(np.mean(jax.device_get(losses)))
     t_last += time.time() - t0
     return loss
 
@@ -335,7 +353,8 @@ def _run(
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
     f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
     f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
-    f"unigram entropy {unigram:.3f} nats; run folder {workdir}",
+    f"unigram entropy {unigram:.3f} nats (held-out {heldout_unigram:.3f}); "
+    f"{corpus.description}; run folder {workdir}",
     flush=True,
   )
 
@@ -345,11 +364,12 @@ def _run(
     enabled=is_main,
     truncate_after=start,
     profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
-    no_context_loss=unigram,
+    no_context_loss=heldout_unigram,  # the eval loss of a model without context
   )
   best_eval = prev_summary.get("best_eval_loss")
   best_eval = math.inf if best_eval is None else best_eval
   last_eval = prev_summary.get("final_eval_loss")
+  last_eval_tokens = prev_summary.get("final_eval_tokens")
   status, step, last_train = "completed", start, prev_summary.get("final_train_loss")
   interval_losses: list[float] = resumed_interval
   tokens_per_step = t.batch_size * t.seq_len
@@ -367,6 +387,7 @@ def _run(
         "final_train_loss": last_train,
         "final_eval_loss": last_eval,
         "best_eval_loss": None if math.isinf(best_eval) else best_eval,
+        "final_eval_tokens": last_eval_tokens,
       },
     }
 
@@ -428,7 +449,8 @@ def _run(
       break
     pending = (n, metrics)
     if n % t.eval_every == 0 or n == t.steps:
-      last_eval = evals[n] = evaluate(state)
+      last_eval = evals[n] = evaluate(state, final=n == t.steps)
+      last_eval_tokens = tokens_per_step * (n_final_eval if n == t.steps else t.eval_batches)
       best_eval = min(best_eval, last_eval)
     if signals.received is not None:
       status = "interrupted"
@@ -455,6 +477,9 @@ def _run(
     "final_eval_loss": last_eval,
     "best_eval_loss": None if math.isinf(best_eval) else best_eval,
     "unigram_entropy": unigram,
+    "heldout_unigram_entropy": heldout_unigram,
+    "final_eval_tokens": last_eval_tokens,
+    "data_split": corpus.split,
     "tokens_per_second": (timed_steps * tokens_per_step / train_time) if train_time else None,
     "compile_seconds": compile_seconds,
     "wall_seconds": time.time() - wall_start,

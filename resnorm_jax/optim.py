@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from resnorm_jax import param_groups
+
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "inverse_sqrt", "cosine", "linear")
 # Only matrices are decayed. Norm gains/biases, biases and residual scalars are not: decaying
@@ -41,6 +43,7 @@ def _validate(opt_cfg: Any) -> None:
   _require(0 <= opt_cfg.b1 < 1, "opt.b1", opt_cfg.b1, "in [0, 1)")
   _require(0 <= opt_cfg.b2 < 1, "opt.b2", opt_cfg.b2, "in [0, 1)")
   _require(opt_cfg.eps >= 0, "opt.eps", opt_cfg.eps, ">= 0")
+  param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
 
 
 def make_schedule(opt_cfg: Any, total_steps: int) -> optax.Schedule:
@@ -117,4 +120,9 @@ def make_optimizer(opt_cfg: Any, total_steps: int) -> optax.GradientTransformati
       parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
     else:
       parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
+  frozen = param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
+  if frozen:
+    # Last in the chain: the frozen leaves' updates are zero whatever came before (their
+    # gradients still count in the clipping norm, as they would for an unfrozen run).
+    parts.append(optax.masked(optax.set_to_zero(), lambda p: param_groups.mask(p, frozen)))
   return optax.chain(*parts)

@@ -136,10 +136,14 @@ def model_update_run(config: ConfigDict, steps: int) -> list[Row]:
     state, out = step_fn(state, _train_batch(corpus, config, step), tokens, logits0)
     outs.append(out)
   # Row t: after t updates; train_loss and grad_norm are those of update t (at theta_{t-1}).
+  # update_per_lr: the update divided by the peak lr. At a small lr (the linear regime) it
+  # does not depend on the lr: it measures how strongly the model's output answers a step.
+  lr = float(config.opt.lr)
   return [
     {
       "step": t,
       "update": float(o["update"]),
+      "update_per_lr": float(o["update"]) / lr,
       "norm_in_rms_mean": float(o["norm_in_rms_mean"]),
       "norm_in_rms_max": float(o["norm_in_rms_max"]),
       "train_loss": float(o["loss"]),
@@ -174,9 +178,12 @@ def early_update(rows: Sequence[Row], early_steps: int) -> list[Row]:
   out: dict[tuple[str, int], Row] = {}
   for r in rows:
     key = (r["config"], r["depth"])
-    o = out.setdefault(key, {"config": key[0], "depth": key[1], "early_update": 0.0})
+    o = out.setdefault(
+      key, {"config": key[0], "depth": key[1], "early_update": 0.0, "early_update_per_lr": 0.0}
+    )
     if 1 <= r["step"] <= early_steps and math.isfinite(r["update"]):
       o["early_update"] = max(o["early_update"], r["update"])
+      o["early_update_per_lr"] = max(o["early_update_per_lr"], r.get("update_per_lr", 0.0))
     o["final_step"], o["final_update"] = r["step"], r["update"]
   return list(out.values())
 
@@ -324,8 +331,8 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
   fig, ax = plt.subplots(figsize=(5.5, 4))
   for (label,), rs in _by(early, "config").items():
-    ax.plot([r["depth"] for r in rs], [r["early_update"] for r in rs], "o-", label=label)
-  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="max update, early steps")
+    ax.plot([r["depth"] for r in rs], [r["early_update_per_lr"] for r in rs], "o-", label=label)
+  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="max update / lr, early steps")
   ax.set_title("early model update vs depth")
   ax.legend()
   files.append(_save(fig, os.path.join(outdir, "model_update_vs_depth.png")))

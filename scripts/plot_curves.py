@@ -2,12 +2,16 @@
 
 python scripts/plot_curves.py runs/a runs/b 'runs/sweeps/seeds/*' [--out=curves.png]
 python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv [--out=F]
+python scripts/plot_curves.py --boundary=docs/stability_boundary/results.csv [--out=F]
 
 Curves: each run (a folder with metrics.jsonl; globs are expanded) in its own color: train
 loss solid, eval loss dots, and its unigram entropy (summary.json: the loss of a model that
 learned nothing about context) dashed. Stability map: one cell per (variant, depth) from a
 sweep's results.csv, colored by status (trained, stuck, diverged, ...) and annotated with
-the final eval loss (the mean when several runs share a cell, e.g. seeds). No JAX here.
+the final eval loss (the mean when several runs share a cell, e.g. seeds). Boundary: the
+largest peak lr at which each variant trained, against depth, one line per variant (solid
+without warmup, dashed with), from a stability-boundary sweep's results.csv; it also writes
+boundary.csv beside the figure. No JAX here.
 """
 
 from __future__ import annotations
@@ -96,7 +100,8 @@ def read_results(path: str) -> list[dict[str, str]]:
   """Rows of a sweep's results.csv; ValueError without the columns a map needs."""
   with open(path, newline="") as f:
     rows = list(csv.DictReader(f))
-  missing = {"variant", "num_layers", "status", "final_eval_loss"} - set(rows[0] if rows else {})
+  rows = [{**r, "outcome": r.get("outcome", r.get("status"))} for r in rows]  # old: status
+  missing = {"variant", "num_layers", "outcome", "final_eval_loss"} - set(rows[0] if rows else {})
   if not rows or missing:
     raise ValueError(f"{path}: no rows or missing columns {sorted(missing)}")
   return rows
@@ -113,7 +118,7 @@ def stability_cells(rows: Sequence[dict[str, str]]):
       groups.setdefault((r["variant"], int(r["num_layers"])), []).append(r)
   cells = {}
   for key, members in groups.items():
-    statuses = [m["status"] for m in members]
+    statuses = [m["outcome"] for m in members]
     status = max(dict.fromkeys(statuses), key=statuses.count)
     losses = [float(m["final_eval_loss"]) for m in members if m["final_eval_loss"]]
     losses = [x for x in losses if math.isfinite(x)]
@@ -152,11 +157,85 @@ def _save(fig, out: str) -> str:
   return out
 
 
+def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+  """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
+  smallest lr above it that did not train (None when every lr tried above it trained)."""
+  groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
+  for r in rows:
+    if r.get("opt.lr") and r["num_layers"] and r["outcome"] in ("trained", "stuck", "diverged"):
+      warmup = int(float(r.get("opt.warmup_steps") or 0))
+      groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
+  table = []
+  for (variant, depth, warmup), members in sorted(groups.items()):
+    by_lr: dict[float, list[str]] = {}
+    for m in members:
+      by_lr.setdefault(float(m["opt.lr"]), []).append(m["outcome"])
+    # An lr "trains" when most of its runs (seeds) trained.
+    ok = {lr: outs.count("trained") * 2 > len(outs) for lr, outs in by_lr.items()}
+    trained = [lr for lr, good in ok.items() if good]
+    best = max(trained) if trained else None
+    above = [lr for lr, good in ok.items() if not good and (best is None or lr > best)]
+    table.append(
+      {
+        "variant": variant,
+        "num_layers": depth,
+        "opt.warmup_steps": warmup,
+        "max_trained_lr": best,
+        "first_failing_lr_above": min(above) if above else None,
+        "lrs_tried": " ".join(f"{lr:g}" for lr in sorted(by_lr)),
+        "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
+      }
+    )
+  return table
+
+
+def plot_boundary(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
+  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv too."""
+  plt = _pyplot()
+  table = boundary_table(rows)
+  with open(
+    os.path.join(os.path.dirname(os.path.abspath(out)), "boundary.csv"), "w", newline=""
+  ) as f:
+    writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
+    writer.writeheader()
+    writer.writerows(table)
+  fig, ax = plt.subplots(figsize=(6.5, 4.5))
+  lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
+  for t in table:
+    lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
+  colors: dict[str, Any] = {}
+  lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
+  floor = min(lrs) / 2 if lrs else 1e-5
+  for (variant, warmup), pts in lines.items():
+    color = colors.setdefault(variant, f"C{len(colors) % 10}")
+    xs = [p["num_layers"] for p in pts]
+    ys = [p["max_trained_lr"] or floor for p in pts]
+    label = variant + (f" (warmup {warmup})" if warmup else "")
+    ax.plot(xs, ys, "o-" if not warmup else "s--", color=color, label=label)
+  ax.axhline(floor, color="0.7", lw=0.8)
+  ax.text(
+    ax.get_xlim()[0] if lines else 1,
+    floor,
+    " nothing trained",
+    va="bottom",
+    fontsize="small",
+    color="0.5",
+  )
+  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="largest peak lr that trained")
+  ax.set_title(title or "stability boundary (Adam, constant lr)")
+  ax.legend(fontsize="small")
+  fig.tight_layout()
+  fig.savefig(out, dpi=120)
+  plt.close(fig)
+  return out
+
+
 def _define_flags() -> None:
   from absl import flags
 
   flags.DEFINE_string("out", None, "PNG to write (default curves.png / next to results.csv).")
   flags.DEFINE_string("stability_map", None, "A sweep's results.csv: draw the stability map.")
+  flags.DEFINE_string("boundary", None, "A boundary sweep's results.csv: max lr vs depth.")
   flags.DEFINE_string("title", "", "Figure title.")
 
 
@@ -170,6 +249,17 @@ def main(argv: list[str]) -> int:
 
   f = flags.FLAGS
   patterns = argv[1:]
+  if f.boundary:
+    try:
+      rows = read_results(f.boundary)
+    except (OSError, ValueError) as e:
+      _fail(str(e))
+    print(
+      plot_boundary(
+        rows, f.out or os.path.join(os.path.dirname(f.boundary), "boundary.png"), f.title
+      )
+    )
+    return 0
   if bool(patterns) == bool(f.stability_map):
     _fail("give run folders (or globs) for curves, or --stability_map=results.csv; not both")
   if f.stability_map:

@@ -1,20 +1,35 @@
 """Runs a grid of training runs (configs/sweeps/*.py) and tabulates how each one ended.
 
 python scripts/sweep.py --grid=configs/sweeps/stability_map.py [--sweep_dir=DIR]
-    [--parallel=1] [--dry_run] [--max_steps=N] [--set=train.eval_every=10 ...]
-    [--filter=REGEX] [--collect_only] [--stuck_margin=0.05]
+    [--jobs=auto|N] [--threads_per_job=1] [--accelerator=cpu|gpu|tpu] [--dry_run]
+    [--max_steps=N] [--set=train.eval_every=10 ...] [--filter=REGEX] [--collect_only]
+    [--stuck_margin=0.1] [--progress_every=60]
 
 A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]",
 "overrides": {"dotted.key": value, ...}, "name": optional}. Each point runs as
-`python -m experiments.train --config=... --workdir=<sweep_dir>/<name> --config.k=v ...`,
-one at a time by default (two runs at once on 2 cores each run ~3.5x slower). A point whose
-workdir holds a completed or diverged run of the same config is skipped, so a stopped sweep
-continues where it was, and an interrupted point resumes from its checkpoint. Every point is
-checked (config file, keys, types) before anything runs. At the end, and with
---collect_only, every run's summary.json goes into <sweep_dir>/results.csv and results.md,
-with a status per run: trained, stuck (final eval loss within --stuck_margin nats of the
-unigram entropy, or above it), diverged, interrupted, failed or pending; and, when points
-differ only by seed, the mean and spread over seeds (results_seeds.csv). No JAX here.
+`python -m experiments.train --config=... --workdir=<sweep_dir>/<name> --config.k=v ...`.
+
+Jobs: `--jobs=N` runs N points at once, each pinned to its own `--threads_per_job` cores
+(`os.sched_setaffinity` in the child, and single-threaded XLA:CPU when a job has one core),
+so runs do not fight over cores: unpinned, two runs at once on 2 cores are each several times
+slower; pinned, small runs finish ~1.7x sooner in all (docs/benchmarks.md, section 6).
+`--jobs=auto` is one job per group of `--threads_per_job` available cores. With
+`--accelerator=gpu` (or `tpu`) jobs are spread over devices instead, one device per job via
+CUDA_VISIBLE_DEVICES (TPU_VISIBLE_CHIPS). The longest points (estimated from depth, width,
+batch and steps) start first, so the last minutes of a sweep are not one core working alone.
+Every `--progress_every` seconds a line per running job (step, loss, ETA) and an overall ETA.
+
+A point whose workdir holds a completed or diverged run of the same config is skipped, so a
+stopped sweep continues where it was, and an interrupted point resumes from its checkpoint.
+"The same config" compares only what a run's results depend on (`same_experiment`): keys
+that only change logging are ignored, a key added to the schema after the run counts as
+unchanged while it keeps its default, and a key that moved (configs/base.MOVED_KEYS) is
+compared at its new place. Every point is checked (config file, keys, types) before anything
+runs. At the end, and with --collect_only, every run's summary.json goes into
+<sweep_dir>/results.csv and results.md, with an outcome per run: trained, stuck (final eval
+loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged,
+interrupted, failed or pending; and, when points differ only by seed, the mean and spread
+over seeds (results_seeds.csv). No JAX here.
 """
 
 from __future__ import annotations
@@ -39,9 +54,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)  # config and grid files import `configs.base`
 
-from resnorm_jax.outcome import _finite, classify  # noqa: E402, F401  (no JAX import)
+from configs.base import MOVED_KEYS  # noqa: E402
+from configs.base import get_config as base_config  # noqa: E402
+from resnorm_jax.outcome import STUCK_MARGIN, baseline, classify  # noqa: E402  (no JAX)
+from resnorm_jax.outcome import is_finite_number as _finite  # noqa: E402
 
 STATUSES = ("trained", "stuck", "diverged", "interrupted", "failed", "pending", "unknown")
+# Keys that change what a run logs or where, never its losses: not compared by run_state.
+RESULT_NEUTRAL = (
+  "name",
+  "train.log_every",
+  "train.eval_every",
+  "train.checkpoint_every",
+  "train.keep_checkpoints",
+  "diag.",
+  "dist.",
+)
+RECORDED_NOT_CONFIG = ("resolved_model", "data_split")  # config.json sections the run adds
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
@@ -186,17 +215,61 @@ def _read_json(path: str) -> Any:
     return None
 
 
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+  out: dict[str, Any] = {}
+  for k, v in tree.items():
+    if isinstance(v, Mapping):
+      out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = json.loads(json.dumps(v, default=str))
+  return out
+
+
+def _neutral(key: str) -> bool:
+  return any(key == n or (n.endswith(".") and key.startswith(n)) for n in RESULT_NEUTRAL)
+
+
+def changed_keys(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
+  """Keys whose value a finished run (its config.json) and a point's config disagree on.
+
+  Only what results depend on: logging keys are ignored (RESULT_NEUTRAL); a recorded key
+  that moved is read at its new place (MOVED_KEYS); a key the run predates counts as
+  unchanged while the point keeps the schema's default, which reproduces the old runs.
+  """
+  have = {MOVED_KEYS.get(k, k): v for k, v in _flatten(recorded).items()}
+  have = {k: v for k, v in have.items() if k.split(".")[0] not in RECORDED_NOT_CONFIG}
+  want = _flatten(expected)
+  defaults = _flatten(base_config().to_dict())
+  changed = []
+  for key in sorted(set(have) | set(want)):
+    if _neutral(key):
+      continue
+    if key not in have:
+      if key in defaults and want[key] == defaults[key]:
+        continue
+    if have.get(key, "<absent>") != want.get(key, "<absent>"):
+      changed.append(key)
+  return changed
+
+
 def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   """'done' (completed/diverged run of this config), 'conflict' (of another one) or 'todo'."""
   summary = _read_json(os.path.join(workdir, "summary.json"))
   if not isinstance(summary, dict) or summary.get("status") not in ("completed", "diverged"):
     return "todo"  # never started, interrupted or killed: (re)run, resuming its checkpoint
   config = _read_json(os.path.join(workdir, "config.json"))
-  if isinstance(config, dict):
-    config = {k: v for k, v in config.items() if k != "resolved_model"}
-    if config != dict(expected_config):
-      return "conflict"
+  if isinstance(config, dict) and changed_keys(config, expected_config):
+    return "conflict"
   return "done"
+
+
+def estimated_cost(config: Mapping[str, Any]) -> float:
+  """Relative run time of a resolved config: steps x tokens x per-token FLOPs of the stack."""
+  m, t = config.get("model", {}), config.get("train", {})
+  d, f, n = m.get("d_model", 64), m.get("d_ff", 4 * m.get("d_model", 64)), m.get("num_layers", 1)
+  seq = t.get("seq_len", 128)
+  per_token = n * (4 * d * d + 2 * d * f + 2 * seq * d) + d * m.get("vocab_size", 256)
+  return float(t.get("steps", 1) * t.get("batch_size", 1) * seq * per_token)
 
 
 # ------------------------------------------------------------------------------------------
@@ -209,49 +282,214 @@ def _fmt_time(seconds: float) -> str:
   return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
-def run_points(jobs: Sequence[tuple[Point, str, list[str]]], parallel: int) -> dict[str, int]:
-  """Runs (point, workdir, command) jobs, `parallel` at a time; exit status per point name.
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  """Where one job runs: the cores it is pinned to and the environment it adds."""
 
-  Children run in their own session with output in <workdir>/train.log. A SIGINT/SIGTERM to
-  the sweep is passed on once to every running child (which saves a checkpoint and exits
-  'interrupted'); no new point starts. Returns early in that case.
+  label: str
+  cpus: tuple[int, ...] | None  # None: not pinned (all cores)
+  env: dict[str, str]
+
+
+ACCELERATORS = ("cpu", "gpu", "tpu")
+# One device per job: the variables that make a process see only its own device.
+_DEVICE_ENV = {
+  "gpu": lambda i: {"CUDA_VISIBLE_DEVICES": str(i)},
+  "tpu": lambda i: {
+    "TPU_VISIBLE_CHIPS": str(i),
+    "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+    "TPU_PROCESS_BOUNDS": "1,1,1",
+    "TPU_PROCESS_PORT": str(8476 + i),
+    "TPU_MESH_CONTROLLER_PORT": str(8476 + i),
+  },
+}
+
+
+def available_cpus() -> list[int]:
+  """The cores this process may run on."""
+  return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def count_devices(accelerator: str) -> int:
+  """Accelerators visible here: CUDA_VISIBLE_DEVICES / nvidia-smi for GPUs, /dev/accel* TPUs."""
+  if accelerator == "gpu":
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+      return len([v for v in visible.split(",") if v.strip()])
+    try:
+      out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+      return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+  if accelerator == "tpu":
+    import glob
+
+    return len(glob.glob("/dev/accel*")) or len(glob.glob("/dev/vfio/[0-9]*"))
+  return 0
+
+
+def make_slots(
+  jobs: str, threads_per_job: int, accelerator: str = "cpu", cpus: Sequence[int] | None = None
+) -> list[Slot]:
+  """The job slots of `--jobs` (a number or 'auto'): pinned core groups, or devices.
+
+  One job on a CPU stays unpinned (it uses every core, as a single run does). Several jobs
+  get disjoint groups of `threads_per_job` cores; with one core per job XLA:CPU is made
+  single-threaded too (its Eigen pool would otherwise start a thread per machine core).
   """
-  pending, running, codes = list(jobs), {}, {}
+  if accelerator not in ACCELERATORS:
+    raise ValueError(f"--accelerator={accelerator!r} is not one of {', '.join(ACCELERATORS)}")
+  if threads_per_job < 1:
+    raise ValueError(f"--threads_per_job={threads_per_job} must be >= 1")
+  if accelerator != "cpu":
+    n_dev = count_devices(accelerator)
+    if n_dev < 1:
+      raise ValueError(f"--accelerator={accelerator}: no {accelerator.upper()} is visible here")
+    n = n_dev if jobs == "auto" else _positive_jobs(jobs)
+    if n > n_dev:
+      raise ValueError(f"--jobs={jobs}: only {n_dev} {accelerator.upper()}s are visible")
+    return [Slot(f"{accelerator}{i}", None, _DEVICE_ENV[accelerator](i)) for i in range(n)]
+  cpus = list(available_cpus() if cpus is None else cpus)
+  groups = max(1, len(cpus) // threads_per_job)
+  n = groups if jobs == "auto" else _positive_jobs(jobs)
+  if n == 1:
+    return [Slot("all cores", None, {})]
+  if n * threads_per_job > len(cpus):
+    raise ValueError(
+      f"--jobs={jobs} x --threads_per_job={threads_per_job} needs {n * threads_per_job} cores; "
+      f"{len(cpus)} are available ({cpus})"
+    )
+  slots = []
+  for i in range(n):
+    group = tuple(cpus[i * threads_per_job : (i + 1) * threads_per_job])
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads_per_job == 1:
+      flags = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+    label = f"cpu{group[0]}" if len(group) == 1 else f"cpu{group[0]}-{group[-1]}"
+    slots.append(Slot(label, group, {"XLA_FLAGS": flags}))
+  return slots
+
+
+def _positive_jobs(jobs: str) -> int:
+  try:
+    n = int(jobs)
+  except ValueError:
+    n = 0
+  if n < 1:
+    raise ValueError(f"--jobs={jobs!r} must be 'auto' or a positive integer")
+  return n
+
+
+_STEP_LINE = re.compile(r"step\s+(\d+)/(\d+) \| loss (\S+).*?ETA (\S+)")
+
+
+def log_progress(log_path: str) -> tuple[int, int, str, str] | None:
+  """(step, steps, loss, ETA) of the last step line in a train.log, or None."""
+  try:
+    with open(log_path, "rb") as f:
+      f.seek(max(0, os.path.getsize(log_path) - 8192))
+      tail = f.read().decode(errors="replace")
+  except OSError:
+    return None
+  found = _STEP_LINE.findall(tail)
+  if not found:
+    return None
+  step, steps, loss, eta = found[-1]
+  return int(step), int(steps), loss, eta
+
+
+@dataclasses.dataclass
+class Job:
+  """A point to run: its workdir, command and estimated cost (for order and ETA)."""
+
+  point: Point
+  workdir: str
+  command: list[str]
+  cost: float = 1.0
+
+
+def progress_lines(
+  running: Mapping[str, Any], done_cost: float, total_cost: float, elapsed: float
+) -> list[str]:
+  """A line per running job and the sweep's overall ETA (cost-weighted throughput)."""
+  lines, progress_cost = [], done_cost
+  for job, slot, _, _, t0 in running.values():
+    info = log_progress(os.path.join(job.workdir, "train.log"))
+    if info is None:
+      lines.append(f"  {slot.label}: {job.point.name} starting ({_fmt_time(time.time() - t0)})")
+      continue
+    step, steps, loss, eta = info
+    progress_cost += job.cost * step / max(steps, 1)
+    lines.append(f"  {slot.label}: {job.point.name} step {step}/{steps} loss {loss} ETA {eta}")
+  frac = progress_cost / total_cost if total_cost else 0.0
+  eta = _fmt_time(elapsed * (1 - frac) / frac) if frac > 0.02 else "?"
+  lines.insert(
+    0, f"sweep {100 * frac:.0f}% of the estimated work in {_fmt_time(elapsed)}; ETA {eta}"
+  )
+  return lines
+
+
+def run_points(
+  jobs: Sequence[Job], slots: Sequence[Slot], progress_every: float = 60.0
+) -> dict[str, int]:
+  """Runs jobs, the costliest first, one per free slot; the exit status per point name.
+
+  Children run in their own session, pinned to their slot's cores, with output in
+  <workdir>/train.log. A SIGINT/SIGTERM to the sweep is passed on once to every running
+  child (which saves a checkpoint and exits 'interrupted'); no new point starts. Returns
+  early in that case.
+  """
+  pending = sorted(jobs, key=lambda j: -j.cost)
+  free, running, codes = list(slots), {}, {}
+  total_cost, done_cost = sum(j.cost for j in jobs), 0.0
   stop: list[int] = []
   forwarded = False
   handled = (signal.SIGINT, signal.SIGTERM)
   old = {s: signal.signal(s, lambda signum, _: stop.append(signum)) for s in handled}
+  t_start = last_progress = time.time()
   try:
     while (pending and not stop) or running:
-      while pending and not stop and len(running) < parallel:
-        point, workdir, cmd = pending.pop(0)
-        os.makedirs(workdir, exist_ok=True)
-        log = open(os.path.join(workdir, "train.log"), "a")
+      while pending and not stop and free:
+        job, slot = pending.pop(0), free.pop(0)
+        os.makedirs(job.workdir, exist_ok=True)
+        log = open(os.path.join(job.workdir, "train.log"), "a")
         proc = subprocess.Popen(
-          cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+          job.command,
+          cwd=ROOT,
+          stdout=log,
+          stderr=subprocess.STDOUT,
+          start_new_session=True,
+          env={**os.environ, **slot.env},
+          preexec_fn=(lambda c=slot.cpus: os.sched_setaffinity(0, c)) if slot.cpus else None,
         )
-        running[point.name] = (point, workdir, proc, log, time.time())
-        print(f"[{point.index + 1}] {point.name}: started", flush=True)
+        running[job.point.name] = (job, slot, proc, log, time.time())
+        print(f"[{job.point.index + 1}] {job.point.name}: started on {slot.label}", flush=True)
       if stop and not forwarded:
         for _, _, proc, _, _ in running.values():
           proc.send_signal(signal.SIGINT)
         forwarded = True
         print(f"signal {stop[0]}: stopping; waiting for running points to save", flush=True)
       time.sleep(0.2)
-      for name, (point, workdir, proc, log, t0) in list(running.items()):
+      for name, (job, slot, proc, log, t0) in list(running.items()):
         if proc.poll() is None:
           continue
         log.close()
         del running[name]
+        free.append(slot)
+        done_cost += job.cost
         codes[name] = proc.returncode
-        _record_exit(workdir, proc.returncode)
-        row = run_row(workdir)
+        _record_exit(job.workdir, proc.returncode)
+        row = run_row(job.workdir)
         print(
-          f"[{point.index + 1}] {name}: {row['status']} (exit {proc.returncode}, eval "
-          f"{_fmt(row['final_eval_loss'])}, unigram {_fmt(row['unigram_entropy'])}) in "
-          f"{_fmt_time(time.time() - t0)}; log {os.path.join(workdir, 'train.log')}",
+          f"[{job.point.index + 1}] {name}: {row['outcome']} (exit {proc.returncode}, eval "
+          f"{_fmt(row['final_eval_loss'])}, no-context {_fmt(row['baseline'])}) in "
+          f"{_fmt_time(time.time() - t0)}; log {os.path.join(job.workdir, 'train.log')}",
           flush=True,
         )
+      if running and progress_every > 0 and time.time() - last_progress >= progress_every:
+        last_progress = time.time()
+        lines = progress_lines(running, done_cost, total_cost, last_progress - t_start)
+        print("\n".join(lines), flush=True)
   finally:
     for s, handler in old.items():
       signal.signal(s, handler)
@@ -292,7 +530,7 @@ def _variant(config_path: str, name: str) -> str:
   return re.sub(r"_\d+L$", "", stem)
 
 
-def run_row(workdir: str, margin: float = 0.05) -> Row:
+def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
   """One results row of a run folder (point info, resolved depth and seed, summary)."""
   point = _read_json(os.path.join(workdir, POINT_FILE)) or {}
   summary = _read_json(os.path.join(workdir, "summary.json"))
@@ -301,7 +539,7 @@ def run_row(workdir: str, margin: float = 0.05) -> Row:
   if status == "pending" and point.get("returncode") not in (None, 0):
     status = "failed"
   summary = summary or {}
-  loss, unigram = summary.get("final_eval_loss"), summary.get("unigram_entropy")
+  loss, plateau = summary.get("final_eval_loss"), baseline(summary)
   num_layers = _dotted(config, "resolved_model.num_layers") or _dotted(config, "model.num_layers")
   return {
     "name": os.path.basename(os.path.normpath(workdir)),
@@ -309,10 +547,12 @@ def run_row(workdir: str, margin: float = 0.05) -> Row:
     "variant": _variant(point.get("config", ""), config.get("name", "")),
     "num_layers": num_layers,
     "seed": config.get("seed"),
-    "status": status,
+    "outcome": status,
     "final_eval_loss": loss,
-    "unigram_entropy": unigram,
-    "gap": unigram - loss if _finite(loss) and _finite(unigram) else None,
+    "baseline": plateau,  # held-out unigram cross-entropy (train-split entropy if older)
+    "gap": plateau - loss if _finite(loss) and _finite(plateau) else None,
+    "unigram_entropy": summary.get("unigram_entropy"),
+    "final_eval_tokens": summary.get("final_eval_tokens"),
     "best_eval_loss": summary.get("best_eval_loss"),
     "final_train_loss": summary.get("final_train_loss"),
     "steps": summary.get("steps"),
@@ -323,7 +563,7 @@ def run_row(workdir: str, margin: float = 0.05) -> Row:
   }
 
 
-def collect(sweep_dir: str, margin: float = 0.05) -> list[Row]:
+def collect(sweep_dir: str, margin: float = STUCK_MARGIN) -> list[Row]:
   """Rows of every run folder under `sweep_dir`, in grid order; varied keys as columns.
 
   A column per override key whose resolved value differs between runs (model.num_layers
@@ -351,7 +591,7 @@ def collect(sweep_dir: str, margin: float = 0.05) -> list[Row]:
 def seed_groups(rows: Sequence[Row]) -> list[Row]:
   """Mean and spread of the final eval loss over runs that differ only by seed (n >= 2)."""
   public = [k for k in rows[0] if not k.startswith("_")] if rows else []
-  key_cols = [k for k in public[: public.index("status")] if k not in ("name", "seed")]
+  key_cols = [k for k in public[: public.index("outcome")] if k not in ("name", "seed")]
   groups: dict[tuple, list[Row]] = {}
   for r in rows:
     groups.setdefault(tuple(json.dumps(r[k]) for k in key_cols), []).append(r)
@@ -360,7 +600,7 @@ def seed_groups(rows: Sequence[Row]) -> list[Row]:
     if len(members) < 2:
       continue
     losses = [r["final_eval_loss"] for r in members if _finite(r["final_eval_loss"])]
-    statuses = [r["status"] for r in members]
+    statuses = [r["outcome"] for r in members]
     out.append(
       {
         **{k: members[0][k] for k in key_cols},
@@ -400,7 +640,7 @@ def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
     writer = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-  counts = ", ".join(f"{s} {sum(r['status'] == s for r in rows)}" for s in STATUSES)
+  counts = ", ".join(f"{s} {sum(r['outcome'] == s for r in rows)}" for s in STATUSES)
   md = f"# {os.path.basename(os.path.normpath(sweep_dir))}\n\n{len(rows)} runs: {counts}\n\n"
   md += markdown_table(rows)
   groups = seed_groups(rows)
@@ -428,14 +668,25 @@ def _define_flags() -> None:
   flags.DEFINE_string(
     "sweep_dir", None, "Runs go to <sweep_dir>/<point>; default runs/sweeps/<grid>."
   )
-  flags.DEFINE_integer("parallel", 1, "Points run at once (1 on a 2-core machine).")
+  flags.DEFINE_string(
+    "jobs",
+    "1",
+    "Points run at once, each pinned to its own cores (or device); 'auto': one "
+    "per --threads_per_job available cores (or per device).",
+  )
+  flags.DEFINE_integer("threads_per_job", 1, "Cores per job when --jobs > 1.")
+  flags.DEFINE_enum("accelerator", "cpu", list(ACCELERATORS), "What --jobs spreads over.")
+  flags.DEFINE_integer("parallel", None, "Old spelling of --jobs (refused with --jobs).")
+  flags.DEFINE_float("progress_every", 60.0, "Seconds between progress reports; 0: none.")
   flags.DEFINE_bool("dry_run", False, "Print the commands and what would be skipped; run nothing.")
   flags.DEFINE_integer("max_steps", None, "Cap train.steps of every point (quick runs).")
   flags.DEFINE_multi_string("set", [], "dotted.key=value applied to every point (repeatable).")
   flags.DEFINE_string("filter", None, "Only points whose name matches this regex.")
   flags.DEFINE_bool("collect_only", False, "Only collect results of the runs in --sweep_dir.")
   flags.DEFINE_float(
-    "stuck_margin", 0.05, "Stuck: final eval loss >= unigram entropy - margin (nats)."
+    "stuck_margin",
+    STUCK_MARGIN,
+    "Stuck: final eval loss > held-out unigram cross-entropy - margin (nats).",
   )
 
 
@@ -455,9 +706,15 @@ def main(argv: list[str]) -> int:
   stem = os.path.splitext(os.path.basename(f.grid or ""))[0]
   sweep_dir = os.path.abspath(f.sweep_dir or os.path.join("runs", "sweeps", stem))
   if not f.collect_only:
-    if f.parallel < 1 or (f.max_steps is not None and f.max_steps < 1):
-      _fail("--parallel and --max_steps must be >= 1")
+    if f.max_steps is not None and f.max_steps < 1:
+      _fail("--max_steps must be >= 1")
+    jobs_flag = f.jobs
+    if f.parallel is not None:
+      if f["jobs"].present:
+        _fail("--parallel is the old spelling of --jobs: give one of them")
+      jobs_flag = str(f.parallel)
     try:
+      slots = make_slots(jobs_flag, f.threads_per_job, f.accelerator)
       points = load_grid(_root_path(f.grid))
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)
@@ -478,7 +735,7 @@ def main(argv: list[str]) -> int:
       if state == "todo" and not f.dry_run:
         os.makedirs(workdir, exist_ok=True)
         _write_json(os.path.join(workdir, POINT_FILE), {**info, "command": cmd})
-        jobs.append((p, workdir, cmd))
+        jobs.append(Job(p, workdir, cmd, estimated_cost(expected)))
       elif (
         state == "done" and not f.dry_run and not os.path.isfile(os.path.join(workdir, POINT_FILE))
       ):
@@ -487,7 +744,11 @@ def main(argv: list[str]) -> int:
       print(f"conflict: {w} holds a finished run of a different config; not rerun", file=sys.stderr)
     if f.dry_run:
       return 0
-    codes = run_points(jobs, f.parallel)
+    print(
+      f"{len(jobs)} points to run on {len(slots)} slots: " + ", ".join(s.label for s in slots),
+      flush=True,
+    )
+    codes = run_points(jobs, slots, f.progress_every)
   else:
     codes, conflicts = {}, []
   if not os.path.isdir(sweep_dir):

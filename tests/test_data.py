@@ -122,9 +122,84 @@ def test_text_source_tail_split_and_val_path(tmp_path):
   assert len(c.val) == round(len(text) * 0.25)
   (tmp_path / "v.txt").write_bytes(b"held out text " * 5)
   c = data.load_corpus(_cfg("text", str(tmp_path / "*.txt"), str(tmp_path / "v.txt")), 256, 16)
-  # The glob also matches v.txt, sorted after a.txt: train is every match.
-  assert c.train.tobytes() == text + b"held out text " * 5
+  # The glob also matches v.txt: a held-out file is never trained on.
+  assert c.train.tobytes() == text
   assert c.val.tobytes() == b"held out text " * 5
+  assert "1 of them excluded from train" in c.description
+  assert c.split == {
+    "method": "val_path",
+    "train_tokens": len(text),
+    "val_tokens": 70,
+    "train_files": 1,
+    "val_files": 1,
+    "excluded_from_train": 1,
+  }
+  with pytest.raises(data.DataError, match="nothing is left to train on"):
+    data.load_corpus(_cfg("text", str(tmp_path / "v.txt"), str(tmp_path / "v.txt")), 256, 16)
+
+
+def _unique_windows(n: int, seed: int) -> np.ndarray:
+  """Tokens whose every 8-token window is (almost surely) unique: random ids in [0, 256)."""
+  return np.random.default_rng(seed).integers(0, 256, n).astype(np.uint8)
+
+
+def _assert_eval_never_in_train(corpus: data.Corpus, seq_len: int = 16, substring: bool = True):
+  """No eval sequence occurs in the train split: at the same offset, or (unique-window
+  corpora) anywhere."""
+  train = corpus.train.tobytes()
+  for i in range(4):
+    x, y = data.eval_batch(corpus.val, index=i, batch_size=8, seq_len=seq_len)
+    for row_x, row_y in zip(x, y, strict=True):
+      window = np.concatenate([row_x, row_y[-1:]]).astype(corpus.train.dtype)
+      start = corpus.val.tobytes().find(window.tobytes())
+      assert start >= 0  # drawn from the held-out split
+      at_offset = corpus.train[start : start + len(window)]
+      assert not np.array_equal(at_offset, window)
+      if substring:
+        assert window.tobytes() not in train
+
+
+@pytest.mark.parametrize("source", ["text", "tokens"])
+@pytest.mark.parametrize("held", ["tail", "val_path", "val_path_in_glob"])
+def test_eval_batches_never_come_from_the_train_split(tmp_path, source, held):
+  parts = [_unique_windows(3000, seed) for seed in range(3)]
+  suffix = ".txt" if source == "text" else ".bin"
+  for i, part in enumerate(parts):
+    arr = part if source == "text" else part.astype("<u2")
+    arr.tofile(tmp_path / f"part{i}{suffix}")
+  pattern = str(tmp_path / f"part*{suffix}")
+  val_path = "" if held == "tail" else str(tmp_path / f"part2{suffix}")
+  if held == "val_path":
+    pattern = str(tmp_path / f"part[01]{suffix}")
+  corpus = data.load_corpus(_cfg(source, pattern, val_path, 0.2), 256, 16)
+  if held != "tail":
+    np.testing.assert_array_equal(corpus.val, parts[2])
+    assert len(corpus.train) == 6000
+  assert corpus.split["train_tokens"] + corpus.split["val_tokens"] <= 9000
+  _assert_eval_never_in_train(corpus)
+
+
+def test_stdlib_eval_batches_never_come_from_the_train_split(stdlib):
+  # Real code repeats itself (licence headers), so only the same offset is checked.
+  _assert_eval_never_in_train(stdlib, seq_len=128, substring=False)
+  assert stdlib.split["method"] == "by_file_hash"
+  assert stdlib.split["train_tokens"] == len(stdlib.train) > stdlib.split["val_tokens"] > 0
+
+
+def test_heldout_unigram_entropy_against_numpy():
+  train = np.array([0, 0, 0, 1, 1, 2], dtype=np.uint8)
+  val = np.array([0, 1, 3, 3], dtype=np.uint8)
+  counts = np.array([3, 2, 1, 0]) + 1.0  # add-one smoothing over the vocabulary of 4
+  p = counts / counts.sum()
+  expected = -(np.log(p[0]) + np.log(p[1]) + 2 * np.log(p[3])) / 4
+  assert data.heldout_unigram_entropy(train, val, 4) == pytest.approx(expected)
+  # Same distribution in both splits: close to the entropy (only the smoothing differs).
+  rng = np.random.default_rng(0)
+  big = rng.choice(8, 200_000, p=np.arange(1, 9) / 36).astype(np.uint8)
+  h = data.unigram_entropy(big[:100_000], 8)
+  assert data.heldout_unigram_entropy(big[:100_000], big[100_000:], 8) == pytest.approx(h, abs=2e-3)
+  # A held-out split with other frequencies costs more than the train split's own entropy.
+  assert data.heldout_unigram_entropy(train, val, 4) > data.unigram_entropy(train, 4)
 
 
 def test_tokens_nanogpt_raw_bin(tmp_path):

@@ -1,5 +1,6 @@
 """Tests for resnorm_jax.norms against independent NumPy computations and their invariances."""
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -264,3 +265,54 @@ def test_unknown_norm_raises_listing_valid_names():
 
 def _leaves(module) -> list:
   return [np.asarray(v[...]) for _, v in nnx.iter_graph(module) if isinstance(v, nnx.Param)]
+
+
+# Hand-written backward passes (LayerNorm, RMSNorm) against autodiff of the plain formulas,
+# through the modules, in every activation dtype the configs use (float32, bfloat16).
+
+
+def _plain_module_norm(name, x, scale, bias, eps):
+  """The norm written plainly (autodiff gives its gradient), with the modules' casts."""
+  xf = x.astype(jnp.float32)
+  if name == "layernorm":
+    mean = xf.mean(-1, keepdims=True)
+    y = (xf - mean) * jax.lax.rsqrt(jnp.square(xf - mean).mean(-1, keepdims=True) + eps)
+    return (y * scale + bias).astype(x.dtype)
+  y = xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + eps)
+  return (y * scale).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("eps", [1e-5, 1.0])  # 1.0: eps too large to drop from the gradient
+def test_hand_written_backward_matches_autodiff(name, dtype, eps):
+  d = 16
+  rng = np.random.default_rng(3)
+  x = jnp.asarray(rng.normal(0.7, 2.0, (2, 5, d)), dtype)  # off-centre: mean-centering matters
+  cot = jnp.asarray(rng.normal(0, 1, (2, 5, d)), dtype)
+  norm = norms.make_norm(name, d, eps=eps)
+  gamma, beta = _set_affine(norm, d)
+  has_bias = name == "layernorm"
+
+  graphdef, state = nnx.split(norm)
+
+  def module(x, state):
+    return nnx.merge(graphdef, state)(x)
+
+  out, pull = jax.vjp(module, x, state)
+  args = (x, jnp.asarray(gamma), jnp.asarray(beta))
+  ref, ref_pull = jax.vjp(lambda x, s, b: _plain_module_norm(name, x, s, b, eps), *args)
+  assert out.dtype == ref.dtype == dtype
+  tol = 1e-5 if dtype == jnp.float32 else 2e-2
+  np.testing.assert_allclose(np.float32(out), np.float32(ref), rtol=tol, atol=tol)
+  gx, gstate = pull(cot)
+  grads = (gx, gstate["scale"][...], gstate["bias"][...] if has_bias else None)
+  ref_grads = ref_pull(cot)
+  for g, r, what in zip(grads, ref_grads, ("x", "scale", "bias"), strict=True):
+    if what == "bias" and not has_bias:
+      continue
+    assert g.dtype == r.dtype, what
+    scale = float(np.abs(np.float32(r)).max())
+    np.testing.assert_allclose(
+      np.float32(g), np.float32(r), rtol=tol, atol=tol * scale, err_msg=what
+    )

@@ -177,3 +177,45 @@ def test_named_config_smoke_runs(name, tmp_path):
 
   summary = loop.run(load_config(name, "smoke"), str(tmp_path))
   assert summary["status"] == "completed" and math.isfinite(summary["final_eval_loss"])
+
+
+def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
+  """Through the real loop: a held-out file of bytes the training split never contains.
+
+  An honest eval loss is then far above the training loss (the model has put almost no
+  probability on those bytes); an eval on the training split, or a training split that
+  also holds the val file (the glob matches it), would bring the two together.
+  """
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "train.txt").write_bytes(b"abcdefgh" * 4000)
+  (corpus / "val.txt").write_bytes(bytes(range(128, 256)) * 40)
+  workdir = tmp_path / "run"
+  proc = train(
+    "--config=configs/smoke.py",
+    f"--workdir={workdir}",
+    "--config.data.source=text",
+    f"--config.data.path={corpus / '*.txt'}",
+    f"--config.data.val_path={corpus / 'val.txt'}",
+    "--config.diag.per_layer=false",
+    "--config.opt.lr=0.005",
+    "--config.train.final_eval_tokens=16384",
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.load(open(workdir / "summary.json"))
+  assert summary["final_train_loss"] < 2.0
+  assert summary["final_eval_loss"] > summary["final_train_loss"] + 3.0
+  # Both splits' sizes and how they were made, in the summary and the config.
+  split = {
+    "method": "val_path",
+    "train_tokens": 32000,
+    "val_tokens": 5120,
+    "train_files": 1,
+    "val_files": 1,
+    "excluded_from_train": 1,
+  }
+  assert summary["data_split"] == split
+  assert json.load(open(workdir / "config.json"))["data_split"] == split
+  # The no-context baseline is the held-out cross-entropy: far above the train entropy.
+  assert summary["heldout_unigram_entropy"] > summary["unigram_entropy"] + 3.0
+  assert summary["final_eval_tokens"] >= 16384
