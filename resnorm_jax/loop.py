@@ -391,7 +391,10 @@ def _run(
       },
     }
 
-  evals: dict[int, float] = {}  # eval loss by step, measured when that step's state exists
+  evals: dict[int, float] = {}
+  # eval loss by step, measured when that step's state exists; the end-of-run eval on
+  # final_eval_tokens apart
+  final_evals: dict[int, float] = {}
 
   def handle(n: int, metrics) -> bool:
     """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
@@ -419,6 +422,8 @@ def _run(
       row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
       if n in evals:
         row["eval/loss"] = evals.pop(n)
+      if n in final_evals:
+        row["eval/final_loss"] = final_evals.pop(n)
       t0 = time.time()
       writer.write(n, row)
       t_last += time.time() - t0  # drawing the depth images is not training time
@@ -449,9 +454,15 @@ def _run(
       break
     pending = (n, metrics)
     if n % t.eval_every == 0 or n == t.steps:
-      last_eval = evals[n] = evaluate(state, final=n == t.steps)
-      last_eval_tokens = tokens_per_step * (n_final_eval if n == t.steps else t.eval_batches)
+      # eval/loss (the curve) and best_eval_loss always use the periodic eval set, so a run
+      # extended later has the same curve as one run to the end at once; the verdict's
+      # final_eval_loss adds the rest of the final_eval_tokens at the last step.
+      last_eval = evals[n] = evaluate(state)
+      last_eval_tokens = tokens_per_step * t.eval_batches
       best_eval = min(best_eval, last_eval)
+      if n == t.steps and n_final_eval > t.eval_batches:
+        last_eval = final_evals[n] = evaluate(state, final=True)
+        last_eval_tokens = tokens_per_step * n_final_eval
     if signals.received is not None:
       status = "interrupted"
       break

@@ -91,10 +91,11 @@ def _ok(proc):
 
 
 def _rows(workdir):
-  """metrics.jsonl without the wall-clock fields."""
+  """metrics.jsonl without the wall-clock fields and the end-of-run evals (a run extended
+  past its first end has one at that step, which a run to the end at once has not)."""
   rows = read_metrics(os.path.join(workdir, "metrics.jsonl"))
-  clock = ("tokens_per_second", "step_seconds")
-  return [{k: v for k, v in r.items() if k not in clock} for r in rows]
+  skip = ("tokens_per_second", "step_seconds", "eval/final_loss")
+  return [{k: v for k, v in r.items() if k not in skip} for r in rows]
 
 
 def _summary(workdir):
