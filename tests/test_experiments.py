@@ -274,7 +274,7 @@ def test_run_state_skips_only_finished_runs_of_the_same_config(tmp_path):
 
 
 def test_changed_keys_compares_only_what_results_depend_on(monkeypatch):
-  point = sweep.parse_points([{"config": "configs/smoke.py"}])[0]
+  point = sweep.parse_points([{"config": "configs/postnorm_96L.py"}])[0]
   _, expected = sweep.resolve(point, {}, None)
   recorded = json.loads(json.dumps(expected))
   assert sweep.changed_keys(recorded, expected) == []
