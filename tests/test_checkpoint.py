@@ -300,10 +300,8 @@ def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
   config = _config().to_dict()
   old = ckpt_lib.frozen_config(config)
   for key, default in ckpt_lib.ADDED_KEYS.items():
-    assert old[key] == default, (
-      key
-    )  # the schema's default  # a checkpoint written before the keys existed
-    del old[key]
+    assert old[key] == default, key  # the schema's default
+    del old[key]  # as in a checkpoint written before the key existed
   meta = {"frozen_config": old, "leaves": {}}
   ckpt_lib.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
   changed = _config(model__hyperconn_rate=2).to_dict()
