@@ -27,20 +27,25 @@ def get_config() -> config_dict.ConfigDict:
   m.tie_embeddings = True  # head = embedding^T
   m.qk_norm = False  # RMSNorm on queries and keys per head
   m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | none
-  m.norm_position = "post"  # post | pre | peri | none
+  m.norm_position = "post"  # post | pre | peri | none | subln | lnscale | mix (docs/variants.md)
   m.final_norm = "auto"  # auto | true | false (auto: on for pre/peri, off for post/none)
-  m.residual = "add"  # add | deepnorm | scaled | rezero | layerscale | gated | none
+  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn
+  m.residual = "add"
   m.block = "sequential"  # sequential | parallel
-  m.init = "xavier"  # xavier | normal | gpt2 | deepnorm
+  m.init = "xavier"  # xavier | normal | gpt2 | deepnorm | magneto
   m.norm_eps = 1e-5
   m.residual_alpha = placeholder(float)  # deepnorm alpha; unset: (2N)^(1/4)
   m.branch_scale = placeholder(float)  # scaled residual s; unset: 1/sqrt(2N)
   m.rezero_init = 0.0  # ReZero scalar init
   m.layerscale_init = 1e-4  # LayerScale per-channel init (CaiT: 1e-5 at 24 layers)
-  m.init_beta = placeholder(float)  # deepnorm init beta; unset: (8N)^(-1/4)
+  # deepnorm init beta; unset: (8N)^(-1/4). magneto's gamma; unset: sqrt(ln 2N).
+  m.init_beta = placeholder(float)
   m.init_std = 0.02  # std of the normal and gpt2 rules
   m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
   m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
+  m.mixln_post_fraction = 0.25  # mix: the first floor(fraction * N) layers are Post-LN
+  m.hyperconn_rate = 4  # hyperconn: n copies of the residual stream (expansion rate)
+  m.hyperconn_dynamic = False  # hyperconn: add the input-dependent (dynamic) weights
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300

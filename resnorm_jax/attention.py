@@ -13,7 +13,7 @@ from flax import nnx
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
-from resnorm_jax.norms import RMSNorm
+from resnorm_jax.norms import RMSNorm, config_norm
 
 
 def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
@@ -70,6 +70,8 @@ class Attention(nnx.Module):
       self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
     else:
       self.q_norm = self.k_norm = None
+    # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
+    self.sub_norm = config_norm(cfg, d) if cfg.norm_position == "subln" else None
 
   def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
     b, t, d = x_BxTxD.shape
@@ -90,4 +92,7 @@ class Attention(nnx.Module):
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     probs = softmax(scores_BxHxTxS).astype(v.dtype)
     ctx_BxTxHxK = jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)
-    return self.out(ctx_BxTxHxK.reshape(b, t, d))
+    ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
+    if self.sub_norm is not None:
+      ctx_BxTxD = self.sub_norm(ctx_BxTxD)
+    return self.out(ctx_BxTxD)

@@ -36,6 +36,14 @@ from resnorm_jax.train_step import TrainState
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
 FROZEN_KEYS = ("seed", "data.source", "data.path", "train.batch_size", "train.seq_len")
+# Model keys added after checkpoints were written, each with the default that reproduces the
+# runs that predate it: a checkpoint whose config lacks one is read as having that value, so
+# an interrupted run still resumes with the new code (issue 18's variants).
+ADDED_KEYS = {
+  "model.mixln_post_fraction": 0.25,
+  "model.hyperconn_rate": 4,
+  "model.hyperconn_dynamic": False,
+}
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
@@ -274,7 +282,7 @@ class Checkpointer:
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
   frozen = frozen_config(config_dict)
-  saved_frozen = meta.get("frozen_config", {})
+  saved_frozen = {**ADDED_KEYS, **meta.get("frozen_config", {})}
   changed = changed_keys(saved_frozen, frozen)
   if changed:
     raise ValueError(

@@ -6,10 +6,13 @@ import dataclasses
 from typing import Any
 
 from resnorm_jax import residual as residual_lib
-from resnorm_jax.initializers import INITS
+from resnorm_jax.initializers import INITS, magneto_gamma
 from resnorm_jax.norms import NORMS
 
-POSITIONS = ("post", "pre", "peri", "none")
+# subln, lnscale, mix: resnorm_jax/block.py and docs/variants.md.
+POSITIONS = ("post", "pre", "peri", "none", "subln", "lnscale", "mix")
+# Placements with a norm in front of each branch: a final norm before the head when auto.
+PRE_LIKE = ("pre", "peri", "subln", "lnscale", "mix")
 FINAL_NORMS = ("auto", "true", "false")
 BLOCKS = ("sequential", "parallel")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -58,6 +61,9 @@ class ModelConfig:
   init_std: float = 0.02
   batchnorm_momentum: float = 0.99
   dyt_alpha_init: float = 0.5
+  mixln_post_fraction: float = 0.25
+  hyperconn_rate: int = 4
+  hyperconn_dynamic: bool = False
   remat: str = "none"
   scan_unroll: int = 1
   dtype: str = "float32"
@@ -87,6 +93,14 @@ class ModelConfig:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
     if not self.norm_eps > 0:
       raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
+    if not 0.0 <= self.mixln_post_fraction <= 1.0:
+      raise ValueError(f"model.mixln_post_fraction={self.mixln_post_fraction!r} not in [0, 1]")
+    _positive("model.hyperconn_rate", self.hyperconn_rate)
+    if self.residual == "hyperconn" and self.norm_position in ("post", "mix"):
+      raise ValueError(
+        f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
+        f"the n streams); model.norm_position={self.norm_position!r} normalizes the stream"
+      )
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
 
@@ -98,12 +112,17 @@ def model_config_from(config: Any) -> ModelConfig:
   _positive("model.num_layers", n)
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
   if final == "auto":
-    final_norm = m.norm_position in ("pre", "peri")
+    final_norm = m.norm_position in PRE_LIKE
   else:
     final_norm = final == "true"
   alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)
   scale = m.branch_scale if m.branch_scale is not None else residual_lib.default_branch_scale(n)
-  beta = m.init_beta if m.init_beta is not None else residual_lib.deepnorm_beta(n)
+  if m.init_beta is not None:
+    beta = m.init_beta
+  elif m.init == "magneto":
+    beta = magneto_gamma(n)
+  else:
+    beta = residual_lib.deepnorm_beta(n)
   train = config.get("train", {})
   return ModelConfig(
     vocab_size=m.vocab_size,
@@ -131,6 +150,9 @@ def model_config_from(config: Any) -> ModelConfig:
     init_std=float(m.init_std),
     batchnorm_momentum=float(m.batchnorm_momentum),
     dyt_alpha_init=float(m.dyt_alpha_init),
+    mixln_post_fraction=float(m.get("mixln_post_fraction", 0.25)),
+    hyperconn_rate=m.get("hyperconn_rate", 4),
+    hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
     remat=train.get("remat", "none"),
     scan_unroll=train.get("scan_unroll", 1),
     dtype=train.get("dtype", "float32"),

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from ml_collections import ConfigDict
 
+from resnorm_jax import admin, optim
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import cli, optim
 from resnorm_jax import data as data_lib
@@ -110,7 +111,10 @@ def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
   """The run's config plus the constants the model resolved (alpha, beta, final norm) and,
   when given, how the corpus was split (`data_split`: method and sizes of both splits)."""
   out = config.to_dict()
-  out["resolved_model"] = vars(model_config_from(config)).copy()
+  mcfg = model_config_from(config)
+  out["resolved_model"] = vars(mcfg).copy()
+  # Admin's profiled omegas (a pure function of the seed): {} for every other residual.
+  out["resolved_model"].update(admin.resolved(mcfg, lambda: ts.init_model(mcfg, config.seed)[0]))
   if data_split is not None:
     out["data_split"] = dict(data_split)
   return json.loads(json.dumps(out, default=str))

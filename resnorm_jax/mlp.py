@@ -11,6 +11,7 @@ from flax import nnx
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
+from resnorm_jax.norms import config_norm
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -53,6 +54,8 @@ class MLP(nnx.Module):
       else None
     )
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
+    # Sub-LN (Magneto): a norm on the hidden units, before the second matrix.
+    self.sub_norm = config_norm(cfg, f, "mlp") if cfg.norm_position == "subln" else None
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     h_BxTxF = self.ffn_in(x_BxTxD)
@@ -62,4 +65,6 @@ class MLP(nnx.Module):
       h_BxTxF = jax.nn.relu(h_BxTxF)
     else:
       h_BxTxF = jax.nn.silu(self.ffn_gate(x_BxTxD)) * h_BxTxF
+    if self.sub_norm is not None:
+      h_BxTxF = self.sub_norm(h_BxTxF)
     return self.ffn_out(h_BxTxF)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax import admin, hyperconn
 from resnorm_jax.attention import rope_tables
 from resnorm_jax.block import Block, rms
 from resnorm_jax.config_types import ModelConfig
@@ -29,8 +30,8 @@ def init_rule(cfg: ModelConfig) -> InitRule:
   return InitRule(cfg.init, cfg.num_layers, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
 
 
-def _block_body(x_BxTxD, layer: Block, rope):
-  return layer(x_BxTxD, rope)
+def _block_body(x_BxTxD, layer: Block, rope, index):
+  return layer(x_BxTxD, rope, index)
 
 
 class Transformer(nnx.Module):
@@ -52,12 +53,13 @@ class Transformer(nnx.Module):
         else None
       )
 
+      # The layer index is vmapped data: hyper-connections initialize from it.
       @nnx.split_rngs(splits=cfg.num_layers)
-      @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
-      def make_layers(rngs: nnx.Rngs) -> Block:
-        return Block(cfg, rule, rngs)
+      @nnx.vmap(in_axes=(0, 0), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+      def make_layers(rngs: nnx.Rngs, index: jax.Array) -> Block:
+        return Block(cfg, rule, rngs, index)
 
-      self.layers = make_layers(rngs)
+      self.layers = make_layers(rngs, jnp.arange(cfg.num_layers, dtype=jnp.int32))
       _name_layer_axis(self.layers)
       self.final_norm = (
         make_norm(
@@ -75,6 +77,16 @@ class Transformer(nnx.Module):
         if cfg.tie_embeddings
         else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
       )
+    if cfg.residual == "admin":  # Admin's two stages: profile the branches, then set omega
+      admin.initialize_omega(self, rngs.params())
+
+  def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
+    """The stack's input [B, T, D] in the compute dtype: scaled token rows plus positions."""
+    t = tokens_BxT.shape[1]
+    x = self.embed(tokens_BxT) * self.embed_scale
+    if self.pos_embed is not None:
+      x = x + self.pos_embed.embedding[:t][None]
+    return x.astype(COMPUTE_DTYPES[self.cfg.dtype])
 
   def __call__(self, tokens_BxT: jax.Array, *, scan: bool = True):
     """Returns (logits [B,T,V] float32, stats); stats["layers"] holds per-layer [L] arrays."""
@@ -82,13 +94,13 @@ class Transformer(nnx.Module):
     b, t = tokens_BxT.shape
     if t > cfg.max_seq_len and cfg.position == "learned":
       raise ValueError(f"sequence length {t} > model.max_seq_len={cfg.max_seq_len}")
-    dtype = COMPUTE_DTYPES[cfg.dtype]
-    x = self.embed(tokens_BxT) * self.embed_scale
-    if self.pos_embed is not None:
-      x = x + self.pos_embed.embedding[:t][None]
-    x = x.astype(dtype)
+    x = self.embed_tokens(tokens_BxT)
     rope = rope_tables(t, cfg.head_dim) if cfg.position == "rope" else None
+    if cfg.residual == "hyperconn":
+      x = hyperconn.expand(x, cfg.hyperconn_rate)
     x, layer_stats = self.run_stack(x, rope) if scan else self.run_loop(x, rope)
+    if cfg.residual == "hyperconn":
+      x = hyperconn.collapse(x)
     stats = {"layers": layer_stats}
     if self.final_norm is not None:
       stats["final_norm_in_rms"] = rms(x)
@@ -107,8 +119,8 @@ class Transformer(nnx.Module):
       body = nnx.remat(body, policy=REMAT_POLICIES[self.cfg.remat], prevent_cse=False)
     # unroll >= L: straight-line code, no while loop and no stacked per-layer activations.
     unroll = min(self.cfg.scan_unroll, self.cfg.num_layers)
-    scan = nnx.scan(body, in_axes=(nnx.Carry, 0, None), out_axes=(nnx.Carry, 0), unroll=unroll)
-    return scan(x_BxTxD, self.layers, rope)
+    scan = nnx.scan(body, in_axes=(nnx.Carry, 0, None, 0), out_axes=(nnx.Carry, 0), unroll=unroll)
+    return scan(x_BxTxD, self.layers, rope, jnp.arange(self.cfg.num_layers, dtype=jnp.int32))
 
   def run_loop(self, x_BxTxD: jax.Array, rope):
     """The same stack as a Python loop over layer slices (a reference for tests)."""
@@ -116,7 +128,7 @@ class Transformer(nnx.Module):
     per_layer, layer_stats = [], []
     for i in range(self.cfg.num_layers):
       layer = nnx.merge(graphdef, jax.tree.map(lambda a, i=i: a[i], state))
-      x_BxTxD, st = layer(x_BxTxD, rope)
+      x_BxTxD, st = layer(x_BxTxD, rope, jnp.int32(i))
       per_layer.append(st)
       layer_stats.append(nnx.state(layer, nnx.BatchStat))
     # The merged slices are copies: write their batchnorm updates back, as the scan does.

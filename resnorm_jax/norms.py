@@ -175,12 +175,13 @@ def make_norm(
   eps: float = 1e-5,
   batchnorm_momentum: float = 0.99,
   dyt_alpha_init: float = 0.5,
+  axis: str | None = "embed",
 ) -> nnx.Module:
   """Builds the norm called `name`; raises ValueError on an unknown name."""
   if name == "layernorm":
-    return LayerNorm(dim, eps)
+    return LayerNorm(dim, eps, axis)
   if name == "rmsnorm":
-    return RMSNorm(dim, eps)
+    return RMSNorm(dim, eps, axis)
   if name == "batchnorm":
     return BatchNorm(dim, eps, batchnorm_momentum)
   if name == "dyt":
@@ -188,3 +189,15 @@ def make_norm(
   if name == "none":
     return Identity()
   raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(NORMS)}")
+
+
+def config_norm(cfg, dim: int, axis: str | None = "embed") -> nnx.Module:
+  """make_norm(cfg.norm, dim) with the model config's eps and norm constants."""
+  return make_norm(
+    cfg.norm,
+    dim,
+    eps=cfg.norm_eps,
+    batchnorm_momentum=cfg.batchnorm_momentum,
+    dyt_alpha_init=cfg.dyt_alpha_init,
+    axis=axis,
+  )

@@ -315,6 +315,19 @@ def test_frozen_config_ignores_run_length_and_cadence():
   ]
 
 
+def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
+  config = _config().to_dict()
+  old = ckpt_lib.frozen_config(config)
+  for key, default in ckpt_lib.ADDED_KEYS.items():
+    assert old[key] == default, key  # the schema's default
+    del old[key]  # as in a checkpoint written before the key existed
+  meta = {"frozen_config": old, "leaves": {}}
+  ckpt_lib.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
+  changed = _config(model__hyperconn_rate=2).to_dict()
+  with pytest.raises(ValueError, match=r"model\.hyperconn_rate \(4 -> 2\)"):
+    ckpt_lib.check_compatible(meta, changed, {}, "ckpt")
+
+
 # --- divergence and signals ----------------------------------------------------------------
 
 

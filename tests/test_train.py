@@ -166,17 +166,38 @@ def test_required_configs_exist():
     "parallel_96L",
     "batchnorm_96L",
     "noresidual_96L",
+    "subln_96L",
+    "admin_96L",
+    "mixln_96L",
+    "lnscale_96L",
+    "hyperconn_96L",
   }
   assert required <= set(NAMED)
 
 
-@pytest.mark.parametrize("name", ["deepnorm_96L", "batchnorm_96L", "rmsnorm_prenorm_96L"])
+@pytest.mark.parametrize(
+  "name",
+  [
+    "deepnorm_96L",
+    "batchnorm_96L",
+    "rmsnorm_prenorm_96L",
+    "subln_96L",
+    "admin_96L",
+    "mixln_96L",
+    "lnscale_96L",
+    "hyperconn_96L",
+  ],
+)
 def test_named_config_smoke_runs(name, tmp_path):
   """The named configs' wiring runs end to end at smoke scale (in process, fast)."""
   from resnorm_jax import loop
 
   summary = loop.run(load_config(name, "smoke"), str(tmp_path))
   assert summary["status"] == "completed" and math.isfinite(summary["final_eval_loss"])
+  if name == "admin_96L":  # the profiled omegas are recorded: 1 first, then growing
+    omega = json.load(open(tmp_path / "config.json"))["resolved_model"]["admin_omega"]
+    flat = [w for row in omega for w in row]
+    assert flat[0] == 1.0 and all(b > a for a, b in zip(flat[:-1], flat[1:], strict=True)), omega
 
 
 def test_the_loop_evaluates_on_the_held_out_split(tmp_path):

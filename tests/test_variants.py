@@ -101,3 +101,27 @@ def test_batchnorm_train_mode_leaks_the_future():
   assert float(jnp.abs(model.layers.norms["attn"].mean[...]).max()) > 0
   set_mode(model, train=False)
   assert_causal(model)
+
+
+# The post-DeepNet variants (docs/variants.md), each with the axes it is meant for and a few
+# neighbours; their formulas are checked against NumPy in test_later_variants.py.
+LATER = [
+  dict(norm_position="subln", init="magneto"),
+  dict(norm_position="subln", init="magneto", norm="rmsnorm", block="parallel"),
+  dict(norm_position="post", residual="admin"),
+  dict(norm_position="post", residual="admin", block="parallel"),
+  dict(norm_position="mix", mixln_post_fraction=0.5),
+  dict(norm_position="mix", mixln_post_fraction=0.5, norm="rmsnorm", block="parallel"),
+  dict(norm_position="lnscale"),
+  dict(norm_position="lnscale", block="parallel", init="gpt2"),
+  dict(norm_position="pre", residual="hyperconn"),
+  dict(norm_position="pre", residual="hyperconn", hyperconn_dynamic=True, block="parallel"),
+  dict(norm_position="subln", residual="hyperconn", hyperconn_rate=2),
+]
+
+
+@pytest.mark.parametrize("model", LATER, ids=lambda m: "-".join(f"{v}" for v in m.values()))
+def test_later_variant_builds_finite_and_causal(model):
+  built = _build(**model)  # 2 layers: mix at 0.5 has one Post-LN and one Pre-LN layer
+  set_mode(built, train=False)
+  assert_causal(built)
