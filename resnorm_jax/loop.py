@@ -22,9 +22,8 @@ import jax
 import numpy as np
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, optim
+from resnorm_jax import admin, cli, optim
 from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import cli, optim
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
 from resnorm_jax import sharding as shard_lib
