@@ -41,6 +41,9 @@ def get_config() -> config_dict.ConfigDict:
   m.init_std = 0.02  # std of the normal and gpt2 rules
   m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
   m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
+  # dense (einsums, probabilities materialised: every earlier run) | fused
+  # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
+  m.attention = "dense"
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300
