@@ -36,6 +36,9 @@ from resnorm_jax.train_step import TrainState
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
 FROZEN_KEYS = ("seed", "data.source", "data.path", "train.batch_size", "train.seq_len")
+# Frozen keys added after checkpoints were written, with the value that reproduces those
+# runs: a checkpoint that predates a key resumes while the run keeps that value.
+ADDED_KEYS: dict[str, Any] = {"model.attention": "dense", "data_fingerprint": None}
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
@@ -274,7 +277,8 @@ class Checkpointer:
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
   frozen = frozen_config(config_dict)
-  saved_frozen = meta.get("frozen_config", {})
+  # A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it.
+  saved_frozen = {**ADDED_KEYS, **meta.get("frozen_config", {})}
   changed = changed_keys(saved_frozen, frozen)
   if changed:
     raise ValueError(

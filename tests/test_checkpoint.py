@@ -296,6 +296,22 @@ def test_frozen_config_ignores_run_length_and_cadence():
   ]
 
 
+def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_value():
+  """A checkpoint written before model.attention existed resumes with attention=dense (what
+  it ran), and is refused with attention=fused, naming the key."""
+  config = _config()
+  abstract = _abstract(config)
+  frozen = ckpt_lib.frozen_config(config.to_dict())
+  old = {k: v for k, v in frozen.items() if k not in ckpt_lib.ADDED_KEYS}
+  assert "model.attention" in frozen and "model.attention" not in old
+  leaves = {k: [*v, 0] for k, v in ckpt_lib._abstract_table(abstract).items()}
+  meta = {"frozen_config": old, "leaves": leaves}
+  ckpt_lib.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  fused = _config(model__attention="fused").to_dict()
+  with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
+    ckpt_lib.check_compatible(meta, fused, abstract, "ckpt")
+
+
 # --- divergence and signals ----------------------------------------------------------------
 
 
