@@ -284,6 +284,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     t_last += time.time() - t0
     return loss
 
+  devices = shard_lib.device_info()  # platform, kind and counts: a CPU fallback shows
   compile_start = time.time()
   compiled = step_fn.lower(state, batch_at(start)).compile()
   compile_seconds = time.time() - compile_start
@@ -292,7 +293,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
     f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
-    f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
+    f"mesh {dict(mesh.shape)} on {shard_lib.describe_devices(devices)}; "
+    f"attention {mcfg.attention}; compiled in {compile_seconds:.1f}s; "
     f"unigram entropy {unigram:.3f} nats (held-out {heldout_unigram:.3f}); "
     f"{corpus.description}",
     flush=True,
@@ -415,6 +417,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     "wall_seconds": time.time() - wall_start,
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
+    "devices": devices,
   }
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   if is_main:

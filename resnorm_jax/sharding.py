@@ -187,6 +187,31 @@ def global_batch(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
   return jax.make_array_from_process_local_data(sharding, local, global_shape)
 
 
+def device_info(devices: Sequence[jax.Device] | None = None) -> dict:
+  """What the run got: platform, device kind(s), device count and process count.
+
+  A job that silently fell back to CPU (no CUDA plugin, a TPU runtime that did not start)
+  shows it here, in the start-up line and in summary.json.
+  """
+  devices = list(devices if devices is not None else jax.devices())
+  kinds = sorted({d.device_kind for d in devices})
+  return {
+    "platform": devices[0].platform,
+    "device_kind": ", ".join(kinds),
+    "device_count": len(devices),
+    "process_count": len({d.process_index for d in devices}),
+  }
+
+
+def describe_devices(info: dict) -> str:
+  """'gpu: 16 x NVIDIA H100 80GB HBM3 in 2 processes'."""
+  n = info["process_count"]
+  return (
+    f"{info['platform']}: {info['device_count']} x {info['device_kind']} in {n} "
+    f"process{'es' if n > 1 else ''}"
+  )
+
+
 # Environment variables that say "this process is one of several" (jax auto-detects the rest).
 _CLUSTER_ENV = ("JAX_COORDINATOR_ADDRESS", "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
 _COUNT_ENV = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE")  # multi-process only when > 1
