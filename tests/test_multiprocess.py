@@ -9,7 +9,6 @@ collectively by both. The reference is one process on one device with the same g
 
 import json
 import os
-import shlex
 import socket
 import subprocess
 import sys
@@ -206,71 +205,3 @@ def test_distributed_initialize_refuses_bad_value():
   cfg.initialize = "yes"
   with pytest.raises(ValueError, match="auto, true, false"):
     sharding.maybe_initialize_distributed(cfg)
-
-
-# --- cluster launchers: what they would run ---------------------------------------------------
-
-PAPER = "configs/postnorm_96L.py:paper"
-TRAIN = ["-m", "experiments.train", f"--config={PAPER}"]
-
-
-def _script(args, env=None):
-  return subprocess.run(
-    ["bash", *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=30,
-    env={**os.environ, **(env or {})},
-  )
-
-
-def test_tpu_vm_launcher_dry_run():
-  override = "--config.name=it's a test"  # a space and a quote survive two shells
-  proc = _script(
-    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name", "my-tpu", "--zone=us-central2-b",
-     "--workdir=/mnt/shared/run", PAPER, "--config.train.steps=10", override]
-  )  # fmt: skip
-  assert proc.returncode == 0, proc.stderr
-  argv = shlex.split(proc.stdout)
-  assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "my-tpu"]
-  assert argv[6:9] == ["--zone", "us-central2-b", "--worker=all"]
-  remote = shlex.split(argv[argv.index("--command") + 1])
-  assert remote[:4] == ["cd", "~/resnorm_jax", "&&", ".venv/bin/python"]
-  assert remote[4:] == [
-    *TRAIN,
-    "--workdir=/mnt/shared/run",
-    "--config.dist.initialize=true",
-    "--config.train.steps=10",
-    override,
-  ]
-  # Without --workdir, one run folder is chosen here for all workers.
-  proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", PAPER])
-  assert "--workdir=runs/postnorm_96L-paper-" in proc.stdout
-  for bad in (["configs/nope.py"], [PAPER, "steps=3"], []):
-    proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", *bad])
-    assert proc.returncode == 2 and "error" in proc.stderr, bad
-
-
-@pytest.mark.parametrize("tasks", ["gpu", "node"])
-def test_slurm_script_dry_run(tasks):
-  proc = _script(
-    ["scripts/slurm_gpu.sbatch", PAPER, "--config.opt.lr=1e-4"],
-    {"DRY_RUN": "1", "TASKS": tasks, "SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "8"},
-  )
-  assert proc.returncode == 0, proc.stderr
-  argv = shlex.split(proc.stdout)
-  if tasks == "node":  # one process drives the node's 8 GPUs
-    assert argv.pop(0) == "JAX_LOCAL_DEVICE_IDS=0,1,2,3,4,5,6,7"
-  per_node = {"gpu": "8", "node": "1"}[tasks]
-  assert argv[:3] == ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}"]
-  assert argv[4:] == [
-    *TRAIN,
-    "--workdir=runs/postnorm_96L-paper-77",
-    "--config.dist.initialize=true",
-    "--config.opt.lr=1e-4",
-  ]
-  header = open(os.path.join(ROOT, "scripts", "slurm_gpu.sbatch")).read()
-  assert "#SBATCH --gpus-per-node=8" in header and "#SBATCH --nodes=2" in header
-  outside = _script(["scripts/slurm_gpu.sbatch", PAPER], {"SLURM_JOB_ID": ""})
-  assert outside.returncode == 2 and "sbatch" in outside.stderr
