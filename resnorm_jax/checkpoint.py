@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from resnorm_jax.train_step import TrainState
 
@@ -42,6 +42,11 @@ ADDED_KEYS: dict[str, Any] = {"model.attention": "dense", "data_fingerprint": No
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
+
+
+def absolute(path: str) -> str:
+  """A local path made absolute; a URL (gs://bucket/...) as given (abspath would mangle it)."""
+  return path if "://" in path else os.path.abspath(path)
 
 
 class CheckpointError(ValueError):
@@ -144,7 +149,7 @@ class Checkpointer:
   """CheckpointManager wrapper: async save, latest-good restore with fallback."""
 
   def __init__(self, directory: str, *, keep: int = 2, async_save: bool = True):
-    self.directory = os.path.abspath(directory)
+    self.directory = absolute(directory)  # a local folder or gs://..., through etils.epath
     self.save_seconds: list[float] = []  # time each save() blocked the caller
     self.unfinished = _unfinished(self.directory)  # saves cut short by a kill: removed now
     for name in self.unfinished:
@@ -182,8 +187,7 @@ class Checkpointer:
     return sorted(self.manager.all_steps())
 
   def _read_meta(self, step: int) -> dict:
-    step_dir = os.path.join(self.directory, str(step))
-    if not os.path.exists(os.path.join(step_dir, COMMIT_MARKER)):
+    if not (epath.Path(self.directory) / str(step) / COMMIT_MARKER).exists():
       raise FileNotFoundError(f"no {COMMIT_MARKER}: the checkpoint was never committed")
     meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
     meta = dict(meta["meta"])
@@ -258,11 +262,11 @@ class Checkpointer:
     """Moves damaged step dirs aside (kept for inspection), so new saves can take the step."""
     self.manager.wait_until_finished()
     if jax.process_index() == 0:
-      dest_root = os.path.join(self.directory, DAMAGED_DIR)
-      os.makedirs(dest_root, exist_ok=True)
+      dest_root = epath.Path(self.directory) / DAMAGED_DIR
+      dest_root.mkdir(parents=True, exist_ok=True)
       for step in steps:
-        dest = os.path.join(dest_root, f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.move(os.path.join(self.directory, str(step)), dest)
+        dest = dest_root / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+        (epath.Path(self.directory) / str(step)).rename(dest)
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 
@@ -299,9 +303,10 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
 
 
 def _unfinished(directory: str) -> list[str]:
-  if not os.path.isdir(directory):
+  path = epath.Path(directory)
+  if not path.is_dir():
     return []
-  return sorted(n for n in os.listdir(directory) if TMP_MARKER in n)
+  return sorted(p.name for p in path.iterdir() if TMP_MARKER in p.name)
 
 
 def checkpoint_bytes(directory: str, step: int) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax import checkpoint as ckpt_lib
@@ -98,10 +99,10 @@ def _fmt_time(seconds: float) -> str:
 
 
 def _write_json(path: str, obj: Any) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(obj, f, indent=2, sort_keys=True, default=str)
-  os.replace(tmp, path)
+  """Writes then renames (a local folder or gs://..., through etils.epath)."""
+  tmp = epath.Path(path + ".tmp")
+  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+  tmp.replace(path)
 
 
 def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
@@ -210,7 +211,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     workdir = default_workdir(config)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   is_main = pidx == 0
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
   heldout_unigram = data_lib.heldout_unigram_entropy(corpus.train, corpus.val, mcfg.vocab_size)
 
@@ -240,7 +241,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
   else:
     state = jax.jit(init_fn, out_shardings=shardings)()
     start = 0
-    if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+    if epath.Path(workdir, "metrics.jsonl").exists():
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
   if is_main:
     _write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
