@@ -103,6 +103,9 @@ def get_config() -> config_dict.ConfigDict:
   dist.coordinator_address = ""  # host:port of process 0 (empty: from the environment)
   dist.num_processes = 0  # 0: from the environment
   dist.process_id = -1  # -1: from the environment
+  # A process that stops sending heartbeats this long (killed, host lost) ends every other
+  # process with an error instead of leaving it in a collective forever; 0: JAX's (100 s).
+  dist.heartbeat_timeout_seconds = 0
   return c
 
 

@@ -145,6 +145,20 @@ def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
   return registry
 
 
+class _Manager(ocp.CheckpointManager):
+  """orbax's manager, minus its own questions to JAX's preemption sync point.
+
+  The protocol takes the last step each process asked about as that process's position;
+  orbax asks from its save-finalize thread with the step it just wrote, possibly behind the
+  training loop, and the agreed stop step could then be one the loop has already passed
+  (no stop, or some processes stop and the others wait). The loop alone asks, every step
+  (resnorm_jax/preemption.py); saves are forced when it stops.
+  """
+
+  def reached_preemption(self, step: int) -> bool:
+    return False
+
+
 class Checkpointer:
   """CheckpointManager wrapper: async save, latest-good restore with fallback."""
 
@@ -154,7 +168,7 @@ class Checkpointer:
     self.unfinished = _unfinished(self.directory)  # saves cut short by a kill: removed now
     for name in self.unfinished:
       print(f"removing unfinished checkpoint {name} (its save was cut short)", flush=True)
-    self.manager = ocp.CheckpointManager(
+    self.manager = _Manager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
         max_to_keep=max(1, keep),

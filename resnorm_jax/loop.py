@@ -4,7 +4,8 @@ Order of work: validate everything (config, data, mesh) before anything compiles
 or initialize the sharded state; compile the step ahead of time (timed); then train,
 reading the device back once per step (one step behind) and writing metrics, TensorBoard,
 checkpoints and summary.json. Divergence ends the run with status "diverged" (a result,
-not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted".
+not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted" (with
+several processes, at the same step on all: resnorm_jax/preemption.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import functools
 import json
 import math
 import os
-import signal
 import time
 from typing import Any
 
@@ -24,7 +24,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
-from resnorm_jax import optim
+from resnorm_jax import optim, preemption
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
@@ -54,41 +54,6 @@ def validate_train(config: ConfigDict) -> None:
       f"train.seq_len={t.seq_len} exceeds model.max_seq_len="
       f"{config.model.max_seq_len} (the learned position table)"
     )
-
-
-class _Signals:
-  """First SIGTERM/SIGINT asks the loop to save and stop; a second one exits at once.
-
-  After the first signal both go back to the OS default action, so the second one kills
-  the process even while it is blocked in C++ (a compile, a hung collective), where a
-  Python handler would not run until that call returns.
-  """
-
-  SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-  def __init__(self):
-    self.received: int | None = None
-    self._old = {}
-
-  def __enter__(self):
-    for sig in self.SIGNALS:
-      try:
-        self._old[sig] = signal.signal(sig, self._handle)
-      except ValueError:  # not the main thread (e.g. a notebook worker): no handlers
-        pass
-    return self
-
-  def _handle(self, signum, frame):
-    self.received = signum
-    for sig in self._old:
-      signal.signal(sig, signal.SIG_DFL)
-    print(
-      f"\nsignal {signum}: saving a checkpoint and stopping (send again to exit now)", flush=True
-    )
-
-  def __exit__(self, *exc):
-    for sig, old in self._old.items():
-      signal.signal(sig, old)
 
 
 def _fmt_time(seconds: float) -> str:
@@ -183,14 +148,15 @@ def run(config: ConfigDict, workdir: str | None = None) -> dict:
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
   """
-  with _Signals() as signals:
+  with preemption.StopSignals() as signals, preemption.exit_on_peer_failure():
     return _run(config, workdir, signals)
 
 
-def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
+def _run(config: ConfigDict, workdir: str | None, signals: preemption.StopSignals) -> dict:
   wall_start = time.time()
   keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
+  signals.after_distributed_init()  # several processes: a stop is agreed by all
   # --- validate before anything compiles -------------------------------------------------
   mcfg = model_config_from(config)
   validate_train(config)
@@ -372,7 +338,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
     t_last += time.time() - t0
 
   stop = t.steps
-  if signals.received is not None:  # signalled during setup or compilation: no training
+  if signals.should_stop(start):  # signalled during setup or compilation: no training
     status, stop = "interrupted", start
   for step in range(start, stop):
     state, metrics = compiled(state, batch_at(step))
@@ -385,7 +351,7 @@ def _run(config: ConfigDict, workdir: str | None, signals: _Signals) -> dict:
       last_eval = evals[n] = evaluate(state, final=n == t.steps)
       last_eval_tokens = tokens_per_step * (n_final_eval if n == t.steps else t.eval_batches)
       best_eval = min(best_eval, last_eval)
-    if signals.received is not None:
+    if signals.should_stop(n):  # every process stops at the same n
       status = "interrupted"
       break
     if n % t.checkpoint_every == 0 and n < t.steps:

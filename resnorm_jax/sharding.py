@@ -240,6 +240,11 @@ def maybe_initialize_distributed(dist_cfg) -> bool:
   mode = str(dist_cfg.initialize).lower()
   if mode not in ("auto", "true", "false"):
     raise ValueError(f"dist.initialize={mode!r} is not valid; valid values: auto, true, false")
+  heartbeat = dist_cfg.get("heartbeat_timeout_seconds", 0)
+  if not isinstance(heartbeat, int) or heartbeat < 0:
+    raise ValueError(
+      f"dist.heartbeat_timeout_seconds={heartbeat!r} must be an integer >= 0 (0: JAX's, 100 s)"
+    )
   if jax.distributed.is_initialized():
     return True
   asked = bool(dist_cfg.coordinator_address) or dist_cfg.num_processes > 1
@@ -256,5 +261,7 @@ def maybe_initialize_distributed(dist_cfg) -> bool:
     # All given explicitly (e.g. several CPU processes on one machine): do not let a stray
     # cluster environment (a SLURM shell) override them or restrict the local devices.
     kwargs["cluster_detection_method"] = "deactivate"
+  if heartbeat:
+    kwargs["heartbeat_timeout_seconds"] = heartbeat
   jax.distributed.initialize(**kwargs)
   return True

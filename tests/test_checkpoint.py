@@ -355,8 +355,8 @@ def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
 
 SECOND_SIGNAL = """
 import os, signal, sys, time
-from resnorm_jax.loop import _Signals
-with _Signals() as signals:
+from resnorm_jax.preemption import StopSignals
+with StopSignals() as signals:
   os.kill(os.getpid(), signal.SIGTERM)
   print("first:", signals.received, flush=True)
   os.kill(os.getpid(), signal.SIGINT)

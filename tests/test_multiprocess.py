@@ -9,6 +9,7 @@ collectively by both. The reference is one process on one device with the same g
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -47,10 +48,32 @@ def _env(cache_dir: str) -> dict:
   return env
 
 
-def _start(args: list[str], env: dict, log: str) -> subprocess.Popen:
+# experiments.train with a hook in the data pipeline: every step sleeps TEST_STEP_SLEEP
+# seconds (a stand-in for a real step's length), and the process whose environment has
+# TEST_SIGNAL_AT=step:signum sends itself that signal when it builds that step's batch.
+HOOKED_TRAIN = """
+import os, time
+from resnorm_jax import data
+at = os.environ.get("TEST_SIGNAL_AT")
+get_batch = data.get_batch
+def hooked(*args, **kwargs):
+  time.sleep(float(os.environ.get("TEST_STEP_SLEEP", "0")))
+  if at and kwargs["step"] == int(at.split(":")[0]):
+    os.kill(os.getpid(), int(at.split(":")[1]))
+  return get_batch(*args, **kwargs)
+data.get_batch = hooked
+from absl import app
+from experiments import train
+from resnorm_jax import cli
+app.run(train.main, flags_parser=cli.parse_flags_or_exit)
+"""
+
+
+def _start(args: list[str], env: dict, log: str, hooked: bool = False) -> subprocess.Popen:
   out = open(log, "w")
+  entry = ["-c", HOOKED_TRAIN] if hooked else ["-m", "experiments.train"]
   return subprocess.Popen(
-    [sys.executable, "-m", "experiments.train", *COMMON, *args],
+    [sys.executable, *entry, *COMMON, *args],
     cwd=ROOT,
     env=env,
     stdout=out,
@@ -58,7 +81,15 @@ def _start(args: list[str], env: dict, log: str) -> subprocess.Popen:
   )
 
 
-def _launch_pair(workdir: str, steps: int, env: dict, tag: str) -> list[subprocess.Popen]:
+def _launch_pair(
+  workdir: str,
+  steps: int,
+  env: dict,
+  tag: str,
+  extra: tuple[str, ...] = (),
+  env1: dict | None = None,
+) -> list[subprocess.Popen]:
+  """Two processes of one run; process 1 gets `env1` on top of `env` (and the data hook)."""
   port = _free_port()
   return [
     _start(
@@ -70,16 +101,21 @@ def _launch_pair(workdir: str, steps: int, env: dict, tag: str) -> list[subproce
         f"--config.dist.coordinator_address=127.0.0.1:{port}",
         "--config.dist.num_processes=2",
         f"--config.dist.process_id={i}",
+        *extra,
       ],
-      env,
+      {**env, **(env1 or {})} if i == 1 else env,
       f"{workdir}.{tag}.p{i}.log",
+      hooked=env1 is not None,
     )
     for i in range(2)
   ]
 
 
-def _wait(procs: list[subprocess.Popen], logs: list[str]) -> None:
-  """Waits for all; kills the rest if one fails (a lone peer would wait for its partner)."""
+def _wait(procs: list[subprocess.Popen], logs: list[str], codes=(0,)) -> None:
+  """Waits for all; kills the rest if one fails (a lone peer would wait for its partner).
+
+  `codes`: the exit status expected of each process (one value: the same for all).
+  """
   deadline = time.time() + TIMEOUT
   try:
     while any(p.poll() is None for p in procs):
@@ -91,8 +127,9 @@ def _wait(procs: list[subprocess.Popen], logs: list[str]) -> None:
       if p.poll() is None:
         p.kill()
         p.wait()
-  for p, log in zip(procs, logs, strict=True):
-    assert p.returncode == 0, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
+  codes = codes * len(procs) if len(codes) == 1 else codes
+  for p, log, code in zip(procs, logs, codes, strict=True):
+    assert p.returncode == code, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
 
 
 def _losses(workdir: str) -> tuple[list[int], np.ndarray, dict]:
@@ -205,3 +242,74 @@ def test_distributed_initialize_refuses_bad_value():
   cfg.initialize = "yes"
   with pytest.raises(ValueError, match="auto, true, false"):
     sharding.maybe_initialize_distributed(cfg)
+
+
+# --- a signal to one process: every process stops at one step ---------------------------------
+
+STOP_STEPS = 30
+# Periodic checkpoints and evals out of the way: the interruption's is the only checkpoint.
+STOP_ARGS = (
+  "--config.train.checkpoint_every=1000",
+  "--config.train.eval_every=1000",
+  "--config.train.log_every=5",
+)
+
+
+def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_path):
+  env = _env(str(tmp_path / "jax_cache"))
+  env["TEST_STEP_SLEEP"] = "0.05"  # both processes: steps as long as the agreement needs
+  ref, multi = str(tmp_path / "ref"), str(tmp_path / "multi")
+  single = _start(
+    [f"--workdir={ref}", f"--config.train.steps={STOP_STEPS}", *STOP_ARGS], env, ref + ".log"
+  )
+  pair = _launch_pair(
+    multi, STOP_STEPS, env, "first", STOP_ARGS, env1={"TEST_SIGNAL_AT": f"4:{signal.SIGTERM}"}
+  )
+  logs = [f"{multi}.first.p{i}.log" for i in range(2)]
+  _wait([*pair, single], [*logs, ref + ".log"])
+  summary = json.load(open(os.path.join(multi, "summary.json")))
+  stopped = summary["steps"]
+  print(f"\nSIGTERM to process 1 at step 4: both stopped after step {stopped}")
+  assert summary["status"] == "interrupted" and 4 < stopped < STOP_STEPS
+  assert sorted(int(n) for n in os.listdir(os.path.join(multi, "ckpt")) if n.isdigit()) == [
+    stopped
+  ]  # one checkpoint, written by both processes together, at the agreed step
+  state = os.path.join(multi, "ckpt", str(stopped), "state")
+  assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(state))
+  for log in logs:
+    text = open(log).read()
+    assert f"interrupted (interrupted): step {stopped}," in text, log
+    assert "thread=save_finalize] Reached preemption" not in text  # the loop alone asks
+  # The same command again resumes there and ends where one uninterrupted process does.
+  second = _launch_pair(multi, STOP_STEPS, env, "second", STOP_ARGS)
+  _wait(second, [f"{multi}.second.p{i}.log" for i in range(2)])
+  for i in range(2):
+    assert f"resuming from step {stopped}" in open(f"{multi}.second.p{i}.log").read()
+  ref_steps, ref_losses, _ = _losses(ref)
+  steps, losses, _ = _losses(multi)
+  assert steps == ref_steps and steps[-1] == STOP_STEPS
+  np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+  assert json.load(open(os.path.join(multi, "summary.json")))["status"] == "completed"
+
+
+def test_kill9_of_one_process_ends_the_other_with_a_message(tmp_path):
+  env = _env(str(tmp_path / "jax_cache"))
+  env["TEST_STEP_SLEEP"] = "0.05"
+  multi = str(tmp_path / "multi")
+  start = time.time()
+  pair = _launch_pair(
+    multi,
+    STOP_STEPS,
+    env,
+    "kill",
+    (*STOP_ARGS, "--config.dist.heartbeat_timeout_seconds=20"),
+    env1={"TEST_SIGNAL_AT": f"4:{signal.SIGKILL}"},
+  )
+  logs = [f"{multi}.kill.p{i}.log" for i in range(2)]
+  _wait(pair, logs, codes=(3, -signal.SIGKILL))  # preemption.EXIT_PEER_FAILED
+  elapsed = time.time() - start
+  survivor = open(logs[0]).read()
+  print(f"\nkill -9 of process 1: process 0 exited after {elapsed:.0f} s (launch included)")
+  assert "error: process 0 of 2: a step failed" in survivor
+  assert "another process died" in survivor and "run the same command again" in survivor
+  assert elapsed < TIMEOUT / 2
