@@ -12,7 +12,8 @@ every process at the same step once any process got one (the step after the larg
 process had reached). A SIGINT is passed on to the notifier as a SIGTERM to this process.
 Asking costs 0.2 us per step on this CPU, against 4.2 ms for a blocking all-gather of a flag
 (multihost_utils.process_allgather) and 7 ms for an all-reduced flag read a step later
-(docs/benchmarks.md, section 7): nothing on the device, no collective per step.
+(docs/benchmarks.md, "Agreeing on a stop across processes"): nothing on the device, no
+collective per step.
 
 A peer that dies without a word (kill -9, a lost host) makes the next collective fail
 (gloo on CPU: connection reset) or never return (NCCL); `exit_on_peer_failure` turns the
