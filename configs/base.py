@@ -16,7 +16,9 @@ def get_config() -> config_dict.ConfigDict:
   c.seed = 0  # parameter init and data order
 
   m = c.model = config_dict.ConfigDict()
-  m.vocab_size = 256  # byte-level by default
+  # byte-level by default; 0: from the data (256 for bytes; a folder made by
+  # experiments.prepare_data: its tokenizer's size padded to a multiple of 128)
+  m.vocab_size = 256
   m.num_layers = 6  # N decoder layers (each: attention + FFN sub-layer)
   m.d_model = 64
   m.num_heads = 4

@@ -35,7 +35,14 @@ from resnorm_jax.train_step import TrainState
 # the data and the batch may not. (A change that alters the optimizer state's structure,
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
-FROZEN_KEYS = ("seed", "data.source", "data.path", "train.batch_size", "train.seq_len")
+FROZEN_KEYS = (
+  "seed",
+  "data.source",
+  "data.path",
+  "data_fingerprint",  # a prepared token folder's manifest fingerprint (loop.py adds it)
+  "train.batch_size",
+  "train.seq_len",
+)
 # Frozen keys added after checkpoints were written, with the value that reproduces those
 # runs: a checkpoint that predates a key resumes while the run keeps that value.
 ADDED_KEYS: dict[str, Any] = {"model.attention": "dense", "data_fingerprint": None}

@@ -123,10 +123,19 @@ def model_config_from(
 ) -> ModelConfig:
   """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig.
 
-  `vocab_size` replaces model.vocab_size (the loop passes the one resolved from the data's
-  manifest); `platform` (default: JAX's default backend) decides what `fused` attention is.
+  model.vocab_size=0 means "from the data" (data.resolve_vocab_size: 256 for bytes, a
+  prepared folder's tokenizer padded to a multiple of 128); `vocab_size` overrides it.
+  `platform` (default: JAX's default backend) decides what `fused` attention is.
   """
   m = config.model
+  if vocab_size is None:
+    data_cfg = config.get("data")
+    if data_cfg is None:
+      vocab_size = m.vocab_size
+    else:
+      from resnorm_jax import data as data_lib  # reads at most a manifest.json
+
+      vocab_size = data_lib.resolve_vocab_size(data_cfg, m.vocab_size)
   n = m.num_layers
   _positive("model.num_layers", n)
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
@@ -148,7 +157,7 @@ def model_config_from(
   head_dim = m.d_model // m.num_heads if heads_ok else 0
   attention = resolve_attention(attention, platform, dtype, head_dim)
   return ModelConfig(
-    vocab_size=m.vocab_size if vocab_size is None else vocab_size,
+    vocab_size=vocab_size,
     num_layers=n,
     d_model=m.d_model,
     num_heads=m.num_heads,

@@ -192,6 +192,8 @@ def _run(config: ConfigDict, workdir: str | None, signals: preemption.StopSignal
   # A changed experiment is refused (ValueError naming the keys) before anything is written.
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
   config_dict = config.to_dict()
+  # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
+  config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
   try:
     restored = checkpointer.restore_latest(abstract, config_dict)
   except BaseException:
