@@ -4,6 +4,8 @@ Named experiments (configs/*.py) start from `get_config()` here and override a f
 Run: python -m experiments.train --config=configs/base.py
 """
 
+import os
+
 from ml_collections import config_dict
 
 placeholder = config_dict.placeholder
@@ -82,6 +84,7 @@ def get_config() -> config_dict.ConfigDict:
   d.path = ""  # text: file or glob; tokens: glob of .bin shards (train), see val_path
   d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
   d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
+  d.allow_stdlib = True  # false (the :paper scale): data.source=stdlib is refused
 
   mesh = c.mesh = config_dict.ConfigDict()
   mesh.data = -1  # data-parallel axis size; -1: the rest of the devices
@@ -119,6 +122,7 @@ MOVED_KEYS: dict[str, str] = {}
 # CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
 # bfloat16, a large batch, many steps) and `smoke` (seconds: wiring checks in tests).
 SCALES = ("cpu", "paper", "smoke")
+DATA_ENV = "RESNORM_DATA"  # the prepared token folder the :paper scale trains on
 
 
 def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dict.ConfigDict:
@@ -153,6 +157,14 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.train.eval_batches = 16
     c.opt.lr = 5e-4
     c.mesh.data, c.mesh.fsdp = 1, -1  # shard params and optimizer state over all devices
+    # Real text: a folder made by experiments.prepare_data (e.g. FineWeb-Edu in GPT-2
+    # tokens), named by RESNORM_DATA or --config.data.path; the vocabulary is its
+    # tokenizer's (GPT-2: 50257, padded to 50304). The stdlib corpus (31 MB: 50k steps of
+    # 131k tokens see it ~200 times) only with --config.data.source=stdlib
+    # --config.data.allow_stdlib=true.
+    c.data.source, c.data.path = "tokens", os.environ.get(DATA_ENV, "")
+    c.data.allow_stdlib = False
+    c.model.vocab_size = 0
   else:  # smoke
     c.model.num_layers = min(num_layers, 2)
     c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32

@@ -60,6 +60,14 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
       f"model.vocab_size={vocab_size} is too small for the byte-level source {source!r}: "
       f"bytes need {BYTE_VOCAB}"
     )
+  if source == "stdlib" and not getattr(data_cfg, "allow_stdlib", True):
+    raise DataError(
+      "data.source='stdlib' is refused by this config (the paper scale: a 31 MB corpus seen "
+      "hundreds of times). Train on real text: python -m experiments.prepare_data, then "
+      "RESNORM_DATA=DIR or --config.data.source=tokens --config.data.path=DIR; or pass "
+      "--config.data.allow_stdlib=true to train on the stdlib corpus anyway"
+    )
+  _require_tokens_path(data_cfg)
   val_path = getattr(data_cfg, "val_path", "") or ""
   val_fraction = float(data_cfg.val_fraction)
   if not val_path and not 0.0 < val_fraction < 1.0:
@@ -79,6 +87,15 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
         f"train.seq_len={seq_len} needs at least {seq_len + 1}"
       )
   return corpus
+
+
+def _require_tokens_path(data_cfg: Any) -> None:
+  if data_cfg.source == "tokens" and not data_cfg.path:
+    raise DataError(
+      "data.source='tokens' and data.path is empty: give a folder made by "
+      "experiments.prepare_data (or a glob of .bin shards) with --config.data.path=DIR, or, "
+      "for the :paper configs, RESNORM_DATA=DIR"
+    )
 
 
 def _load_stdlib(val_fraction: float) -> Corpus:
@@ -266,6 +283,7 @@ def resolve_vocab_size(data_cfg: Any, vocab_size: int) -> int:
     raise DataError(f"model.vocab_size={vocab_size!r} must be a positive integer, or 0")
   found = manifest_vocab_size(data_cfg)
   if vocab_size == 0:
+    _require_tokens_path(data_cfg)
     if data_cfg.source in ("stdlib", "text"):
       return BYTE_VOCAB
     if found is None:

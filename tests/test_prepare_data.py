@@ -215,3 +215,30 @@ def test_prepare_refuses_an_existing_folder_and_a_missing_datasets_library(texts
   if importlib.util.find_spec("datasets") is None:  # never download in a test
     with pytest.raises(ValueError, match="requirements-data.txt"):
       prepare.hf_documents("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "text")
+
+
+def _paper_config():
+  path = os.path.join(ROOT, "configs", "postnorm_96L.py")
+  spec = importlib.util.spec_from_file_location("_paper_postnorm", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config("paper")
+
+
+def test_paper_scale_trains_on_resnorm_data_and_refuses_stdlib(texts, tmp_path, monkeypatch):
+  _prepare(texts, tmp_path / "p", "train:300")
+  monkeypatch.setenv(base.DATA_ENV, str(tmp_path / "p"))
+  c = _paper_config()
+  assert (c.data.source, c.data.path, c.model.vocab_size) == ("tokens", str(tmp_path / "p"), 0)
+  assert model_config_from(c).vocab_size == 384
+  corpus = data.load_corpus(c.data, 384, c.train.seq_len)
+  assert corpus.split["manifest"]["tokenizer"] == "train:300"
+  monkeypatch.delenv(base.DATA_ENV)
+  c = _paper_config()
+  with pytest.raises(data.DataError, match="RESNORM_DATA=DIR"):
+    model_config_from(c)
+  c.data.source, c.model.vocab_size = "stdlib", 0
+  with pytest.raises(data.DataError, match="allow_stdlib=true"):
+    data.load_corpus(c.data, 256, c.train.seq_len)
+  c.data.allow_stdlib = True  # asked for explicitly: the stdlib corpus at paper scale
+  assert data.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
