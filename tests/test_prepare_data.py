@@ -174,6 +174,8 @@ def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
   proc = run_script(train, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "train:300, 300 ids" in proc.stdout
+  assert "on cpu: 1 x " in proc.stdout and " in 1 process; attention dense;" in proc.stdout
+  assert json.loads((work / "summary.json").read_text())["devices"]["platform"] == "cpu"
   config = json.loads((work / "config.json").read_text())
   summary = json.loads((work / "summary.json").read_text())
   assert config["resolved_model"]["vocab_size"] == 384
