@@ -45,6 +45,11 @@ shape=(
   --config.train.dtype=bfloat16
   --config.mesh.data=-1
   --config.mesh.fsdp=1
+  # A throughput check: byte-level stdlib text, as before :paper read real data (the
+  # vocabulary changes the head's cost; --config.data.* / model.vocab_size after OUT_DIR win).
+  --config.data.source=stdlib
+  --config.data.allow_stdlib=true
+  --config.model.vocab_size=256
 )
 # XLA plans (on CPU) about 89 GiB for remat none at this shape, 22 GiB for dots_no_batch and
 # 10 GiB for full; benchmark.py skips a policy whose plan exceeds the GPU's memory. A policy
