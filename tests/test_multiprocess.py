@@ -28,6 +28,9 @@ COMMON = [
   f"--config.train.checkpoint_every={N}",
   f"--config.train.eval_every={N}",
   "--config.train.eval_batches=1",
+  # The first launch ends at step N: its eval there is an end-of-run one, which would use
+  # final_eval_tokens (more batches) where the reference's is periodic. One batch for both.
+  "--config.train.final_eval_tokens=1",
   "--config.diag.per_layer=false",
 ]
 
