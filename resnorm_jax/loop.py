@@ -249,7 +249,9 @@ def _run(config: ConfigDict, workdir: str | None, signals: preemption.StopSignal
     if final:
       eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
     batches = eval_batches if final else eval_batches[: t.eval_batches]
-    loss = float(np.mean(jax.device_get([eval_compiled(st, b) for b in batches])))
+    # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
+    # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
+    loss = float(np.mean([jax.device_get(eval_compiled(st, b)) for b in batches]))
     t_last += time.time() - t0
     return loss
 
