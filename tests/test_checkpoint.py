@@ -35,6 +35,9 @@ COMMON = (
   "--config.train.log_every=5",
   "--config.train.eval_every=20",
   "--config.train.checkpoint_every=7",
+  # A run extended past its end evaluated there as an end-of-run eval (final_eval_tokens:
+  # more batches) where the uninterrupted reference's eval is periodic: one size for both.
+  "--config.train.final_eval_tokens=1",
 )
 # Runs experiments.train, sending signal SIGNUM to itself when the batch of step AT is built
 # (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
