@@ -4,6 +4,8 @@ Named experiments (configs/*.py) start from `get_config()` here and override a f
 Run: python -m experiments.train --config=configs/base.py
 """
 
+import os
+
 from ml_collections import config_dict
 
 placeholder = config_dict.placeholder
@@ -16,7 +18,9 @@ def get_config() -> config_dict.ConfigDict:
   c.seed = 0  # parameter init and data order
 
   m = c.model = config_dict.ConfigDict()
-  m.vocab_size = 256  # byte-level by default
+  # byte-level by default; 0: from the data (256 for bytes; a folder made by
+  # experiments.prepare_data: its tokenizer's size padded to a multiple of 128)
+  m.vocab_size = 256
   m.num_layers = 6  # N decoder layers (each: attention + FFN sub-layer)
   m.d_model = 64
   m.num_heads = 4
@@ -46,6 +50,9 @@ def get_config() -> config_dict.ConfigDict:
   m.mixln_post_fraction = 0.25  # mix: the first floor(fraction * N) layers are Post-LN
   m.hyperconn_rate = 4  # hyperconn: n copies of the residual stream (expansion rate)
   m.hyperconn_dynamic = False  # hyperconn: add the input-dependent (dynamic) weights
+  # dense (einsums, probabilities materialised: every earlier run) | fused
+  # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
+  m.attention = "dense"
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300
@@ -85,6 +92,7 @@ def get_config() -> config_dict.ConfigDict:
   d.path = ""  # text: file or glob; tokens: glob of .bin shards (train), see val_path
   d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
   d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
+  d.allow_stdlib = True  # false (the :paper scale): data.source=stdlib is refused
 
   mesh = c.mesh = config_dict.ConfigDict()
   mesh.data = -1  # data-parallel axis size; -1: the rest of the devices
@@ -108,6 +116,9 @@ def get_config() -> config_dict.ConfigDict:
   dist.coordinator_address = ""  # host:port of process 0 (empty: from the environment)
   dist.num_processes = 0  # 0: from the environment
   dist.process_id = -1  # -1: from the environment
+  # A process that stops sending heartbeats this long (killed, host lost) ends every other
+  # process with an error instead of leaving it in a collective forever; 0: JAX's (100 s).
+  dist.heartbeat_timeout_seconds = 0
   return c
 
 
@@ -119,6 +130,7 @@ MOVED_KEYS: dict[str, str] = {}
 # CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
 # bfloat16, a large batch, many steps) and `smoke` (seconds: wiring checks in tests).
 SCALES = ("cpu", "paper", "smoke")
+DATA_ENV = "RESNORM_DATA"  # the prepared token folder the :paper scale trains on
 
 
 def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dict.ConfigDict:
@@ -153,6 +165,14 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.train.eval_batches = 16
     c.opt.lr = 5e-4
     c.mesh.data, c.mesh.fsdp = 1, -1  # shard params and optimizer state over all devices
+    # Real text: a folder made by experiments.prepare_data (e.g. FineWeb-Edu in GPT-2
+    # tokens), named by RESNORM_DATA or --config.data.path; the vocabulary is its
+    # tokenizer's (GPT-2: 50257, padded to 50304). The stdlib corpus (31 MB: 50k steps of
+    # 131k tokens see it ~200 times) only with --config.data.source=stdlib
+    # --config.data.allow_stdlib=true.
+    c.data.source, c.data.path = "tokens", os.environ.get(DATA_ENV, "")
+    c.data.allow_stdlib = False
+    c.model.vocab_size = 0
   else:  # smoke
     c.model.num_layers = min(num_layers, 2)
     c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32

@@ -2,6 +2,12 @@
 
 Legend: B batch, T query time, S key time, D model width, H heads, K head dim.
 Softmax is computed in float32 whatever the compute dtype.
+
+Two implementations of the same formula (`model.attention`, resolved in config_types):
+`dense` (this file's einsums: the [B, H, T, S] probabilities are materialised and kept for
+the backward pass) and `jax.nn.dot_product_attention` with `implementation='xla'` (the same
+materialised formula, written by JAX) or `'cudnn'` (cuDNN flash attention on a GPU: the
+probabilities are never stored, bfloat16/float16 only).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class Attention(nnx.Module):
     d = cfg.d_model
     self.num_heads = cfg.num_heads
     self.head_dim = cfg.head_dim
+    self.implementation = cfg.attention  # dense | xla | cudnn
     self.q = Dense(rngs.params(), rule, "q", (d, d), ("embed", "heads"))
     self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
     self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
@@ -82,6 +89,13 @@ class Attention(nnx.Module):
     if rope is not None:
       sin, cos = rope
       q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
+    if self.implementation != "dense":
+      # Scores accumulate in float32 (the XLA path asks for a float32 result; cuDNN's
+      # kernels accumulate in float32); the causal mask is built in.
+      ctx_BxTxHxK = jax.nn.dot_product_attention(
+        q, k, v, scale=self.head_dim**-0.5, is_causal=True, implementation=self.implementation
+      )
+      return self.out(ctx_BxTxHxK.reshape(b, t, d))
     # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
     # XLA:CPU laid the AV product out as (P V)^T at 10 GFLOP/s (head dim 16, T 128), and
     # prenorm_96L's step is 13-39% faster this way at 24-96 layers (docs/benchmarks.md, 1b).

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from resnorm_jax.train_step import TrainState
 
@@ -35,18 +35,32 @@ from resnorm_jax.train_step import TrainState
 # the data and the batch may not. (A change that alters the optimizer state's structure,
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
-FROZEN_KEYS = ("seed", "data.source", "data.path", "train.batch_size", "train.seq_len")
-# Model keys added after checkpoints were written, each with the default that reproduces the
+FROZEN_KEYS = (
+  "seed",
+  "data.source",
+  "data.path",
+  "data_fingerprint",  # a prepared token folder's manifest fingerprint (loop.py adds it)
+  "train.batch_size",
+  "train.seq_len",
+)
+# Frozen keys added after checkpoints were written, each with the value that reproduces the
 # runs that predate it: a checkpoint whose config lacks one is read as having that value, so
-# an interrupted run still resumes with the new code (issue 18's variants).
-ADDED_KEYS = {
+# an interrupted run still resumes with the new code while the key keeps that value.
+ADDED_KEYS: dict[str, Any] = {
   "model.mixln_post_fraction": 0.25,
   "model.hyperconn_rate": 4,
   "model.hyperconn_dynamic": False,
+  "model.attention": "dense",
+  "data_fingerprint": None,
 }
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
+
+
+def absolute(path: str) -> str:
+  """A local path made absolute; a URL (gs://bucket/...) as given (abspath would mangle it)."""
+  return path if "://" in path else os.path.abspath(path)
 
 
 class CheckpointError(ValueError):
@@ -145,16 +159,30 @@ def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
   return registry
 
 
+class _Manager(ocp.CheckpointManager):
+  """orbax's manager, minus its own questions to JAX's preemption sync point.
+
+  The protocol takes the last step each process asked about as that process's position;
+  orbax asks from its save-finalize thread with the step it just wrote, possibly behind the
+  training loop, and the agreed stop step could then be one the loop has already passed
+  (no stop, or some processes stop and the others wait). The loop alone asks, every step
+  (resnorm_jax/preemption.py); saves are forced when it stops.
+  """
+
+  def reached_preemption(self, step: int) -> bool:
+    return False
+
+
 class Checkpointer:
   """CheckpointManager wrapper: async save, latest-good restore with fallback."""
 
   def __init__(self, directory: str, *, keep: int = 2, async_save: bool = True):
-    self.directory = os.path.abspath(directory)
+    self.directory = absolute(directory)  # a local folder or gs://..., through etils.epath
     self.save_seconds: list[float] = []  # time each save() blocked the caller
     self.unfinished = _unfinished(self.directory)  # saves cut short by a kill: removed now
     for name in self.unfinished:
       print(f"removing unfinished checkpoint {name} (its save was cut short)", flush=True)
-    self.manager = ocp.CheckpointManager(
+    self.manager = _Manager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
         max_to_keep=max(1, keep),
@@ -187,8 +215,7 @@ class Checkpointer:
     return sorted(self.manager.all_steps())
 
   def _read_meta(self, step: int) -> dict:
-    step_dir = os.path.join(self.directory, str(step))
-    if not os.path.exists(os.path.join(step_dir, COMMIT_MARKER)):
+    if not (epath.Path(self.directory) / str(step) / COMMIT_MARKER).exists():
       raise FileNotFoundError(f"no {COMMIT_MARKER}: the checkpoint was never committed")
     meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
     meta = dict(meta["meta"])
@@ -263,11 +290,11 @@ class Checkpointer:
     """Moves damaged step dirs aside (kept for inspection), so new saves can take the step."""
     self.manager.wait_until_finished()
     if jax.process_index() == 0:
-      dest_root = os.path.join(self.directory, DAMAGED_DIR)
-      os.makedirs(dest_root, exist_ok=True)
+      dest_root = epath.Path(self.directory) / DAMAGED_DIR
+      dest_root.mkdir(parents=True, exist_ok=True)
       for step in steps:
-        dest = os.path.join(dest_root, f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.move(os.path.join(self.directory, str(step)), dest)
+        dest = dest_root / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+        (epath.Path(self.directory) / str(step)).rename(dest)
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 
@@ -282,6 +309,7 @@ class Checkpointer:
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
   frozen = frozen_config(config_dict)
+  # A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it.
   saved_frozen = {**ADDED_KEYS, **meta.get("frozen_config", {})}
   changed = changed_keys(saved_frozen, frozen)
   if changed:
@@ -303,9 +331,10 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
 
 
 def _unfinished(directory: str) -> list[str]:
-  if not os.path.isdir(directory):
+  path = epath.Path(directory)
+  if not path.is_dir():
     return []
-  return sorted(n for n in os.listdir(directory) if TMP_MARKER in n)
+  return sorted(p.name for p in path.iterdir() if TMP_MARKER in p.name)
 
 
 def checkpoint_bytes(directory: str, step: int) -> int:

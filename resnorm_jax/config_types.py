@@ -19,6 +19,11 @@ ACTIVATIONS = ("gelu", "relu", "swiglu")
 EMBED_POSITIONS = ("learned", "rope")
 REMATS = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
+# model.attention: `dense` (default, the einsum path every earlier run used), `fused`
+# (jax.nn.dot_product_attention: cuDNN flash attention on a GPU in bfloat16, XLA elsewhere),
+# or one implementation by name. ModelConfig holds the resolved one: dense | xla | cudnn.
+ATTENTIONS = ("dense", "fused", "xla", "cudnn")
+ATTENTION_IMPLEMENTATIONS = ("dense", "xla", "cudnn")
 
 
 def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
@@ -64,6 +69,7 @@ class ModelConfig:
   mixln_post_fraction: float = 0.25
   hyperconn_rate: int = 4
   hyperconn_dynamic: bool = False
+  attention: str = "dense"
   remat: str = "none"
   scan_unroll: int = 1
   dtype: str = "float32"
@@ -80,6 +86,7 @@ class ModelConfig:
     _choice("model.init", self.init, INITS)
     _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
     _choice("model.position", self.position, EMBED_POSITIONS)
+    _choice("model.attention", self.attention, ATTENTION_IMPLEMENTATIONS)
     _choice("train.remat", self.remat, REMATS)
     _choice("train.dtype", self.dtype, DTYPES)
     for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
@@ -105,9 +112,44 @@ class ModelConfig:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
 
 
-def model_config_from(config: Any) -> ModelConfig:
-  """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig."""
+def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
+  """The attention implementation `model.attention=name` means on `platform` (dense|xla|cudnn).
+
+  `fused` takes cuDNN only where its flash kernel applies (a GPU, bfloat16, a head dim that
+  is a multiple of 8 and <= 128: every GPU generation has it), XLA otherwise; `cudnn` asked
+  by name where it cannot run is refused before anything compiles.
+  """
+  _choice("model.attention", name, ATTENTIONS)
+  cudnn_ok = platform == "gpu" and dtype == "bfloat16" and head_dim % 8 == 0 and head_dim <= 128
+  if name == "fused":
+    return "cudnn" if cudnn_ok else "xla"
+  if name == "cudnn" and not cudnn_ok:
+    raise ValueError(
+      f"model.attention='cudnn' needs a GPU, train.dtype='bfloat16' and a head dim that is "
+      f"a multiple of 8 and <= 128; here platform={platform!r}, train.dtype={dtype!r}, head "
+      f"dim {head_dim}. Use model.attention='fused' (cuDNN where it applies, XLA elsewhere)"
+    )
+  return name
+
+
+def model_config_from(
+  config: Any, *, vocab_size: int | None = None, platform: str | None = None
+) -> ModelConfig:
+  """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig.
+
+  model.vocab_size=0 means "from the data" (data.resolve_vocab_size: 256 for bytes, a
+  prepared folder's tokenizer padded to a multiple of 128); `vocab_size` overrides it.
+  `platform` (default: JAX's default backend) decides what `fused` attention is.
+  """
   m = config.model
+  if vocab_size is None:
+    data_cfg = config.get("data")
+    if data_cfg is None:
+      vocab_size = m.vocab_size
+    else:
+      from resnorm_jax import data as data_lib  # reads at most a manifest.json
+
+      vocab_size = data_lib.resolve_vocab_size(data_cfg, m.vocab_size)
   n = m.num_layers
   _positive("model.num_layers", n)
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
@@ -124,8 +166,17 @@ def model_config_from(config: Any) -> ModelConfig:
   else:
     beta = residual_lib.deepnorm_beta(n)
   train = config.get("train", {})
+  dtype = train.get("dtype", "float32")
+  attention = m.get("attention", "dense")
+  if attention not in ("dense", "xla") and platform is None:
+    import jax  # only to ask which backend `fused` runs on
+
+    platform = jax.default_backend()
+  heads_ok = isinstance(m.num_heads, int) and m.num_heads > 0  # else ModelConfig refuses it
+  head_dim = m.d_model // m.num_heads if heads_ok else 0
+  attention = resolve_attention(attention, platform, dtype, head_dim)
   return ModelConfig(
-    vocab_size=m.vocab_size,
+    vocab_size=vocab_size,
     num_layers=n,
     d_model=m.d_model,
     num_heads=m.num_heads,
@@ -153,7 +204,8 @@ def model_config_from(config: Any) -> ModelConfig:
     mixln_post_fraction=float(m.get("mixln_post_fraction", 0.25)),
     hyperconn_rate=m.get("hyperconn_rate", 4),
     hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
+    attention=attention,
     remat=train.get("remat", "none"),
     scan_unroll=train.get("scan_unroll", 1),
-    dtype=train.get("dtype", "float32"),
+    dtype=dtype,
   )

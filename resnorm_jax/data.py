@@ -2,8 +2,10 @@
 
 Pure NumPy. Sources (`data.source`): `stdlib` (the running Python's standard-library source,
 split into train/val by file), `text` (a UTF-8 file or glob, byte level) and `tokens`
-(pre-tokenized shards: nanoGPT raw uint16 `.bin` and llm.c headered shards).
-Shapes: B = rows of this process, T = sequence length.
+(pre-tokenized shards: nanoGPT raw uint16 `.bin` and llm.c headered shards; a folder made by
+`experiments.prepare_data` brings its manifest: splits, vocabulary and token counts, so
+nothing is scanned at start). Several shards are read memory-mapped as one view
+(shards.ShardedTokens), never copied. Shapes: B = rows of this process, T = sequence length.
 """
 
 import dataclasses
@@ -15,22 +17,22 @@ from typing import Any
 
 import numpy as np
 
+from resnorm_jax import shards as shards_lib
+from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's constants)
+  LLMC_DTYPES,
+  LLMC_HEADER_BYTES,
+  LLMC_HEADER_INTS,
+  LLMC_MAGIC,
+  DataError,
+)
+
 SOURCES = ("stdlib", "text", "tokens")
 BYTE_VOCAB = 256
-# llm.c shard header: 256 little-endian int32; [0] magic, [1] version, [2] number of tokens.
-LLMC_MAGIC = 20240520
-LLMC_HEADER_INTS = 256
-LLMC_HEADER_BYTES = LLMC_HEADER_INTS * 4
-LLMC_DTYPES = {1: np.dtype("<u2"), 2: np.dtype("<u4")}  # 1: GPT-2 uint16, 2: Llama-3 uint32
 # Held-out batches draw from their own stream: a 3-word key never equals a train [seed, step].
 EVAL_STREAM = (12345, 1)
 # Stdlib directories that hold third-party code, not the standard library.
 _STDLIB_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
 _STDLIB_CACHE: dict[tuple[str, float], "Corpus"] = {}
-
-
-class DataError(ValueError):
-  """Bad data input: a missing file, a short corpus, a token id outside the vocabulary."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,14 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
       f"model.vocab_size={vocab_size} is too small for the byte-level source {source!r}: "
       f"bytes need {BYTE_VOCAB}"
     )
+  if source == "stdlib" and not getattr(data_cfg, "allow_stdlib", True):
+    raise DataError(
+      "data.source='stdlib' is refused by this config (the paper scale: a 31 MB corpus seen "
+      "hundreds of times). Train on real text: python -m experiments.prepare_data, then "
+      "RESNORM_DATA=DIR or --config.data.source=tokens --config.data.path=DIR; or pass "
+      "--config.data.allow_stdlib=true to train on the stdlib corpus anyway"
+    )
+  _require_tokens_path(data_cfg)
   val_path = getattr(data_cfg, "val_path", "") or ""
   val_fraction = float(data_cfg.val_fraction)
   if not val_path and not 0.0 < val_fraction < 1.0:
@@ -77,6 +87,15 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
         f"train.seq_len={seq_len} needs at least {seq_len + 1}"
       )
   return corpus
+
+
+def _require_tokens_path(data_cfg: Any) -> None:
+  if data_cfg.source == "tokens" and not data_cfg.path:
+    raise DataError(
+      "data.source='tokens' and data.path is empty: give a folder made by "
+      "experiments.prepare_data (or a glob of .bin shards) with --config.data.path=DIR, or, "
+      "for the :paper configs, RESNORM_DATA=DIR"
+    )
 
 
 def _load_stdlib(val_fraction: float) -> Corpus:
@@ -201,29 +220,7 @@ def _load_text(path: str, val_path: str, val_fraction: float) -> Corpus:
 
 def _read_shard(path: str) -> np.ndarray:
   """Memory-maps one shard: llm.c (detected by its magic number) or nanoGPT raw uint16."""
-  size = os.path.getsize(path)
-  if size == 0:
-    raise DataError(f"token shard {path!r} is empty")
-  header = (
-    np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS) if size >= LLMC_HEADER_BYTES else None
-  )
-  if header is not None and header[0] == LLMC_MAGIC:
-    version, count = int(header[1]), int(header[2])
-    if version not in LLMC_DTYPES:
-      raise DataError(
-        f"llm.c shard {path!r} has version {version}; expected one of {sorted(LLMC_DTYPES)}"
-      )
-    dtype = LLMC_DTYPES[version]
-    expected = LLMC_HEADER_BYTES + count * dtype.itemsize
-    if size != expected or count == 0:
-      raise DataError(
-        f"llm.c shard {path!r} header says {count} tokens ({expected} bytes) but the file "
-        f"has {size} bytes"
-      )
-    return np.memmap(path, dtype=dtype, mode="r", offset=LLMC_HEADER_BYTES, shape=(count,))
-  if size % 2:
-    raise DataError(f"raw uint16 token shard {path!r} has an odd size of {size} bytes")
-  return np.memmap(path, dtype="<u2", mode="r")
+  return shards_lib.read_shard(path)
 
 
 def _max_token(tokens: np.ndarray, chunk: int = 1 << 24) -> int:
@@ -231,23 +228,151 @@ def _max_token(tokens: np.ndarray, chunk: int = 1 << 24) -> int:
   return max(int(tokens[i : i + chunk].max()) for i in range(0, len(tokens), chunk))
 
 
-def _read_shards(paths: list[str], vocab_size: int) -> np.ndarray:
-  """Shards checked against the vocabulary and joined (one shard stays a memmap)."""
-  shards = []
-  for path in paths:
-    shard = _read_shard(path)
-    top = _max_token(shard)
-    if top >= vocab_size:
+def _checked_shard(path: str, vocab_size: int, vouched: dict[str, int]) -> np.ndarray:
+  """One shard, memory-mapped. A shard the manifest lists (`vouched`: real path -> tokens)
+  is checked by its size alone; any other is scanned for its largest id."""
+  shard = _read_shard(path)
+  expected = vouched.get(os.path.realpath(path))
+  if expected is not None:
+    if len(shard) != expected:
+      raise DataError(f"{path!r} holds {len(shard)} tokens; its manifest says {expected}")
+    return shard
+  top = _max_token(shard)
+  if top >= vocab_size:
+    raise DataError(f"token id {top} in {path!r} is out of range for model.vocab_size={vocab_size}")
+  return shard
+
+
+def _read_shards(
+  paths: list[str], vocab_size: int, vouched: dict | None = None, counts=None
+) -> np.ndarray | shards_lib.ShardedTokens:
+  """Shards checked against the vocabulary: one stays a memmap, several become one view."""
+  parts = [_checked_shard(p, vocab_size, vouched or {}) for p in paths]
+  if len(parts) == 1 and counts is None:
+    return parts[0]
+  return shards_lib.ShardedTokens(parts, counts=counts)
+
+
+def _prepared_folder(path: str) -> tuple[str, dict] | tuple[None, None]:
+  """(folder, manifest) when data.path is a prepared folder or a glob inside one."""
+  folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+  if glob.has_magic(folder):
+    return None, None
+  manifest = shards_lib.read_manifest(folder)
+  return (folder, manifest) if manifest is not None else (None, None)
+
+
+def manifest_vocab_size(data_cfg: Any) -> tuple[int, dict] | None:
+  """(vocabulary size, tokenizer record) of data.path's manifest, if it has one."""
+  if data_cfg.source != "tokens" or not data_cfg.path:
+    return None
+  _, manifest = _prepared_folder(os.path.expanduser(data_cfg.path))
+  if manifest is None:
+    return None
+  return int(manifest["tokenizer"]["vocab_size"]), manifest["tokenizer"]
+
+
+def resolve_vocab_size(data_cfg: Any, vocab_size: int) -> int:
+  """model.vocab_size for this data: 0 means "from the data".
+
+  0: 256 for the byte-level sources; for a prepared token folder, its tokenizer's size
+  padded up to a multiple of 128 (GPT-2's 50257 -> 50304, as nanoGPT pads). An explicit
+  size smaller than the tokenizer's is refused (ids past it would index nothing).
+  """
+  if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 0:
+    raise DataError(f"model.vocab_size={vocab_size!r} must be a positive integer, or 0")
+  found = manifest_vocab_size(data_cfg)
+  if vocab_size == 0:
+    _require_tokens_path(data_cfg)
+    if data_cfg.source in ("stdlib", "text"):
+      return BYTE_VOCAB
+    if found is None:
       raise DataError(
-        f"token id {top} in {path!r} is out of range for model.vocab_size={vocab_size}"
+        f"model.vocab_size=0 takes the vocabulary from the manifest.json of a folder made by "
+        f"experiments.prepare_data; data.path={data_cfg.path!r} has none: set model.vocab_size"
       )
-    shards.append(shard)
-  # Several shards are copied into memory; a single one is read lazily from disk.
-  return shards[0] if len(shards) == 1 else np.concatenate(shards)
+    return shards_lib.padded_vocab(found[0])
+  if found is not None and vocab_size < found[0]:
+    raise DataError(
+      f"model.vocab_size={vocab_size} is smaller than the tokenizer of data.path="
+      f"{data_cfg.path!r} ({found[1]['name']}: {found[0]} ids); model.vocab_size=0 takes "
+      f"{shards_lib.padded_vocab(found[0])} (padded to a multiple of {shards_lib.VOCAB_MULTIPLE})"
+    )
+  return vocab_size
+
+
+def _load_prepared(
+  folder: str, manifest: dict, path: str, val_path: str, vocab_size: int
+) -> Corpus:
+  """A prepared folder: train = its train split (or the files data.path matches), held out
+  = its val split (or data.val_path); never a held-out file in train."""
+  tok = manifest["tokenizer"]
+  if tok["vocab_size"] > vocab_size:
+    raise DataError(
+      f"model.vocab_size={vocab_size} is smaller than {folder}'s tokenizer ({tok['name']}: "
+      f"{tok['vocab_size']} ids)"
+    )
+  vouched = {
+    os.path.realpath(os.path.join(folder, e["file"])): e["tokens"]
+    for split in manifest["splits"].values()
+    for e in split["shards"]
+  }
+  full = {s: shards_lib.split_files(folder, manifest, s) for s in ("train", "val")}
+  paths = full["train"] if os.path.isdir(path) else _expand(path, "data.path")
+  val_paths = _expand(val_path, "data.val_path") if val_path else full["val"]
+  held = {os.path.realpath(p) for p in val_paths}
+  train_paths = [p for p in paths if os.path.realpath(p) not in held]
+  if not train_paths:
+    raise DataError(f"data.path={path!r} matches only held-out shards: nothing to train on")
+  counts = _manifest_counts(folder, manifest)
+  real = lambda ps: [os.path.realpath(p) for p in ps]  # noqa: E731
+
+  def whole(ps: list[str], split: str):  # a whole split's counts apply to it, not a part
+    return counts.get(split) if real(ps) == real(full[split]) else None
+
+  train = _read_shards(train_paths, vocab_size, vouched, whole(train_paths, "train"))
+  val = _read_shards(val_paths, vocab_size, vouched, whole(val_paths, "val"))
+  split = _split_info(
+    "val_path" if val_path else "manifest",
+    train,
+    val,
+    train_files=len(train_paths),
+    val_files=len(val_paths),
+    excluded_from_train=len(paths) - len(train_paths),
+  )
+  split["manifest"] = {
+    "folder": os.path.abspath(folder),
+    "fingerprint": manifest["fingerprint"],
+    "tokenizer": tok["name"],
+    "tokenizer_vocab_size": tok["vocab_size"],
+  }
+  description = (
+    f"tokens {folder} ({tok['name']}, {tok['vocab_size']} ids, fingerprint "
+    f"{manifest['fingerprint']}; {len(train_paths)} train shards, {len(val_paths)} held out): "
+    f"train {len(train):,} tokens, val {len(val):,} tokens"
+  )
+  return Corpus(train=train, val=val, description=description, split=split)
+
+
+def _manifest_counts(folder: str, manifest: dict) -> dict[str, np.ndarray]:
+  """Per-split token counts of a prepared folder (what unigram entropies need), if kept."""
+  path = os.path.join(folder, shards_lib.COUNTS)
+  if not manifest.get("token_counts") or not os.path.isfile(path):
+    return {}
+  with np.load(path) as f:
+    return {k: np.asarray(f[k], dtype=np.int64) for k in f.files}
 
 
 def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int) -> Corpus:
-  """Pre-tokenized shards from a glob; val from `val_path` or the tail of the tokens."""
+  """Pre-tokenized shards from a folder or glob; val from `val_path` or the tail of the
+  tokens, or a prepared folder's own split."""
+  path = os.path.expanduser(path) if path else path
+  if path:
+    folder, manifest = _prepared_folder(path)
+    if manifest is not None:
+      return _load_prepared(folder, manifest, path, val_path, vocab_size)
+    if os.path.isdir(path):
+      path = os.path.join(path, "*.bin")
   paths, val_paths, excluded = _train_and_val_paths(path, val_path)
   tokens = _read_shards(paths, vocab_size)
   if val_path:
@@ -333,6 +458,11 @@ def eval_batch(
 
 def token_counts(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.ndarray:
   """How often each id occurs: int64 [vocab_size]."""
+  known = getattr(tokens, "counts", None)  # a prepared split: counted when it was written
+  if known is not None:
+    if len(known) > vocab_size and known[vocab_size:].any():
+      raise DataError(f"token ids up to {len(known) - 1} are out of range for {vocab_size=}")
+    return np.pad(known[:vocab_size], (0, max(0, vocab_size - len(known))))
   counts = np.zeros(vocab_size, dtype=np.int64)
   # Chunked so a large memmap is never widened to int64 in one piece.
   for i in range(0, len(tokens), chunk):

@@ -4,7 +4,8 @@ Order of work: validate everything (config, data, mesh) before anything compiles
 or initialize the sharded state; compile the step ahead of time (timed); then train,
 reading the device back once per step (one step behind) and writing metrics, TensorBoard,
 checkpoints and summary.json. Divergence ends the run with status "diverged" (a result,
-not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted".
+not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted" (with
+several processes, at the same step on all: resnorm_jax/preemption.py).
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import functools
 import json
 import math
 import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, optim
+from resnorm_jax import admin, cli, optim, preemption
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
@@ -57,41 +58,6 @@ def validate_train(config: ConfigDict) -> None:
     )
 
 
-class _Signals:
-  """First SIGTERM/SIGINT asks the loop to save and stop; a second one exits at once.
-
-  After the first signal both go back to the OS default action, so the second one kills
-  the process even while it is blocked in C++ (a compile, a hung collective), where a
-  Python handler would not run until that call returns.
-  """
-
-  SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-  def __init__(self):
-    self.received: int | None = None
-    self._old = {}
-
-  def __enter__(self):
-    for sig in self.SIGNALS:
-      try:
-        self._old[sig] = signal.signal(sig, self._handle)
-      except ValueError:  # not the main thread (e.g. a notebook worker): no handlers
-        pass
-    return self
-
-  def _handle(self, signum, frame):
-    self.received = signum
-    for sig in self._old:
-      signal.signal(sig, signal.SIG_DFL)
-    print(
-      f"\nsignal {signum}: saving a checkpoint and stopping (send again to exit now)", flush=True
-    )
-
-  def __exit__(self, *exc):
-    for sig, old in self._old.items():
-      signal.signal(sig, old)
-
-
 def _fmt_time(seconds: float) -> str:
   seconds = max(0, int(seconds))
   h, rem = divmod(seconds, 3600)
@@ -100,10 +66,10 @@ def _fmt_time(seconds: float) -> str:
 
 
 def _write_json(path: str, obj: Any) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(obj, f, indent=2, sort_keys=True, default=str)
-  os.replace(tmp, path)
+  """Writes then renames (a local folder or gs://..., through etils.epath)."""
+  tmp = epath.Path(path + ".tmp")
+  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+  tmp.replace(path)
 
 
 def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
@@ -230,20 +196,21 @@ def run(
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
   """
-  with _Signals() as signals:
+  with preemption.StopSignals() as signals, preemption.exit_on_peer_failure():
     return _run(config, workdir, signals, overrides, argv)
 
 
 def _run(
   config: ConfigDict,
   workdir: str | None,
-  signals: _Signals,
+  signals: preemption.StopSignals,
   overrides: Mapping[str, Any] | None = None,
   argv: Sequence[str] | None = None,
 ) -> dict:
   wall_start = time.time()
   keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
+  signals.after_distributed_init()  # several processes: a stop is agreed by all
   # --- validate before anything compiles -------------------------------------------------
   mcfg = model_config_from(config)
   validate_train(config)
@@ -264,7 +231,7 @@ def _run(
     workdir = default_workdir(config, overrides)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   is_main = pidx == 0
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
   heldout_unigram = data_lib.heldout_unigram_entropy(corpus.train, corpus.val, mcfg.vocab_size)
 
@@ -279,6 +246,8 @@ def _run(
   # A changed experiment is refused (ValueError naming the keys) before anything is written.
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
   config_dict = config.to_dict()
+  # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
+  config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
   try:
     restored = checkpointer.restore_latest(abstract, config_dict)
   except BaseException:
@@ -300,7 +269,7 @@ def _run(
   else:
     state = jax.jit(init_fn, out_shardings=shardings)()
     start = 0
-    if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+    if epath.Path(workdir, "metrics.jsonl").exists():
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
   if is_main:
     _write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
@@ -340,13 +309,13 @@ def _run(
     if final:
       eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
     batches = eval_batches if final else eval_batches[: t.eval_batches]
-    # One batch in flight at a time: many executions queued at once, each with collectives
-    # over the (fake) devices, can exhaust XLA:CPU's threads and stall in a rendezvous.
-    losses = [jax.block_until_ready(eval_compiled(st, b)) for b in batches]
-    loss = float(np.mean(jax.device_get(losses)))
+    # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
+    # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
+    loss = float(np.mean([jax.device_get(eval_compiled(st, b)) for b in batches]))
     t_last += time.time() - t0
     return loss
 
+  devices = shard_lib.device_info()  # platform, kind and counts: a CPU fallback shows
   compile_start = time.time()
   compiled = step_fn.lower(state, batch_at(start)).compile()
   compile_seconds = time.time() - compile_start
@@ -355,7 +324,8 @@ def _run(
     f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
     f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
     f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
-    f"mesh {dict(mesh.shape)}; compiled in {compile_seconds:.1f}s; "
+    f"mesh {dict(mesh.shape)} on {shard_lib.describe_devices(devices)}; "
+    f"attention {mcfg.attention}; compiled in {compile_seconds:.1f}s; "
     f"unigram entropy {unigram:.3f} nats (held-out {heldout_unigram:.3f}); "
     f"{corpus.description}; run folder {workdir}",
     flush=True,
@@ -447,7 +417,7 @@ def _run(
     t_last += time.time() - t0
 
   stop = t.steps
-  if signals.received is not None:  # signalled during setup or compilation: no training
+  if signals.should_stop(start):  # signalled during setup or compilation: no training
     status, stop = "interrupted", start
   for step in range(start, stop):
     state, metrics = compiled(state, batch_at(step))
@@ -466,7 +436,7 @@ def _run(
       if n == t.steps and n_final_eval > t.eval_batches:
         last_eval = final_evals[n] = evaluate(state, final=True)
         last_eval_tokens = tokens_per_step * n_final_eval
-    if signals.received is not None:
+    if signals.should_stop(n):  # every process stops at the same n
       status = "interrupted"
       break
     if n % t.checkpoint_every == 0 and n < t.steps:
@@ -499,6 +469,7 @@ def _run(
     "wall_seconds": time.time() - wall_start,
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
+    "devices": devices,
   }
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   if is_main:

@@ -44,7 +44,8 @@ def with_depth(config: ConfigDict, depth: int) -> ConfigDict:
 
 
 def _corpus(config: ConfigDict) -> data_lib.Corpus:
-  return data_lib.load_corpus(config.data, config.model.vocab_size, config.train.seq_len)
+  vocab = data_lib.resolve_vocab_size(config.data, config.model.vocab_size)  # 0: the data's
+  return data_lib.load_corpus(config.data, vocab, config.train.seq_len)
 
 
 def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batch:

@@ -187,6 +187,31 @@ def global_batch(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
   return jax.make_array_from_process_local_data(sharding, local, global_shape)
 
 
+def device_info(devices: Sequence[jax.Device] | None = None) -> dict:
+  """What the run got: platform, device kind(s), device count and process count.
+
+  A job that silently fell back to CPU (no CUDA plugin, a TPU runtime that did not start)
+  shows it here, in the start-up line and in summary.json.
+  """
+  devices = list(devices if devices is not None else jax.devices())
+  kinds = sorted({d.device_kind for d in devices})
+  return {
+    "platform": devices[0].platform,
+    "device_kind": ", ".join(kinds),
+    "device_count": len(devices),
+    "process_count": len({d.process_index for d in devices}),
+  }
+
+
+def describe_devices(info: dict) -> str:
+  """'gpu: 16 x NVIDIA H100 80GB HBM3 in 2 processes'."""
+  n = info["process_count"]
+  return (
+    f"{info['platform']}: {info['device_count']} x {info['device_kind']} in {n} "
+    f"process{'es' if n > 1 else ''}"
+  )
+
+
 # Environment variables that say "this process is one of several" (jax auto-detects the rest).
 _CLUSTER_ENV = ("JAX_COORDINATOR_ADDRESS", "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
 _COUNT_ENV = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE")  # multi-process only when > 1
@@ -215,6 +240,11 @@ def maybe_initialize_distributed(dist_cfg) -> bool:
   mode = str(dist_cfg.initialize).lower()
   if mode not in ("auto", "true", "false"):
     raise ValueError(f"dist.initialize={mode!r} is not valid; valid values: auto, true, false")
+  heartbeat = dist_cfg.get("heartbeat_timeout_seconds", 0)
+  if not isinstance(heartbeat, int) or heartbeat < 0:
+    raise ValueError(
+      f"dist.heartbeat_timeout_seconds={heartbeat!r} must be an integer >= 0 (0: JAX's, 100 s)"
+    )
   if jax.distributed.is_initialized():
     return True
   asked = bool(dist_cfg.coordinator_address) or dist_cfg.num_processes > 1
@@ -231,5 +261,7 @@ def maybe_initialize_distributed(dist_cfg) -> bool:
     # All given explicitly (e.g. several CPU processes on one machine): do not let a stray
     # cluster environment (a SLURM shell) override them or restrict the local devices.
     kwargs["cluster_detection_method"] = "deactivate"
+  if heartbeat:
+    kwargs["heartbeat_timeout_seconds"] = heartbeat
   jax.distributed.initialize(**kwargs)
   return True

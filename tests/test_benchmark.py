@@ -4,6 +4,7 @@ gpu_check.sh) end to end on tiny configs: their JSON holds finite positive numbe
 No timing assertions: timings on a shared CPU mean nothing in a test.
 """
 
+import itertools
 import json
 import math
 import os
@@ -123,8 +124,8 @@ def test_bench_matmuls_runs_end_to_end(tmp_path, run_script):
 
 def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   """scripts/gpu_check.sh end to end with its GPU checks skipped and a tiny shape: each remat
-  policy writes its JSON and the summary reads them (the keys it reads exist). Where no GPU
-  is lent, this is the only run the script gets before a user's."""
+  policy and attention path writes its JSON and the summary reads them (the keys it reads
+  exist). Where no GPU is lent, this is the only run the script gets before a user's."""
   out = tmp_path / "gpu"
   tiny = [
     *TINY_SHAPE,
@@ -136,13 +137,21 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
     "--matmul_size=64",
   ]
   proc = run_script(
-    ["bash", "scripts/gpu_check.sh", str(out), *tiny], timeout=300, GPU_CHECK_ON_CPU="1"
+    ["bash", "scripts/gpu_check.sh", str(out), *tiny],
+    timeout=300,
+    GPU_CHECK_ON_CPU="1",
+    REMATS="none full",  # dots_no_batch runs on a GPU; here two policies show the loop
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
-  for remat in ("none", "dots_no_batch", "full"):
-    r = json.loads((out / f"gpu_{remat}.json").read_text())
+  runs = {"dense": "dense", "fused": "xla"}  # fused is the XLA implementation on a CPU
+  for (attention, resolved), remat in itertools.product(runs.items(), ("none", "full")):
+    r = json.loads((out / f"gpu_{attention}_{remat}.json").read_text())
     assert r["train"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
+    assert r["model"]["attention"] == resolved
     assert r["matmul"]["dtype"] == "bfloat16" and r["mfu"] > 0
+  assert len(list(out.glob("gpu_*.json"))) == 4
+  table = proc.stdout[proc.stdout.index("attention ") :]
+  assert "xla" in table and "dense" in table
   summary = proc.stdout[proc.stdout.index("best MFU") :]
   assert "target >= 35%" in summary
 

@@ -36,6 +36,9 @@ COMMON = (
   "--config.train.log_every=5",
   "--config.train.eval_every=20",
   "--config.train.checkpoint_every=7",
+  # A run extended past its end evaluated there as an end-of-run eval (final_eval_tokens:
+  # more batches) where the uninterrupted reference's eval is periodic: one size for both.
+  "--config.train.final_eval_tokens=1",
 )
 # Runs experiments.train, sending signal SIGNUM to itself when the batch of step AT is built
 # (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
@@ -328,6 +331,22 @@ def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
     ckpt_lib.check_compatible(meta, changed, {}, "ckpt")
 
 
+def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_value():
+  """A checkpoint written before model.attention existed resumes with attention=dense (what
+  it ran), and is refused with attention=fused, naming the key."""
+  config = _config()
+  abstract = _abstract(config)
+  frozen = ckpt_lib.frozen_config(config.to_dict())
+  old = {k: v for k, v in frozen.items() if k not in ckpt_lib.ADDED_KEYS}
+  assert "model.attention" in frozen and "model.attention" not in old
+  leaves = {k: [*v, 0] for k, v in ckpt_lib._abstract_table(abstract).items()}
+  meta = {"frozen_config": old, "leaves": leaves}
+  ckpt_lib.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  fused = _config(model__attention="fused").to_dict()
+  with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
+    ckpt_lib.check_compatible(meta, fused, abstract, "ckpt")
+
+
 # --- divergence and signals ----------------------------------------------------------------
 
 
@@ -371,8 +390,8 @@ def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
 
 SECOND_SIGNAL = """
 import os, signal, sys, time
-from resnorm_jax.loop import _Signals
-with _Signals() as signals:
+from resnorm_jax.preemption import StopSignals
+with StopSignals() as signals:
   os.kill(os.getpid(), signal.SIGTERM)
   print("first:", signals.received, flush=True)
   os.kill(os.getpid(), signal.SIGINT)

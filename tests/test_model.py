@@ -471,6 +471,7 @@ AXES = [  # (section, key, valid values from DESIGN.md)
   ("model", "final_norm", ("auto", "true", "false")),
   ("model", "ffn_activation", ("gelu", "relu", "swiglu")),
   ("model", "position", ("learned", "rope")),
+  ("model", "attention", ("dense", "fused", "xla")),  # cudnn: refused on CPU (its own test)
   ("train", "remat", ("none", "full", "dots", "dots_no_batch")),
   ("train", "dtype", ("float32", "bfloat16")),
 ]

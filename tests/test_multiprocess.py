@@ -9,7 +9,7 @@ collectively by both. The reference is one process on one device with the same g
 
 import json
 import os
-import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +28,9 @@ COMMON = [
   f"--config.train.checkpoint_every={N}",
   f"--config.train.eval_every={N}",
   "--config.train.eval_batches=1",
+  # The first launch ends at step N: its eval there is an end-of-run one, which would use
+  # final_eval_tokens (more batches) where the reference's is periodic. One batch for both.
+  "--config.train.final_eval_tokens=1",
   "--config.diag.per_layer=false",
 ]
 
@@ -48,10 +51,32 @@ def _env(cache_dir: str) -> dict:
   return env
 
 
-def _start(args: list[str], env: dict, log: str) -> subprocess.Popen:
+# experiments.train with a hook in the data pipeline: every step sleeps TEST_STEP_SLEEP
+# seconds (a stand-in for a real step's length), and the process whose environment has
+# TEST_SIGNAL_AT=step:signum sends itself that signal when it builds that step's batch.
+HOOKED_TRAIN = """
+import os, time
+from resnorm_jax import data
+at = os.environ.get("TEST_SIGNAL_AT")
+get_batch = data.get_batch
+def hooked(*args, **kwargs):
+  time.sleep(float(os.environ.get("TEST_STEP_SLEEP", "0")))
+  if at and kwargs["step"] == int(at.split(":")[0]):
+    os.kill(os.getpid(), int(at.split(":")[1]))
+  return get_batch(*args, **kwargs)
+data.get_batch = hooked
+from absl import app
+from experiments import train
+from resnorm_jax import cli
+app.run(train.main, flags_parser=cli.parse_flags_or_exit)
+"""
+
+
+def _start(args: list[str], env: dict, log: str, hooked: bool = False) -> subprocess.Popen:
   out = open(log, "w")
+  entry = ["-c", HOOKED_TRAIN] if hooked else ["-m", "experiments.train"]
   return subprocess.Popen(
-    [sys.executable, "-m", "experiments.train", *COMMON, *args],
+    [sys.executable, *entry, *COMMON, *args],
     cwd=ROOT,
     env=env,
     stdout=out,
@@ -59,7 +84,15 @@ def _start(args: list[str], env: dict, log: str) -> subprocess.Popen:
   )
 
 
-def _launch_pair(workdir: str, steps: int, env: dict, tag: str) -> list[subprocess.Popen]:
+def _launch_pair(
+  workdir: str,
+  steps: int,
+  env: dict,
+  tag: str,
+  extra: tuple[str, ...] = (),
+  env1: dict | None = None,
+) -> list[subprocess.Popen]:
+  """Two processes of one run; process 1 gets `env1` on top of `env` (and the data hook)."""
   port = _free_port()
   return [
     _start(
@@ -71,16 +104,21 @@ def _launch_pair(workdir: str, steps: int, env: dict, tag: str) -> list[subproce
         f"--config.dist.coordinator_address=127.0.0.1:{port}",
         "--config.dist.num_processes=2",
         f"--config.dist.process_id={i}",
+        *extra,
       ],
-      env,
+      {**env, **(env1 or {})} if i == 1 else env,
       f"{workdir}.{tag}.p{i}.log",
+      hooked=env1 is not None,
     )
     for i in range(2)
   ]
 
 
-def _wait(procs: list[subprocess.Popen], logs: list[str]) -> None:
-  """Waits for all; kills the rest if one fails (a lone peer would wait for its partner)."""
+def _wait(procs: list[subprocess.Popen], logs: list[str], codes=(0,)) -> None:
+  """Waits for all; kills the rest if one fails (a lone peer would wait for its partner).
+
+  `codes`: the exit status expected of each process (one value: the same for all).
+  """
   deadline = time.time() + TIMEOUT
   try:
     while any(p.poll() is None for p in procs):
@@ -92,8 +130,9 @@ def _wait(procs: list[subprocess.Popen], logs: list[str]) -> None:
       if p.poll() is None:
         p.kill()
         p.wait()
-  for p, log in zip(procs, logs, strict=True):
-    assert p.returncode == 0, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
+  codes = codes * len(procs) if len(codes) == 1 else codes
+  for p, log, code in zip(procs, logs, codes, strict=True):
+    assert p.returncode == code, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
 
 
 def _losses(workdir: str) -> tuple[list[int], np.ndarray, dict]:
@@ -210,69 +249,72 @@ def test_distributed_initialize_refuses_bad_value():
     sharding.maybe_initialize_distributed(cfg)
 
 
-# --- cluster launchers: what they would run ---------------------------------------------------
+# --- a signal to one process: every process stops at one step ---------------------------------
 
-PAPER = "configs/postnorm_96L.py:paper"
-TRAIN = ["-m", "experiments.train", f"--config={PAPER}"]
+STOP_STEPS = 30
+# Periodic checkpoints and evals out of the way: the interruption's is the only checkpoint.
+STOP_ARGS = (
+  "--config.train.checkpoint_every=1000",
+  "--config.train.eval_every=1000",
+  "--config.train.log_every=5",
+)
 
 
-def _script(args, env=None):
-  return subprocess.run(
-    ["bash", *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=30,
-    env={**os.environ, **(env or {})},
+def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_path):
+  env = _env(str(tmp_path / "jax_cache"))
+  env["TEST_STEP_SLEEP"] = "0.05"  # both processes: steps as long as the agreement needs
+  ref, multi = str(tmp_path / "ref"), str(tmp_path / "multi")
+  single = _start(
+    [f"--workdir={ref}", f"--config.train.steps={STOP_STEPS}", *STOP_ARGS], env, ref + ".log"
   )
-
-
-def test_tpu_vm_launcher_dry_run():
-  override = "--config.name=it's a test"  # a space and a quote survive two shells
-  proc = _script(
-    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name", "my-tpu", "--zone=us-central2-b",
-     "--workdir=/mnt/shared/run", PAPER, "--config.train.steps=10", override]
-  )  # fmt: skip
-  assert proc.returncode == 0, proc.stderr
-  argv = shlex.split(proc.stdout)
-  assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "my-tpu"]
-  assert argv[6:9] == ["--zone", "us-central2-b", "--worker=all"]
-  remote = shlex.split(argv[argv.index("--command") + 1])
-  assert remote[:4] == ["cd", "~/resnorm_jax", "&&", ".venv/bin/python"]
-  assert remote[4:] == [
-    *TRAIN,
-    "--workdir=/mnt/shared/run",
-    "--config.dist.initialize=true",
-    "--config.train.steps=10",
-    override,
-  ]
-  # Without --workdir, one run folder is chosen here for all workers.
-  proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", PAPER])
-  assert "--workdir=runs/postnorm_96L-paper-" in proc.stdout
-  for bad in (["configs/nope.py"], [PAPER, "steps=3"], []):
-    proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", *bad])
-    assert proc.returncode == 2 and "error" in proc.stderr, bad
-
-
-@pytest.mark.parametrize("tasks", ["gpu", "node"])
-def test_slurm_script_dry_run(tasks):
-  proc = _script(
-    ["scripts/slurm_gpu.sbatch", PAPER, "--config.opt.lr=1e-4"],
-    {"DRY_RUN": "1", "TASKS": tasks, "SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "8"},
+  pair = _launch_pair(
+    multi, STOP_STEPS, env, "first", STOP_ARGS, env1={"TEST_SIGNAL_AT": f"4:{signal.SIGTERM}"}
   )
-  assert proc.returncode == 0, proc.stderr
-  argv = shlex.split(proc.stdout)
-  if tasks == "node":  # one process drives the node's 8 GPUs
-    assert argv.pop(0) == "JAX_LOCAL_DEVICE_IDS=0,1,2,3,4,5,6,7"
-  per_node = {"gpu": "8", "node": "1"}[tasks]
-  assert argv[:3] == ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}"]
-  assert argv[4:] == [
-    *TRAIN,
-    "--workdir=runs/postnorm_96L-paper-77",
-    "--config.dist.initialize=true",
-    "--config.opt.lr=1e-4",
-  ]
-  header = open(os.path.join(ROOT, "scripts", "slurm_gpu.sbatch")).read()
-  assert "#SBATCH --gpus-per-node=8" in header and "#SBATCH --nodes=2" in header
-  outside = _script(["scripts/slurm_gpu.sbatch", PAPER], {"SLURM_JOB_ID": ""})
-  assert outside.returncode == 2 and "sbatch" in outside.stderr
+  logs = [f"{multi}.first.p{i}.log" for i in range(2)]
+  _wait([*pair, single], [*logs, ref + ".log"])
+  summary = json.load(open(os.path.join(multi, "summary.json")))
+  stopped = summary["steps"]
+  print(f"\nSIGTERM to process 1 at step 4: both stopped after step {stopped}")
+  assert summary["status"] == "interrupted" and 4 < stopped < STOP_STEPS
+  assert sorted(int(n) for n in os.listdir(os.path.join(multi, "ckpt")) if n.isdigit()) == [
+    stopped
+  ]  # one checkpoint, written by both processes together, at the agreed step
+  state = os.path.join(multi, "ckpt", str(stopped), "state")
+  assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(state))
+  for log in logs:
+    text = open(log).read()
+    assert f"interrupted (interrupted): step {stopped}," in text, log
+    assert "thread=save_finalize] Reached preemption" not in text  # the loop alone asks
+  # The same command again resumes there and ends where one uninterrupted process does.
+  second = _launch_pair(multi, STOP_STEPS, env, "second", STOP_ARGS)
+  _wait(second, [f"{multi}.second.p{i}.log" for i in range(2)])
+  for i in range(2):
+    assert f"resuming from step {stopped}" in open(f"{multi}.second.p{i}.log").read()
+  ref_steps, ref_losses, _ = _losses(ref)
+  steps, losses, _ = _losses(multi)
+  assert steps == ref_steps and steps[-1] == STOP_STEPS
+  np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+  assert json.load(open(os.path.join(multi, "summary.json")))["status"] == "completed"
+
+
+def test_kill9_of_one_process_ends_the_other_with_a_message(tmp_path):
+  env = _env(str(tmp_path / "jax_cache"))
+  env["TEST_STEP_SLEEP"] = "0.05"
+  multi = str(tmp_path / "multi")
+  start = time.time()
+  pair = _launch_pair(
+    multi,
+    STOP_STEPS,
+    env,
+    "kill",
+    (*STOP_ARGS, "--config.dist.heartbeat_timeout_seconds=20"),
+    env1={"TEST_SIGNAL_AT": f"4:{signal.SIGKILL}"},
+  )
+  logs = [f"{multi}.kill.p{i}.log" for i in range(2)]
+  _wait(pair, logs, codes=(3, -signal.SIGKILL))  # preemption.EXIT_PEER_FAILED
+  elapsed = time.time() - start
+  survivor = open(logs[0]).read()
+  print(f"\nkill -9 of process 1: process 0 exited after {elapsed:.0f} s (launch included)")
+  assert "error: process 0 of 2: a step failed" in survivor
+  assert "another process died" in survivor and "run the same command again" in survivor
+  assert elapsed < TIMEOUT / 2

@@ -6,6 +6,7 @@ data x fsdp x tensor mesh, with the same global batch, and compares the losses.
 """
 
 import functools
+import types
 
 import jax
 import numpy as np
@@ -281,3 +282,22 @@ def test_aot_memory_reports_sharded_state_without_allocating():
   assert got["argument"] == state_dev + batch_dev
   assert got["alias"] == state_dev  # the donated state is updated in place
   assert got["total"] == got["argument"] + got["output"] - got["alias"] + got["temp"]
+
+
+def test_device_info_names_platform_kind_and_counts():
+  info = shard_lib.device_info()
+  assert info == {
+    "platform": "cpu",
+    "device_kind": jax.devices()[0].device_kind,
+    "device_count": 8,
+    "process_count": 1,
+  }
+  assert shard_lib.describe_devices(info) == f"cpu: 8 x {info['device_kind']} in 1 process"
+  # A 2-host GPU job as its devices describe it.
+  fake = [
+    types.SimpleNamespace(platform="gpu", device_kind="NVIDIA H100", process_index=i // 4)
+    for i in range(8)
+  ]
+  assert shard_lib.describe_devices(shard_lib.device_info(fake)) == (
+    "gpu: 8 x NVIDIA H100 in 2 processes"
+  )

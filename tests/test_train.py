@@ -141,6 +141,9 @@ def test_named_configs_resolve(name):
 
   for arg in (None, "paper", "smoke"):
     config = load_config(name, arg)
+    if arg == "paper":  # its vocabulary comes from the prepared data (test_prepare_data.py)
+      assert config.model.vocab_size == 0 and config.data.source == "tokens"
+      config.model.vocab_size = 50304
     mcfg = model_config_from(config)
     assert mcfg.num_layers == (
       min(int(name.split("_")[-1][:-1]), 2) if arg == "smoke" else int(name.split("_")[-1][:-1])

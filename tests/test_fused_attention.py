@@ -1,0 +1,128 @@
+"""model.attention: jax.nn.dot_product_attention (XLA on CPU) equals the dense einsum path.
+
+The fused path is what runs on a GPU (cuDNN flash attention); here its XLA implementation is
+compared with the dense one every earlier run used, in values and gradients, for every norm
+placement and the parallel block, causal. scripts/gpu_check.sh times both on a GPU.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from configs import base
+from resnorm_jax import attention as attention_lib
+from resnorm_jax import train_step as ts
+from resnorm_jax.config_types import model_config_from, resolve_attention
+from resnorm_jax.initializers import InitRule
+
+SHAPE = dict(vocab_size=16, num_layers=2, d_model=16, num_heads=2, d_ff=16, max_seq_len=16)
+TOKENS = jnp.asarray(np.random.default_rng(0).integers(0, 16, size=(2, 9)), jnp.int32)
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
+def _config(attention: str, **model):
+  c = base.get_config()
+  c.model.update(SHAPE)
+  c.model.update(model)
+  c.model.attention = attention
+  return c
+
+
+def _loss_and_grads(cfg):
+  model_def = ts.make_model_def(cfg)
+  params, model_state = ts.init_model(cfg, 0)
+
+  def loss_fn(p):
+    logits, _, _ = model_def.apply(p, model_state, TOKENS[:, :-1], train=True)
+    return ts.cross_entropy(logits, TOKENS[:, 1:])
+
+  forward = str(jax.make_jaxpr(loss_fn)(params))
+  compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(params).compile(FAST_COMPILE)
+  loss, grads = compiled(params)
+  return float(loss), grads, forward
+
+
+PLACEMENTS = [
+  dict(norm_position="post"),
+  dict(norm_position="pre"),
+  dict(norm_position="peri"),
+  dict(norm_position="pre", block="parallel"),
+  dict(norm_position="post", position="rope", qk_norm=True),
+]
+
+
+@pytest.mark.parametrize("model", PLACEMENTS, ids=lambda m: "-".join(map(str, m.values())))
+def test_fused_xla_equals_dense_in_loss_and_gradients(model):
+  dense = model_config_from(_config("dense", **model))
+  fused = model_config_from(_config("fused", **model))  # on CPU: the XLA implementation
+  assert (dense.attention, fused.attention) == ("dense", "xla")
+  assert dataclasses.replace(fused, attention="dense") == dense
+  loss_d, grads_d, jaxpr_d = _loss_and_grads(dense)
+  loss_f, grads_f, jaxpr_f = _loss_and_grads(fused)
+  # Two different programs: only the dense one has the custom-VJP softmax.
+  assert "name=softmax" in jaxpr_d and "name=softmax" not in jaxpr_f
+  np.testing.assert_allclose(loss_f, loss_d, rtol=1e-6)
+  close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  jax.tree.map(close, grads_f, grads_d)
+  assert min(float(np.abs(g).max()) for g in jax.tree.leaves(grads_d["layers"]["attn"])) > 0
+
+
+def _attention(implementation: str, dtype=jnp.float32):
+  cfg = dataclasses.replace(model_config_from(_config("dense")), attention=implementation)
+  with nnx.use_eager_sharding(False):
+    return attention_lib.Attention(cfg, InitRule("xavier", 2, 16), nnx.Rngs(params=0))
+
+
+def test_fused_attention_is_causal_and_matches_dense_per_position():
+  x = jnp.asarray(np.random.default_rng(1).normal(size=(2, 7, 16)), jnp.float32)
+  dense, fused = _attention("dense"), _attention("xla")
+  y_d, y_f = np.asarray(dense(x)), np.asarray(fused(x))
+  np.testing.assert_allclose(y_f, y_d, rtol=1e-5, atol=1e-6)
+  x2 = x.at[:, 4:].set(-x[:, 4:])  # change the future: positions 0-3 must not move
+  y2 = np.asarray(fused(x2))
+  np.testing.assert_array_equal(y2[:, :4], y_f[:, :4])
+  assert np.abs(y2[:, 4:] - y_f[:, 4:]).max() > 1e-3
+
+
+def test_fused_attention_bfloat16_close_to_dense():
+  """In bfloat16 the two differ by rounding only (the fused scores stay float32)."""
+  x = jnp.asarray(np.random.default_rng(2).normal(size=(2, 7, 16)), jnp.bfloat16)
+  y_d = np.asarray(_attention("dense")(x), np.float32)
+  y_f = np.asarray(_attention("xla")(x), np.float32)
+  assert y_f.dtype == np.float32 and np.all(np.isfinite(y_f))
+  assert np.abs(y_f - y_d).max() < 0.03 * np.abs(y_d).max()
+
+
+@pytest.mark.parametrize(
+  "name, platform, dtype, head_dim, expected",
+  [
+    ("dense", "gpu", "bfloat16", 64, "dense"),
+    ("fused", "cpu", "bfloat16", 64, "xla"),
+    ("fused", "tpu", "bfloat16", 64, "xla"),
+    ("fused", "gpu", "bfloat16", 64, "cudnn"),
+    ("fused", "gpu", "float32", 64, "xla"),  # cuDNN flash attention: 16-bit inputs only
+    ("fused", "gpu", "bfloat16", 12, "xla"),  # head dim not a multiple of 8
+    ("xla", "gpu", "bfloat16", 64, "xla"),
+    ("cudnn", "gpu", "bfloat16", 128, "cudnn"),
+  ],
+)
+def test_resolve_attention(name, platform, dtype, head_dim, expected):
+  assert resolve_attention(name, platform, dtype, head_dim) == expected
+
+
+def test_cudnn_where_it_cannot_run_is_refused_naming_why():
+  with pytest.raises(ValueError, match=r"model.attention='cudnn'.*platform='cpu'.*'fused'"):
+    resolve_attention("cudnn", "cpu", "bfloat16", 64)
+  with pytest.raises(ValueError, match=r"train.dtype='float32'"):
+    resolve_attention("cudnn", "gpu", "float32", 64)
+  with pytest.raises(ValueError, match=r"model.attention='flash'.*dense, fused, xla, cudnn"):
+    model_config_from(_config("flash"))
+
+
+def test_default_is_dense():
+  assert base.get_config().model.attention == "dense"
+  assert model_config_from(base.get_config()).attention == "dense"

@@ -1,0 +1,246 @@
+"""experiments.prepare_data -> data.source=tokens, offline: bytes and train:V tokenizers on small
+local text, the manifest, the memory-mapped multi-shard view, vocab from the manifest, the
+fingerprint in config.json, summary.json and the checkpoint check. Nothing downloads."""
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from configs import base
+from resnorm_jax import data, prepare, shards
+from resnorm_jax import tokenizer as tok_lib
+from resnorm_jax.config_types import model_config_from
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory) -> tuple[str, list[bytes]]:
+  """Four documents (files) of Shakespeare, 40 kB each: (glob, their bytes)."""
+  folder = tmp_path_factory.mktemp("texts")
+  raw = open(SHAKESPEARE, "rb").read()[: 4 * 40_000]
+  parts = [raw[i * 40_000 : (i + 1) * 40_000] for i in range(4)]
+  for i, part in enumerate(parts):
+    (folder / f"doc{i}.txt").write_bytes(part)
+  return str(folder / "doc*.txt"), parts
+
+
+def _prepare(texts, out, tokenizer="bytes", workers=1, **kw):
+  source, documents = prepare.local_documents(texts[0])
+  kw = {"val_tokens": 5_000, "shard_tokens": 30_000, **kw}
+  return prepare.prepare(
+    documents, source, tok_lib.parse(tokenizer), str(out), workers=workers, log=lambda s: None, **kw
+  )
+
+
+def _cfg(path, val_path=""):
+  return types.SimpleNamespace(source="tokens", path=str(path), val_path=val_path, val_fraction=0.1)
+
+
+def test_bytes_shards_hold_the_text_split_and_checksummed(texts, tmp_path):
+  m = _prepare(texts, tmp_path / "b")
+  stream = np.frombuffer(b"".join(texts[1]), np.uint8)  # bytes: no document separator
+  assert m["tokenizer"] == {"name": "bytes", "vocab_size": 256, "eot_id": None}
+  val, train = m["splits"]["val"], m["splits"]["train"]
+  assert (val["tokens"], train["tokens"]) == (5_000, len(stream) - 5_000)
+  assert [s["tokens"] for s in train["shards"]] == [30_000] * 5 + [5_000]  # 155,000 in all
+  assert (val["documents"], train["documents"]) == (1, 3)  # doc0 starts in val
+  for entry in val["shards"] + train["shards"]:
+    raw = (tmp_path / "b" / entry["file"]).read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == entry["sha256"]
+    assert np.frombuffer(raw[:12], "<i4").tolist() == [20240520, 1, entry["tokens"]]
+  corpus = data.load_corpus(_cfg(tmp_path / "b"), 256, 64)
+  assert isinstance(corpus.train, shards.ShardedTokens)  # six memmaps, not one copy
+  assert all(isinstance(s, np.memmap) for s in corpus.train.shards)
+  np.testing.assert_array_equal(np.asarray(corpus.val), stream[:5_000])
+  np.testing.assert_array_equal(np.asarray(corpus.train), stream[5_000:])
+  assert corpus.split["method"] == "manifest" and corpus.split["train_files"] == 6
+  assert corpus.split["manifest"]["fingerprint"] == m["fingerprint"]
+  # Counts from the manifest: the same entropies as counting every token.
+  plain = np.asarray(corpus.train)
+  assert data.unigram_entropy(corpus.train, 256) == pytest.approx(data.unigram_entropy(plain, 256))
+  assert shards.verify(str(tmp_path / "b")) == []
+
+
+def test_train_bpe_offline_deterministic_and_parallel(texts, tmp_path):
+  one = _prepare(texts, tmp_path / "w1", "train:300", workers=1)
+  two = _prepare(texts, tmp_path / "w2", "train:300", workers=2)  # a process pool
+  assert one["fingerprint"] == two["fingerprint"]  # same tokenizer, same shards
+  tok = one["tokenizer"]
+  assert (tok["name"], tok["vocab_size"], tok["eot_id"]) == ("train:300", 300, 0)
+  assert one["splits"]["val"]["tokens"] == 5_000
+  # Every document starts with <|endoftext|>, and the ids decode back to the text.
+  from tokenizers import Tokenizer
+
+  hf = Tokenizer.from_file(str(tmp_path / "w1" / "tokenizer.json"))
+  stream = np.concatenate(
+    [shards.read_shard(p) for s in ("val", "train") for p in shards.split_files(
+      str(tmp_path / "w1"), one, s)]
+  )  # fmt: skip
+  starts = np.flatnonzero(stream == 0)
+  assert len(starts) == 4 and starts[0] == 0
+  docs = np.split(stream, starts[1:])
+  assert [hf.decode(d[1:].tolist()).encode() for d in docs] == texts[1]
+  assert len(stream) < 0.8 * sum(map(len, texts[1]))  # it compresses
+
+
+def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_path):
+  _prepare(texts, tmp_path / "t", "train:300")
+  c = base.get_config()
+  c.data.source, c.data.path, c.model.vocab_size = "tokens", str(tmp_path / "t"), 0
+  assert model_config_from(c).vocab_size == 384  # 300 up to a multiple of 128
+  c.model.vocab_size = 512
+  assert model_config_from(c).vocab_size == 512
+  c.model.vocab_size = 299
+  with pytest.raises(data.DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
+    model_config_from(c)
+  c.data.source, c.model.vocab_size = "stdlib", 0  # byte corpora: 256, as before
+  assert model_config_from(c).vocab_size == 256
+  c.data.source, c.data.path = "tokens", str(tmp_path / "nothing_here.bin")
+  with pytest.raises(data.DataError, match="manifest.json"):
+    model_config_from(c)
+  assert base.get_config().model.vocab_size == 256  # today's default is unchanged
+
+
+def test_manifest_spares_the_scan_and_guards_the_files(texts, tmp_path, monkeypatch):
+  m = _prepare(texts, tmp_path / "t", "train:300")
+
+  def no_scan(*a, **k):
+    raise AssertionError("a vouched shard was scanned")
+
+  monkeypatch.setattr(data, "_max_token", no_scan)
+  corpus = data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  assert corpus.train.counts is not None and corpus.train.counts.sum() == len(corpus.train)
+  # A glob over every shard: the held-out ones are still held out, never trained on.
+  both = data.load_corpus(_cfg(tmp_path / "t" / "*.bin"), 384, 32)
+  assert len(both.train) == len(corpus.train) and both.split["excluded_from_train"] == 1
+  with pytest.raises(data.DataError, match="smaller"):
+    data.load_corpus(_cfg(tmp_path / "t"), 299, 32)
+  # A changed manifest, or a shard of the wrong length, is refused.
+  edited = dict(m, splits={**m["splits"], "val": {**m["splits"]["val"], "tokens": 1}})
+  (tmp_path / "t" / "manifest.json").write_text(json.dumps(edited))
+  with pytest.raises(data.DataError, match="fingerprint does not match"):
+    data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  shards.write_manifest(str(tmp_path / "t"), {k: v for k, v in m.items() if k != "fingerprint"})
+  first = tmp_path / "t" / m["splits"]["train"]["shards"][0]["file"]
+  shards.write_shard(str(first), np.zeros(10, np.uint16), 1)
+  with pytest.raises(data.DataError, match="its manifest says"):
+    data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  assert shards.verify(str(tmp_path / "t")) == [first.name]
+
+
+def test_sharded_view_indexes_like_the_concatenation():
+  rng = np.random.default_rng(0)
+  parts = [rng.integers(0, 1000, n).astype(np.uint16) for n in (7, 1, 30, 12)]
+  view, flat = shards.ShardedTokens(parts), np.concatenate(parts)
+  assert len(view) == 50 and view.dtype == np.uint16
+  idx = rng.integers(0, 50, size=(6, 9))
+  np.testing.assert_array_equal(view[idx], flat[idx])
+  for a, b in ((0, 50), (5, 9), (8, 38), (40, 50), (7, 8), (20, 20)):
+    np.testing.assert_array_equal(np.asarray(view[a:b]), flat[a:b])
+  assert view[49] == flat[49] and view[-1] == flat[-1]
+  x, y = data.get_batch(view, seed=1, step=2, batch_size=4, seq_len=8)
+  np.testing.assert_array_equal(
+    (x, y), data.get_batch(flat, seed=1, step=2, batch_size=4, seq_len=8)
+  )
+  with pytest.raises(IndexError):
+    view[np.array([50])]
+
+
+def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
+  texts, tmp_path, run_script
+):
+  out, work = tmp_path / "prepared", tmp_path / "run"
+  prep = [
+    "-m", "experiments.prepare_data", f"--input={texts[0]}", "--tokenizer=train:300",
+    f"--out={out}", "--val_tokens=4000", "--shard_tokens=20000", "--workers=2",
+  ]  # fmt: skip
+  proc = run_script([sys.executable, *prep])
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert f"fingerprint {manifest['fingerprint']}" in proc.stdout
+  train = [
+    sys.executable, "-m", "experiments.train", "--config=configs/smoke.py", f"--workdir={work}",
+    "--config.data.source=tokens", f"--config.data.path={out}", "--config.model.vocab_size=0",
+  ]  # fmt: skip
+  proc = run_script(train, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "train:300, 300 ids" in proc.stdout
+  assert "on cpu: 1 x " in proc.stdout and " in 1 process; attention dense;" in proc.stdout
+  assert json.loads((work / "summary.json").read_text())["devices"]["platform"] == "cpu"
+  config = json.loads((work / "config.json").read_text())
+  summary = json.loads((work / "summary.json").read_text())
+  assert config["resolved_model"]["vocab_size"] == 384
+  for record in (config["data_split"], summary["data_split"]):
+    assert record["manifest"]["fingerprint"] == manifest["fingerprint"]
+  assert summary["status"] == "completed"
+  # The same folder prepared again differently: the checkpoint is another experiment's.
+  shutil.rmtree(out)
+  redo = [a if a != "--tokenizer=train:300" else "--tokenizer=train:320" for a in prep]
+  assert run_script([sys.executable, *redo]).returncode == 0
+  proc = run_script([*train, "--config.train.steps=12"], timeout=300)
+  assert proc.returncode == 2 and "data_fingerprint" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--tokenizer=bogus"], "bytes, gpt2, train:V"),
+    (["--tokenizer=train:100"], "above 256"),
+    (["--tokenizer=bytes", "--hf_dataset=x"], "exactly one of"),
+    (["--tokenizer=bytes", "--val_tokens=0"], "must be positive"),
+    (["--tokenizer=missing.json"], "no such tokenizer.json"),
+  ],
+)
+def test_prepare_refuses_bad_input(texts, tmp_path, run_script, args, message):
+  proc = run_script(
+    [sys.executable, "-m", "experiments.prepare_data", f"--input={texts[0]}",
+     f"--out={tmp_path / 'o'}", *args]
+  )  # fmt: skip
+  assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_prepare_refuses_an_existing_folder_and_a_missing_datasets_library(texts, tmp_path):
+  _prepare(texts, tmp_path / "b")
+  with pytest.raises(ValueError, match="already holds shards"):
+    _prepare(texts, tmp_path / "b")
+  with pytest.raises(ValueError, match="nothing to train on"):
+    _prepare(texts, tmp_path / "c", val_tokens=10**9)
+  if importlib.util.find_spec("datasets") is None:  # never download in a test
+    with pytest.raises(ValueError, match="requirements-data.txt"):
+      prepare.hf_documents("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "text")
+
+
+def _paper_config():
+  path = os.path.join(ROOT, "configs", "postnorm_96L.py")
+  spec = importlib.util.spec_from_file_location("_paper_postnorm", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config("paper")
+
+
+def test_paper_scale_trains_on_resnorm_data_and_refuses_stdlib(texts, tmp_path, monkeypatch):
+  _prepare(texts, tmp_path / "p", "train:300")
+  monkeypatch.setenv(base.DATA_ENV, str(tmp_path / "p"))
+  c = _paper_config()
+  assert (c.data.source, c.data.path, c.model.vocab_size) == ("tokens", str(tmp_path / "p"), 0)
+  assert model_config_from(c).vocab_size == 384
+  corpus = data.load_corpus(c.data, 384, c.train.seq_len)
+  assert corpus.split["manifest"]["tokenizer"] == "train:300"
+  monkeypatch.delenv(base.DATA_ENV)
+  c = _paper_config()
+  with pytest.raises(data.DataError, match="RESNORM_DATA=DIR"):
+    model_config_from(c)
+  c.data.source, c.model.vocab_size = "stdlib", 0
+  with pytest.raises(data.DataError, match="allow_stdlib=true"):
+    data.load_corpus(c.data, 256, c.train.seq_len)
+  c.data.allow_stdlib = True  # asked for explicitly: the stdlib corpus at paper scale
+  assert data.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
