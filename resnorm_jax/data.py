@@ -157,6 +157,27 @@ def _train_and_val_paths(path: str, val_path: str) -> tuple[list[str], list[str]
   return train_paths, val_paths, len(paths) - len(train_paths)
 
 
+def _held_out(tokens, read_val, paths, val_paths, excluded, val_fraction, unit):
+  """(train, val, description of the held-out part, split record): the files of
+  `data.val_path` when given (read by `read_val`), else the tail of `tokens`."""
+  if val_paths:
+    train, val = tokens, read_val()
+    held = f"val: {len(val_paths)} {unit}, {excluded} of them excluded from train"
+    split = _split_info(
+      "val_path",
+      train,
+      val,
+      train_files=len(paths),
+      val_files=len(val_paths),
+      excluded_from_train=excluded,
+    )
+  else:
+    train, val = _split_tail(tokens, val_fraction)
+    held = f"last {val_fraction:g} held out"
+    split = _split_info("tail", train, val, train_files=len(paths), val_fraction=val_fraction)
+  return train, val, held, split
+
+
 def _bytes_array(data: bytes) -> np.ndarray:
   """Read-only uint8 view: cached corpora must not be changed by a caller."""
   return np.frombuffer(data, dtype=np.uint8)
@@ -196,21 +217,9 @@ def _load_text(path: str, val_path: str, val_fraction: float) -> Corpus:
   """Byte-level text from a file or glob; val from `val_path` or the tail of the bytes."""
   paths, val_paths, excluded = _train_and_val_paths(path, val_path)
   tokens = _read_text(paths)
-  if val_path:
-    train, val = tokens, _read_text(val_paths)
-    held = f"val {val_path!r}, {len(val_paths)} files, {excluded} of them excluded from train"
-    split = _split_info(
-      "val_path",
-      train,
-      val,
-      train_files=len(paths),
-      val_files=len(val_paths),
-      excluded_from_train=excluded,
-    )
-  else:
-    train, val = _split_tail(tokens, val_fraction)
-    held = f"last {val_fraction:g} held out"
-    split = _split_info("tail", train, val, train_files=len(paths), val_fraction=val_fraction)
+  train, val, held, split = _held_out(
+    tokens, lambda: _read_text(val_paths), paths, val_paths, excluded, val_fraction, "files"
+  )
   description = (
     f"text {path!r} ({len(paths)} files; {held}): "
     f"train {len(train):,} bytes, val {len(val):,} bytes"
@@ -375,21 +384,15 @@ def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int)
       path = os.path.join(path, "*.bin")
   paths, val_paths, excluded = _train_and_val_paths(path, val_path)
   tokens = _read_shards(paths, vocab_size)
-  if val_path:
-    train, val = tokens, _read_shards(val_paths, vocab_size)
-    held = f"val {val_path!r}, {len(val_paths)} shards, {excluded} of them excluded from train"
-    split = _split_info(
-      "val_path",
-      train,
-      val,
-      train_files=len(paths),
-      val_files=len(val_paths),
-      excluded_from_train=excluded,
-    )
-  else:
-    train, val = _split_tail(tokens, val_fraction)
-    held = f"last {val_fraction:g} held out"
-    split = _split_info("tail", train, val, train_files=len(paths), val_fraction=val_fraction)
+  train, val, held, split = _held_out(
+    tokens,
+    lambda: _read_shards(val_paths, vocab_size),
+    paths,
+    val_paths,
+    excluded,
+    val_fraction,
+    "shards",
+  )
   description = (
     f"tokens {path!r} ({len(paths)} shards, {tokens.dtype}; {held}): "
     f"train {len(train):,} tokens, val {len(val):,} tokens"
