@@ -283,7 +283,7 @@ def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_
   assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(state))
   for log in logs:
     text = open(log).read()
-    assert f"interrupted (interrupted): step {stopped}," in text, log
+    assert f"interrupted (interrupted) at step {stopped}:" in text, log
     assert "thread=save_finalize] Reached preemption" not in text  # the loop alone asks
   # The same command again resumes there and ends where one uninterrupted process does.
   second = _launch_pair(multi, STOP_STEPS, env, "second", STOP_ARGS)

@@ -156,8 +156,9 @@ def test_hparams_filter_and_sort_by_final_loss(board):
   assert experiment["hparamInfos"][0]["name"] == "num_layers" and infos["num_layers"]["differs"]
   assert infos["norm_position"]["domainDiscrete"] == ["post"]  # the values seen
   metric_tags = [m["name"]["tag"] for m in experiment["metricInfos"]]
-  assert set(metric_tags[:4]) == METRICS - {"train/loss"} | {"train/grad_norm"}
-  assert "train/loss" in metric_tags[:5]
+  # The eval group first (eval/final_loss is the end-of-run eval on final_eval_tokens).
+  assert set(metric_tags[:4]) == METRICS - {"train/loss"} | {"eval/final_loss"}
+  assert "train/loss" in metric_tags[:6]
   # "norm_position=post, num_layers=12", sorted by final eval loss: the deep run alone.
   groups = _get(
     base,
@@ -176,11 +177,15 @@ def test_hparams_filter_and_sort_by_final_loss(board):
   assert group["hparams"]["outcome"] == summary["outcome"]
   assert group["sessions"][0]["status"] == "STATUS_SUCCESS"
   metrics = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
-  metrics = {tag: metrics[tag] for tag in METRICS}  # of every scalar tag, the end metrics
+  # of every scalar tag, the end metrics: the end-of-run eval (final_eval_tokens) is
+  # eval/final_loss; eval/loss is the last periodic eval
+  metrics = {tag: metrics[tag] for tag in METRICS | {"eval/final_loss"}}
   baseline = summary.get("heldout_unigram_entropy", summary["unigram_entropy"])
+  rows = [json.loads(line) for line in open(os.path.join(logdir, names[12], "metrics.jsonl"))]
   assert metrics == pytest.approx(
     {
-      "eval/loss": summary["final_eval_loss"],
+      "eval/final_loss": summary["final_eval_loss"],
+      "eval/loss": [r for r in rows if "eval/loss" in r][-1]["eval/loss"],
       "eval/min_loss": summary["best_eval_loss"],
       "eval/no_context_loss": baseline,
       "train/loss": summary["final_train_loss"],
