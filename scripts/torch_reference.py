@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHAKESPEARE = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")  # shipped: data/README.md
 
 
 class SelfAttention(nn.Module):
