@@ -12,7 +12,11 @@ All at the CPU 1000-layer shape (d 64, 4 heads, FFN 256, batch 8 x 64, remat ful
   the plateau, this run trains.
 
   python scripts/sweep.py --grid=configs/sweeps/deepnet_1000L.py --jobs=auto \
-      --sweep_dir=docs/deepnet_1000L/runs
+      --sweep_dir=docs/runs
+
+(docs/runs/<point>/ keeps each run's config.json, summary.json and metrics.jsonl, the curve.)
+DeepNorm's common-setting point ran before this grid existed, as docs/runs/deepnorm_1000L_lr2e-4
+(same model, lr, warmup, steps and batch; its final eval used 1,024 tokens, not 16,384).
 
 Cost: ~60 min per point on 2 CPU cores (6 s/step), more pinned to one core: 8 points are a
 day of this CPU, minutes on a GPU (`--accelerator=gpu`).
