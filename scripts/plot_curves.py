@@ -42,27 +42,44 @@ STATUS_COLORS = {
 }
 
 
+# A run folder's curve: metrics.jsonl as the loop writes it, or the excerpt docs/runs/<run>/
+# keeps of a run whose full metrics.jsonl was too large to commit.
+CURVE_FILES = ("metrics.jsonl", "curve.jsonl")
+
+
+def _curve_file(run_dir: str) -> str | None:
+  for name in CURVE_FILES:
+    if os.path.isfile(os.path.join(run_dir, name)):
+      return os.path.join(run_dir, name)
+  return None
+
+
 def expand_runs(patterns: Sequence[str]) -> list[str]:
-  """Run folders (holding metrics.jsonl) matching the paths or globs, in the given order."""
+  """Run folders (holding a curve file) matching the paths or globs, in the given order."""
   runs: list[str] = []
   for pattern in patterns:
     matches = sorted(glob.glob(os.path.expanduser(pattern))) or [pattern]
     for path in matches:
-      if os.path.isfile(os.path.join(path, "metrics.jsonl")) and path not in runs:
+      if _curve_file(path) and path not in runs:
         runs.append(path)
   return runs
 
 
 def read_curves(run_dir: str) -> dict[str, Any]:
-  """{'train': (steps, losses), 'eval': (steps, losses), 'unigram': float | None}."""
-  records = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+  """{'train': (steps, losses), 'eval': (steps, losses), 'unigram': float | None}.
+
+  'unigram' is the no-context baseline the verdict uses (held-out unigram cross-entropy),
+  or the train split's unigram entropy for runs that predate it.
+  """
+  records = read_metrics(_curve_file(run_dir) or os.path.join(run_dir, "metrics.jsonl"))
   curves: dict[str, Any] = {}
   for key, name in (("train/loss", "train"), ("eval/loss", "eval")):
     points = [(r["step"], r[key]) for r in records if key in r]
     curves[name] = ([s for s, _ in points], [v for _, v in points])
   try:
     with open(os.path.join(run_dir, "summary.json")) as f:
-      curves["unigram"] = json.load(f).get("unigram_entropy")
+      summary = json.load(f)
+    curves["unigram"] = summary.get("heldout_unigram_entropy") or summary.get("unigram_entropy")
   except (OSError, json.JSONDecodeError):
     curves["unigram"] = None
   return curves
@@ -78,7 +95,7 @@ def _pyplot():
 
 
 def plot_curves(run_dirs: Sequence[str], out: str, title: str = "") -> str:
-  """Train (solid) and eval (dots) loss of every run, its unigram entropy dashed."""
+  """Train (solid) and eval (dots) loss of every run, its no-context baseline dashed."""
   plt = _pyplot()
   fig, ax = plt.subplots(figsize=(9, 5.5))
   for run in run_dirs:
@@ -91,7 +108,7 @@ def plot_curves(run_dirs: Sequence[str], out: str, title: str = "") -> str:
     if c["unigram"] is not None:
       ax.axhline(c["unigram"], ls="--", lw=0.8, color=color)
   ax.set(xlabel="step", ylabel="loss (nats/token)", title=title or "solid train, dots eval")
-  ax.plot([], [], "k--", lw=0.8, label="unigram entropy")
+  ax.plot([], [], "k--", lw=0.8, label="no-context baseline (unigram)")
   ax.legend(fontsize="small")
   return _save(fig, out)
 
@@ -288,7 +305,7 @@ def main(argv: list[str]) -> int:
     return 0
   runs = expand_runs(patterns)
   if not runs:
-    _fail(f"no run folder with a metrics.jsonl matches {patterns}")
+    _fail(f"no run folder with a metrics.jsonl or curve.jsonl matches {patterns}")
   print(plot_curves(runs, f.out or "curves.png", f.title))
   return 0
 
