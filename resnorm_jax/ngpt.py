@@ -41,8 +41,10 @@ Where the paper or its code leaves a choice:
     takes |alpha|. It starts at 0.05 > 0 either way.
   - s_qk multiplies Norm(q) after RoPE, as in the official code (RoPE rotates within each
     head, so it commutes with Norm but not with a per-channel s_qk).
-  - The paper's own ablations: s_v is multiplied by sqrt(D) (the paper's text); the official
-    code multiplies both s_u and s_v by sqrt(D). We follow the text.
+  - s_v alone is multiplied by sqrt(D) (the paper's text); the official code multiplies both
+    s_u and s_v by sqrt(D). We follow the text.
+  - alpha_init stays 0.05 at every depth (the paper: "of order 1/n_layers" for its 24-36
+    layers); model.ngpt_alpha_init changes it.
 Left out: the paper's optimizer settings (AdamW b2=0.95, grad clip 1, cosine decay to 0,
 lr per model size): the stability map runs every variant under one setting (Adam b2=0.98,
 constant lr 1e-3, no clipping); `--config.opt.schedule=cosine` etc. are one key away.
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -172,6 +174,20 @@ def unit_norm_axes(param_specs: Any) -> dict[str, int]:
   return axes
 
 
+class ProjectionState(NamedTuple):
+  """The projection's (empty) state: marks an optimizer state that projects (require_projection)."""
+
+
+def require_projection(opt_state: Any) -> None:
+  """ValueError unless the optimizer state comes from a chain with hypersphere_projection."""
+  found = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, ProjectionState))
+  if not any(isinstance(x, ProjectionState) for x in found):
+    raise ValueError(
+      "model.residual=ngpt needs its weights projected after every step: build the optimizer "
+      "with optim.make_optimizer(opt_cfg, steps, model_def)"
+    )
+
+
 def hypersphere_projection(axes: Mapping[str, int]) -> optax.GradientTransformation:
   """updates -> Norm(params + updates) - params on the leaves of `axes` ({keystr path: axis}).
 
@@ -181,7 +197,7 @@ def hypersphere_projection(axes: Mapping[str, int]) -> optax.GradientTransformat
 
   def init_fn(params):
     del params
-    return optax.EmptyState()
+    return ProjectionState()
 
   def update_fn(updates, state, params=None):
     if params is None:
