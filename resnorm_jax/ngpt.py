@@ -43,9 +43,9 @@ Where the paper or its code leaves a choice:
     head, so it commutes with Norm but not with a per-channel s_qk).
   - s_v alone is multiplied by sqrt(D) (the paper's text); the official code multiplies both
     s_u and s_v by sqrt(D). We follow the text.
-  - alpha_init stays 0.05 at every depth (the paper: "of order 1/n_layers" for its 24-36
-    layers); model.ngpt_alpha_init changes it.
-Left out: the paper's optimizer settings (AdamW b2=0.95, grad clip 1, cosine decay to 0,
+  - alpha_init stays 0.05 at every depth (the paper's value, chosen for its 24- and 36-layer
+    models; it may want to shrink with depth); model.ngpt_alpha_init changes it.
+Left out: the paper's optimizer settings (its code: AdamW b2=0.95, grad clip 1, cosine to 0,
 lr per model size): the stability map runs every variant under one setting (Adam b2=0.98,
 constant lr 1e-3, no clipping); `--config.opt.schedule=cosine` etc. are one key away.
 Refused (ModelConfig): learned position tables (nGPT uses RoPE), GELU/ReLU FFNs (s_u, s_v
