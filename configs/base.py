@@ -33,7 +33,7 @@ def get_config() -> config_dict.ConfigDict:
   m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | none
   m.norm_position = "post"  # post | pre | peri | none | subln | lnscale | mix (docs/variants.md)
   m.final_norm = "auto"  # auto | true | false (auto: on for pre/peri, off for post/none)
-  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn
+  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt
   m.residual = "add"
   m.block = "sequential"  # sequential | parallel
   m.init = "xavier"  # xavier | normal | gpt2 | deepnorm | magneto
@@ -53,6 +53,8 @@ def get_config() -> config_dict.ConfigDict:
   # dense (einsums, probabilities materialised: every earlier run) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
   m.attention = "dense"
+  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/ngpt.py, docs/variants.md) ---
+  m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300

@@ -34,7 +34,7 @@ def train_step_memory(config, devices=None) -> dict:
   loop.validate_train(config)
   mesh = shard_lib.make_mesh(config.mesh, devices)
   model_def = ts.make_model_def(model_config_from(config))
-  optimizer = optim.make_optimizer(config.opt, config.train.steps)
+  optimizer = optim.make_optimizer(config.opt, config.train.steps, model_def)
   abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, config.seed))
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
   state = jax.tree.map(

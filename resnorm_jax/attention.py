@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax import ngpt
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
@@ -79,6 +80,10 @@ class Attention(nnx.Module):
       self.q_norm = self.k_norm = None
     # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
     self.sub_norm = config_norm(cfg, d) if cfg.norm_position == "subln" else None
+    # nGPT: unit q, k per head times s_qk (after RoPE), softmax scale sqrt(K) (ngpt.py).
+    self.ngpt = ngpt.QKScale(cfg.num_heads, cfg.head_dim) if cfg.residual == "ngpt" else None
+    nscale = ngpt.softmax_scale if self.ngpt is not None else lambda k: k**-0.5
+    self.softmax_scale = nscale(cfg.head_dim)
 
   def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
     b, t, d = x_BxTxD.shape
@@ -89,11 +94,13 @@ class Attention(nnx.Module):
     if rope is not None:
       sin, cos = rope
       q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
+    if self.ngpt is not None:
+      q, k = self.ngpt(q, k)
     if self.implementation != "dense":
       # Scores accumulate in float32 (the XLA path asks for a float32 result; cuDNN's
       # kernels accumulate in float32); the causal mask is built in.
       ctx_BxTxHxK = jax.nn.dot_product_attention(
-        q, k, v, scale=self.head_dim**-0.5, is_causal=True, implementation=self.implementation
+        q, k, v, scale=self.softmax_scale, is_causal=True, implementation=self.implementation
       )
       return self.out(ctx_BxTxHxK.reshape(b, t, d))
     # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
@@ -101,7 +108,7 @@ class Attention(nnx.Module):
     # prenorm_96L's step is 13-39% faster this way at 24-96 layers (docs/benchmarks.md, 1b).
     q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k, v))
     scores_BxHxTxS = jnp.einsum("bhtk,bhsk->bhts", q, k).astype(jnp.float32)
-    scores_BxHxTxS = scores_BxHxTxS * (self.head_dim**-0.5)
+    scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     probs = softmax(scores_BxHxTxS).astype(v.dtype)

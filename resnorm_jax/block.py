@@ -10,6 +10,7 @@ Placements (per sub-layer F, `res` the residual rule, N a norm, l the 0-based la
 Parallel block (PaLM): F(h) = Attn(h) + FFN(h), one residual and one norm per slot.
 Hyper-connections (residual=hyperconn): the stream is n copies [B, T, n, D]; the branch
 reads a mix of them and writes into each (resnorm_jax/hyperconn.py).
+nGPT (residual=ngpt, placement none): x = Norm(x + alpha (Norm(F(x)) - x)) (resnorm_jax/ngpt.py).
 
 The layer index l is scan data (model.py), so lnscale's factor and mix's switch are
 values carried through one scanned stack, not a second stack.
@@ -30,6 +31,7 @@ from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.hyperconn import HyperConnection
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
+from resnorm_jax.ngpt import SphereUpdate
 from resnorm_jax.norms import make_norm
 from resnorm_jax.residual import Residual
 
@@ -98,6 +100,8 @@ class Block(nnx.Module):
           for i, s in enumerate(slots)
         }
       )
+    elif cfg.residual == "ngpt":
+      self.residuals = nnx.Dict({s: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init) for s in slots})
     else:
       self.residuals = nnx.Dict({s: residual() for s in slots})
     self.hyper = cfg.residual == "hyperconn"

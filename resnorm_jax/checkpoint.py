@@ -51,6 +51,7 @@ ADDED_KEYS: dict[str, Any] = {
   "model.hyperconn_rate": 4,
   "model.hyperconn_dynamic": False,
   "model.attention": "dense",
+  "model.ngpt_alpha_init": 0.05,  # nGPT (issue 18)
   "data_fingerprint": None,
 }
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename

@@ -70,6 +70,9 @@ class ModelConfig:
   hyperconn_rate: int = 4
   hyperconn_dynamic: bool = False
   attention: str = "dense"
+  # --- nGPT (model.residual=ngpt; resnorm_jax/ngpt.py) ---
+  ngpt_alpha_init: float = 0.05
+  # ---
   remat: str = "none"
   scan_unroll: int = 1
   dtype: str = "float32"
@@ -108,8 +111,30 @@ class ModelConfig:
         f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
         f"the n streams); model.norm_position={self.norm_position!r} normalizes the stream"
       )
+    if self.residual == "ngpt":
+      _check_ngpt(self)
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
+
+
+def _check_ngpt(cfg: ModelConfig) -> None:
+  """nGPT is defined with RoPE, SwiGLU, a sequential block and no LayerNorm anywhere."""
+  needed = {
+    "model.norm_position": (cfg.norm_position, "none"),
+    "model.final_norm": (cfg.final_norm, False),
+    "model.qk_norm": (cfg.qk_norm, False),
+    "model.block": (cfg.block, "sequential"),
+    "model.position": (cfg.position, "rope"),
+    "model.ffn_activation": (cfg.ffn_activation, "swiglu"),
+  }
+  wrong = [f"{k}={v!r} (needs {want!r})" for k, (v, want) in needed.items() if v != want]
+  if wrong:
+    raise ValueError(
+      "model.residual=ngpt (the normalized Transformer: its own L2 normalizations, no "
+      f"LayerNorm; configs/ngpt_96L.py) refuses {', '.join(wrong)}"
+    )
+  if not cfg.ngpt_alpha_init > 0:
+    raise ValueError(f"model.ngpt_alpha_init={cfg.ngpt_alpha_init!r} must be > 0")
 
 
 def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
@@ -205,6 +230,7 @@ def model_config_from(
     hyperconn_rate=m.get("hyperconn_rate", 4),
     hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
     attention=attention,
+    ngpt_alpha_init=float(m.get("ngpt_alpha_init", 0.05)),
     remat=train.get("remat", "none"),
     scan_unroll=train.get("scan_unroll", 1),
     dtype=dtype,

@@ -215,8 +215,7 @@ def _run(
   mcfg = model_config_from(config)
   validate_train(config)
   t = config.train
-  optimizer = optim.make_optimizer(config.opt, t.steps)
-  schedule = optim.make_schedule(config.opt, t.steps)
+  schedule = optim.make_schedule(config.opt, t.steps)  # validates opt.* before anything runs
   mesh = shard_lib.make_mesh(config.mesh)
   rows = shard_lib.batch_shards(mesh, config.mesh.rules)
   nproc, pidx = jax.process_count(), jax.process_index()
@@ -237,6 +236,7 @@ def _run(
 
   # --- state: restore or initialize, sharded -------------------------------------------------
   model_def = ts.make_model_def(mcfg)
+  optimizer = optim.make_optimizer(config.opt, t.steps, model_def)
   init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
   abstract = jax.eval_shape(init_fn)
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)

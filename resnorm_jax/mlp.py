@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax import ngpt
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
@@ -56,6 +57,8 @@ class MLP(nnx.Module):
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
     # Sub-LN (Magneto): a norm on the hidden units, before the second matrix.
     self.sub_norm = config_norm(cfg, f, "mlp") if cfg.norm_position == "subln" else None
+    # nGPT: u <- u s_u, v <- v s_v sqrt(D) (ngpt.py; SwiGLU only, ModelConfig checks).
+    self.ngpt = ngpt.MLPScale(d, f) if cfg.residual == "ngpt" else None
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     h_BxTxF = self.ffn_in(x_BxTxD)
@@ -64,7 +67,10 @@ class MLP(nnx.Module):
     elif self.activation == "relu":
       h_BxTxF = jax.nn.relu(h_BxTxF)
     else:
-      h_BxTxF = jax.nn.silu(self.ffn_gate(x_BxTxD)) * h_BxTxF
+      g_BxTxF = self.ffn_gate(x_BxTxD)
+      if self.ngpt is not None:
+        h_BxTxF, g_BxTxF = self.ngpt(h_BxTxF, g_BxTxF)
+      h_BxTxF = jax.nn.silu(g_BxTxF) * h_BxTxF
     if self.sub_norm is not None:
       h_BxTxF = self.sub_norm(h_BxTxF)
     return self.ffn_out(h_BxTxF)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import admin, hyperconn
+from resnorm_jax import admin, hyperconn, ngpt
 from resnorm_jax.attention import rope_tables
 from resnorm_jax.block import Block, rms
 from resnorm_jax.config_types import ModelConfig
@@ -40,7 +40,8 @@ class Transformer(nnx.Module):
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     rule = init_rule(cfg)
-    self.embed_scale = rule.embed_scale()
+    # nGPT's input is the unit-norm embedding row itself.
+    self.embed_scale = 1.0 if cfg.residual == "ngpt" else rule.embed_scale()
     # Logical axis names live in the variables' metadata; sharding.py maps them to the mesh
     # later, so nothing needs a mesh at construction time.
     with nnx.use_eager_sharding(False):
@@ -77,6 +78,11 @@ class Transformer(nnx.Module):
         if cfg.tie_embeddings
         else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
       )
+      self.logit_scale = (
+        ngpt.LogitScale(cfg.vocab_size, cfg.d_model) if cfg.residual == "ngpt" else None
+      )
+      if cfg.residual == "ngpt":  # weight rows on the sphere from the start, as after a step
+        ngpt.normalize_weights(self)
     if cfg.residual == "admin":  # Admin's two stages: profile the branches, then set omega
       admin.initialize_omega(self, rngs.params())
 
@@ -106,6 +112,8 @@ class Transformer(nnx.Module):
       stats["final_norm_in_rms"] = rms(x)
       x = self.final_norm(x)
     logits = self.embed.attend(x) if self.head is None else self.head(x)
+    if self.logit_scale is not None:
+      logits = self.logit_scale(logits)
     return logits.astype(jnp.float32), stats
 
   def run_stack(self, x_BxTxD: jax.Array, rope):

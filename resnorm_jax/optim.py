@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from resnorm_jax import param_groups
+from resnorm_jax import ngpt, param_groups
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "inverse_sqrt", "cosine", "linear")
@@ -93,8 +93,14 @@ def decay_mask(params: Any) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: _leaf_name(path) in DECAYED_NAMES, params)
 
 
-def make_optimizer(opt_cfg: Any, total_steps: int) -> optax.GradientTransformation:
-  """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr."""
+def make_optimizer(
+  opt_cfg: Any, total_steps: int, model_def: Any = None
+) -> optax.GradientTransformation:
+  """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
+
+  `model_def` (train_step.ModelDef): with model.residual=ngpt, the weights are put back on the
+  unit sphere after the step (ngpt.hypersphere_projection); an nGPT model needs it passed.
+  """
   schedule = make_schedule(opt_cfg, total_steps)  # validates opt_cfg
   wd = float(opt_cfg.weight_decay)
   parts = []
@@ -120,6 +126,9 @@ def make_optimizer(opt_cfg: Any, total_steps: int) -> optax.GradientTransformati
       parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
     else:
       parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
+  if model_def is not None and model_def.cfg.residual == "ngpt":
+    # Before the freeze mask: a frozen matrix (unit norm since init) then stays exactly still.
+    parts.append(ngpt.hypersphere_projection(ngpt.unit_norm_axes(model_def.param_specs)))
   frozen = param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
   if frozen:
     # Last in the chain: the frozen leaves' updates are zero whatever came before (their

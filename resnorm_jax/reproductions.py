@@ -117,7 +117,7 @@ def _fresh_run(config: ConfigDict, steps: int):
   The optimizer has the real run's schedule (its length is train.steps, or `steps` if longer).
   """
   mcfg = model_config_from(config)
-  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
+  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps), model_def_for(mcfg))
   params, model_state = init_model(mcfg, config.seed)
   state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
   corpus = _corpus(config)

@@ -1,5 +1,6 @@
 """How the skip path and the branch combine: add, deepnorm, scaled, rezero, layerscale, gated,
-none, admin (and hyperconn, which widens the stream: resnorm_jax/hyperconn.py).
+none, admin (and hyperconn, which widens the stream: resnorm_jax/hyperconn.py; and ngpt, the
+normalized Transformer's update on the unit sphere: resnorm_jax/ngpt.py).
 
 N is the number of decoder layers (each has two residual sub-layers, so 2N residuals in a
 sequential block).
@@ -25,6 +26,7 @@ RESIDUALS = (
   "none",
   "admin",
   "hyperconn",
+  "ngpt",
 )
 
 
@@ -61,6 +63,8 @@ class Residual(nnx.Module):
       raise ValueError(f"model.residual={kind!r} is unknown; valid: {', '.join(RESIDUALS)}")
     if kind == "hyperconn":
       raise ValueError("model.residual=hyperconn widens the stream: use hyperconn.HyperConnection")
+    if kind == "ngpt":
+      raise ValueError("model.residual=ngpt lives on the sphere: use ngpt.SphereUpdate")
     self.kind = kind
     self.alpha = alpha
     self.scale = scale

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from resnorm_jax import ngpt
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.model import Transformer, set_mode
 
@@ -91,7 +92,10 @@ def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> jax.Array:
 def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, seed: int):
   """A fresh TrainState (jit this with out_shardings to create it sharded)."""
   params, model_state = init_model(model_def.cfg, seed)
-  return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
+  opt_state = optimizer.init(params)
+  if model_def.cfg.residual == "ngpt":  # an optimizer built without the model_def would drift
+    ngpt.require_projection(opt_state)
+  return TrainState(jnp.zeros((), jnp.int32), params, opt_state, model_state)
 
 
 def _global_norm(tree: PyTree) -> jax.Array:

@@ -211,10 +211,10 @@ def setup(config) -> types.SimpleNamespace:
 
   t = config.train
   mcfg = model_config_from(config)
-  optimizer = optim.make_optimizer(config.opt, t.steps)
   mesh = shard_lib.make_mesh(config.mesh)
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
   model_def = ts.make_model_def(mcfg)
+  optimizer = optim.make_optimizer(config.opt, t.steps, model_def)
   init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
   abstract = jax.eval_shape(init_fn)
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)

@@ -363,6 +363,7 @@ NEW = {
   "lnscale": dict(norm_position="lnscale"),
   "hyperconn": dict(norm_position="pre", residual="hyperconn"),
   "hyperconn_dynamic": dict(norm_position="pre", residual="hyperconn", hyperconn_dynamic=True),
+  "ngpt": dict(residual="ngpt", norm_position="none", position="rope", ffn_activation="swiglu"),
 }
 
 

@@ -177,6 +177,7 @@ def test_required_configs_exist():
     "mixln_96L",
     "lnscale_96L",
     "hyperconn_96L",
+    "ngpt_96L",
   }
   assert required <= set(NAMED)
 
@@ -192,6 +193,7 @@ def test_required_configs_exist():
     "mixln_96L",
     "lnscale_96L",
     "hyperconn_96L",
+    "ngpt_96L",
   ],
 )
 def test_named_config_smoke_runs(name, tmp_path):

@@ -117,6 +117,15 @@ LATER = [
   dict(norm_position="pre", residual="hyperconn"),
   dict(norm_position="pre", residual="hyperconn", hyperconn_dynamic=True, block="parallel"),
   dict(norm_position="subln", residual="hyperconn", hyperconn_rate=2),
+  dict(residual="ngpt", norm_position="none", position="rope", ffn_activation="swiglu"),
+  dict(
+    residual="ngpt",
+    norm_position="none",
+    position="rope",
+    ffn_activation="swiglu",
+    tie_embeddings=False,
+    attention="xla",
+  ),
 ]
 
 

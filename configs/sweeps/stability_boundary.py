@@ -11,7 +11,7 @@ its end-of-run eval loss is 0.1 nats or more below the held-out unigram cross-en
   python scripts/plot_curves.py --boundary=docs/stability_boundary/results.csv
 
 Cost on one pinned core: ~0.5 min per 6-layer point, 1 at 12, 2 at 24, 4 at 48, 8-10 at
-96 (the full grid is 12 x 5 x 7 x 2 = 840 points, 490 of them the first seven variants'; the
+96 (the full grid is 13 x 5 x 7 x 2 = 910 points, 490 of them the first seven variants'; the
 sweep skips finished ones, so it runs across sessions; docs/results.md says which were run).
 """
 
@@ -30,6 +30,7 @@ VARIANTS = (
   "mixln",
   "lnscale",
   "hyperconn",
+  "ngpt",
 )
 DEPTHS = (6, 12, 24, 48, 96)
 LRS = tuple(1.25e-4 * 2**k for k in range(7))  # 1.25e-4 ... 8e-3

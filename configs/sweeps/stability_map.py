@@ -3,8 +3,8 @@ and DeepNorm) under one fixed setting: Adam lr 1e-3, b2 0.98, no warmup, constan
 
 Each point is the variant's configs/<variant>_96L.py at N layers with the CPU-scale training
 settings base.experiment gives N layers (200 steps, batch 16 x 128; 150 steps of 8 x 64 at
-1000 layers), so a cell differs from its neighbours only by variant and depth: 54 runs (39
-before issue 18 added five variants; the sweep skips finished points).
+1000 layers), so a cell differs from its neighbours only by variant and depth: 57 runs (39
+before issue 18 added six variants; the sweep skips finished points).
 
   python scripts/sweep.py --grid=configs/sweeps/stability_map.py
   python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv
@@ -35,6 +35,7 @@ VARIANTS = (
   "mixln",
   "lnscale",
   "hyperconn",
+  "ngpt",
 )
 DEPTHS = (6, 24, 96)
 HEADLINE = ("postnorm", "prenorm", "deepnorm")
