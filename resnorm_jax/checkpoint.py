@@ -28,6 +28,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from resnorm_jax import cli
 from resnorm_jax.train_step import TrainState
 
 # Keys whose change makes a checkpoint belong to another experiment. train.steps,
@@ -35,6 +36,10 @@ from resnorm_jax.train_step import TrainState
 # the data and the batch may not. (A change that alters the optimizer state's structure,
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
+# Model settings that change how the step runs, not what it computes (remat and scan unroll
+# give the same values: tests/test_model.py, tests/test_perf_equivalence.py): a resumed run
+# may change them, e.g. to fit memory.
+UNFROZEN_KEYS = ("model.remat", "model.scan_unroll")
 FROZEN_KEYS = (
   "seed",
   "data.source",
@@ -86,7 +91,9 @@ def flat_config(config_dict: dict) -> dict[str, Any]:
 def frozen_config(config_dict: dict) -> dict[str, Any]:
   """The part of a config (as a plain dict) that a resumed run must not change."""
   flat = flat_config(config_dict)
-  keep = {k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS}
+  keep = {
+    k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS and k not in UNFROZEN_KEYS
+  }
   keep.update({k: flat.get(k) for k in FROZEN_KEYS})
   return keep
 
@@ -306,11 +313,26 @@ class Checkpointer:
     self.manager.close()
 
 
+def saved_frozen_config(meta: dict) -> dict[str, Any]:
+  """A checkpoint's frozen config in today's keys.
+
+  A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it; a key
+  that moved (cli.MOVED_KEYS) is read at its new place, from the saved full config when the
+  old place was not frozen (train.dtype, now model.dtype).
+  """
+  saved_flat = cli.renamed_moved_keys(meta.get("config", {}))
+  moved = {
+    new: saved_flat[new]
+    for new in cli.MOVED_KEYS.values()
+    if new in saved_flat and new.split(".")[0] in FROZEN_SECTIONS and new not in UNFROZEN_KEYS
+  }
+  return {**ADDED_KEYS, **moved, **cli.renamed_moved_keys(meta.get("frozen_config", {}))}
+
+
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
   frozen = frozen_config(config_dict)
-  # A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it.
-  saved_frozen = {**ADDED_KEYS, **meta.get("frozen_config", {})}
+  saved_frozen = saved_frozen_config(meta)
   changed = changed_keys(saved_frozen, frozen)
   if changed:
     raise ValueError(
@@ -321,7 +343,7 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
   have = {k: v[:2] for k, v in meta["leaves"].items()}
   if want != have:
     diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-    saved_cfg, cfg = meta.get("config", {}), flat_config(config_dict)
+    saved_cfg, cfg = cli.renamed_moved_keys(meta.get("config", {})), flat_config(config_dict)
     keys = [k for k in changed_keys(saved_cfg, cfg) if k.split(".")[0] != "train"]
     raise ValueError(
       f"{directory} holds a checkpoint whose state does not fit this config (leaves "

@@ -6,7 +6,7 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ml_collections import ConfigDict
@@ -23,6 +23,30 @@ _SHORT_KEYS = {
 }
 # Overrides that change where or how a run executes, not what it computes.
 _UNNAMED_PREFIXES = ("mesh.", "dist.")
+# Config keys that moved: old dotted key -> new one (configs/base.py re-exports it as the
+# schema's record). The old key is refused with the new one named; a config.json or
+# checkpoint written before the move is read at the new place (scripts/sweep.py's
+# skip-finished comparison, checkpoint.check_compatible).
+MOVED_KEYS: dict[str, str] = {
+  "train.remat": "model.remat",
+  "train.scan_unroll": "model.scan_unroll",
+  "train.dtype": "model.dtype",
+}
+
+
+def refuse_moved_keys(keys: Iterable[str], where: str = "--config") -> None:
+  """ValueError naming the new key if any of `keys` (dotted) is a key that moved."""
+  for key in keys:
+    if key in MOVED_KEYS:
+      raise ValueError(
+        f"{where}: config key {key!r} moved to {MOVED_KEYS[key]!r}; "
+        f"use --config.{MOVED_KEYS[key]}=... instead"
+      )
+
+
+def renamed_moved_keys(flat: Mapping[str, Any]) -> dict[str, Any]:
+  """A flat {dotted key: value} written before a move, with each moved key at its new place."""
+  return {MOVED_KEYS.get(k, k): v for k, v in flat.items()}
 
 
 def _format_value(value: Any) -> str:
@@ -105,6 +129,7 @@ def load_configs(
   """[(label, config)]: `main` and each `compare` FILE[:ARG], all with the same overrides."""
   if main is None:
     raise ValueError("--config=FILE[:ARG] is required (e.g. configs/postnorm_96L.py)")
+  refuse_moved_keys(overrides)
   configs = [main]
   for spec in compare:
     c = load_config_file(spec)
@@ -151,6 +176,9 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
   from absl import flags
 
   try:
+    refuse_moved_keys(
+      a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")
+    )
     return flags.FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

@@ -87,11 +87,11 @@ class ModelConfig:
     _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
     _choice("model.position", self.position, EMBED_POSITIONS)
     _choice("model.attention", self.attention, ATTENTION_IMPLEMENTATIONS)
-    _choice("train.remat", self.remat, REMATS)
-    _choice("train.dtype", self.dtype, DTYPES)
+    _choice("model.remat", self.remat, REMATS)
+    _choice("model.dtype", self.dtype, DTYPES)
     for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
       _positive(f"model.{key}", getattr(self, key))
-    _positive("train.scan_unroll", self.scan_unroll)
+    _positive("model.scan_unroll", self.scan_unroll)
     if self.d_model % self.num_heads:
       raise ValueError(
         f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
@@ -125,8 +125,8 @@ def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> st
     return "cudnn" if cudnn_ok else "xla"
   if name == "cudnn" and not cudnn_ok:
     raise ValueError(
-      f"model.attention='cudnn' needs a GPU, train.dtype='bfloat16' and a head dim that is "
-      f"a multiple of 8 and <= 128; here platform={platform!r}, train.dtype={dtype!r}, head "
+      f"model.attention='cudnn' needs a GPU, model.dtype='bfloat16' and a head dim that is "
+      f"a multiple of 8 and <= 128; here platform={platform!r}, model.dtype={dtype!r}, head "
       f"dim {head_dim}. Use model.attention='fused' (cuDNN where it applies, XLA elsewhere)"
     )
   return name
@@ -135,7 +135,7 @@ def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> st
 def model_config_from(
   config: Any, *, vocab_size: int | None = None, platform: str | None = None
 ) -> ModelConfig:
-  """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig.
+  """Resolves `config.model` into a validated ModelConfig.
 
   model.vocab_size=0 means "from the data" (data.resolve_vocab_size: 256 for bytes, a
   prepared folder's tokenizer padded to a multiple of 128); `vocab_size` overrides it.
@@ -165,8 +165,7 @@ def model_config_from(
     beta = magneto_gamma(n)
   else:
     beta = residual_lib.deepnorm_beta(n)
-  train = config.get("train", {})
-  dtype = train.get("dtype", "float32")
+  dtype = m.get("dtype", "float32")
   attention = m.get("attention", "dense")
   if attention not in ("dense", "xla") and platform is None:
     import jax  # only to ask which backend `fused` runs on
@@ -205,7 +204,7 @@ def model_config_from(
     hyperconn_rate=m.get("hyperconn_rate", 4),
     hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
     attention=attention,
-    remat=train.get("remat", "none"),
-    scan_unroll=train.get("scan_unroll", 1),
+    remat=m.get("remat", "none"),
+    scan_unroll=m.get("scan_unroll", 1),
     dtype=dtype,
   )

@@ -111,7 +111,7 @@ class Transformer(nnx.Module):
   def run_stack(self, x_BxTxD: jax.Array, rope):
     """The layer stack as one nnx.scan (optionally rematerialized): compile time flat in L.
 
-    train.scan_unroll > 1 runs that many layers per loop iteration (the whole stack when it
+    model.scan_unroll > 1 runs that many layers per loop iteration (the whole stack when it
     is >= L): the same values, compile time growing with the unrolled layers.
     """
     body = _block_body

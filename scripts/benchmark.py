@@ -257,7 +257,7 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
   result: dict = {
     "config_name": config.name,
     "model": vars(mcfg).copy(),
-    "train": {"batch_size": t.batch_size, "seq_len": t.seq_len, "remat": t.remat},
+    "train": {"batch_size": t.batch_size, "seq_len": t.seq_len},
     "per_layer_diagnostics": bool(config.diag.per_layer),
     "host_malloc_tuned": malloc_tuned,
     "machine": machine_info(),

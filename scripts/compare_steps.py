@@ -6,7 +6,7 @@ python scripts/compare_steps.py --config=FILE[:ARG] [--config.k=v ...]
 
 Each variant is the main config, a `--compare` config (with the same --config.* overrides)
 or the main config with one `--variant`'s keys changed, e.g.
-`--variant=model.norm=rmsnorm --variant=train.remat=full`. Every variant's step is built as
+`--variant=model.norm=rmsnorm --variant=model.remat=full`. Every variant's step is built as
 the loop builds it (benchmark.setup) and compiled first; then, round after round, each runs
 `--block` steps, each blocked and timed, until each has run `--steps` (rounded up to whole
 blocks). All variants thus share the machine's load, which on a shared or throttled host
@@ -71,6 +71,7 @@ def apply_variant(config, spec: str):
     key, sep, text = pair.partition("=")
     if not sep or not key:
       raise ValueError(f"--variant={spec!r}: {pair!r} is not k=v")
+    cli.refuse_moved_keys([key], where=f"--variant={spec!r}")
     *path, leaf = key.split(".")
     node = out
     try:

@@ -25,9 +25,9 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "golden_losses.json")
 KEYS = ("train/loss", "eval/loss", "eval/final_loss", "grad_norm")
 # Extra points: (label, config spec, overrides) with the model settings that are not defaults.
 EXTRA = (
-  ("postnorm_96L:smoke+remat", "configs/postnorm_96L.py:smoke", {"train.remat": "full"}),
-  ("prenorm_96L:smoke+unroll", "configs/prenorm_96L.py:smoke", {"train.scan_unroll": 2}),
-  ("prenorm_96L:smoke+bf16", "configs/prenorm_96L.py:smoke", {"train.dtype": "bfloat16"}),
+  ("postnorm_96L:smoke+remat", "configs/postnorm_96L.py:smoke", {"model.remat": "full"}),
+  ("prenorm_96L:smoke+unroll", "configs/prenorm_96L.py:smoke", {"model.scan_unroll": 2}),
+  ("prenorm_96L:smoke+bf16", "configs/prenorm_96L.py:smoke", {"model.dtype": "bfloat16"}),
   (
     "nanogpt_char:2",
     "configs/nanogpt_char.py:2",

@@ -56,6 +56,7 @@ if ROOT not in sys.path:
 
 from configs.base import MOVED_KEYS  # noqa: E402
 from configs.base import get_config as base_config  # noqa: E402
+from resnorm_jax import cli  # noqa: E402  (no JAX)
 from resnorm_jax.outcome import STUCK_MARGIN, baseline, classify  # noqa: E402  (no JAX)
 from resnorm_jax.outcome import is_finite_number as _finite  # noqa: E402
 
@@ -191,6 +192,7 @@ def resolve(point: Point, extra: Mapping[str, Any], max_steps: int | None):
       raise ValueError("get_config() did not return a ConfigDict")
     config.lock()
     overrides = {**point.overrides, **extra}
+    cli.refuse_moved_keys(overrides, where="overrides")
     config.update_from_flattened_dict(overrides)
     if max_steps is not None and config.train.steps > max_steps:
       overrides["train.steps"] = config.train.steps = max_steps

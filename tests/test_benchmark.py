@@ -146,7 +146,7 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   runs = {"dense": "dense", "fused": "xla"}  # fused is the XLA implementation on a CPU
   for (attention, resolved), remat in itertools.product(runs.items(), ("none", "full")):
     r = json.loads((out / f"gpu_{attention}_{remat}.json").read_text())
-    assert r["train"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
+    assert r["model"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
     assert r["model"]["attention"] == resolved
     assert r["matmul"]["dtype"] == "bfloat16" and r["mfu"] > 0
   assert len(list(out.glob("gpu_*.json"))) == 4

@@ -33,16 +33,15 @@ DEEP = dict(vocab_size=16, num_layers=1000, d_model=16, num_heads=2, d_ff=32, ma
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
 
 
-def _cfg(train: dict | None = None, **model) -> ModelConfig:
+def _cfg(**model) -> ModelConfig:
   c = base.get_config()
   c.model.update(TINY)
   c.model.update(model)
-  c.train.update(train or {})
   return model_config_from(c)
 
 
-def _build(train: dict | None = None, **model) -> Transformer:
-  return Transformer(_cfg(train, **model), rngs=nnx.Rngs(params=0))
+def _build(**model) -> Transformer:
+  return Transformer(_cfg(**model), rngs=nnx.Rngs(params=0))
 
 
 def _deep(**model) -> Transformer:
@@ -260,7 +259,7 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 @functools.cache
 def _loss_and_grads(remat: str):
   """(params, ((loss, model state), grads), jaxpr equations) of one train-mode gradient."""
-  cfg = _cfg({"remat": remat}, **REMAT_MODEL)
+  cfg = _cfg(remat=remat, **REMAT_MODEL)
   model_def = ts.make_model_def(cfg)
   params, model_state = ts.init_model(cfg, 0)
 
@@ -274,7 +273,7 @@ def _loss_and_grads(remat: str):
 
 @pytest.mark.parametrize("policy", ["full", "dots", "dots_no_batch"])
 def test_remat_equals_no_remat_values_and_gradients(policy):
-  plain, remat = _cfg(**REMAT_MODEL), _cfg({"remat": policy}, **REMAT_MODEL)
+  plain, remat = _cfg(**REMAT_MODEL), _cfg(remat=policy, **REMAT_MODEL)
   assert remat != plain and dataclasses.replace(remat, remat="none") == plain
   params_p, ((loss_p, _), grads_p), eqns_p = _loss_and_grads("none")
   params_r, ((loss_r, _), grads_r), eqns_r = _loss_and_grads(policy)
@@ -414,7 +413,7 @@ def test_bfloat16_compute_close_to_float32_with_f32_softmax_and_norms(norm):
   model = dict(norm=norm, norm_position="peri", qk_norm=True, ffn_activation="relu")
   logits = {}
   for dtype in ("float32", "bfloat16"):
-    m = _build({"dtype": dtype}, **model)  # the same seed: the same float32 weights
+    m = _build(dtype=dtype, **model)  # the same seed: the same float32 weights
     set_mode(m, train=False)
     logits[dtype] = _eager(m)[0]
   graphdef, state = nnx.split(m)
@@ -472,8 +471,8 @@ AXES = [  # (section, key, valid values from DESIGN.md)
   ("model", "ffn_activation", ("gelu", "relu", "swiglu")),
   ("model", "position", ("learned", "rope")),
   ("model", "attention", ("dense", "fused", "xla")),  # cudnn: refused on CPU (its own test)
-  ("train", "remat", ("none", "full", "dots", "dots_no_batch")),
-  ("train", "dtype", ("float32", "bfloat16")),
+  ("model", "remat", ("none", "full", "dots", "dots_no_batch")),
+  ("model", "dtype", ("float32", "bfloat16")),
 ]
 
 

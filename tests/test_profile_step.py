@@ -72,7 +72,7 @@ def test_profile_step_parts_add_up(tmp_path, run_script):
   assert "backward" in proc.stdout
   r = json.loads(out.read_text())
   assert r["matched_ops"] > 10 and len(r["top"]) == r["matched_ops"]  # --top: all of them
-  # The stack is scanned (train.scan_unroll=1): the ops of the loop body are matched too.
+  # The stack is scanned (model.scan_unroll=1): the ops of the loop body are matched too.
   assert any("/while/body/" in o["source"] for o in r["top"] if o["dot"])
   cells = {(p["part"], p["kind"]): p for p in r["parts"]}
   assert sum(p["ms"] for p in r["parts"]) == pytest.approx(r["kernel_ms"], rel=1e-6)
