@@ -24,7 +24,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
@@ -96,6 +95,24 @@ def frozen_config(config_dict: dict) -> dict[str, Any]:
   }
   keep.update({k: flat.get(k) for k in FROZEN_KEYS})
   return keep
+
+
+def run_meta(config_dict: dict, interval_losses: list[float], summary: dict) -> dict:
+  """What a checkpoint stores about its run besides the state (the leaf table is added by
+  Checkpointer.save): the frozen config (refusing another experiment on resume), the full
+  config (naming changed keys), the losses of the log interval the checkpoint cuts (exact
+  floats: the resumed interval mean is identical) and the summary fields so far."""
+  return {
+    "frozen_config": frozen_config(config_dict),
+    "config": flat_config(config_dict),
+    "interval_losses": list(interval_losses),
+    "summary": dict(summary),
+  }
+
+
+def resumed_run(meta: dict) -> tuple[dict, list[float]]:
+  """(summary fields, interval losses) that run_meta stored, for the resumed run."""
+  return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
 
 
 def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -357,16 +374,3 @@ def _unfinished(directory: str) -> list[str]:
   if not path.is_dir():
     return []
   return sorted(p.name for p in path.iterdir() if TMP_MARKER in p.name)
-
-
-def checkpoint_bytes(directory: str, step: int) -> int:
-  """Bytes on disk of one step directory."""
-  total = 0
-  for root, _, files in os.walk(os.path.join(directory, str(step))):
-    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-  return total
-
-
-def state_bytes(state) -> int:
-  """Bytes of the arrays of a (possibly abstract) state."""
-  return int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(state)))

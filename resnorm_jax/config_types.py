@@ -152,6 +152,7 @@ def model_config_from(
       vocab_size = data_lib.resolve_vocab_size(data_cfg, m.vocab_size)
   n = m.num_layers
   _positive("model.num_layers", n)
+  # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
   if final == "auto":
     final_norm = m.norm_position in PRE_LIKE
@@ -173,38 +174,32 @@ def model_config_from(
     platform = jax.default_backend()
   heads_ok = isinstance(m.num_heads, int) and m.num_heads > 0  # else ModelConfig refuses it
   head_dim = m.d_model // m.num_heads if heads_ok else 0
-  attention = resolve_attention(attention, platform, dtype, head_dim)
-  return ModelConfig(
-    vocab_size=vocab_size,
-    num_layers=n,
-    d_model=m.d_model,
-    num_heads=m.num_heads,
-    d_ff=m.d_ff,
-    ffn_activation=m.ffn_activation,
-    max_seq_len=m.max_seq_len,
-    position=m.position,
-    tie_embeddings=bool(m.tie_embeddings),
-    qk_norm=bool(m.qk_norm),
-    norm=m.norm,
-    norm_position=m.norm_position,
-    final_norm=final_norm,
-    residual=m.residual,
-    block=m.block,
-    init=m.init,
-    norm_eps=float(m.norm_eps),
-    residual_alpha=float(alpha),
-    branch_scale=float(scale),
-    rezero_init=float(m.rezero_init),
-    layerscale_init=float(m.layerscale_init),
-    init_beta=float(beta),
-    init_std=float(m.init_std),
-    batchnorm_momentum=float(m.batchnorm_momentum),
-    dyt_alpha_init=float(m.dyt_alpha_init),
-    mixln_post_fraction=float(m.get("mixln_post_fraction", 0.25)),
-    hyperconn_rate=m.get("hyperconn_rate", 4),
-    hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
-    attention=attention,
-    remat=m.get("remat", "none"),
-    scan_unroll=m.get("scan_unroll", 1),
-    dtype=dtype,
-  )
+  resolved = {
+    "vocab_size": vocab_size,
+    "final_norm": final_norm,
+    "residual_alpha": alpha,
+    "branch_scale": scale,
+    "init_beta": beta,
+    "attention": resolve_attention(attention, platform, dtype, head_dim),
+  }
+  # Every other field as the config gives it (a key absent from an older config: the
+  # dataclass default), cast to the field's type: one source of defaults, no hand copy.
+  fields = {}
+  for field in dataclasses.fields(ModelConfig):
+    if field.name in resolved:
+      value = resolved[field.name]
+    elif field.name in m:
+      value = m[field.name]
+    else:
+      continue
+    fields[field.name] = _CASTS.get(field.type, _same)(value)
+  return ModelConfig(**fields)
+
+
+def _same(value: Any) -> Any:
+  return value
+
+
+# Field types (strings under `from __future__ import annotations`) whose config values are
+# cast: bools and floats from JSON or the command line (1 -> 1.0, 0 -> False).
+_CASTS = {"bool": bool, "float": float}

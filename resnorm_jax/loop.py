@@ -263,8 +263,7 @@ def _run(
       print(f"already completed at step {start}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
-    prev_summary = ckpt_meta.get("summary", {})
-    resumed_interval = list(ckpt_meta.get("interval_losses", []))
+    prev_summary, resumed_interval = ckpt_lib.resumed_run(ckpt_meta)
     print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
   else:
     state = jax.jit(init_fn, out_shardings=shardings)()
@@ -351,18 +350,14 @@ def _run(
   t_last = time.time()
 
   def meta() -> dict:
-    """What a resumed run needs besides the state: config, interval losses, summary."""
-    return {
-      "frozen_config": ckpt_lib.frozen_config(config_dict),
-      "config": ckpt_lib.flat_config(config_dict),
-      "interval_losses": list(interval_losses),  # exact floats: the resumed mean is identical
-      "summary": {
-        "final_train_loss": last_train,
-        "final_eval_loss": last_eval,
-        "best_eval_loss": None if math.isinf(best_eval) else best_eval,
-        "final_eval_tokens": last_eval_tokens,
-      },
+    """What a resumed run needs besides the state (checkpoint.run_meta's schema)."""
+    summary = {
+      "final_train_loss": last_train,
+      "final_eval_loss": last_eval,
+      "best_eval_loss": None if math.isinf(best_eval) else best_eval,
+      "final_eval_tokens": last_eval_tokens,
     }
+    return ckpt_lib.run_meta(config_dict, interval_losses, summary)
 
   evals: dict[int, float] = {}
   # eval loss by step, measured when that step's state exists; the end-of-run eval on

@@ -66,14 +66,14 @@ def model_def_for(mcfg: ModelConfig) -> ts.ModelDef:
   return ts.make_model_def(mcfg)
 
 
-init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
+jit_init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
 
 
 def grad_norms_at_init(config: ConfigDict, num_batches: int) -> dict[str, np.ndarray]:
   """expected_grad_norms of `config`'s model at init over its first K training batches."""
   mcfg = model_config_from(config)
   model_def = model_def_for(mcfg)
-  params, model_state = init_model(mcfg, config.seed)
+  params, model_state = jit_init_model(mcfg, config.seed)
   corpus = _corpus(config)
   batches = [_train_batch(corpus, config, k) for k in range(num_batches)]
   return expected_grad_norms(model_def, params, model_state, batches)
@@ -118,7 +118,7 @@ def _fresh_run(config: ConfigDict, steps: int):
   """
   mcfg = model_config_from(config)
   optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps))
-  params, model_state = init_model(mcfg, config.seed)
+  params, model_state = jit_init_model(mcfg, config.seed)
   state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
   corpus = _corpus(config)
   t = config.train

@@ -358,7 +358,7 @@ def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **
       "sync_step_s": sync_stats,
       "data_s": data_stats,
       "tokens_per_step": tokens_per_step,
-      "tokens_per_s": tokens_per_step / step_s,
+      "tokens_per_second": tokens_per_step / step_s,
       "achieved_flops_per_s": flops_per_s,
       "matmul": mm,
       "mfu": flops_per_s / mm["best_flops_per_s"],
@@ -414,7 +414,7 @@ def table(r: dict) -> str:
     ]
   mm = r["matmul"]
   lines += [
-    f"{'tokens/s':<28}{r['tokens_per_s']:12,.0f}",
+    f"{'tokens/s':<28}{r['tokens_per_second']:12,.0f}",
     f"{'achieved FLOP/s':<28}{r['achieved_flops_per_s'] / 1e9:9.2f} G",
     f"{'matmul rate (measured)':<28}{mm['best_flops_per_s'] / 1e9:9.2f} G  "
     f"({mm['dtype']}, {mm['n']}^2 x {mm['chained']} chained)",

@@ -152,7 +152,7 @@ def compare(variants: list[tuple[str, object]], rounds: int, block: int, warmup:
         "config_name": r["config_name"],
         "step_s": st,
         "vs_first": st["median"] / base,
-        "tokens_per_s": r["tokens_per_step"] / st["median"],
+        "tokens_per_second": r["tokens_per_step"] / st["median"],
         "compile_s": r["compile_s"],
         "aot_temp_bytes": r["aot_temp_bytes"],
         "final_loss": r["final_loss"],
@@ -172,7 +172,7 @@ def table(results: list[dict]) -> str:
     label = r["label"] if len(r["label"]) <= 38 else r["label"][:35] + "..."
     lines.append(
       f"{label:<40}{st['median'] * 1e3:11.2f}{st['p10'] * 1e3:9.2f}{st['p90'] * 1e3:9.2f}"
-      f"{r['vs_first']:8.3f}{r['tokens_per_s']:11,.0f}{r['compile_s']:11.2f}{temp:>10}"
+      f"{r['vs_first']:8.3f}{r['tokens_per_second']:11,.0f}{r['compile_s']:11.2f}{temp:>10}"
     )
   return "\n".join(lines)
 

@@ -80,7 +80,7 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/gpu_*.json")):
     continue
   print(
     f"{r['model']['attention']:<11}{r['model']['remat']:<15}"
-    f"{r['loop_step_s']['median'] * 1e3:10.1f}{r['tokens_per_s']:12,.0f}"
+    f"{r['loop_step_s']['median'] * 1e3:10.1f}{r['tokens_per_second']:12,.0f}"
     f"{r['achieved_flops_per_s'] / 1e12:10.1f}{r['matmul']['best_flops_per_s'] / 1e12:16.1f}"
     f"{100 * r['mfu']:7.1f}%"
   )

@@ -52,7 +52,7 @@ def test_benchmark_writes_finite_positive_numbers(tmp_path, run_script):
     r["loop_step_s"]["p90"],
     r["sync_step_s"]["median"],
     r["data_s"]["median"],
-    r["tokens_per_s"],
+    r["tokens_per_second"],
     r["flops"]["train"],
     r["achieved_flops_per_s"],
     r["matmul"]["best_flops_per_s"],

@@ -133,7 +133,7 @@ def post_model():
     data_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
     for k in range(2)
   ]
-  params, model_state = repro.init_model(mcfg, 0)
+  params, model_state = repro.jit_init_model(mcfg, 0)
   return repro.model_def_for(mcfg), params, model_state, batches
 
 

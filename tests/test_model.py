@@ -23,7 +23,7 @@ from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
-from resnorm_jax.model import Transformer, set_mode
+from resnorm_jax.model import Transformer
 
 # vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
 # [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
@@ -393,7 +393,7 @@ def _causal(model: Transformer, t: int = 5) -> None:
 )
 def test_feature_builds_and_is_causal(feature):
   model = _build(norm_position="pre", **feature)
-  set_mode(model, train=False)
+  model.eval()
   _causal(model)
   assert (model.pos_embed is None) == (feature.get("position") == "rope")
   assert (model.layers.attn.q_norm is not None) == feature.get("qk_norm", False)
@@ -414,7 +414,7 @@ def test_bfloat16_compute_close_to_float32_with_f32_softmax_and_norms(norm):
   logits = {}
   for dtype in ("float32", "bfloat16"):
     m = _build(dtype=dtype, **model)  # the same seed: the same float32 weights
-    set_mode(m, train=False)
+    m.eval()
     logits[dtype] = _eager(m)[0]
   graphdef, state = nnx.split(m)
   eqns = _eqns(jax.make_jaxpr(lambda s: nnx.merge(graphdef, s)(TOKENS)[0])(state).jaxpr)
