@@ -168,8 +168,8 @@ def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
   """`state`: a pytree of jax arrays; `meta`: JSON.
 
   Replica-parallel saving (orbax's default) splits each replicated array into per-device
-  slices, compiling a slice op per leaf on the first save (6.6 s of blocking for the smoke
-  model on 8 CPU devices, 0.04 s without); it only pays off when several hosts share the
+  slices, compiling a slice op per leaf on the first save (seconds of blocking even for the
+  smoke model: docs/benchmarks.md, section 7); it only pays off when several hosts share the
   writing, so it is on only for multi-process runs.
   """
   arrays = ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1)

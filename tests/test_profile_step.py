@@ -1,18 +1,16 @@
-"""scripts/profile_step.py: the HLO parser, the thread-use arithmetic, and a traced smoke run
-whose per-part times add up. No timing assertions."""
+"""resnorm_jax/step_profile.py and scripts/profile_step.py: the HLO parser, the thread-use
+arithmetic, and a traced smoke run whose per-part times add up. No timing assertions."""
 
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from resnorm_jax import step_profile as profile_step
 
-import profile_step  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _hlo(fn, *args) -> str:
