@@ -8,6 +8,8 @@ import os
 
 from ml_collections import config_dict
 
+from resnorm_jax import cli  # no JAX import
+
 placeholder = config_dict.placeholder
 
 
@@ -53,6 +55,11 @@ def get_config() -> config_dict.ConfigDict:
   # dense (einsums, probabilities materialised: every earlier run) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
   m.attention = "dense"
+  m.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
+  # Layers per iteration of the scanned stack; >= num_layers: no loop at all (no stacked
+  # activations, but compile time then grows with depth).
+  m.scan_unroll = 1
+  m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
   # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/ngpt.py, docs/variants.md) ---
   m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
 
@@ -68,11 +75,6 @@ def get_config() -> config_dict.ConfigDict:
   t.final_eval_tokens = 16384
   t.checkpoint_every = 100
   t.keep_checkpoints = 2
-  t.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
-  # Layers per iteration of the scanned stack; >= num_layers: no loop at all (faster for a
-  # few layers on CPU, no stacked activations; compile time then grows with depth).
-  t.scan_unroll = 1
-  t.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
 
   o = c.opt = config_dict.ConfigDict()
   o.name = "adam"  # adam | adamw | sgd
@@ -124,9 +126,12 @@ def get_config() -> config_dict.ConfigDict:
   return c
 
 
-# Keys that moved: old dotted key -> new one. A config.json or checkpoint written before the
-# move is read at the new place (the sweep tool's skip-finished comparison uses it).
-MOVED_KEYS: dict[str, str] = {}
+# Keys that moved: old dotted key -> new one (train.remat, train.scan_unroll and train.dtype
+# are model settings: model.*). The CLI refuses an old key naming the new one; a config.json
+# or checkpoint written before the move is read at the new place (the sweep tool's
+# skip-finished comparison, the checkpoint's frozen-config check). Kept in resnorm_jax/cli.py,
+# which needs it without importing configs/.
+MOVED_KEYS = cli.MOVED_KEYS
 
 # Scales a named experiment runs at: `cpu` (default: about 15 minutes or less on a 2-core
 # CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
@@ -148,7 +153,7 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.model.d_model, c.model.num_heads, c.model.d_ff = 64, 4, 256
     c.train.batch_size, c.train.seq_len = 16, 128
     c.train.steps = 200 if num_layers <= 200 else 150
-    c.train.remat = "full" if num_layers > 24 else "none"  # faster and 4x less memory deep
+    c.model.remat = "full" if num_layers > 24 else "none"  # less memory deep (docs/benchmarks.md)
     c.train.eval_every, c.train.log_every = 50, 10
     c.train.checkpoint_every = 50
     if num_layers > 200:  # 1000 layers: ~5-8 s/step on 2 cores (batch 8 x 64)
@@ -161,8 +166,8 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.model.max_seq_len = 512
     c.train.batch_size, c.train.seq_len = 256, 512
     c.train.steps = 50_000
-    c.train.remat = "full"
-    c.train.dtype = "bfloat16"
+    c.model.remat = "full"
+    c.model.dtype = "bfloat16"
     c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 1000, 100, 1000
     c.train.eval_batches = 16
     c.opt.lr = 5e-4

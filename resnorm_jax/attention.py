@@ -104,8 +104,8 @@ class Attention(nnx.Module):
       )
       return self.out(ctx_BxTxHxK.reshape(b, t, d))
     # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
-    # XLA:CPU laid the AV product out as (P V)^T at 10 GFLOP/s (head dim 16, T 128), and
-    # prenorm_96L's step is 13-39% faster this way at 24-96 layers (docs/benchmarks.md, 1b).
+    # XLA:CPU lays the AV product out as (P V)^T, a slow transposed matmul (measured in
+    # docs/benchmarks.md, section 1b).
     q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k, v))
     scores_BxHxTxS = jnp.einsum("bhtk,bhsk->bhts", q, k).astype(jnp.float32)
     scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale

@@ -32,7 +32,7 @@ from resnorm_jax.hyperconn import HyperConnection
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
 from resnorm_jax.ngpt import SphereUpdate
-from resnorm_jax.norms import make_norm
+from resnorm_jax.norms import config_norm
 from resnorm_jax.residual import Residual
 
 
@@ -57,20 +57,14 @@ class Block(nnx.Module):
   def __init__(
     self, cfg: ModelConfig, rule: InitRule, rngs: nnx.Rngs, layer_index: jax.Array | None = None
   ):
-    self.position = cfg.norm_position
+    self.norm_position = cfg.norm_position
     self.parallel = cfg.block == "parallel"
     self.num_post = mixln_num_post(cfg.num_layers, cfg.mixln_post_fraction)
     self.attn = Attention(cfg, rule, rngs)
     self.mlp = MLP(cfg, rule, rngs)
 
     def norm():
-      return make_norm(
-        cfg.norm,
-        cfg.d_model,
-        eps=cfg.norm_eps,
-        batchnorm_momentum=cfg.batchnorm_momentum,
-        dyt_alpha_init=cfg.dyt_alpha_init,
-      )
+      return config_norm(cfg, cfg.d_model)
 
     def residual():
       return Residual(
@@ -84,11 +78,11 @@ class Block(nnx.Module):
       )
 
     slots = ("block",) if self.parallel else ("attn", "ffn")
-    has_norm = self.position != "none"
+    has_norm = self.norm_position != "none"
     # Norm modules per slot: `<slot>_norm` (input side for pre/peri, output for post) and
     # `<slot>_out_norm` (peri only, on the branch output).
     self.norms = nnx.Dict({s: norm() for s in slots} if has_norm else {})
-    self.out_norms = nnx.Dict({s: norm() for s in slots} if self.position == "peri" else {})
+    self.out_norms = nnx.Dict({s: norm() for s in slots} if self.norm_position == "peri" else {})
     if cfg.residual == "hyperconn":
       # Sub-layer k = len(slots) * l + slot: attention and FFN are separate hyper-layers.
       k = len(slots) * jnp.asarray(0 if layer_index is None else layer_index, jnp.int32)
@@ -114,7 +108,7 @@ class Block(nnx.Module):
 
   def _branch(self, slot: str, x, branch_fn, stats: dict, index):
     """F(x) with this placement's input and output norms (not the post/mix output norm)."""
-    pos = self.position
+    pos = self.norm_position
     h = x
     if pos in ("pre", "peri", "subln", "lnscale"):
       stats[f"{slot}_norm_in_rms"] = rms(x)
@@ -135,7 +129,7 @@ class Block(nnx.Module):
     """One residual sub-layer at this block's placement."""
     if self.hyper:
       return self.residuals[slot](x, lambda h: self._branch(slot, h, branch_fn, stats, index))
-    pos = self.position
+    pos = self.norm_position
     f = self._branch(slot, x, branch_fn, stats, index)
     y = self.residuals[slot](x, f)
     if pos == "post":

@@ -24,10 +24,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from resnorm_jax import cli
 from resnorm_jax.train_step import TrainState
 
 # Keys whose change makes a checkpoint belong to another experiment. train.steps,
@@ -35,6 +35,10 @@ from resnorm_jax.train_step import TrainState
 # the data and the batch may not. (A change that alters the optimizer state's structure,
 # e.g. opt.name, is refused by the leaf table check.)
 FROZEN_SECTIONS = ("model",)
+# Model settings that change how the step runs, not what it computes (remat and scan unroll
+# give the same values: tests/test_model.py, tests/test_perf_equivalence.py): a resumed run
+# may change them, e.g. to fit memory.
+UNFROZEN_KEYS = ("model.remat", "model.scan_unroll")
 FROZEN_KEYS = (
   "seed",
   "data.source",
@@ -87,9 +91,29 @@ def flat_config(config_dict: dict) -> dict[str, Any]:
 def frozen_config(config_dict: dict) -> dict[str, Any]:
   """The part of a config (as a plain dict) that a resumed run must not change."""
   flat = flat_config(config_dict)
-  keep = {k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS}
+  keep = {
+    k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS and k not in UNFROZEN_KEYS
+  }
   keep.update({k: flat.get(k) for k in FROZEN_KEYS})
   return keep
+
+
+def run_meta(config_dict: dict, interval_losses: list[float], summary: dict) -> dict:
+  """What a checkpoint stores about its run besides the state (the leaf table is added by
+  Checkpointer.save): the frozen config (refusing another experiment on resume), the full
+  config (naming changed keys), the losses of the log interval the checkpoint cuts (exact
+  floats: the resumed interval mean is identical) and the summary fields so far."""
+  return {
+    "frozen_config": frozen_config(config_dict),
+    "config": flat_config(config_dict),
+    "interval_losses": list(interval_losses),
+    "summary": dict(summary),
+  }
+
+
+def resumed_run(meta: dict) -> tuple[dict, list[float]]:
+  """(summary fields, interval losses) that run_meta stored, for the resumed run."""
+  return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
 
 
 def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -145,8 +169,8 @@ def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
   """`state`: a pytree of jax arrays; `meta`: JSON.
 
   Replica-parallel saving (orbax's default) splits each replicated array into per-device
-  slices, compiling a slice op per leaf on the first save (6.6 s of blocking for the smoke
-  model on 8 CPU devices, 0.04 s without); it only pays off when several hosts share the
+  slices, compiling a slice op per leaf on the first save (seconds of blocking even for the
+  smoke model: docs/benchmarks.md, section 7); it only pays off when several hosts share the
   writing, so it is on only for multi-process runs.
   """
   arrays = ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1)
@@ -307,11 +331,26 @@ class Checkpointer:
     self.manager.close()
 
 
+def saved_frozen_config(meta: dict) -> dict[str, Any]:
+  """A checkpoint's frozen config in today's keys.
+
+  A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it; a key
+  that moved (cli.MOVED_KEYS) is read at its new place, from the saved full config when the
+  old place was not frozen (train.dtype, now model.dtype).
+  """
+  saved_flat = cli.renamed_moved_keys(meta.get("config", {}))
+  moved = {
+    new: saved_flat[new]
+    for new in cli.MOVED_KEYS.values()
+    if new in saved_flat and new.split(".")[0] in FROZEN_SECTIONS and new not in UNFROZEN_KEYS
+  }
+  return {**ADDED_KEYS, **moved, **cli.renamed_moved_keys(meta.get("frozen_config", {}))}
+
+
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
   frozen = frozen_config(config_dict)
-  # A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it.
-  saved_frozen = {**ADDED_KEYS, **meta.get("frozen_config", {})}
+  saved_frozen = saved_frozen_config(meta)
   changed = changed_keys(saved_frozen, frozen)
   if changed:
     raise ValueError(
@@ -322,7 +361,7 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
   have = {k: v[:2] for k, v in meta["leaves"].items()}
   if want != have:
     diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-    saved_cfg, cfg = meta.get("config", {}), flat_config(config_dict)
+    saved_cfg, cfg = cli.renamed_moved_keys(meta.get("config", {})), flat_config(config_dict)
     keys = [k for k in changed_keys(saved_cfg, cfg) if k.split(".")[0] != "train"]
     raise ValueError(
       f"{directory} holds a checkpoint whose state does not fit this config (leaves "
@@ -336,16 +375,3 @@ def _unfinished(directory: str) -> list[str]:
   if not path.is_dir():
     return []
   return sorted(p.name for p in path.iterdir() if TMP_MARKER in p.name)
-
-
-def checkpoint_bytes(directory: str, step: int) -> int:
-  """Bytes on disk of one step directory."""
-  total = 0
-  for root, _, files in os.walk(os.path.join(directory, str(step))):
-    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-  return total
-
-
-def state_bytes(state) -> int:
-  """Bytes of the arrays of a (possibly abstract) state."""
-  return int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(state)))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ml_collections import ConfigDict
@@ -23,6 +25,30 @@ _SHORT_KEYS = {
 }
 # Overrides that change where or how a run executes, not what it computes.
 _UNNAMED_PREFIXES = ("mesh.", "dist.")
+# Config keys that moved: old dotted key -> new one (configs/base.py re-exports it as the
+# schema's record). The old key is refused with the new one named; a config.json or
+# checkpoint written before the move is read at the new place (scripts/sweep.py's
+# skip-finished comparison, checkpoint.check_compatible).
+MOVED_KEYS: dict[str, str] = {
+  "train.remat": "model.remat",
+  "train.scan_unroll": "model.scan_unroll",
+  "train.dtype": "model.dtype",
+}
+
+
+def refuse_moved_keys(keys: Iterable[str], where: str = "--config") -> None:
+  """ValueError naming the new key if any of `keys` (dotted) is a key that moved."""
+  for key in keys:
+    if key in MOVED_KEYS:
+      raise ValueError(
+        f"{where}: config key {key!r} moved to {MOVED_KEYS[key]!r}; "
+        f"use --config.{MOVED_KEYS[key]}=... instead"
+      )
+
+
+def renamed_moved_keys(flat: Mapping[str, Any]) -> dict[str, Any]:
+  """A flat {dotted key: value} written before a move, with each moved key at its new place."""
+  return {MOVED_KEYS.get(k, k): v for k, v in flat.items()}
 
 
 def _format_value(value: Any) -> str:
@@ -105,6 +131,7 @@ def load_configs(
   """[(label, config)]: `main` and each `compare` FILE[:ARG], all with the same overrides."""
   if main is None:
     raise ValueError("--config=FILE[:ARG] is required (e.g. configs/postnorm_96L.py)")
+  refuse_moved_keys(overrides)
   configs = [main]
   for spec in compare:
     c = load_config_file(spec)
@@ -151,6 +178,9 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
   from absl import flags
 
   try:
+    refuse_moved_keys(
+      a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")
+    )
     return flags.FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
@@ -162,6 +192,65 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
       msg = f"unknown config key in {key!r}: {msg}"
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def _coerce_variant(key: str, old, text: str):
+  """`text` as the type of the config's current value `old` (as config_flags parses)."""
+  if isinstance(old, bool):
+    if text not in ("true", "false"):
+      raise ValueError(f"--variant {key}={text}: expected true or false")
+    return text == "true"
+  if old is None or isinstance(old, str):
+    return text
+  try:
+    return type(old)(text)
+  except (TypeError, ValueError):
+    raise ValueError(
+      f"--variant {key}={text}: expected {type(old).__name__} like {old!r}"
+    ) from None
+
+
+def apply_variant(config, spec: str):
+  """A copy of `config` with spec's `k=v` pairs (comma-separated) set; ValueError names a bad
+  key or value."""
+  out = copy.deepcopy(config)
+  pairs = [p for p in spec.split(",") if p]
+  if not pairs:
+    raise ValueError(f"--variant={spec!r}: expected k=v[,k=v...]")
+  for pair in pairs:
+    key, sep, text = pair.partition("=")
+    if not sep or not key:
+      raise ValueError(f"--variant={spec!r}: {pair!r} is not k=v")
+    refuse_moved_keys([key], where=f"--variant={spec!r}")
+    *path, leaf = key.split(".")
+    node = out
+    try:
+      for part in path:
+        node = node[part]
+      old = node[leaf]
+    except (KeyError, AttributeError, TypeError):
+      raise ValueError(f"--variant={spec!r}: no config key {key!r}") from None
+    node[leaf] = _coerce_variant(key, old, text)
+  return out
+
+
+def write_json(path: str, obj: Any) -> None:
+  """Writes `obj` as indented, key-sorted JSON, then renames into place (a reader never sees
+  half a file); a local path or gs://..., through etils.epath."""
+  from etils import epath
+
+  tmp = epath.Path(path + ".tmp")
+  tmp.parent.mkdir(parents=True, exist_ok=True)
+  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+  tmp.replace(path)
+
+
+def format_duration(seconds: float) -> str:
+  """`1h02m03s` or `2m03s`: run times, ETAs and progress lines."""
+  seconds = max(0, int(seconds))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
 def fail(msg: str) -> None:

@@ -90,11 +90,11 @@ class ModelConfig:
     _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
     _choice("model.position", self.position, EMBED_POSITIONS)
     _choice("model.attention", self.attention, ATTENTION_IMPLEMENTATIONS)
-    _choice("train.remat", self.remat, REMATS)
-    _choice("train.dtype", self.dtype, DTYPES)
+    _choice("model.remat", self.remat, REMATS)
+    _choice("model.dtype", self.dtype, DTYPES)
     for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
       _positive(f"model.{key}", getattr(self, key))
-    _positive("train.scan_unroll", self.scan_unroll)
+    _positive("model.scan_unroll", self.scan_unroll)
     if self.d_model % self.num_heads:
       raise ValueError(
         f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
@@ -150,8 +150,8 @@ def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> st
     return "cudnn" if cudnn_ok else "xla"
   if name == "cudnn" and not cudnn_ok:
     raise ValueError(
-      f"model.attention='cudnn' needs a GPU, train.dtype='bfloat16' and a head dim that is "
-      f"a multiple of 8 and <= 128; here platform={platform!r}, train.dtype={dtype!r}, head "
+      f"model.attention='cudnn' needs a GPU, model.dtype='bfloat16' and a head dim that is "
+      f"a multiple of 8 and <= 128; here platform={platform!r}, model.dtype={dtype!r}, head "
       f"dim {head_dim}. Use model.attention='fused' (cuDNN where it applies, XLA elsewhere)"
     )
   return name
@@ -160,7 +160,7 @@ def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> st
 def model_config_from(
   config: Any, *, vocab_size: int | None = None, platform: str | None = None
 ) -> ModelConfig:
-  """Resolves `config.model` (+ train.remat, scan_unroll, dtype) into a validated ModelConfig.
+  """Resolves `config.model` into a validated ModelConfig.
 
   model.vocab_size=0 means "from the data" (data.resolve_vocab_size: 256 for bytes, a
   prepared folder's tokenizer padded to a multiple of 128); `vocab_size` overrides it.
@@ -177,6 +177,7 @@ def model_config_from(
       vocab_size = data_lib.resolve_vocab_size(data_cfg, m.vocab_size)
   n = m.num_layers
   _positive("model.num_layers", n)
+  # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
   if final == "auto":
     final_norm = m.norm_position in PRE_LIKE
@@ -190,8 +191,7 @@ def model_config_from(
     beta = magneto_gamma(n)
   else:
     beta = residual_lib.deepnorm_beta(n)
-  train = config.get("train", {})
-  dtype = train.get("dtype", "float32")
+  dtype = m.get("dtype", "float32")
   attention = m.get("attention", "dense")
   if attention not in ("dense", "xla") and platform is None:
     import jax  # only to ask which backend `fused` runs on
@@ -199,39 +199,32 @@ def model_config_from(
     platform = jax.default_backend()
   heads_ok = isinstance(m.num_heads, int) and m.num_heads > 0  # else ModelConfig refuses it
   head_dim = m.d_model // m.num_heads if heads_ok else 0
-  attention = resolve_attention(attention, platform, dtype, head_dim)
-  return ModelConfig(
-    vocab_size=vocab_size,
-    num_layers=n,
-    d_model=m.d_model,
-    num_heads=m.num_heads,
-    d_ff=m.d_ff,
-    ffn_activation=m.ffn_activation,
-    max_seq_len=m.max_seq_len,
-    position=m.position,
-    tie_embeddings=bool(m.tie_embeddings),
-    qk_norm=bool(m.qk_norm),
-    norm=m.norm,
-    norm_position=m.norm_position,
-    final_norm=final_norm,
-    residual=m.residual,
-    block=m.block,
-    init=m.init,
-    norm_eps=float(m.norm_eps),
-    residual_alpha=float(alpha),
-    branch_scale=float(scale),
-    rezero_init=float(m.rezero_init),
-    layerscale_init=float(m.layerscale_init),
-    init_beta=float(beta),
-    init_std=float(m.init_std),
-    batchnorm_momentum=float(m.batchnorm_momentum),
-    dyt_alpha_init=float(m.dyt_alpha_init),
-    mixln_post_fraction=float(m.get("mixln_post_fraction", 0.25)),
-    hyperconn_rate=m.get("hyperconn_rate", 4),
-    hyperconn_dynamic=bool(m.get("hyperconn_dynamic", False)),
-    attention=attention,
-    ngpt_alpha_init=float(m.get("ngpt_alpha_init", 0.05)),
-    remat=train.get("remat", "none"),
-    scan_unroll=train.get("scan_unroll", 1),
-    dtype=dtype,
-  )
+  resolved = {
+    "vocab_size": vocab_size,
+    "final_norm": final_norm,
+    "residual_alpha": alpha,
+    "branch_scale": scale,
+    "init_beta": beta,
+    "attention": resolve_attention(attention, platform, dtype, head_dim),
+  }
+  # Every other field as the config gives it (a key absent from an older config: the
+  # dataclass default), cast to the field's type: one source of defaults, no hand copy.
+  fields = {}
+  for field in dataclasses.fields(ModelConfig):
+    if field.name in resolved:
+      value = resolved[field.name]
+    elif field.name in m:
+      value = m[field.name]
+    else:
+      continue
+    fields[field.name] = _CASTS.get(field.type, _same)(value)
+  return ModelConfig(**fields)
+
+
+def _same(value: Any) -> Any:
+  return value
+
+
+# Field types (strings under `from __future__ import annotations`) whose config values are
+# cast: bools and floats from JSON or the command line (1 -> 1.0, 0 -> False).
+_CASTS = {"bool": bool, "float": float}

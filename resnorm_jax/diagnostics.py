@@ -22,17 +22,10 @@ from resnorm_jax import train_step as ts
 
 PyTree = Any
 Batch = tuple[np.ndarray, np.ndarray]
-Row = dict[str, Any]
 
 # ----------------------------------------------------------------------------------------
 # Pure diagnostics
 # ----------------------------------------------------------------------------------------
-
-
-def per_layer_frobenius(x_LxAxB: jax.Array) -> jax.Array:
-  """Frobenius norm of each layer's slice of a layer-stacked weight: [L]."""
-  x = x_LxAxB.astype(jnp.float32)
-  return jnp.sqrt(jnp.sum(jnp.square(x), axis=tuple(range(1, x.ndim))))
 
 
 def _with_ffn(params: PyTree, w1_LxDxF: jax.Array, w2_LxFxD: jax.Array) -> PyTree:
@@ -90,7 +83,7 @@ def expected_grad_norms(
   """
   inputs, targets = stack_batches(batches)
   g1, g2 = mean_ffn_grads(model_def, params, model_state, inputs, targets)
-  return {"w1": np.asarray(per_layer_frobenius(g1)), "w2": np.asarray(per_layer_frobenius(g2))}
+  return {"w1": np.asarray(ts.per_layer_norm(g1)), "w2": np.asarray(ts.per_layer_norm(g2))}
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -55,7 +55,7 @@ AXES = (
   ("batch_size", "train.batch_size"),
   ("seq_len", "train.seq_len"),
   ("steps", "train.steps"),
-  ("dtype", "train.dtype"),
+  ("dtype", "model.dtype"),
   ("data", "data.source"),
   ("seed", "seed"),
 )

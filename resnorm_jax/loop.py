@@ -1,16 +1,17 @@
-"""The one place with I/O: run(config, workdir) trains, evaluates, logs and checkpoints.
+"""The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
 
-Order of work: validate everything (config, data, mesh) before anything compiles; restore
-or initialize the sharded state; compile the step ahead of time (timed); then train,
-reading the device back once per step (one step behind) and writing metrics, TensorBoard,
-checkpoints and summary.json. Divergence ends the run with status "diverged" (a result,
-not a crash); SIGTERM/SIGINT save at the current step and end with "interrupted" (with
-several processes, at the same step on all: resnorm_jax/preemption.py).
+Order of work: validate everything (config, data, mesh: setup.build) before anything
+compiles; restore or initialize the sharded state; compile the step ahead of time (timed);
+then train: a Trainer reads the device back once per step (one step behind) and writes
+metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
+checkpointer and writers on every exit path; summary.json last. Divergence ends the run
+with status "diverged" (a result, not a crash); SIGTERM/SIGINT save at the current step and
+end with "interrupted" (with several processes, at the same step on all: preemption.py).
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import math
 import os
@@ -23,7 +24,7 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, optim, preemption
+from resnorm_jax import admin, cli, preemption, setup
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
@@ -32,44 +33,6 @@ from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.outcome import classify
 from resnorm_jax.writers import MetricWriter
-
-
-def validate_train(config: ConfigDict) -> None:
-  """Refuses impossible training settings with the key, the value and what is valid."""
-  t = config.train
-  for key in (
-    "steps",
-    "batch_size",
-    "seq_len",
-    "log_every",
-    "eval_every",
-    "eval_batches",
-    "final_eval_tokens",
-    "checkpoint_every",
-    "keep_checkpoints",
-  ):
-    v = t[key]
-    if not isinstance(v, int) or v < 1:
-      raise ValueError(f"train.{key}={v!r} must be a positive integer")
-  if config.model.position == "learned" and t.seq_len > config.model.max_seq_len:
-    raise ValueError(
-      f"train.seq_len={t.seq_len} exceeds model.max_seq_len="
-      f"{config.model.max_seq_len} (the learned position table)"
-    )
-
-
-def _fmt_time(seconds: float) -> str:
-  seconds = max(0, int(seconds))
-  h, rem = divmod(seconds, 3600)
-  m, s = divmod(rem, 60)
-  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
-
-
-def _write_json(path: str, obj: Any) -> None:
-  """Writes then renames (a local folder or gs://..., through etils.epath)."""
-  tmp = epath.Path(path + ".tmp")
-  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-  tmp.replace(path)
 
 
 def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
@@ -92,56 +55,6 @@ def final_eval_batches(train_cfg: ConfigDict) -> int:
   return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
 
 
-def keep_freed_host_memory() -> bool:
-  """On a CPU-only Linux host, keeps freed memory mapped for reuse (glibc malloc settings).
-
-  XLA:CPU allocates each step's temporaries afresh (42 MiB at the nanoGPT shape). glibc
-  serves such blocks with mmap (a thread's arena: any above 64 MiB) and unmaps them on
-  free, so every step page-faults its temporaries in again: 20,000 faults and a sixth to a
-  quarter of the step there. One arena and mmap/trim thresholds of 256 MiB keep them.
-  Larger blocks (a 1000-layer model's) still come from mmap: keeping those grew the peak
-  RSS from 1.7 to 2.9-4.1 GiB, for faults that cost little at such step times. Skipped
-  where an accelerator plugin may be used (its buffers are not malloc'd) or off glibc.
-  Call it before JAX starts its thread pools; returns True if applied.
-  """
-  import ctypes
-  import importlib.util
-
-  platforms = jax.config.jax_platforms
-  if platforms:
-    cpu_only = set(platforms.lower().split(",")) == {"cpu"}
-  else:
-    cpu_only = not any(importlib.util.find_spec(m) for m in ("jax_plugins", "libtpu"))
-  if not cpu_only:
-    return False
-  try:
-    libc = ctypes.CDLL("libc.so.6")
-  except OSError:
-    return False
-  m_trim_threshold, m_mmap_threshold, m_arena_max = -1, -3, -8  # glibc malloc.h
-  ok = libc.mallopt(m_arena_max, 1) == 1
-  ok &= libc.mallopt(m_mmap_threshold, 256 * 2**20) == 1
-  ok &= libc.mallopt(m_trim_threshold, 256 * 2**20) == 1
-  return bool(ok)
-
-
-def train_batch(tokens: np.ndarray, config: ConfigDict, sharding: Any, step: int):
-  """Step `step`'s (inputs, targets) of this process, placed as global arrays on `sharding`.
-
-  A pure function of (seed, step, process): a resumed or benchmarked run sees the same data.
-  """
-  x, y = data_lib.get_batch(
-    tokens,
-    seed=config.seed,
-    step=step,
-    batch_size=config.train.batch_size,
-    seq_len=config.train.seq_len,
-    process_index=jax.process_index(),
-    process_count=jax.process_count(),
-  )
-  return shard_lib.global_batch(x, sharding), shard_lib.global_batch(y, sharding)
-
-
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
   """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
 
@@ -161,7 +74,7 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
     f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
     f"train {r(summary.get('final_train_loss'))}, eval {r(summary.get('final_eval_loss'))} "
     f"(best {r(summary.get('best_eval_loss'))}), no-context {r(baseline, '.3f')}, "
-    f"{r(tps, ',.0f')} tokens/s, {_fmt_time(summary.get('wall_seconds') or 0)}",
+    f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
     f"  summary: {os.path.join(workdir, 'summary.json')}",
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
   ]
@@ -200,6 +113,216 @@ def run(
     return _run(config, workdir, signals, overrides, argv)
 
 
+class RunLog:
+  """What a run records as it goes: interval losses, timers, best and last eval, summary.
+
+  Throughput counts training only: time spent in `paused()` (evals, saves, drawing the
+  depth images) is taken out of the interval it falls in.
+  """
+
+  def __init__(self, config: ConfigDict, schedule, writer: MetricWriter, resumed: dict, interval):
+    self.t = config.train
+    self.schedule = schedule
+    self.writer = writer
+    self.tokens_per_step = self.t.batch_size * self.t.seq_len
+    self.interval_losses: list[float] = list(interval)  # exact floats across a resume
+    self.last_train = resumed.get("final_train_loss")
+    best = resumed.get("best_eval_loss")
+    self.best_eval = math.inf if best is None else best
+    self.last_eval = resumed.get("final_eval_loss")
+    self.last_eval_tokens = resumed.get("final_eval_tokens")
+    # Eval losses by step, measured when that step's state exists and written with that
+    # step's row; the end-of-run eval (final_eval_tokens) apart.
+    self.evals: dict[int, float] = {}
+    self.final_evals: dict[int, float] = {}
+    self.train_time, self.timed_steps = 0.0, 0
+    self.t_last = time.time()
+
+  @contextlib.contextmanager
+  def paused(self):
+    """Time spent inside is not training time."""
+    t0 = time.time()
+    try:
+      yield
+    finally:
+      self.t_last += time.time() - t0
+
+  def record_eval(self, n: int, loss: float, batches: int, *, final: bool = False) -> None:
+    """A held-out loss at step n on `batches` batches (final: the end-of-run eval)."""
+    (self.final_evals if final else self.evals)[n] = loss
+    self.last_eval, self.last_eval_tokens = loss, self.tokens_per_step * batches
+    if not final:
+      self.best_eval = min(self.best_eval, loss)
+
+  def record_step(self, n: int, metrics) -> bool:
+    """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
+    loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
+    if not (math.isfinite(loss) and math.isfinite(gnorm)):
+      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
+      self.writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
+      return False
+    self.interval_losses.append(loss)
+    if n % self.t.log_every == 0 or n in self.evals or n == self.t.steps:
+      self._log_interval(n, metrics)
+    return True
+
+  def _log_interval(self, n: int, metrics) -> None:
+    """Writes step n's row (the interval's mean loss, its speed, step n's metrics)."""
+    now = time.time()
+    dt, k = now - self.t_last, len(self.interval_losses)
+    self.t_last = now
+    self.train_time, self.timed_steps = self.train_time + dt, self.timed_steps + k
+    self.last_train = float(np.mean(self.interval_losses))
+    self.interval_losses.clear()
+    row = {
+      "train/loss": self.last_train,
+      "lr": float(self.schedule(n - 1)),
+      "tokens_per_second": k * self.tokens_per_step / max(dt, 1e-9),
+      "step_seconds": dt / max(k, 1),
+      "tokens": n * self.tokens_per_step,
+    }
+    row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
+    if n in self.evals:
+      row["eval/loss"] = self.evals.pop(n)
+    if n in self.final_evals:
+      row["eval/final_loss"] = self.final_evals.pop(n)
+    with self.paused():  # drawing the depth images is not training time
+      self.writer.write(n, row)
+    eta = (self.t.steps - n) * dt / max(k, 1)
+    ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
+    print(
+      f"step {n:>6}/{self.t.steps} | loss {self.last_train:.4f}{ev} | lr {row['lr']:.2e} | "
+      f"{row['tokens_per_second']:,.0f} tok/s | ETA {cli.format_duration(eta)}",
+      flush=True,
+    )
+
+  def results(self) -> dict:
+    """The losses so far: what a checkpoint keeps and the summary reports."""
+    return {
+      "final_train_loss": self.last_train,
+      "final_eval_loss": self.last_eval,
+      "best_eval_loss": None if math.isinf(self.best_eval) else self.best_eval,
+      "final_eval_tokens": self.last_eval_tokens,
+    }
+
+  def tokens_per_second(self) -> float | None:
+    if not self.train_time:
+      return None
+    return self.timed_steps * self.tokens_per_step / self.train_time
+
+
+class Trainer:
+  """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal."""
+
+  def __init__(self, run_setup: setup.RunSetup, batches: setup.Batches, log: RunLog, **kw):
+    self.config, self.batches, self.log = run_setup.config, batches, log
+    self.checkpointer: ckpt_lib.Checkpointer = kw["checkpointer"]
+    self.signals: preemption.StopSignals = kw["signals"]
+    self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
+    self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
+    t = self.config.train
+    # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
+    # of the same stream, up to train.final_eval_tokens tokens.
+    self.n_final_eval = final_eval_batches(t)
+    self.eval_batches = [batches.held_out(i) for i in range(t.eval_batches)]
+
+  def evaluate(self, state, n_batches: int) -> float:
+    """Mean held-out loss on the first n_batches batches; not training time."""
+    with self.log.paused():
+      while len(self.eval_batches) < n_batches:
+        self.eval_batches.append(self.batches.held_out(len(self.eval_batches)))
+      # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
+      # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
+      losses = [jax.device_get(self.eval_fn(state, b)) for b in self.eval_batches[:n_batches]]
+      return float(np.mean(losses))
+
+  def evaluate_at(self, state, n: int) -> None:
+    """eval/loss (the curve) and best_eval_loss always use the periodic eval set, so a run
+    extended later has the same curve as one run to the end at once; the verdict's
+    final_eval_loss adds the rest of the final_eval_tokens at the last step."""
+    t = self.config.train
+    self.log.record_eval(n, self.evaluate(state, t.eval_batches), t.eval_batches)
+    if n == t.steps and self.n_final_eval > t.eval_batches:
+      loss = self.evaluate(state, self.n_final_eval)
+      self.log.record_eval(n, loss, self.n_final_eval, final=True)
+
+  def save(self, state) -> None:
+    """Saves the state (its step already logged); blocking time is not training time."""
+    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, self.log.results())
+    with self.log.paused():
+      self.checkpointer.save(state, meta, force=True)
+
+  def train(self, state, start: int):
+    """(state, status) after training from step `start`: completed, interrupted (saved) or
+    diverged (the last finite checkpoint kept). Step n's metrics are read while n+1 runs."""
+    t = self.config.train
+    status, stop, pending = "completed", t.steps, None
+    if self.signals.should_stop(start):  # signalled during setup or compilation: no training
+      status, stop = "interrupted", start
+    for step in range(start, stop):
+      state, metrics = self.step_fn(state, self.batches.train(step))
+      n = step + 1
+      if pending is not None and not self.log.record_step(*pending):
+        return state, "diverged"
+      pending = (n, metrics)
+      if n % t.eval_every == 0 or n == t.steps:
+        self.evaluate_at(state, n)
+      if self.signals.should_stop(n):  # every process stops at the same n
+        status = "interrupted"
+        break
+      if n % t.checkpoint_every == 0 and n < t.steps:
+        # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
+        # meta holds the exact interval losses, and a diverged step is never saved.
+        ok, pending = self.log.record_step(*pending), None
+        if not ok:
+          return state, "diverged"
+        self.save(state)
+    if pending is not None and not self.log.record_step(*pending):
+      return state, "diverged"
+    self.save(state)
+    return state, status
+
+
+def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
+  if workdir is not None:
+    return workdir
+  if jax.process_count() > 1:  # each host's clock would name a different folder
+    raise ValueError(
+      f"--workdir is required with {jax.process_count()} processes: a folder every host sees"
+    )
+  return default_workdir(config, overrides)
+
+
+def _restore_or_init(run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str):
+  """(state, start step, resumed summary fields, resumed interval losses, finished summary):
+  the newest intact checkpoint, else a fresh state. A checkpoint of another experiment is
+  refused (ValueError naming the keys) before anything is written."""
+  restored = checkpointer.restore_latest(run_setup.abstract, config_dict)
+  if restored is None:
+    if epath.Path(workdir, "metrics.jsonl").exists():
+      print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
+    return run_setup.init_state(), 0, {}, [], None
+  state, meta, start = restored
+  done = finished_summary(workdir, start, run_setup.config.train.steps)
+  if done is None:
+    print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
+  return (state, start, *ckpt_lib.resumed_run(meta), done)
+
+
+def _banner(run_setup: setup.RunSetup, corpus, baselines: dict, extra: dict) -> str:
+  mcfg, config = run_setup.mcfg, run_setup.config
+  return (
+    f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
+    f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
+    f"init={mcfg.init}; {run_setup.num_params:,} params; "
+    f"mesh {dict(run_setup.mesh.shape)} on {shard_lib.describe_devices(extra['devices'])}; "
+    f"attention {mcfg.attention}; compiled in {extra['compile_seconds']:.1f}s; "
+    f"unigram entropy {baselines['unigram_entropy']:.3f} nats "
+    f"(held-out {baselines['heldout_unigram_entropy']:.3f}); "
+    f"{corpus.description}; run folder {extra['workdir']}"
+  )
+
+
 def _run(
   config: ConfigDict,
   workdir: str | None,
@@ -208,272 +331,78 @@ def _run(
   argv: Sequence[str] | None = None,
 ) -> dict:
   wall_start = time.time()
-  keep_freed_host_memory()
+  setup.keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
   signals.after_distributed_init()  # several processes: a stop is agreed by all
-  # --- validate before anything compiles -------------------------------------------------
-  mcfg = model_config_from(config)
-  validate_train(config)
-  t = config.train
-  schedule = optim.make_schedule(config.opt, t.steps)  # validates opt.* before anything runs
-  mesh = shard_lib.make_mesh(config.mesh)
-  rows = shard_lib.batch_shards(mesh, config.mesh.rules)
-  nproc, pidx = jax.process_count(), jax.process_index()
-  if t.batch_size % rows or t.batch_size % nproc:
-    raise ValueError(
-      f"train.batch_size={t.batch_size} must be divisible by the data-parallel "
-      f"size {rows} (the mesh axes of the 'batch' rule) and the {nproc} processes"
-    )
-  if workdir is None:
-    if nproc > 1:  # each host's clock would name a different folder
-      raise ValueError(f"--workdir is required with {nproc} processes: a folder every host sees")
-    workdir = default_workdir(config, overrides)
-  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
-  is_main = pidx == 0
+  run_setup = setup.build(config)  # everything validated before anything compiles
+  t, vocab = config.train, run_setup.mcfg.vocab_size
+  workdir = _workdir(config, workdir, overrides)
+  corpus = data_lib.load_corpus(config.data, vocab, t.seq_len)
+  is_main = jax.process_index() == 0
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-  unigram = data_lib.unigram_entropy(corpus.train, mcfg.vocab_size)
-  heldout_unigram = data_lib.heldout_unigram_entropy(corpus.train, corpus.val, mcfg.vocab_size)
-
-  # --- state: restore or initialize, sharded -------------------------------------------------
-  model_def = ts.make_model_def(mcfg)
-  optimizer = optim.make_optimizer(config.opt, t.steps, model_def)
-  init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
-  abstract = jax.eval_shape(init_fn)
-  shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
-  abstract = jax.tree.map(
-    lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
-  )
-  # A changed experiment is refused (ValueError naming the keys) before anything is written.
-  checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+  baselines = {
+    "unigram_entropy": data_lib.unigram_entropy(corpus.train, vocab),
+    "heldout_unigram_entropy": data_lib.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+  }
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
   config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
-  try:
-    restored = checkpointer.restore_latest(abstract, config_dict)
-  except BaseException:
-    checkpointer.close()
-    raise
-  prev_summary: dict = {}
-  resumed_interval: list[float] = []  # losses of the log interval the checkpoint cut
-  if restored is not None:
-    state, ckpt_meta, start = restored
-    done = finished_summary(workdir, start, t.steps)
+  with contextlib.ExitStack() as resources:  # closed on every exit path, errors included
+    checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+    resources.callback(checkpointer.close)
+    state, start, resumed, interval, done = _restore_or_init(
+      run_setup, checkpointer, config_dict, workdir
+    )
     if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
-      checkpointer.close()
       print(f"already completed at step {start}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
-    prev_summary = ckpt_meta.get("summary", {})
-    resumed_interval = list(ckpt_meta.get("interval_losses", []))
-    print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
-  else:
-    state = jax.jit(init_fn, out_shardings=shardings)()
-    start = 0
-    if epath.Path(workdir, "metrics.jsonl").exists():
-      print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
-  if is_main:
-    _write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
-
-  # --- compile ahead of time ---------------------------------------------------------------
-  bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
-  per_layer = bool(config.diag.per_layer)
-  step_fn = shard_lib.jit_train_step(  # explicit shardings, donated state, replicated metrics
-    functools.partial(ts.train_step, model_def, optimizer, per_layer=per_layer), shardings, bsh
-  )
-  eval_fn = jax.jit(
-    functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))
-  )
-
-  batch_at = functools.partial(train_batch, corpus.train, config, bsh)
-
-  def held_out(i: int):
-    x, y = data_lib.eval_batch(
-      corpus.val,
-      index=i,
-      batch_size=t.batch_size,
-      seq_len=t.seq_len,
-      process_index=pidx,
-      process_count=nproc,
+    if is_main:
+      cli.write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
+    batches = setup.batches(run_setup, corpus)
+    extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
+    compile_start = time.time()
+    step_fn = run_setup.compile_step()
+    extra["compile_seconds"] = time.time() - compile_start
+    eval_fn = run_setup.compile_eval()
+    print(_banner(run_setup, corpus, baselines, extra), flush=True)
+    writer = MetricWriter(
+      workdir,
+      enabled=is_main,
+      truncate_after=start,
+      profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
+      no_context_loss=baselines["heldout_unigram_entropy"],  # a model without context
     )
-    return shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh)
-
-  # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
-  # of the same stream, up to train.final_eval_tokens tokens.
-  n_final_eval = final_eval_batches(t)
-  eval_batches = [held_out(i) for i in range(t.eval_batches)]
-
-  def evaluate(st, final: bool = False) -> float:
-    """Mean held-out loss; its time is kept out of the throughput figures."""
-    nonlocal t_last
-    t0 = time.time()
-    if final:
-      eval_batches.extend(held_out(i) for i in range(len(eval_batches), n_final_eval))
-    batches = eval_batches if final else eval_batches[: t.eval_batches]
-    # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
-    # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
-    loss = float(np.mean([jax.device_get(eval_compiled(st, b)) for b in batches]))
-    t_last += time.time() - t0
-    return loss
-
-  devices = shard_lib.device_info()  # platform, kind and counts: a CPU fallback shows
-  compile_start = time.time()
-  compiled = step_fn.lower(state, batch_at(start)).compile()
-  compile_seconds = time.time() - compile_start
-  eval_compiled = eval_fn.lower(state, eval_batches[0]).compile()
-  print(
-    f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
-    f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
-    f"init={mcfg.init}; {sum(x.size for x in jax.tree.leaves(abstract.params)):,} params; "
-    f"mesh {dict(mesh.shape)} on {shard_lib.describe_devices(devices)}; "
-    f"attention {mcfg.attention}; compiled in {compile_seconds:.1f}s; "
-    f"unigram entropy {unigram:.3f} nats (held-out {heldout_unigram:.3f}); "
-    f"{corpus.description}; run folder {workdir}",
-    flush=True,
-  )
-
-  # --- train ---------------------------------------------------------------------------------
-  writer = MetricWriter(
-    workdir,
-    enabled=is_main,
-    truncate_after=start,
-    profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
-    no_context_loss=heldout_unigram,  # the eval loss of a model without context
-  )
-  best_eval = prev_summary.get("best_eval_loss")
-  best_eval = math.inf if best_eval is None else best_eval
-  last_eval = prev_summary.get("final_eval_loss")
-  last_eval_tokens = prev_summary.get("final_eval_tokens")
-  status, step, last_train = "completed", start, prev_summary.get("final_train_loss")
-  interval_losses: list[float] = resumed_interval
-  tokens_per_step = t.batch_size * t.seq_len
-  train_time, timed_steps = 0.0, 0
-  pending = None  # (step index, metrics on device) of the step dispatched last
-  t_last = time.time()
-
-  def meta() -> dict:
-    """What a resumed run needs besides the state: config, interval losses, summary."""
-    return {
-      "frozen_config": ckpt_lib.frozen_config(config_dict),
-      "config": ckpt_lib.flat_config(config_dict),
-      "interval_losses": list(interval_losses),  # exact floats: the resumed mean is identical
-      "summary": {
-        "final_train_loss": last_train,
-        "final_eval_loss": last_eval,
-        "best_eval_loss": None if math.isinf(best_eval) else best_eval,
-        "final_eval_tokens": last_eval_tokens,
-      },
-    }
-
-  evals: dict[int, float] = {}
-  # eval loss by step, measured when that step's state exists; the end-of-run eval on
-  # final_eval_tokens apart
-  final_evals: dict[int, float] = {}
-
-  def handle(n: int, metrics) -> bool:
-    """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
-    nonlocal last_train, t_last, train_time, timed_steps
-    loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
-    if not (math.isfinite(loss) and math.isfinite(gnorm)):
-      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
-      writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
-      return False
-    interval_losses.append(loss)
-    if n % t.log_every == 0 or n in evals or n == t.steps:
-      now = time.time()
-      dt, k = now - t_last, len(interval_losses)
-      t_last = now
-      train_time, timed_steps = train_time + dt, timed_steps + k
-      last_train = float(np.mean(interval_losses))
-      interval_losses.clear()
-      row = {
-        "train/loss": last_train,
-        "lr": float(schedule(n - 1)),
-        "tokens_per_second": k * tokens_per_step / max(dt, 1e-9),
-        "step_seconds": dt / max(k, 1),
-        "tokens": n * tokens_per_step,
-      }
-      row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
-      if n in evals:
-        row["eval/loss"] = evals.pop(n)
-      if n in final_evals:
-        row["eval/final_loss"] = final_evals.pop(n)
-      t0 = time.time()
-      writer.write(n, row)
-      t_last += time.time() - t0  # drawing the depth images is not training time
-      eta = (t.steps - n) * dt / max(k, 1)
-      ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
-      print(
-        f"step {n:>6}/{t.steps} | loss {last_train:.4f}{ev} | lr {row['lr']:.2e} | "
-        f"{row['tokens_per_second']:,.0f} tok/s | ETA {_fmt_time(eta)}",
-        flush=True,
-      )
-    return True
-
-  def save() -> None:
-    """Saves the state (step n, already handled); its blocking time is kept out of tok/s."""
-    nonlocal t_last
-    t0 = time.time()
-    checkpointer.save(state, meta(), force=True)
-    t_last += time.time() - t0
-
-  stop = t.steps
-  if signals.should_stop(start):  # signalled during setup or compilation: no training
-    status, stop = "interrupted", start
-  for step in range(start, stop):
-    state, metrics = compiled(state, batch_at(step))
-    n = step + 1
-    if pending is not None and not handle(*pending):  # read step n-1 while n runs
-      status = "diverged"
-      break
-    pending = (n, metrics)
-    if n % t.eval_every == 0 or n == t.steps:
-      # eval/loss (the curve) and best_eval_loss always use the periodic eval set, so a run
-      # extended later has the same curve as one run to the end at once; the verdict's
-      # final_eval_loss adds the rest of the final_eval_tokens at the last step.
-      last_eval = evals[n] = evaluate(state)
-      last_eval_tokens = tokens_per_step * t.eval_batches
-      best_eval = min(best_eval, last_eval)
-      if n == t.steps and n_final_eval > t.eval_batches:
-        last_eval = final_evals[n] = evaluate(state, final=True)
-        last_eval_tokens = tokens_per_step * n_final_eval
-    if signals.should_stop(n):  # every process stops at the same n
-      status = "interrupted"
-      break
-    if n % t.checkpoint_every == 0 and n < t.steps:
-      # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
-      # meta holds the exact interval losses, and a diverged step is never saved.
-      ok, pending = handle(*pending), None
-      if not ok:
-        status = "diverged"
-        break
-      save()
-  if status != "diverged" and pending is not None and not handle(*pending):
-    status = "diverged"
-  final_step = int(jax.device_get(state.step))
-  if status != "diverged":
-    save()
-  checkpointer.close()
-  writer.close()
+    resources.callback(writer.close)
+    log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    trainer = Trainer(
+      run_setup,
+      batches,
+      log,
+      checkpointer=checkpointer,
+      signals=signals,
+      config_dict=config_dict,
+      step_fn=step_fn,
+      eval_fn=eval_fn,
+    )
+    state, status = trainer.train(state, start)
+    final_step = int(jax.device_get(state.step))
   summary = {
     "status": status,
     "steps": final_step,
-    "final_train_loss": last_train,
-    "final_eval_loss": last_eval,
-    "best_eval_loss": None if math.isinf(best_eval) else best_eval,
-    "unigram_entropy": unigram,
-    "heldout_unigram_entropy": heldout_unigram,
-    "final_eval_tokens": last_eval_tokens,
+    **log.results(),
+    **baselines,
     "data_split": corpus.split,
-    "tokens_per_second": (timed_steps * tokens_per_step / train_time) if train_time else None,
-    "compile_seconds": compile_seconds,
+    "tokens_per_second": log.tokens_per_second(),
+    "compile_seconds": extra["compile_seconds"],
     "wall_seconds": time.time() - wall_start,
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
-    "devices": devices,
+    "devices": extra["devices"],
   }
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   if is_main:
-    _write_json(os.path.join(workdir, "summary.json"), summary)
+    cli.write_json(os.path.join(workdir, "summary.json"), summary)
     hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
   print(end_message(summary, workdir, argv), flush=True)
   return summary

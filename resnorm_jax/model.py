@@ -15,7 +15,7 @@ from resnorm_jax.block import Block, rms
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense, Embed
-from resnorm_jax.norms import make_norm
+from resnorm_jax.norms import config_norm
 
 REMAT_POLICIES = {
   "full": None,  # save nothing inside a layer: recompute it all on the backward pass
@@ -62,17 +62,7 @@ class Transformer(nnx.Module):
 
       self.layers = make_layers(rngs, jnp.arange(cfg.num_layers, dtype=jnp.int32))
       _name_layer_axis(self.layers)
-      self.final_norm = (
-        make_norm(
-          cfg.norm,
-          cfg.d_model,
-          eps=cfg.norm_eps,
-          batchnorm_momentum=cfg.batchnorm_momentum,
-          dyt_alpha_init=cfg.dyt_alpha_init,
-        )
-        if cfg.final_norm
-        else None
-      )
+      self.final_norm = config_norm(cfg, cfg.d_model) if cfg.final_norm else None
       self.head = (
         None
         if cfg.tie_embeddings
@@ -119,7 +109,7 @@ class Transformer(nnx.Module):
   def run_stack(self, x_BxTxD: jax.Array, rope):
     """The layer stack as one nnx.scan (optionally rematerialized): compile time flat in L.
 
-    train.scan_unroll > 1 runs that many layers per loop iteration (the whole stack when it
+    model.scan_unroll > 1 runs that many layers per loop iteration (the whole stack when it
     is >= L): the same values, compile time growing with the unrolled layers.
     """
     body = _block_body
@@ -156,10 +146,3 @@ def _name_layer_axis(layers: nnx.Module) -> None:
       ndim = len(v.shape)
       if len(names) < ndim:
         v.set_metadata("out_sharding", ("layers",) * (ndim - len(names)) + names)
-
-
-def set_mode(model: Transformer, *, train: bool) -> None:
-  """Train mode uses batch statistics (batchnorm); eval mode the running averages."""
-  for _, m in nnx.iter_modules(model):
-    if hasattr(m, "use_running_average"):
-      m.use_running_average = not train

@@ -23,9 +23,8 @@ def _param(value: jax.Array, *axes: str | None) -> nnx.Param:
 # formulas keeps several [.., D] intermediates for the backward pass; these keep only the
 # input x (which exists anyway: in the model it is the residual stream) and the per-token
 # statistics [.., 1], and recompute the normalized x. The forward values are the same
-# operations. LayerNorm's is 1.2-2.4x faster forward + backward (scripts/bench_norms.py);
-# RMSNorm's is slower than autodiff alone but 3-10% faster end to end, with less memory, in
-# the 24-96-layer steps (docs/benchmarks.md, section 4).
+# operations. Fewer stored intermediates: less memory and less memory traffic in the deep
+# steps (scripts/bench_norms.py; measured in docs/benchmarks.md, section 4).
 
 
 def _sum_leading(x: jax.Array) -> jax.Array:

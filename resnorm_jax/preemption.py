@@ -10,10 +10,10 @@ JAX's preemption notifier, which takes SIGTERM over, and
 `multihost_utils.reached_preemption_sync_point(step)`, asked after every step, turns True on
 every process at the same step once any process got one (the step after the largest one any
 process had reached). A SIGINT is passed on to the notifier as a SIGTERM to this process.
-Asking costs 0.1-0.2 us per step on this CPU, against 4-7 ms for a blocking all-gather of a
-flag (multihost_utils.process_allgather) or an all-reduced flag read a step later
-(docs/benchmarks.md, "Agreeing on a stop across processes"): nothing on the device, no
-collective per step.
+Asking is a host-side check, where a blocking all-gather of a flag
+(multihost_utils.process_allgather) or an all-reduced flag read a step later would add a
+collective to every step (measured in docs/benchmarks.md, "Agreeing on a stop across
+processes").
 
 A peer that dies without a word (kill -9, a lost host) makes the next collective fail
 (gloo on CPU: connection reset) or never return (NCCL); `exit_on_peer_failure` turns the

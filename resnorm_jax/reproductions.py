@@ -20,9 +20,9 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax import data as data_lib
-from resnorm_jax import optim
+from resnorm_jax import plots, setup
 from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import ModelConfig, model_config_from
+from resnorm_jax.config_types import model_config_from
 from resnorm_jax.diagnostics import (
   check_groups,
   expected_grad_norms,
@@ -60,20 +60,15 @@ def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batc
 # ----------------------------------------------------------------------------------------
 
 
-@functools.cache
-def model_def_for(mcfg: ModelConfig) -> ts.ModelDef:
-  """One ModelDef per model config, so the jitted functions above compile once per model."""
-  return ts.make_model_def(mcfg)
-
-
-init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
+model_def_for = setup.model_def_for  # one ModelDef per model: diagnostics compile once
+jit_init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
 
 
 def grad_norms_at_init(config: ConfigDict, num_batches: int) -> dict[str, np.ndarray]:
   """expected_grad_norms of `config`'s model at init over its first K training batches."""
   mcfg = model_config_from(config)
   model_def = model_def_for(mcfg)
-  params, model_state = init_model(mcfg, config.seed)
+  params, model_state = jit_init_model(mcfg, config.seed)
   corpus = _corpus(config)
   batches = [_train_batch(corpus, config, k) for k in range(num_batches)]
   return expected_grad_norms(model_def, params, model_state, batches)
@@ -114,16 +109,15 @@ def grad_norms_experiment(
 def _fresh_run(config: ConfigDict, steps: int):
   """(model_def, optimizer, TrainState at init, corpus, held-out batch 0) of `config`.
 
-  The optimizer has the real run's schedule (its length is train.steps, or `steps` if longer).
+  The run's own setup on one device; the optimizer has the real run's schedule (its length
+  is train.steps, or `steps` if longer).
   """
-  mcfg = model_config_from(config)
-  optimizer = optim.make_optimizer(config.opt, max(config.train.steps, steps), model_def_for(mcfg))
-  params, model_state = init_model(mcfg, config.seed)
-  state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
+  run = setup.build(config, jax.devices()[:1], schedule_steps=max(config.train.steps, steps))
+  state = run.init_state()
   corpus = _corpus(config)
   t = config.train
   batch = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
-  return model_def_for(mcfg), optimizer, state, corpus, batch
+  return run.model_def, run.optimizer, state, corpus, batch
 
 
 def model_update_run(config: ConfigDict, steps: int) -> list[Row]:
@@ -260,15 +254,6 @@ def write_csv(path: str, rows: Sequence[Row]) -> str:
   return path
 
 
-def _pyplot():
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  return plt
-
-
 def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
   """Rows grouped by the values of `keys`, in first-seen order."""
   groups: dict[tuple, list[Row]] = {}
@@ -279,7 +264,7 @@ def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
 
 def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: str) -> list[str]:
   """grad_norms_per_layer.csv/.png and (with depths) grad_norms_vs_depth.csv/.png."""
-  plt = _pyplot()
+  plt = plots.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_norms_per_layer.csv"), per_layer)]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for (label, n), rows in _by(per_layer, "config", "num_layers").items():
@@ -291,7 +276,7 @@ def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: 
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set(xlabel="layer", ylabel="||E[grad]||_F", title=f"FFN {name} gradient norm at init")
     ax.legend()
-  files.append(_save(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
+  files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
   if vs_depth:
     files.append(write_csv(os.path.join(outdir, "grad_norms_vs_depth.csv"), vs_depth))
     fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -303,13 +288,13 @@ def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: 
     ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="||E[grad W2]||_F, last layer")
     ax.set_title("last layer's FFN W2 gradient norm at init")
     ax.legend()
-    files.append(_save(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
+    files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
   return files
 
 
 def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -> list[str]:
   """model_update.csv/.png (update and norm-input RMS vs step), model_update_vs_depth.*."""
-  plt = _pyplot()
+  plt = plots.pyplot()
   files = [write_csv(os.path.join(outdir, "model_update.csv"), rows)]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for (label, depth), run in _by(rows, "config", "depth").items():
@@ -328,7 +313,7 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   axes[0].legend(fontsize="small")
   axes[1].set(yscale="log", xlabel="step", ylabel="norm-input RMS (solid max, dotted mean)")
   axes[1].set_title("norm inputs (RMS 1 = ||x|| of sqrt(d))")
-  files.append(_save(fig, os.path.join(outdir, "model_update.png")))
+  files.append(plots.save_figure(fig, os.path.join(outdir, "model_update.png")))
   files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
   fig, ax = plt.subplots(figsize=(5.5, 4))
   for (label,), rs in _by(early, "config").items():
@@ -336,13 +321,13 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="max update / lr, early steps")
   ax.set_title("early model update vs depth")
   ax.legend()
-  files.append(_save(fig, os.path.join(outdir, "model_update_vs_depth.png")))
+  files.append(plots.save_figure(fig, os.path.join(outdir, "model_update_vs_depth.png")))
   return files
 
 
 def write_grad_flow(rows: Sequence[Row], outdir: str) -> list[str]:
   """grad_flow.csv and grad_flow.png (per-layer gradient norm, one panel per config/depth)."""
-  plt = _pyplot()
+  plt = plots.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_flow.csv"), rows)]
   runs = _by(rows, "config", "depth")
   fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
@@ -353,15 +338,8 @@ def write_grad_flow(rows: Sequence[Row], outdir: str) -> list[str]:
     ax.set(yscale="log", xlabel="layer", ylabel="||grad|| of the layer's parameters")
     ax.set_title(f"{label} N={depth}: after {run[0]['steps']} steps", fontsize="medium")
     ax.legend(fontsize="small")
-  files.append(_save(fig, os.path.join(outdir, "grad_flow.png")))
+  files.append(plots.save_figure(fig, os.path.join(outdir, "grad_flow.png")))
   return files
-
-
-def _save(fig, path: str) -> str:
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  _pyplot().close(fig)
-  return path
 
 
 # ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from flax import nnx, struct
 
 from resnorm_jax import ngpt
 from resnorm_jax.config_types import ModelConfig
-from resnorm_jax.model import Transformer, set_mode
+from resnorm_jax.model import Transformer
 
 PyTree = Any
 
@@ -76,9 +76,11 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[PyTree, PyTree]:
 def make_model_def(cfg: ModelConfig) -> ModelDef:
   """Builds the graph definitions abstractly (no weights allocated)."""
   model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
-  set_mode(model, train=True)
+  # NNX's train()/eval() set use_running_average (batchnorm: batch statistics in train mode,
+  # the running averages in eval mode) on every sub-module that has it.
+  model.train()
   train_graph, params, rest = nnx.split(model, nnx.Param, ...)
-  set_mode(model, train=False)
+  model.eval()
   eval_graph = nnx.graphdef(model)
   return ModelDef(cfg, train_graph, eval_graph, _specs(params), _specs(rest))
 

@@ -28,7 +28,7 @@ for _path in (ROOT, os.path.join(ROOT, "scripts")):
   if _path not in sys.path:
     sys.path.insert(0, _path)
 
-from benchmark import machine_info, summarize  # noqa: E402  (no JAX import)
+from resnorm_jax.bench import machine_info, summarize  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ for _path in (ROOT, os.path.join(ROOT, "scripts")):
   if _path not in sys.path:
     sys.path.insert(0, _path)
 
-from benchmark import machine_info, summarize  # noqa: E402  (no JAX import)
+from resnorm_jax.bench import machine_info, summarize  # noqa: E402
 
 
 def norm_step(name: str, tokens: int, d: int, dtype: str):

@@ -3,428 +3,38 @@
 python scripts/benchmark.py --config=configs/prenorm_96L.py [--config.model.num_layers=24 ...]
     [--steps=20] [--warmup=3] [--out=bench.json] [--matmul_size=0] [--max_memory_gib=0]
 
-Times the step the loop runs (sharding.jit_train_step of train_step with the config's
-diag.per_layer), fed the way the loop feeds it: each step builds its batch on the host
-(data.get_batch) and places it (sharding.global_batch), and step n+1 is dispatched before
-step n's metrics are read back. Reported in one process:
-  compile: lower (trace) and XLA compile seconds of the train step (loop's compile_seconds);
-  loop:    seconds between successive metric reads in that pipelined loop (median, p10, p90)
-           and tokens/s from the median: what a training run achieves;
-  sync:    the same steps blocked one by one, with the host batch time apart (data path);
-  memory:  peak host RSS (ru_maxrss, whole process, compile included), device peak bytes
-           (memory_stats, GPU/TPU), XLA's ahead-of-time estimate (memory_analysis);
-  flops:   per token from the shapes (formula in `flops_per_token`), achieved FLOP/s and
-           MFU against the dense matmul rate measured here (a large jnp.dot in the compute
-           dtype), so CPU, GPU and TPU runs all have a denominator.
-If the ahead-of-time estimate exceeds the memory limit, nothing runs: the estimate is reported
-(as with --compile_only). The limit is --max_memory_gib where given, else the device's memory
-on GPU/TPU (memory_stats' bytes_limit) and 16 GiB of host RAM on CPU.
+What is measured, and how (the loop's own setup, step pattern and data path): the
+docstring of resnorm_jax/bench.py. If the ahead-of-time memory estimate exceeds the limit
+(--max_memory_gib; 0: the device's memory on GPU/TPU, 16 GiB of host RAM on CPU), nothing
+runs and the estimate is reported, as with --compile_only.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import math
 import os
-import platform
-import resource
 import sys
-import time
-import types
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)  # config files import `configs.base`
 
 from resnorm_jax import cli  # noqa: E402  (no JAX import)
+from resnorm_jax.bench_flags import CONFIG as _CONFIG  # noqa: E402
+from resnorm_jax.bench_flags import OUT as _OUT  # noqa: E402
+from resnorm_jax.bench_flags import STEPS as _STEPS  # noqa: E402
+from resnorm_jax.bench_flags import WARMUP as _WARMUP  # noqa: E402
 
-CPU_MEMORY_LIMIT_GIB = 16.0  # host RAM a CPU benchmark may plan for (this machine: 24 GiB)
-
-_CONFIG = config_flags.DEFINE_config_file(
-  "config", None, "Config file (FILE[:ARG]).", lock_config=True
-)
-_STEPS = flags.DEFINE_integer("steps", 20, "Timed steps (each of the loop and sync passes).")
-_WARMUP = flags.DEFINE_integer("warmup", 3, "Untimed steps after compiling.")
-_OUT = flags.DEFINE_string("out", "", "Write the results as JSON to this file.")
 _MATMUL = flags.DEFINE_integer("matmul_size", 0, "n of the n x n matmul rate; 0: by platform.")
 _MAX_MEM = flags.DEFINE_float(
   "max_memory_gib",
   0.0,
   "Do not run a step whose AOT memory estimate exceeds this; 0: the device's memory on "
-  f"GPU/TPU, {CPU_MEMORY_LIMIT_GIB:g} GiB on CPU.",
+  "GPU/TPU, bench.CPU_MEMORY_LIMIT_GIB (16 GiB) on CPU.",
 )
 _SYNC = flags.DEFINE_bool("sync", True, "Also time blocked steps (step vs host data time).")
 _COMPILE_ONLY = flags.DEFINE_bool("compile_only", False, "Stop after compiling (no steps).")
-
-
-def flops_per_token(m, seq_len: int) -> dict:
-  """Training FLOPs per token counted from the shapes (multiply-add = 2 FLOPs).
-
-  N_mm = L * (4 d^2 [q, k, v, out] + k_ffn d d_ff [k_ffn = 2, or 3 for swiglu]
-              + g d^2 [gated residuals: g = 2 sequential, 1 parallel, 0 otherwise])
-         + d V [the head, tied or not; the embedding lookups are gathers, no FLOPs]
-  forward  = 2 N_mm + 4 L T d   [QK^T and AV: 2 T d each per token per layer; the full
-                                  T x T score matrix is computed (masked), so full T]
-  training = 3 x forward = 6 N_mm + 12 L T d   (backward = 2 x forward)
-  Norms, softmax, activations and the optimizer update are not counted (conventional: they
-  are O(d) per token against O(d^2)).
-  """
-  d, f, n_layers, v = m.d_model, m.d_ff, m.num_layers, m.vocab_size
-  ffn = (3 if m.ffn_activation == "swiglu" else 2) * d * f
-  gates = (1 if m.block == "parallel" else 2) * d * d if m.residual == "gated" else 0
-  per_layer = 4 * d * d + ffn + gates
-  n_mm = n_layers * per_layer + d * v
-  attn_fwd = 4 * n_layers * seq_len * d
-  forward = 2 * n_mm + attn_fwd
-  return {
-    "matmul_params": n_mm,
-    "forward": forward,
-    "train": 3 * forward,
-    "train_matmul_part": 6 * n_mm,
-    "train_attention_part": 3 * attn_fwd,
-  }
-
-
-def _pct(xs: list[float], q: float) -> float:
-  """The q-quantile (0..1) by linear interpolation."""
-  s = sorted(xs)
-  if len(s) == 1:
-    return s[0]
-  pos = q * (len(s) - 1)
-  lo = int(math.floor(pos))
-  hi = min(lo + 1, len(s) - 1)
-  return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def memory_limit_bytes(device, max_memory_gib: float) -> int | None:
-  """The AOT memory estimate above which the step is not run (None: no limit known).
-
-  --max_memory_gib where > 0; else the device's own memory on GPU/TPU (memory_stats'
-  bytes_limit) and CPU_MEMORY_LIMIT_GIB of host RAM on CPU.
-  """
-  if max_memory_gib > 0:
-    return int(max_memory_gib * 2**30)
-  if device.platform == "cpu":
-    return int(CPU_MEMORY_LIMIT_GIB * 2**30)
-  limit = device_memory_stats(device).get("bytes_limit")
-  return int(limit) if limit else None
-
-
-def device_memory_stats(device) -> dict:
-  """The device's memory statistics; {} where it keeps none (CPU) or cannot give them."""
-  try:
-    return device.memory_stats() or {}
-  except Exception:  # some backends raise instead of returning None
-    return {}
-
-
-def summarize(xs: list[float]) -> dict:
-  """Median, p10, p90, min, max, mean and count of a list of timings."""
-  return {
-    "median": _pct(xs, 0.5),
-    "p10": _pct(xs, 0.1),
-    "p90": _pct(xs, 0.9),
-    "min": min(xs),
-    "max": max(xs),
-    "mean": sum(xs) / len(xs),
-    "n": len(xs),
-  }
-
-
-def peak_rss_bytes() -> int:
-  """Peak resident set size of this process so far (Linux ru_maxrss is in KiB)."""
-  r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-  return int(r if sys.platform == "darwin" else r * 1024)
-
-
-def machine_info() -> dict:
-  """nproc, CPU model and load average: timings on a shared machine need them."""
-  cpu = platform.processor() or ""
-  try:
-    with open("/proc/cpuinfo") as f:
-      cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-  except OSError:
-    pass
-  return {
-    "nproc": os.cpu_count(),
-    "cpu_model": cpu,
-    "loadavg": list(os.getloadavg()),
-    "python": platform.python_version(),
-  }
-
-
-def matmul_rate(dtype_name: str, n: int = 0, reps: int = 5) -> dict:
-  """Dense matmul FLOP/s on the default device: k chained n x n products per call."""
-  import jax
-  import jax.numpy as jnp
-
-  from resnorm_jax.model import COMPUTE_DTYPES
-
-  platform_name = jax.devices()[0].platform
-  n = n or (2048 if platform_name == "cpu" else 8192)
-  k = 4 if platform_name == "cpu" else 16
-  dtype = COMPUTE_DTYPES[dtype_name]
-  ka, kb = jax.random.split(jax.random.key(0))
-  a = jax.random.normal(ka, (n, n), jnp.float32).astype(dtype)
-  # Scaled so the chained products keep unit size (no overflow, no denormals).
-  b = (jax.random.normal(kb, (n, n), jnp.float32) / math.sqrt(n)).astype(dtype)
-
-  @jax.jit
-  def chain(a, b):
-    return jax.lax.fori_loop(0, k, lambda _, x: jnp.dot(x, b, preferred_element_type=dtype), a)
-
-  chain(a, b).block_until_ready()
-  times = []
-  for _ in range(reps):
-    t0 = time.perf_counter()
-    chain(a, b).block_until_ready()
-    times.append(time.perf_counter() - t0)
-  flops = 2.0 * n**3 * k
-  return {
-    "n": n,
-    "chained": k,
-    "dtype": dtype_name,
-    "best_flops_per_s": flops / min(times),
-    "median_flops_per_s": flops / _pct(times, 0.5),
-  }
-
-
-def setup(config) -> types.SimpleNamespace:
-  """The loop's train step for `config`, built as loop.run builds it (not yet compiled).
-
-  Fields: mcfg, step_fn (jit with explicit shardings, donated state), init_fn, abstract
-  (state shapes), abstract_sharded, abstract_batch (what step_fn.lower takes with it),
-  shardings, batch_sharding, batch_at(step).
-  """
-  import jax
-  import numpy as np
-
-  from resnorm_jax import data as data_lib
-  from resnorm_jax import loop, optim
-  from resnorm_jax import sharding as shard_lib
-  from resnorm_jax import train_step as ts
-  from resnorm_jax.config_types import model_config_from
-
-  t = config.train
-  mcfg = model_config_from(config)
-  mesh = shard_lib.make_mesh(config.mesh)
-  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, t.seq_len)
-  model_def = ts.make_model_def(mcfg)
-  optimizer = optim.make_optimizer(config.opt, t.steps, model_def)
-  init_fn = functools.partial(ts.init_state, model_def, optimizer, config.seed)
-  abstract = jax.eval_shape(init_fn)
-  shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, config.mesh.rules)
-  bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
-  step_fn = shard_lib.jit_train_step(
-    functools.partial(ts.train_step, model_def, optimizer, per_layer=bool(config.diag.per_layer)),
-    shardings,
-    bsh,
-  )
-  rows = jax.ShapeDtypeStruct((t.batch_size, t.seq_len), np.int32, sharding=bsh)
-  return types.SimpleNamespace(
-    mcfg=mcfg,
-    step_fn=step_fn,
-    init_fn=init_fn,
-    abstract=abstract,
-    abstract_sharded=jax.tree.map(
-      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
-    ),
-    abstract_batch=(rows, rows),
-    shardings=shardings,
-    batch_sharding=bsh,
-    batch_at=functools.partial(loop.train_batch, corpus.train, config, bsh),
-  )
-
-
-def benchmark(config, steps: int = 20, warmup: int = 3, matmul_size: int = 0, **kw) -> dict:
-  """Runs the measurements described in the module docstring; returns them as a dict."""
-  import jax
-
-  from resnorm_jax import loop
-
-  max_memory_gib = kw.get("max_memory_gib", 0.0)
-  sync = kw.get("sync", True)
-  compile_only = kw.get("compile_only", False)
-  malloc_tuned = loop.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
-  t = config.train
-  loop.validate_train(config)
-  s = setup(config)  # exactly as loop.run does; nothing compiled yet
-  mcfg = s.mcfg
-  result: dict = {
-    "config_name": config.name,
-    "model": vars(mcfg).copy(),
-    "train": {"batch_size": t.batch_size, "seq_len": t.seq_len, "remat": t.remat},
-    "per_layer_diagnostics": bool(config.diag.per_layer),
-    "host_malloc_tuned": malloc_tuned,
-    "machine": machine_info(),
-    "jax": jax.__version__,
-  }
-  device = jax.devices()[0]
-  result["device"] = {
-    "platform": device.platform,
-    "kind": device.device_kind,
-    "count": jax.device_count(),
-  }
-
-  batch_at, init_fn, shardings = s.batch_at, s.init_fn, s.shardings
-  result["params"] = int(sum(x.size for x in jax.tree.leaves(s.abstract.params)))
-  t0 = time.perf_counter()
-  lowered = s.step_fn.lower(s.abstract_sharded, s.abstract_batch)
-  t1 = time.perf_counter()
-  compiled = lowered.compile()
-  t2 = time.perf_counter()
-  result["compile"] = {"lower_s": t1 - t0, "compile_s": t2 - t1, "total_s": t2 - t0}
-  mem = compiled.memory_analysis()
-  aot = {}
-  if mem is not None:
-    for k in ("argument", "output", "alias", "temp", "generated_code"):
-      aot[k] = int(getattr(mem, f"{k}_size_in_bytes", 0))
-    aot["total"] = aot["argument"] + aot["output"] - aot["alias"] + aot["temp"]
-  result["memory"] = {"aot_bytes": aot}
-  fl = flops_per_token(mcfg, t.seq_len)
-  tokens_per_step = t.batch_size * t.seq_len
-  result["flops"] = {**fl, "per_step": fl["train"] * tokens_per_step}
-  limit = memory_limit_bytes(device, max_memory_gib)
-  result["memory"]["limit_bytes"] = limit
-  if compile_only or (aot and limit is not None and aot["total"] > limit):
-    result["skipped"] = (
-      "--compile_only"
-      if compile_only
-      else f"AOT estimate {aot['total'] / 2**30:.2f} GiB > the limit, {limit / 2**30:.2f} GiB "
-      "(--max_memory_gib; 0: the device's memory, or 16 GiB on CPU)"
-    )
-    result["memory"]["peak_rss_bytes"] = peak_rss_bytes()
-    return result
-
-  state = jax.jit(init_fn, out_shardings=shardings)()
-  jax.block_until_ready(state)
-  rss_after_init = peak_rss_bytes()
-  step = 0
-  for _ in range(warmup):
-    state, metrics = compiled(state, batch_at(step))
-    step += 1
-  jax.block_until_ready((state, metrics))
-
-  # --- loop-style: dispatch step n+1, then read step n's metrics (as loop.run does) ---------
-  load_before = os.getloadavg()
-  intervals, pending = [], None
-  t_prev = time.perf_counter()
-  for _ in range(steps + 1):
-    state, metrics = compiled(state, batch_at(step))
-    step += 1
-    if pending is not None:
-      float(pending["loss"]), float(pending["grad_norm"])
-      now = time.perf_counter()
-      intervals.append(now - t_prev)
-      t_prev = now
-    pending = metrics
-  float(pending["loss"])
-  loss = float(pending["loss"])
-  loop_stats = summarize(intervals)
-
-  # --- sync: each step blocked, its host batch time apart (the data-path overhead) ----------
-  sync_stats = data_stats = None
-  if sync:
-    step_times, data_times = [], []
-    for _ in range(steps):
-      ts0 = time.perf_counter()
-      batch = batch_at(step)
-      jax.block_until_ready(batch)
-      ts1 = time.perf_counter()
-      state, metrics = compiled(state, batch)
-      jax.block_until_ready((state, metrics))
-      ts2 = time.perf_counter()
-      step += 1
-      step_times.append(ts2 - ts1)
-      data_times.append(ts1 - ts0)
-    sync_stats, data_stats = summarize(step_times), summarize(data_times)
-  load_after = os.getloadavg()
-
-  step_s = loop_stats["median"]
-  flops_per_s = result["flops"]["per_step"] / step_s
-  result["memory"]["peak_rss_bytes"] = peak_rss_bytes()
-  result["memory"]["peak_rss_after_init_bytes"] = rss_after_init
-  device_mem = device_memory_stats(device)
-  result["memory"]["device_peak_bytes"] = device_mem.get("peak_bytes_in_use")
-  result["memory"]["device_limit_bytes"] = device_mem.get("bytes_limit")
-  mm = matmul_rate(mcfg.dtype, matmul_size)
-  result.update(
-    {
-      "loop_step_s": loop_stats,
-      "sync_step_s": sync_stats,
-      "data_s": data_stats,
-      "tokens_per_step": tokens_per_step,
-      "tokens_per_s": tokens_per_step / step_s,
-      "achieved_flops_per_s": flops_per_s,
-      "matmul": mm,
-      "mfu": flops_per_s / mm["best_flops_per_s"],
-      "final_loss": loss,
-      "loadavg_during": [load_before[0], load_after[0]],
-    }
-  )
-  return result
-
-
-def _gib(n) -> str:
-  return "-" if n is None else f"{n / 2**30:.3f} GiB"
-
-
-def table(r: dict) -> str:
-  """A readable summary of `benchmark`'s result."""
-  m, c = r["model"], r["compile"]
-  lines = [
-    f"{r['config_name']}: {m['num_layers']} layers, d_model {m['d_model']}, "
-    f"{m['num_heads']} heads, d_ff {m['d_ff']}, vocab {m['vocab_size']}, "
-    f"norm {m['norm']}/{m['norm_position']}, {m['ffn_activation']}, {m['position']} positions, "
-    f"tied {m['tie_embeddings']}, remat {m['remat']}, {m['dtype']}; {r['params']:,} params",
-    f"batch {r['train']['batch_size']} x seq {r['train']['seq_len']}; "
-    f"per-layer diagnostics {r['per_layer_diagnostics']}; "
-    f"{r['device']['count']} x {r['device']['platform']}:{r['device']['kind']}; "
-    f"nproc {r['machine']['nproc']} ({r['machine']['cpu_model']}); "
-    f"load {r['machine']['loadavg'][0]:.2f} at start",
-    f"{'compile (lower + XLA)':<28}{c['total_s']:9.2f} s  "
-    f"(lower {c['lower_s']:.2f} s, compile {c['compile_s']:.2f} s)",
-    f"{'train FLOPs per token':<28}{r['flops']['train'] / 1e6:9.3f} M  "
-    f"(6 N_mm {r['flops']['train_matmul_part'] / 1e6:.3f} M + "
-    f"attention {r['flops']['train_attention_part'] / 1e6:.3f} M)",
-  ]
-  aot = r["memory"]["aot_bytes"]
-  if aot:
-    lines.append(
-      f"{'AOT memory estimate':<28}{_gib(aot['total']):>13}  (temp {_gib(aot['temp'])}, "
-      f"arguments {_gib(aot['argument'])})"
-    )
-  if "skipped" in r:
-    lines.append(f"not run: {r['skipped']}")
-    return "\n".join(lines)
-  ls, ss, ds = r["loop_step_s"], r["sync_step_s"], r["data_s"]
-  lines += [
-    f"{'step (loop-style)':<28}{ls['median'] * 1e3:9.2f} ms median  "
-    f"(p10 {ls['p10'] * 1e3:.2f}, p90 {ls['p90'] * 1e3:.2f}, n {ls['n']})",
-  ]
-  if ss:
-    lines += [
-      f"{'step (blocked, no data)':<28}{ss['median'] * 1e3:9.2f} ms median  "
-      f"(p10 {ss['p10'] * 1e3:.2f}, p90 {ss['p90'] * 1e3:.2f})",
-      f"{'host batch + placement':<28}{ds['median'] * 1e3:9.3f} ms median",
-    ]
-  mm = r["matmul"]
-  lines += [
-    f"{'tokens/s':<28}{r['tokens_per_s']:12,.0f}",
-    f"{'achieved FLOP/s':<28}{r['achieved_flops_per_s'] / 1e9:9.2f} G",
-    f"{'matmul rate (measured)':<28}{mm['best_flops_per_s'] / 1e9:9.2f} G  "
-    f"({mm['dtype']}, {mm['n']}^2 x {mm['chained']} chained)",
-    f"{'MFU':<28}{100 * r['mfu']:9.2f} %",
-    f"{'peak host RSS':<28}{_gib(r['memory']['peak_rss_bytes']):>13}",
-    f"{'device peak':<28}{_gib(r['memory']['device_peak_bytes']):>13}",
-    f"{'load average during':<28}{r['loadavg_during'][0]:9.2f} -> {r['loadavg_during'][1]:.2f}",
-    f"{'final loss':<28}{r['final_loss']:9.4f}",
-  ]
-  return "\n".join(lines)
 
 
 def main(argv):
@@ -435,8 +45,10 @@ def main(argv):
   if _STEPS.value < 1 or _WARMUP.value < 0:
     cli.fail("--steps must be >= 1 and --warmup >= 0")
   logging.set_verbosity(logging.WARNING)  # JAX logs each backend it cannot start at INFO
+  from resnorm_jax import bench  # imports JAX: after flags, so --help stays fast
+
   try:
-    r = benchmark(
+    r = bench.benchmark(
       _CONFIG.value,
       steps=_STEPS.value,
       warmup=_WARMUP.value,
@@ -448,11 +60,9 @@ def main(argv):
   except ValueError as e:
     cli.fail(str(e))
   r["command"] = " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
-  print(table(r), flush=True)
+  print(bench.table(r), flush=True)
   if _OUT.value:
-    os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
-    with open(_OUT.value, "w") as f:
-      json.dump(r, f, indent=2, sort_keys=True, default=str)
+    cli.write_json(_OUT.value, r)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ shape=(
   --config.model.max_seq_len=1024
   --config.train.seq_len=1024
   --config.train.batch_size=16
-  --config.train.dtype=bfloat16
+  --config.model.dtype=bfloat16
   --config.mesh.data=-1
   --config.mesh.fsdp=1
   # A throughput check: byte-level stdlib text, as before :paper read real data (the
@@ -60,7 +60,7 @@ for attention in ${ATTENTIONS:-dense fused}; do
     echo "=== attention $attention, remat $remat"
     json="$out/gpu_${attention}_$remat.json"
     rm -f "$json"
-    if ! python scripts/benchmark.py "${shape[@]}" --config.train.remat="$remat" \
+    if ! python scripts/benchmark.py "${shape[@]}" --config.model.remat="$remat" \
       --config.model.attention="$attention" --steps=20 --warmup=3 --out="$json" "$@"; then
       echo "=== attention $attention, remat $remat: benchmark.py failed (above)" >&2
       failed=1
@@ -76,11 +76,11 @@ print(f"\n{'attention':<11}{'remat':<15}{'step ms':>10}{'tokens/s':>12}{'TFLOP/s
 for path in sorted(glob.glob(f"{sys.argv[1]}/gpu_*.json")):
   r = json.load(open(path))
   if "mfu" not in r:
-    print(f"{r['model']['attention']:<11}{r['train']['remat']:<15} not run: {r.get('skipped')}")
+    print(f"{r['model']['attention']:<11}{r['model']['remat']:<15} not run: {r.get('skipped')}")
     continue
   print(
-    f"{r['model']['attention']:<11}{r['train']['remat']:<15}"
-    f"{r['loop_step_s']['median'] * 1e3:10.1f}{r['tokens_per_s']:12,.0f}"
+    f"{r['model']['attention']:<11}{r['model']['remat']:<15}"
+    f"{r['loop_step_s']['median'] * 1e3:10.1f}{r['tokens_per_second']:12,.0f}"
     f"{r['achieved_flops_per_s'] / 1e12:10.1f}{r['matmul']['best_flops_per_s'] / 1e12:16.1f}"
     f"{100 * r['mfu']:7.1f}%"
   )

@@ -153,7 +153,7 @@ def main() -> None:
       "p90": times[int(0.9 * (len(times) - 1))],
       "n": len(times),
     },
-    "tokens_per_s": tokens / med,
+    "tokens_per_second": tokens / med,
     "final_loss": loss_value,
     "loadavg": [load_before[0], os.getloadavg()[0]],
     "nproc": os.cpu_count(),
@@ -165,7 +165,7 @@ def main() -> None:
     f"{a.heads} heads, seq {a.seq_len}, batch {a.batch}, vocab {a.vocab}; "
     f"{r['params']:,} params\n"
     f"iteration {med * 1e3:.2f} ms median (p10 {r['iter_s']['p10'] * 1e3:.2f}, "
-    f"p90 {r['iter_s']['p90'] * 1e3:.2f}, n {len(times)}); {r['tokens_per_s']:,.0f} tokens/s; "
+    f"p90 {r['iter_s']['p90'] * 1e3:.2f}, n {len(times)}); {r['tokens_per_second']:,.0f} tokens/s; "
     f"load {r['loadavg'][0]:.2f} -> {r['loadavg'][1]:.2f}; loss {loss_value:.3f}"
   )
   if a.out:

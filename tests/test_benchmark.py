@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from resnorm_jax import bench, cli
 
-import benchmark  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))  # bench_matmuls.py, bench_norms.py
 
 # The smallest model the scripts run: 1 layer of width 16, 16 tokens (of smoke.py, or of the
 # config a script picks itself, as gpu_check.sh does).
@@ -52,7 +52,7 @@ def test_benchmark_writes_finite_positive_numbers(tmp_path, run_script):
     r["loop_step_s"]["p90"],
     r["sync_step_s"]["median"],
     r["data_s"]["median"],
-    r["tokens_per_s"],
+    r["tokens_per_second"],
     r["flops"]["train"],
     r["achieved_flops_per_s"],
     r["matmul"]["best_flops_per_s"],
@@ -74,11 +74,11 @@ def test_flops_per_token_formula():
 
   per_layer = 4 * 64 + 2 * 8 * 32
   n_mm = 2 * per_layer + 8 * 10
-  f = benchmark.flops_per_token(M, seq_len=5)
+  f = bench.flops_per_token(M, seq_len=5)
   assert f["matmul_params"] == n_mm
   assert f["train"] == 6 * n_mm + 12 * 2 * 5 * 8 == 3 * f["forward"]
   M.ffn_activation = "swiglu"
-  assert benchmark.flops_per_token(M, 5)["matmul_params"] == n_mm + 2 * 8 * 32
+  assert bench.flops_per_token(M, 5)["matmul_params"] == n_mm + 2 * 8 * 32
 
 
 def test_bench_matmuls_step_dots_count_the_models_flops():
@@ -100,7 +100,7 @@ def test_bench_matmuls_step_dots_count_the_models_flops():
     batch, seq = 2, 7
     dots = bench_matmuls.step_dots(M, batch, seq)
     total = sum(d.flops * d.count for d in dots)
-    assert total == benchmark.flops_per_token(M, seq)["train"] * batch * seq, (act, block, residual)
+    assert total == bench.flops_per_token(M, seq)["train"] * batch * seq, (act, block, residual)
 
 
 def test_bench_matmuls_runs_end_to_end(tmp_path, run_script):
@@ -146,7 +146,7 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   runs = {"dense": "dense", "fused": "xla"}  # fused is the XLA implementation on a CPU
   for (attention, resolved), remat in itertools.product(runs.items(), ("none", "full")):
     r = json.loads((out / f"gpu_{attention}_{remat}.json").read_text())
-    assert r["train"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
+    assert r["model"]["remat"] == remat and r["model"]["dtype"] == "bfloat16"
     assert r["model"]["attention"] == resolved
     assert r["matmul"]["dtype"] == "bfloat16" and r["mfu"] > 0
   assert len(list(out.glob("gpu_*.json"))) == 4
@@ -171,14 +171,10 @@ def test_bench_norms_times_both_norms_from_a_random_output_gradient():
 
 
 def test_compare_steps_variant_overrides_typed_and_refused_with_the_key():
-  import compare_steps
-
-  from resnorm_jax import cli
-
   base = cli.load_config_file("configs/smoke.py")
   before = base.to_dict()
   spec = "model.norm=rmsnorm,train.batch_size=4,diag.per_layer=false"
-  v = compare_steps.apply_variant(base, spec)
+  v = cli.apply_variant(base, spec)
   assert (v.model.norm, v.train.batch_size, v.diag.per_layer) == ("rmsnorm", 4, False)
   assert base.to_dict() == before  # a copy: the main config is untouched
   for spec, needle in (
@@ -188,7 +184,7 @@ def test_compare_steps_variant_overrides_typed_and_refused_with_the_key():
     ("model.norm", "not k=v"),
   ):
     with pytest.raises(ValueError, match=needle):
-      compare_steps.apply_variant(base, spec)
+      cli.apply_variant(base, spec)
 
 
 def test_compare_steps_runs_variants_interleaved(tmp_path, run_script):
@@ -227,8 +223,8 @@ def test_memory_limit_is_the_flag_else_the_devices_memory_else_16_gib_on_cpu():
 
   gib = 2**30
   h200 = Device("gpu", {"bytes_limit": 140 * gib, "bytes_in_use": 0})
-  assert benchmark.memory_limit_bytes(h200, 0.0) == 140 * gib  # not the CPU's 16 GiB
-  assert benchmark.memory_limit_bytes(h200, 2.5) == int(2.5 * gib)
-  assert benchmark.memory_limit_bytes(Device("cpu", None), 0.0) == 16 * gib
-  assert benchmark.memory_limit_bytes(Device("tpu", None), 0.0) is None
-  assert benchmark.memory_limit_bytes(Device("gpu", RuntimeError("no stats")), 0.0) is None
+  assert bench.memory_limit_bytes(h200, 0.0) == 140 * gib  # not the CPU's 16 GiB
+  assert bench.memory_limit_bytes(h200, 2.5) == int(2.5 * gib)
+  assert bench.memory_limit_bytes(Device("cpu", None), 0.0) == 16 * gib
+  assert bench.memory_limit_bytes(Device("tpu", None), 0.0) is None
+  assert bench.memory_limit_bytes(Device("gpu", RuntimeError("no stats")), 0.0) is None

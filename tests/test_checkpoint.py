@@ -23,7 +23,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import optim
+from resnorm_jax import cli, optim
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.writers import read_metrics
@@ -345,6 +345,29 @@ def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_v
   fused = _config(model__attention="fused").to_dict()
   with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
     ckpt_lib.check_compatible(meta, fused, abstract, "ckpt")
+
+
+def test_checkpoint_predating_the_move_of_model_settings_resumes():
+  """train.remat, scan_unroll and dtype moved to model.*: a checkpoint saved before reads
+  them at the new place. dtype is frozen (from the saved config: train was not frozen),
+  remat and scan_unroll may change on resume as before."""
+  config = _config()
+  abstract = _abstract(config)
+  frozen = ckpt_lib.frozen_config(config.to_dict())
+  assert frozen["model.dtype"] == "float32"
+  assert "model.remat" not in frozen and "model.scan_unroll" not in frozen
+  moved = {new: old for old, new in cli.MOVED_KEYS.items()}
+  saved_config = {moved.get(k, k): v for k, v in ckpt_lib.flat_config(config.to_dict()).items()}
+  assert saved_config["train.dtype"] == "float32" and "model.dtype" not in saved_config
+  old = {k: v for k, v in frozen.items() if k not in moved}  # the old frozen config
+  leaves = {k: [*v, 0] for k, v in ckpt_lib._abstract_table(abstract).items()}
+  meta = {"frozen_config": old, "config": saved_config, "leaves": leaves}
+  ckpt_lib.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  remat = _config(model__remat="full", model__scan_unroll=2)
+  ckpt_lib.check_compatible(meta, remat.to_dict(), _abstract(remat), "ckpt")
+  bf16 = _config(model__dtype="bfloat16")
+  with pytest.raises(ValueError, match=r"model\.dtype \('float32' -> 'bfloat16'\)"):
+    ckpt_lib.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
 
 
 # --- divergence and signals ----------------------------------------------------------------

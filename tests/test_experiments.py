@@ -5,7 +5,6 @@ functions are checked here against independent computations.
 """
 
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -23,7 +22,9 @@ import pytest
 from resnorm_jax import cli as cli_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import diagnostics as diag
+from resnorm_jax import plots as plot_curves
 from resnorm_jax import reproductions as repro
+from resnorm_jax import sweeps as sweep
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 
@@ -31,19 +32,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POST = "configs/postnorm_96L.py:smoke"  # 2 layers, width 32, batch 8 x 32
 PRE = "configs/prenorm_96L.py:smoke"
 DEEP = "configs/deepnorm_96L.py:smoke"
-
-
-def _script(name: str):
-  """scripts/<name>.py as a module (no flags are defined on import)."""
-  spec = importlib.util.spec_from_file_location(f"script_{name}", f"{ROOT}/scripts/{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = module  # dataclasses look their module up there
-  spec.loader.exec_module(module)
-  return module
-
-
-sweep = _script("sweep")
-plot_curves = _script("plot_curves")
 
 
 def _start(args: list[str]) -> subprocess.Popen:
@@ -133,7 +121,7 @@ def post_model():
     data_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
     for k in range(2)
   ]
-  params, model_state = repro.init_model(mcfg, 0)
+  params, model_state = repro.jit_init_model(mcfg, 0)
   return repro.model_def_for(mcfg), params, model_state, batches
 
 

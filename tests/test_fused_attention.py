@@ -117,7 +117,7 @@ def test_resolve_attention(name, platform, dtype, head_dim, expected):
 def test_cudnn_where_it_cannot_run_is_refused_naming_why():
   with pytest.raises(ValueError, match=r"model.attention='cudnn'.*platform='cpu'.*'fused'"):
     resolve_attention("cudnn", "cpu", "bfloat16", 64)
-  with pytest.raises(ValueError, match=r"train.dtype='float32'"):
+  with pytest.raises(ValueError, match=r"model.dtype='float32'"):
     resolve_attention("cudnn", "gpu", "float32", 64)
   with pytest.raises(ValueError, match=r"model.attention='flash'.*dense, fused, xla, cudnn"):
     model_config_from(_config("flash"))

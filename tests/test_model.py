@@ -23,7 +23,7 @@ from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
-from resnorm_jax.model import Transformer, set_mode
+from resnorm_jax.model import Transformer
 
 # vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
 # [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
@@ -33,16 +33,15 @@ DEEP = dict(vocab_size=16, num_layers=1000, d_model=16, num_heads=2, d_ff=32, ma
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
 
 
-def _cfg(train: dict | None = None, **model) -> ModelConfig:
+def _cfg(**model) -> ModelConfig:
   c = base.get_config()
   c.model.update(TINY)
   c.model.update(model)
-  c.train.update(train or {})
   return model_config_from(c)
 
 
-def _build(train: dict | None = None, **model) -> Transformer:
-  return Transformer(_cfg(train, **model), rngs=nnx.Rngs(params=0))
+def _build(**model) -> Transformer:
+  return Transformer(_cfg(**model), rngs=nnx.Rngs(params=0))
 
 
 def _deep(**model) -> Transformer:
@@ -260,7 +259,7 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 @functools.cache
 def _loss_and_grads(remat: str):
   """(params, ((loss, model state), grads), jaxpr equations) of one train-mode gradient."""
-  cfg = _cfg({"remat": remat}, **REMAT_MODEL)
+  cfg = _cfg(remat=remat, **REMAT_MODEL)
   model_def = ts.make_model_def(cfg)
   params, model_state = ts.init_model(cfg, 0)
 
@@ -274,7 +273,7 @@ def _loss_and_grads(remat: str):
 
 @pytest.mark.parametrize("policy", ["full", "dots", "dots_no_batch"])
 def test_remat_equals_no_remat_values_and_gradients(policy):
-  plain, remat = _cfg(**REMAT_MODEL), _cfg({"remat": policy}, **REMAT_MODEL)
+  plain, remat = _cfg(**REMAT_MODEL), _cfg(remat=policy, **REMAT_MODEL)
   assert remat != plain and dataclasses.replace(remat, remat="none") == plain
   params_p, ((loss_p, _), grads_p), eqns_p = _loss_and_grads("none")
   params_r, ((loss_r, _), grads_r), eqns_r = _loss_and_grads(policy)
@@ -394,7 +393,7 @@ def _causal(model: Transformer, t: int = 5) -> None:
 )
 def test_feature_builds_and_is_causal(feature):
   model = _build(norm_position="pre", **feature)
-  set_mode(model, train=False)
+  model.eval()
   _causal(model)
   assert (model.pos_embed is None) == (feature.get("position") == "rope")
   assert (model.layers.attn.q_norm is not None) == feature.get("qk_norm", False)
@@ -414,8 +413,8 @@ def test_bfloat16_compute_close_to_float32_with_f32_softmax_and_norms(norm):
   model = dict(norm=norm, norm_position="peri", qk_norm=True, ffn_activation="relu")
   logits = {}
   for dtype in ("float32", "bfloat16"):
-    m = _build({"dtype": dtype}, **model)  # the same seed: the same float32 weights
-    set_mode(m, train=False)
+    m = _build(dtype=dtype, **model)  # the same seed: the same float32 weights
+    m.eval()
     logits[dtype] = _eager(m)[0]
   graphdef, state = nnx.split(m)
   eqns = _eqns(jax.make_jaxpr(lambda s: nnx.merge(graphdef, s)(TOKENS)[0])(state).jaxpr)
@@ -472,8 +471,8 @@ AXES = [  # (section, key, valid values from DESIGN.md)
   ("model", "ffn_activation", ("gelu", "relu", "swiglu")),
   ("model", "position", ("learned", "rope")),
   ("model", "attention", ("dense", "fused", "xla")),  # cudnn: refused on CPU (its own test)
-  ("train", "remat", ("none", "full", "dots", "dots_no_batch")),
-  ("train", "dtype", ("float32", "bfloat16")),
+  ("model", "remat", ("none", "full", "dots", "dots_no_batch")),
+  ("model", "dtype", ("float32", "bfloat16")),
 ]
 
 

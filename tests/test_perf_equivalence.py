@@ -106,7 +106,7 @@ def test_unrolled_stack_equals_scanned_stack(unroll):
   tokens = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
   out = {}
   for u in (1, unroll):
-    c.train.scan_unroll = u
+    c.model.scan_unroll = u
     md = ts.make_model_def(model_config_from(c))
     params, model_state = ts.init_model(md.cfg, 0)
 
@@ -124,6 +124,6 @@ def test_unrolled_stack_equals_scanned_stack(unroll):
 
 def test_scan_unroll_must_be_positive():
   c = base.get_config()
-  c.train.scan_unroll = 0
-  with pytest.raises(ValueError, match="train.scan_unroll"):
+  c.model.scan_unroll = 0
+  with pytest.raises(ValueError, match="model.scan_unroll"):
     model_config_from(c)

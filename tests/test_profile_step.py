@@ -1,18 +1,16 @@
-"""scripts/profile_step.py: the HLO parser, the thread-use arithmetic, and a traced smoke run
-whose per-part times add up. No timing assertions."""
+"""resnorm_jax/step_profile.py and scripts/profile_step.py: the HLO parser, the thread-use
+arithmetic, and a traced smoke run whose per-part times add up. No timing assertions."""
 
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from resnorm_jax import step_profile as profile_step
 
-import profile_step  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _hlo(fn, *args) -> str:
@@ -72,7 +70,7 @@ def test_profile_step_parts_add_up(tmp_path, run_script):
   assert "backward" in proc.stdout
   r = json.loads(out.read_text())
   assert r["matched_ops"] > 10 and len(r["top"]) == r["matched_ops"]  # --top: all of them
-  # The stack is scanned (train.scan_unroll=1): the ops of the loop body are matched too.
+  # The stack is scanned (model.scan_unroll=1): the ops of the loop body are matched too.
   assert any("/while/body/" in o["source"] for o in r["top"] if o["dot"])
   cells = {(p["part"], p["kind"]): p for p in r["parts"]}
   assert sum(p["ms"] for p in r["parts"]) == pytest.approx(r["kernel_ms"], rel=1e-6)

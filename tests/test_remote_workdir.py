@@ -13,7 +13,7 @@ from etils import epath
 from fsspec.implementations.local import LocalFileSystem
 
 from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import loop
+from resnorm_jax import cli
 
 
 class FakeGCS(LocalFileSystem):
@@ -45,7 +45,7 @@ def fake_gcs(tmp_path, monkeypatch):
 def test_loop_writes_json_to_a_gs_workdir(fake_gcs):
   workdir = "gs://bucket/runs/a"
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-  loop._write_json(os.path.join(workdir, "config.json"), {"seed": 0})
+  cli.write_json(os.path.join(workdir, "config.json"), {"seed": 0})
   assert json.loads((fake_gcs / "bucket/runs/a/config.json").read_text()) == {"seed": 0}
   assert not (fake_gcs / "bucket/runs/a/config.json.tmp").exists()
   assert not os.path.exists("gs:")  # nothing written to a local folder named after the URL

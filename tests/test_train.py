@@ -123,6 +123,22 @@ def test_unknown_variant_lists_valid_values(tmp_path):
   assert "model.norm_position='middle'" in proc.stderr and "peri" in proc.stderr
 
 
+@pytest.mark.parametrize(
+  "old, new",
+  [
+    ("train.remat=full", "model.remat"),
+    ("train.dtype=bfloat16", "model.dtype"),
+    ("train.scan_unroll=2", "model.scan_unroll"),
+  ],
+)
+def test_moved_key_is_refused_naming_the_new_key(tmp_path, old, new):
+  proc = train("--config=configs/smoke.py", f"--workdir={tmp_path}", f"--config.{old}")
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-1500:])
+  assert f"'{old.split('=')[0]}' moved to '{new}'" in proc.stderr
+  assert f"--config.{new}=" in proc.stderr and "Traceback" not in proc.stderr
+  assert not os.listdir(tmp_path)  # refused before anything ran
+
+
 def test_divergence_is_a_result(tmp_path):
   proc = train(
     "--config=configs/smoke.py",

@@ -16,7 +16,7 @@ from flax import nnx
 
 from configs import base
 from resnorm_jax.config_types import model_config_from
-from resnorm_jax.model import Transformer, set_mode
+from resnorm_jax.model import Transformer
 
 # vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
 # [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
@@ -86,20 +86,20 @@ def test_grid_covers_every_init_with_every_other_value():
 @pytest.mark.parametrize("norm, position, residual, block, init", GRID)
 def test_variant_builds_finite_and_causal_in_eval_mode(norm, position, residual, block, init):
   model = _build(norm=norm, norm_position=position, residual=residual, block=block, init=init)
-  set_mode(model, train=False)
+  model.eval()
   assert_causal(model)
 
 
 def test_batchnorm_train_mode_leaks_the_future():
   # Batch statistics over time mix positions: the last token moves the first logit.
   model = _build(norm="batchnorm", norm_position="pre")
-  set_mode(model, train=True)
+  model.train()
   tokens = _perturbed_batch(4)
   first = [_logits(model, tokens[[0]])[0, 0], _logits(model, tokens[[3]])[0, 0]]
   assert np.abs(first[0] - first[1]).max() > 1e-3
   # The same weights in eval mode, with the running averages those calls updated, are causal.
   assert float(jnp.abs(model.layers.norms["attn"].mean[...]).max()) > 0
-  set_mode(model, train=False)
+  model.eval()
   assert_causal(model)
 
 
@@ -132,5 +132,5 @@ LATER = [
 @pytest.mark.parametrize("model", LATER, ids=lambda m: "-".join(f"{v}" for v in m.values()))
 def test_later_variant_builds_finite_and_causal(model):
   built = _build(**model)  # 2 layers: mix at 0.5 has one Post-LN and one Pre-LN layer
-  set_mode(built, train=False)
+  built.eval()
   assert_causal(built)

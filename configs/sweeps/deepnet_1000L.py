@@ -37,7 +37,7 @@ def _point(variant: str, lr: float, warmup: int) -> dict:
       "train.steps": STEPS,
       "train.batch_size": 8,
       "train.seq_len": 64,
-      "train.remat": "full",
+      "model.remat": "full",
       "train.eval_every": 50,
       "train.checkpoint_every": 25,
       "diag.per_layer": False,

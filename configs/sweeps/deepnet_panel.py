@@ -22,7 +22,7 @@ def _point(variant: str, n: int) -> dict:
       "opt.warmup_steps": 200,
       "opt.schedule": "inverse_sqrt",
       "train.steps": 1000,
-      "train.remat": "none" if n <= 24 else "full",
+      "model.remat": "none" if n <= 24 else "full",
       "train.eval_every": 100,
       "train.checkpoint_every": 250,
       "diag.per_layer": False,

@@ -16,7 +16,7 @@ GRID = [
   {
     "name": f"{variant}-L24-seed{seed}",
     "config": f"configs/{variant}_96L.py",
-    "overrides": {"model.num_layers": 24, "train.remat": "none", "seed": seed},
+    "overrides": {"model.num_layers": 24, "model.remat": "none", "seed": seed},
   }
   for variant in VARIANTS
   for seed in SEEDS

@@ -48,7 +48,7 @@ def _point(variant: str, n: int, lr: float, warmup: int) -> dict:
       "opt.warmup_steps": warmup,
       "opt.schedule": "constant",
       "train.steps": STEPS,
-      "train.remat": "none" if n <= 24 else "full",  # speed and memory only
+      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
       "diag.per_layer": False,
     },
   }

@@ -47,7 +47,6 @@ TRAIN_KEYS = (
   "steps",
   "batch_size",
   "seq_len",
-  "remat",
   "log_every",
   "eval_every",
   "eval_batches",
@@ -57,7 +56,8 @@ TRAIN_KEYS = (
 
 def _point(variant: str, n: int) -> dict:
   """configs/<variant>_96L.py at n layers with base.experiment's CPU training settings."""
-  train = base.experiment("scale", n).train
+  experiment = base.experiment("scale", n)
+  train = experiment.train
   return {
     "name": f"{variant}-L{n}",
     "config": f"configs/{variant}_96L.py",
@@ -65,6 +65,7 @@ def _point(variant: str, n: int) -> dict:
       "model.num_layers": n,
       **SETTING,
       **{f"train.{k}": train[k] for k in TRAIN_KEYS},
+      "model.remat": experiment.model.remat,
     },
   }
 

@@ -41,7 +41,7 @@ def _point(n: int, lr: float, schedule: str, warmup: int, variant: str = "postno
       "opt.schedule": schedule,
       "opt.warmup_steps": warmup,
       "train.steps": STEPS_AFTER_WARMUP + (warmup if schedule == SCHEDULE else CONSTANT_WARMUP),
-      "train.remat": "none",  # what base.experiment picks at <= 24 layers (speed only)
+      "model.remat": "none",  # what base.experiment picks at <= 24 layers (speed only)
       "train.eval_every": 100,
       "train.checkpoint_every": 250,
     },

@@ -1,0 +1,249 @@
+"""Figures of runs and sweeps: loss curves of several runs, a depth x variant stability map,
+and the stability boundary (largest peak lr that trained, against depth).
+scripts/plot_curves.py is the command line. No JAX here.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from resnorm_jax.writers import read_metrics
+
+STATUS_COLORS = {
+  "trained": "#66bb6a",
+  "stuck": "#ffa726",
+  "diverged": "#ef5350",
+  "interrupted": "#90a4ae",
+  "failed": "#8d6e63",
+  "pending": "#eeeeee",
+  "unknown": "#bdbdbd",
+}
+
+
+# A run folder's curve: metrics.jsonl as the loop writes it, or the excerpt docs/runs/<run>/
+# keeps of a run whose full metrics.jsonl was too large to commit.
+CURVE_FILES = ("metrics.jsonl", "curve.jsonl")
+
+
+def _curve_file(run_dir: str) -> str | None:
+  for name in CURVE_FILES:
+    if os.path.isfile(os.path.join(run_dir, name)):
+      return os.path.join(run_dir, name)
+  return None
+
+
+def expand_runs(patterns: Sequence[str]) -> list[str]:
+  """Run folders (holding a curve file) matching the paths or globs, in the given order."""
+  runs: list[str] = []
+  for pattern in patterns:
+    matches = sorted(glob.glob(os.path.expanduser(pattern))) or [pattern]
+    for path in matches:
+      if _curve_file(path) and path not in runs:
+        runs.append(path)
+  return runs
+
+
+def read_curves(run_dir: str) -> dict[str, Any]:
+  """{'train': (steps, losses), 'eval': (steps, losses), 'unigram': float | None}.
+
+  'unigram' is the no-context baseline the verdict uses (held-out unigram cross-entropy),
+  or the train split's unigram entropy for runs that predate it.
+  """
+  records = read_metrics(_curve_file(run_dir) or os.path.join(run_dir, "metrics.jsonl"))
+  curves: dict[str, Any] = {}
+  for key, name in (("train/loss", "train"), ("eval/loss", "eval")):
+    points = [(r["step"], r[key]) for r in records if key in r]
+    curves[name] = ([s for s, _ in points], [v for _, v in points])
+  try:
+    with open(os.path.join(run_dir, "summary.json")) as f:
+      summary = json.load(f)
+    curves["unigram"] = summary.get("heldout_unigram_entropy") or summary.get("unigram_entropy")
+  except (OSError, json.JSONDecodeError):
+    curves["unigram"] = None
+  return curves
+
+
+def pyplot():
+  """matplotlib.pyplot on the Agg backend (files only, no display)."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def plot_curves(run_dirs: Sequence[str], out: str, title: str = "") -> str:
+  """Train (solid) and eval (dots) loss of every run, its no-context baseline dashed."""
+  plt = pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5))
+  for run in run_dirs:
+    c = read_curves(run)
+    label = os.path.basename(os.path.normpath(run))
+    few = len(c["train"][0]) < 3  # a line of one point is invisible
+    (line,) = ax.plot(*c["train"], lw=1.2, marker="." if few else None, label=label)
+    color = line.get_color()
+    ax.plot(*c["eval"], "o", ms=3, color=color)
+    if c["unigram"] is not None:
+      ax.axhline(c["unigram"], ls="--", lw=0.8, color=color)
+  ax.set(xlabel="step", ylabel="loss (nats/token)", title=title or "solid train, dots eval")
+  ax.plot([], [], "k--", lw=0.8, label="no-context baseline (unigram)")
+  ax.legend(fontsize="small")
+  return save_figure(fig, out)
+
+
+def read_results(path: str) -> list[dict[str, str]]:
+  """Rows of a sweep's results.csv; ValueError without the columns a map needs."""
+  with open(path, newline="") as f:
+    rows = list(csv.DictReader(f))
+  rows = [{**r, "outcome": r.get("outcome", r.get("status"))} for r in rows]  # old: status
+  missing = {"variant", "num_layers", "outcome", "final_eval_loss"} - set(rows[0] if rows else {})
+  if not rows or missing:
+    raise ValueError(f"{path}: no rows or missing columns {sorted(missing)}")
+  return rows
+
+
+def stability_cells(rows: Sequence[dict[str, str]]):
+  """(variants, depths, {(variant, depth): (status, text)}): most common status per cell,
+  text the mean final eval loss (with the number of runs when several)."""
+  variants = list(dict.fromkeys(r["variant"] for r in rows))
+  depths = sorted({int(r["num_layers"]) for r in rows if r["num_layers"]})
+  groups: dict[tuple[str, int], list[dict[str, str]]] = {}
+  for r in rows:
+    if r["num_layers"]:
+      groups.setdefault((r["variant"], int(r["num_layers"])), []).append(r)
+  cells = {}
+  for key, members in groups.items():
+    statuses = [m["outcome"] for m in members]
+    status = max(dict.fromkeys(statuses), key=statuses.count)
+    losses = [float(m["final_eval_loss"]) for m in members if m["final_eval_loss"]]
+    losses = [x for x in losses if math.isfinite(x)]
+    text = f"{sum(losses) / len(losses):.2f}" if losses else status
+    cells[key] = (status, text + (f"\n(n={len(members)})" if len(members) > 1 else ""))
+  return variants, depths, cells
+
+
+def plot_stability_map(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
+  """A variant x depth grid colored by status, annotated with the final eval loss."""
+  from matplotlib.patches import Patch
+
+  plt = pyplot()
+  variants, depths, cells = stability_cells(rows)
+  fig, ax = plt.subplots(figsize=(1.6 * len(depths) + 3, 0.45 * len(variants) + 1.6))
+  for i, v in enumerate(variants):
+    for j, d in enumerate(depths):
+      status, text = cells.get((v, d), ("pending", ""))
+      ax.add_patch(plt.Rectangle((j, i), 1, 1, color=STATUS_COLORS.get(status, "#ffffff")))
+      ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8)
+  ax.set(xlim=(0, len(depths)), ylim=(len(variants), 0), xlabel="layers N")
+  ax.set_xticks([j + 0.5 for j in range(len(depths))], [str(d) for d in depths])
+  ax.set_yticks([i + 0.5 for i in range(len(variants))], variants)
+  ax.set_title(title or "final eval loss by variant and depth")
+  used = [s for s in STATUS_COLORS if any(c[0] == s for c in cells.values())]
+  handles = [Patch(color=STATUS_COLORS[s], label=s) for s in used]
+  ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+  return save_figure(fig, out)
+
+
+def save_figure(fig, out: str) -> str:
+  """Writes `fig` to `out` (its folder created), closes it; returns `out`."""
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(out, dpi=120)
+  pyplot().close(fig)
+  return out
+
+
+def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+  """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
+  smallest lr above it that did not train (None when every lr tried above it trained)."""
+  groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
+  for r in rows:
+    if r.get("opt.lr") and r["num_layers"] and r["outcome"] in ("trained", "stuck", "diverged"):
+      warmup = int(float(r.get("opt.warmup_steps") or 0))
+      groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
+  table = []
+  for (variant, depth, warmup), members in sorted(groups.items()):
+    by_lr: dict[float, list[str]] = {}
+    for m in members:
+      by_lr.setdefault(float(m["opt.lr"]), []).append(m["outcome"])
+    # An lr "trains" when most of its runs (seeds) trained.
+    ok = {lr: outs.count("trained") * 2 > len(outs) for lr, outs in by_lr.items()}
+    trained = [lr for lr, good in ok.items() if good]
+    best = max(trained) if trained else None
+    above = [lr for lr, good in ok.items() if not good and (best is None or lr > best)]
+    table.append(
+      {
+        "variant": variant,
+        "num_layers": depth,
+        "opt.warmup_steps": warmup,
+        "max_trained_lr": best,
+        "first_failing_lr_above": min(above) if above else None,
+        # False: every lr tried at or above max_trained_lr trained, so the boundary lies higher
+        "bounded": bool(above),
+        "lrs_tried": " ".join(f"{lr:g}" for lr in sorted(by_lr)),
+        "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
+      }
+    )
+  return table
+
+
+def plot_boundary(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
+  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv too."""
+  plt = pyplot()
+  table = boundary_table(rows)
+  with open(
+    os.path.join(os.path.dirname(os.path.abspath(out)), "boundary.csv"), "w", newline=""
+  ) as f:
+    writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
+    writer.writeheader()
+    writer.writerows(table)
+  fig, ax = plt.subplots(figsize=(6.5, 4.5))
+  lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
+  for t in table:
+    lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
+  colors: dict[str, Any] = {}
+  lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
+  floor = min(lrs) / 2 if lrs else 1e-5
+  for (variant, warmup), pts in lines.items():
+    color = colors.setdefault(variant, f"C{len(colors) % 10}")
+    xs = [p["num_layers"] for p in pts]
+    # Lines that share values would hide each other: each variant is nudged up by 4% steps.
+    nudge = 1.04 ** list(colors).index(variant)
+    ys = [(p["max_trained_lr"] or floor) * nudge for p in pts]
+    label = variant + (f" (warmup {warmup})" if warmup else "")
+    ax.plot(xs, ys, "-" if not warmup else "--", color=color, label=label)
+    for p, y in zip(pts, ys, strict=True):  # a filled dot: the boundary; an arrow: >= this lr
+      ax.plot(
+        p["num_layers"],
+        y,
+        "o" if p["bounded"] else "^",
+        color=color,
+        mfc=color if p["bounded"] else "white",
+      )
+  ax.axhline(floor, color="0.7", lw=0.8)
+  ax.text(
+    ax.get_xlim()[0] if lines else 1,
+    floor,
+    " nothing trained",
+    va="bottom",
+    fontsize="small",
+    color="0.5",
+  )
+  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="largest peak lr that trained")
+  depths = sorted({t["num_layers"] for t in table})
+  ax.set_xticks(depths, [str(d) for d in depths])
+  ax.minorticks_off()
+  ax.set_yticks(lrs, [f"{lr:g}" for lr in lrs])
+  ax.set_title(title or "stability boundary (Adam, constant lr; ^: trained at every lr tried)")
+  ax.legend(fontsize="small")
+  fig.tight_layout()
+  fig.savefig(out, dpi=120)
+  plt.close(fig)
+  return out

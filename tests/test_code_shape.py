@@ -1,0 +1,50 @@
+"""Shape of the library code: no function in resnorm_jax/ longer than 100 lines, and no
+script importing another script (code scripts share lives in the library)."""
+
+import ast
+import glob
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_LINES = 100
+
+
+def _functions(path: str):
+  tree = ast.parse(open(path).read(), filename=path)
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      yield node.name, node.lineno, node.end_lineno - node.lineno + 1
+
+
+def test_no_library_function_is_longer_than_100_lines():
+  paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "*.py")))
+  assert len(paths) > 20
+  long = [
+    f"{os.path.relpath(p, ROOT)}:{line} {name} ({n} lines)"
+    for p in paths
+    for name, line, n in _functions(p)
+    if n > MAX_LINES
+  ]
+  assert not long, long
+
+
+def test_the_line_count_sees_a_long_function(tmp_path):
+  body = "\n".join(f"  x{i} = {i}" for i in range(MAX_LINES))
+  path = tmp_path / "m.py"
+  path.write_text(f"def f():\n{body}\n")
+  assert [n for _, _, n in _functions(str(path))] == [MAX_LINES + 1]
+
+
+def test_scripts_and_tests_do_not_import_scripts():
+  scripts = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))}
+  offenders = []
+  for path in glob.glob(os.path.join(ROOT, "scripts", "*.py")):
+    for node in ast.walk(ast.parse(open(path).read())):
+      if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+      else:
+        continue
+      offenders += [f"{os.path.basename(path)}: {n}" for n in names if n in scripts]
+  assert not offenders, offenders
