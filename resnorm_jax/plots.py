@@ -194,16 +194,40 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   return table
 
 
+def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
+  """boundary_table as a markdown table: a row per variant (and warmup), a column per depth."""
+  depths = sorted({t["num_layers"] for t in table})
+  rows: dict[tuple[str, int], dict[int, str]] = {}
+  for t in table:
+    if t["max_trained_lr"] is None:
+      cell = f"none (tried {t['lrs_tried']})"
+    elif t["bounded"]:
+      cell = f"**{t['max_trained_lr']:g}** ({t['first_failing_lr_above']:g} fails)"
+    else:
+      cell = f">= {t['max_trained_lr']:g} (every lr tried trained)"
+    rows.setdefault((t["variant"], t["opt.warmup_steps"]), {})[t["num_layers"]] = cell
+  lines = [
+    "| largest lr that trained | " + " | ".join(f"{d} layers" for d in depths) + " |",
+    "| --- |" + " --- |" * len(depths),
+  ]
+  for (variant, warmup), cells in rows.items():
+    name = variant + (f" (warmup {warmup})" if warmup else "")
+    lines.append(f"| {name} | " + " | ".join(cells.get(d, "-") for d in depths) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def plot_boundary(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
-  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv too."""
+  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv and
+  boundary.md (the same as a markdown table) beside it."""
   plt = pyplot()
   table = boundary_table(rows)
-  with open(
-    os.path.join(os.path.dirname(os.path.abspath(out)), "boundary.csv"), "w", newline=""
-  ) as f:
+  folder = os.path.dirname(os.path.abspath(out))
+  with open(os.path.join(folder, "boundary.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
     writer.writeheader()
     writer.writerows(table)
+  with open(os.path.join(folder, "boundary.md"), "w") as f:
+    f.write(boundary_markdown(table))
   fig, ax = plt.subplots(figsize=(6.5, 4.5))
   lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
   for t in table:

@@ -629,3 +629,12 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
   assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
   out = plot_curves.plot_boundary(rows, str(tmp_path / "b.png"))
   assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
+  md = (tmp_path / "boundary.md").read_text().splitlines()
+  assert md[0] == "| largest lr that trained | 6 layers | 12 layers |"
+  assert "| post | >= 0.004 (every lr tried trained) | none (tried 0.0005 0.001) |" in md
+  assert "| pre | >= 0.001 (every lr tried trained) | - |" in md
+  bounded = [
+    dict(t, num_layers=24, bounded=True, first_failing_lr_above=8e-3)
+    for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
+  ]
+  assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)
