@@ -181,10 +181,20 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.data.allow_stdlib = False
     c.model.vocab_size = 0
   else:  # smoke
+    smoke_shape(c)
     c.model.num_layers = min(num_layers, 2)
-    c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32
-    c.train.batch_size, c.train.seq_len, c.train.steps = 8, 32, 6
+    c.train.steps = 6
     c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 3, 3, 3
     c.train.eval_batches = 1
-    c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
+  return c
+
+
+def smoke_shape(c: config_dict.ConfigDict) -> config_dict.ConfigDict:
+  """The one tiny shape for wiring checks (2 layers, width 32, batch 8 x 32): shared by the
+  `:smoke` scale of every named experiment and configs/smoke.py, which differ only in how
+  many steps they run and how often they log."""
+  c.model.num_layers = 2
+  c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32
+  c.train.batch_size, c.train.seq_len = 8, 32
+  c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
   return c

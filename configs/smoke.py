@@ -7,19 +7,11 @@ from configs import base
 
 
 def get_config():
-  c = base.get_config()
+  c = base.smoke_shape(base.get_config())  # the shape every named config's :smoke scale has
   c.name = "smoke"
-  c.model.num_layers = 2
-  c.model.d_model = 32
-  c.model.num_heads = 2
-  c.model.d_ff = 64
-  c.model.max_seq_len = 32
   c.train.steps = 20
-  c.train.batch_size = 8
-  c.train.seq_len = 32
   c.train.log_every = 5
   c.train.eval_every = 10
   c.train.eval_batches = 2
-  c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
   c.train.checkpoint_every = 10
   return c

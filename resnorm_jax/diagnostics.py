@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from resnorm_jax import model_def as mdl
 from resnorm_jax import param_groups
 from resnorm_jax import train_step as ts
 
@@ -40,7 +41,7 @@ def _with_ffn(params: PyTree, w1_LxDxF: jax.Array, w2_LxFxD: jax.Array) -> PyTre
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def mean_ffn_grads(model_def: ts.ModelDef, params, model_state, inputs_KxBxT, targets_KxBxT):
+def mean_ffn_grads(model_def: mdl.ModelDef, params, model_state, inputs_KxBxT, targets_KxBxT):
   """(dW1 [L,D,F], dW2 [L,F,D]): the FFN kernels' gradients averaged over the K batches."""
   mlp = params["layers"]["mlp"]
 
@@ -74,7 +75,7 @@ def stack_batches(batches: Sequence[Batch]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def expected_grad_norms(
-  model_def: ts.ModelDef, params: PyTree, model_state: PyTree, batches: Sequence[Batch]
+  model_def: mdl.ModelDef, params: PyTree, model_state: PyTree, batches: Sequence[Batch]
 ) -> dict[str, np.ndarray]:
   """{'w1', 'w2'}: per-layer [L] Frobenius norms of the FFN kernels' expected gradient.
 
@@ -87,7 +88,7 @@ def expected_grad_norms(
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _logits(model_def: ts.ModelDef, params, model_state, tokens_BxT):
+def _logits(model_def: mdl.ModelDef, params, model_state, tokens_BxT):
   """Eval-mode logits (batchnorm on its running averages)."""
   return model_def.apply(params, model_state, tokens_BxT, train=False)[0]
 
@@ -99,7 +100,7 @@ def output_distance(a_BxTxV: jax.Array, b_BxTxV: jax.Array) -> jax.Array:
 
 
 def model_output_distance(
-  model_def: ts.ModelDef, params0: PyTree, params_t: PyTree, model_state: PyTree, tokens_BxT
+  model_def: mdl.ModelDef, params0: PyTree, params_t: PyTree, model_state: PyTree, tokens_BxT
 ) -> float:
   """||F(x, theta_t) - F(x, theta_0)||, F = eval-mode logits, per token then averaged."""
   a = _logits(model_def, params_t, model_state, tokens_BxT)
@@ -125,7 +126,7 @@ def norm_input_summary(layer_stats: Mapping[str, jax.Array]) -> tuple[jax.Array,
   return jnp.mean(all_), jnp.max(all_)
 
 
-def probe(model_def: ts.ModelDef, params, model_state, tokens_BxT, logits0_BxTxV):
+def probe(model_def: mdl.ModelDef, params, model_state, tokens_BxT, logits0_BxTxV):
   """(logits, {'update', 'norm_in_rms_mean', 'norm_in_rms_max'}) on a fixed batch."""
   logits, stats, _ = model_def.apply(params, model_state, tokens_BxT, train=False)
   mean, max_ = norm_input_summary(stats["layers"])
@@ -150,7 +151,7 @@ PARAM_GROUPS = param_groups.GROUPS
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def layer_grad_norms(model_def: ts.ModelDef, params, model_state, batch) -> jax.Array:
+def layer_grad_norms(model_def: mdl.ModelDef, params, model_state, batch) -> jax.Array:
   """[L]: the Frobenius norm of each layer's whole parameter gradient on one batch."""
   inputs, targets = batch
 

@@ -28,8 +28,8 @@ from resnorm_jax import admin, cli, preemption, setup
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import sharding as shard_lib
-from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.outcome import classify
 from resnorm_jax.writers import MetricWriter
@@ -42,7 +42,7 @@ def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
   mcfg = model_config_from(config)
   out["resolved_model"] = vars(mcfg).copy()
   # Admin's profiled omegas (a pure function of the seed): {} for every other residual.
-  out["resolved_model"].update(admin.resolved(mcfg, lambda: ts.init_model(mcfg, config.seed)[0]))
+  out["resolved_model"].update(admin.resolved(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
   if data_split is not None:
     out["data_split"] = dict(data_split)
   return json.loads(json.dumps(out, default=str))

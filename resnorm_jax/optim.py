@@ -98,7 +98,7 @@ def make_optimizer(
 ) -> optax.GradientTransformation:
   """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
 
-  `model_def` (train_step.ModelDef): with model.residual=ngpt, the weights are put back on the
+  `model_def` (model_def.ModelDef): with model.residual=ngpt, the weights are put back on the
   unit sphere after the step (ngpt.hypersphere_projection); an nGPT model needs it passed.
   """
   schedule = make_schedule(opt_cfg, total_steps)  # validates opt_cfg

@@ -20,6 +20,7 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax import data as data_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import plots, setup
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
@@ -61,7 +62,7 @@ def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batc
 
 
 model_def_for = setup.model_def_for  # one ModelDef per model: diagnostics compile once
-jit_init_model = jax.jit(ts.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
+jit_init_model = jax.jit(mdl.init_model, static_argnums=(0, 1))  # (cfg, seed) -> (params, state)
 
 
 def grad_norms_at_init(config: ConfigDict, num_batches: int) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from ml_collections import ConfigDict
 
 from resnorm_jax import data as data_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import optim
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax import train_step as ts
@@ -91,10 +92,10 @@ def keep_freed_host_memory() -> bool:
 
 
 @functools.cache
-def model_def_for(mcfg: ModelConfig) -> ts.ModelDef:
+def model_def_for(mcfg: ModelConfig) -> mdl.ModelDef:
   """One ModelDef per model config: functions jitted with it as a static argument (the
   reproductions' diagnostics) then compile once per model, not once per call."""
-  return ts.make_model_def(mcfg)
+  return mdl.make_model_def(mcfg)
 
 
 def aot_memory(compiled) -> dict[str, int]:
@@ -119,7 +120,7 @@ class RunSetup:
 
   config: ConfigDict
   mcfg: ModelConfig
-  model_def: ts.ModelDef
+  model_def: mdl.ModelDef
   optimizer: optax.GradientTransformation
   schedule: optax.Schedule
   mesh: Mesh

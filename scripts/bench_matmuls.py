@@ -17,7 +17,6 @@ machine, i.e. the floor no change to fusion or dispatch can go below.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ for _path in (ROOT, os.path.join(ROOT, "scripts")):
   if _path not in sys.path:
     sys.path.insert(0, _path)
 
+from resnorm_jax import cli  # noqa: E402
 from resnorm_jax.bench import machine_info, summarize  # noqa: E402
 
 
@@ -180,7 +180,6 @@ def main() -> None:
   p.add_argument("--out", default="", help="write the results as JSON to this file")
   a = p.parse_args()
 
-  from resnorm_jax import cli
   from resnorm_jax.config_types import model_config_from
 
   config = cli.load_config_file(a.config)
@@ -218,8 +217,7 @@ def main() -> None:
     print()
   print(f"load at end {res['loadavg_end'][0]:.2f}")
   if a.out:
-    with open(a.out, "w") as f:
-      json.dump(res, f, indent=2, default=str)
+    cli.write_json(a.out, res)
 
 
 if __name__ == "__main__":

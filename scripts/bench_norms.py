@@ -16,7 +16,6 @@ constant 1 that XLA folded into the backward pass, which no norm in a model sees
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ for _path in (ROOT, os.path.join(ROOT, "scripts")):
   if _path not in sys.path:
     sys.path.insert(0, _path)
 
+from resnorm_jax import cli  # noqa: E402
 from resnorm_jax.bench import machine_info, summarize  # noqa: E402
 
 
@@ -97,8 +97,7 @@ def main() -> None:
     )
   out["loadavg_end"] = list(os.getloadavg())
   if a.out:
-    with open(a.out, "w") as f:
-      json.dump(out, f, indent=2)
+    cli.write_json(a.out, out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from resnorm_jax import cli  # noqa: E402
 
 
 def run_sweep(grid: str, sweep_dir: str, jobs: str) -> float:
@@ -80,8 +83,7 @@ def main() -> None:
   }
   print(json.dumps(result))
   if args.out:
-    with open(args.out, "w") as f:
-      json.dump(result, f, indent=2)
+    cli.write_json(args.out, result)
 
 
 if __name__ == "__main__":

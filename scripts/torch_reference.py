@@ -14,7 +14,6 @@ Not a dependency of the library: `pip install torch` by hand to run it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -28,6 +27,10 @@ from torch import nn
 from torch.nn import functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from resnorm_jax import cli  # noqa: E402  (no JAX: JSON writing only)
+
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")  # shipped: data/README.md
 
 
@@ -169,8 +172,7 @@ def main() -> None:
     f"load {r['loadavg'][0]:.2f} -> {r['loadavg'][1]:.2f}; loss {loss_value:.3f}"
   )
   if a.out:
-    with open(a.out, "w") as f:
-      json.dump(r, f, indent=2)
+    cli.write_json(a.out, r)
 
 
 if __name__ == "__main__":

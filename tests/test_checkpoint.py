@@ -24,6 +24,7 @@ import pytest
 from configs import smoke
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import cli, optim
+from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.writers import read_metrics
@@ -129,7 +130,7 @@ def _copy(src, dst):
 
 def _abstract(config):
   """The TrainState shapes of `config`, on one device (restores need no mesh)."""
-  model_def = ts.make_model_def(model_config_from(config))
+  model_def = mdl.make_model_def(model_config_from(config))
   optimizer = optim.make_optimizer(config.opt, config.train.steps)
   abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, config.seed))
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])

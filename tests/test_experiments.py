@@ -552,7 +552,7 @@ def test_sweep_and_plot_cli(cli):
   assert plots.returncode == 0, plots.stderr
   assert os.path.getsize(out / "c.png") > 1000
   curves = plot_curves.read_curves(str(sweep_dir / "fresh"))
-  assert curves["train"][0] and curves["unigram"] == summary["unigram_entropy"]
+  assert curves["train"][0] and curves["unigram"] == summary["heldout_unigram_entropy"]
   map_png = plot_curves.plot_stability_map(_csv(sweep_dir / "results.csv"), str(out / "m.png"))
   assert os.path.getsize(map_png) > 1000
 

@@ -15,6 +15,7 @@ from flax import nnx
 
 from configs import base
 from resnorm_jax import attention as attention_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from, resolve_attention
 from resnorm_jax.initializers import InitRule
@@ -33,8 +34,8 @@ def _config(attention: str, **model):
 
 
 def _loss_and_grads(cfg):
-  model_def = ts.make_model_def(cfg)
-  params, model_state = ts.init_model(cfg, 0)
+  model_def = mdl.make_model_def(cfg)
+  params, model_state = mdl.init_model(cfg, 0)
 
   def loss_fn(p):
     logits, _, _ = model_def.apply(p, model_state, TOKENS[:, :-1], train=True)

@@ -210,9 +210,9 @@ def test_admin_omega_from_profiled_variances(block):
 
 def test_admin_resolved_records_the_init_omegas():
   mcfg = _cfg(residual="admin")
-  from resnorm_jax import train_step as ts
+  from resnorm_jax import model_def as mdl
 
-  rec = admin.resolved(mcfg, lambda: ts.init_model(mcfg, 0)[0])["admin_omega"]
+  rec = admin.resolved(mcfg, lambda: mdl.init_model(mcfg, 0)[0])["admin_omega"]
   model = _build(residual="admin")
   table = [
     [float(model.layers.residuals[s].omega[...][i, 0]) for s in ("attn", "ffn")] for i in range(4)

@@ -19,6 +19,7 @@ from flax import nnx
 
 from configs import base
 from resnorm_jax import attention as attention_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.initializers import InitRule
@@ -201,8 +202,8 @@ def test_block_placement_formulas(position, block, residual):
 
 def test_model_def_apply_train_updates_batchnorm_state_eval_keeps_it():
   cfg = _cfg(norm="batchnorm", norm_position="pre")
-  model_def = ts.make_model_def(cfg)
-  params, state = ts.init_model(cfg, 0)
+  model_def = mdl.make_model_def(cfg)
+  params, state = mdl.init_model(cfg, 0)
   with jax.disable_jit():
     _, _, after_train = model_def.apply(params, state, TOKENS, train=True)
     _, _, after_eval = model_def.apply(params, state, TOKENS, train=False)
@@ -260,8 +261,8 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 def _loss_and_grads(remat: str):
   """(params, ((loss, model state), grads), jaxpr equations) of one train-mode gradient."""
   cfg = _cfg(remat=remat, **REMAT_MODEL)
-  model_def = ts.make_model_def(cfg)
-  params, model_state = ts.init_model(cfg, 0)
+  model_def = mdl.make_model_def(cfg)
+  params, model_state = mdl.init_model(cfg, 0)
 
   def loss_fn(p):
     logits, _, new_state = model_def.apply(p, model_state, REMAT_TOKENS[:, :-1], train=True)
@@ -514,7 +515,7 @@ def test_learned_positions_refuse_sequences_past_max_seq_len():
 
 def test_tiny_model_overfits_one_batch():
   cfg = _cfg(norm_position="pre")
-  model_def = ts.make_model_def(cfg)
+  model_def = mdl.make_model_def(cfg)
   optimizer = optax.adam(1e-2)
   state = ts.init_state(model_def, optimizer, seed=0)
   tokens = jax.random.randint(jax.random.key(1), (4, 9), 0, cfg.vocab_size)

@@ -17,6 +17,7 @@ import pytest
 from flax import nnx
 
 from configs import base
+from resnorm_jax import model_def as mdl
 from resnorm_jax import ngpt, optim
 from resnorm_jax import train_step as ts
 from resnorm_jax.attention import rope_tables
@@ -190,7 +191,7 @@ def test_ngpt_init_constants_are_the_papers():
 
 
 def test_ngpt_unit_norm_axes_are_the_embedding_axes():
-  model_def = ts.make_model_def(model_config_from(_config()))
+  model_def = mdl.make_model_def(model_config_from(_config()))
   expected = {
     jax.tree_util.keystr(tuple(jax.tree_util.DictKey(k) for k in p)): a
     for p, a in UNIT_AXES.items()
@@ -285,12 +286,12 @@ def test_ngpt_step_keeps_weights_and_hidden_states_on_the_sphere(opt):
   config = _config()
   config.opt.lr = 3e-2  # a large step, so that weights visibly leave the sphere unprojected
   config.opt.update(opt)
-  model_def = ts.make_model_def(model_config_from(config))
+  model_def = mdl.make_model_def(model_config_from(config))
   tokens = jax.random.randint(jax.random.key(3), (4, 9), 0, 16)
   batch = (tokens[:, :-1], tokens[:, 1:])
 
   def one_step(optimizer):
-    params, model_state = ts.init_model(model_def.cfg, 0)  # init_state refuses no projection
+    params, model_state = mdl.init_model(model_def.cfg, 0)  # init_state refuses no projection
     state = ts.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), model_state)
     new, metrics = jax.jit(lambda s: ts.train_step(model_def, optimizer, s, batch))(state)
     assert np.isfinite(float(metrics["loss"]))
@@ -324,7 +325,7 @@ def test_ngpt_step_keeps_weights_and_hidden_states_on_the_sphere(opt):
 
 def test_ngpt_state_refuses_an_optimizer_without_the_projection():
   config = _config()
-  model_def = ts.make_model_def(model_config_from(config))
+  model_def = mdl.make_model_def(model_config_from(config))
   with pytest.raises(ValueError, match="make_optimizer"):
     jax.eval_shape(lambda: ts.init_state(model_def, optim.make_optimizer(config.opt, 10), 0))
   jax.eval_shape(

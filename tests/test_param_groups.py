@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from configs import base
+from resnorm_jax import model_def as mdl
 from resnorm_jax import optim, param_groups
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
@@ -14,7 +15,7 @@ from resnorm_jax.config_types import model_config_from
 def _params(position: str, residual: str):
   c = base.get_config()
   c.model.num_layers, c.model.norm_position, c.model.residual = 2, position, residual
-  params, _ = jax.eval_shape(lambda: ts.init_model(model_config_from(c), 0))
+  params, _ = jax.eval_shape(lambda: mdl.init_model(model_config_from(c), 0))
   return params
 
 
@@ -54,7 +55,7 @@ def test_freeze_keeps_the_frozen_groups_at_init_and_moves_the_rest():
   c.model.num_layers, c.model.d_model, c.model.num_heads, c.model.d_ff = 2, 32, 2, 64
   c.opt.freeze = "norm, embed"
   cfg = model_config_from(c)
-  model_def = ts.make_model_def(cfg)
+  model_def = mdl.make_model_def(cfg)
   optimizer = optim.make_optimizer(c.opt, 10)
   state = ts.init_state(model_def, optimizer, 0)
   params0 = state.params

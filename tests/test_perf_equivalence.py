@@ -13,7 +13,7 @@ import pytest
 
 from configs import base
 from resnorm_jax import attention, layers, mlp, norms
-from resnorm_jax import train_step as ts
+from resnorm_jax import model_def as mdl
 from resnorm_jax.config_types import model_config_from
 
 
@@ -107,8 +107,8 @@ def test_unrolled_stack_equals_scanned_stack(unroll):
   out = {}
   for u in (1, unroll):
     c.model.scan_unroll = u
-    md = ts.make_model_def(model_config_from(c))
-    params, model_state = ts.init_model(md.cfg, 0)
+    md = mdl.make_model_def(model_config_from(c))
+    params, model_state = mdl.init_model(md.cfg, 0)
 
     def loss(params, md=md, model_state=model_state):
       logits, stats, _ = md.apply(params, model_state, tokens, train=True)

@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from configs import base
 from resnorm_jax import data as data_lib
+from resnorm_jax import model_def as mdl
 from resnorm_jax import optim
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax import train_step as ts
@@ -79,8 +80,8 @@ def test_every_weight_has_logical_names(variant):
     if path[0] == "layers":
       assert names[0] == "layers", f"{where}: the stacked axis is not named 'layers'"
   # And what the train step uses (ModelDef.param_specs) agrees with the shapes.
-  model_def = ts.make_model_def(cfg)
-  shapes = jax.eval_shape(lambda: ts.init_model(cfg, 0))
+  model_def = mdl.make_model_def(cfg)
+  shapes = jax.eval_shape(lambda: mdl.init_model(cfg, 0))
   for specs, tree in ((model_def.param_specs, shapes[0]), (model_def.model_state_specs, shapes[1])):
     flat_specs = jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, tuple))
     flat_shapes = jax.tree.leaves(tree)
@@ -117,7 +118,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
   mesh = shard_lib.make_mesh(c.mesh, devices)
   cfg = model_config_from(c)
   optimizer = optim.make_optimizer(c.opt, c.train.steps)
-  model_def = ts.make_model_def(cfg)
+  model_def = mdl.make_model_def(cfg)
   init_fn = functools.partial(ts.init_state, model_def, optimizer, c.seed)
   abstract = jax.eval_shape(init_fn)
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, c.mesh.rules)
@@ -270,7 +271,7 @@ def test_aot_memory_reports_sharded_state_without_allocating():
   c = smoke.get_config()
   c.mesh.data, c.mesh.fsdp = 1, -1
   mesh = shard_lib.make_mesh(c.mesh, jax.devices()[:4])
-  model_def = ts.make_model_def(model_config_from(c))
+  model_def = mdl.make_model_def(model_config_from(c))
   optimizer = optim.make_optimizer(c.opt, c.train.steps)
   abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, c.seed))
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, c.mesh.rules)

@@ -264,3 +264,29 @@ def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
   # The no-context baseline is the held-out cross-entropy: far above the train entropy.
   assert summary["heldout_unigram_entropy"] > summary["unigram_entropy"] + 3.0
   assert summary["final_eval_tokens"] >= 16384
+
+
+def test_an_error_after_restore_closes_the_checkpointer_and_keeps_the_run(tmp_path, monkeypatch):
+  """A failure after the checkpoint is restored (here: the step's compilation) still closes
+  the async checkpointer (the loop's ExitStack), and the earlier checkpoint survives it."""
+  from resnorm_jax import checkpoint as ckpt_lib
+  from resnorm_jax import loop, setup
+
+  config = load_config("postnorm_96L", "smoke")
+  first = loop.run(config, str(tmp_path))  # 6 steps, checkpointed
+  assert first["status"] == "completed"
+  closed = []
+  close = ckpt_lib.Checkpointer.close
+  monkeypatch.setattr(ckpt_lib.Checkpointer, "close", lambda self: (closed.append(1), close(self)))
+
+  def failing_compile(self):
+    raise RuntimeError("compilation failed on purpose")
+
+  monkeypatch.setattr(setup.RunSetup, "compile_step", failing_compile)
+  config.train.steps = 9  # a longer run resumes from step 6 and then fails to compile
+  with pytest.raises(RuntimeError, match="on purpose"):
+    loop.run(config, str(tmp_path))
+  assert closed == [1]
+  monkeypatch.undo()
+  resumed = loop.run(config, str(tmp_path))  # the checkpoint is still there and good
+  assert resumed["status"] == "completed" and resumed["steps"] == 9
