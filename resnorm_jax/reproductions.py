@@ -263,6 +263,16 @@ def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
   return groups
 
 
+def _vs_depth(rows: Sequence[Row], key: str, *, ylabel: str, title: str):
+  """(figure, axes): `key` against depth on log-log axes, a line per config."""
+  fig, ax = plots.pyplot().subplots(figsize=(5.5, 4))
+  for (label,), rs in _by(rows, "config").items():
+    ax.plot([r["depth"] for r in rs], [r[key] for r in rs], "o-", label=label)
+  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel=ylabel)
+  ax.set_title(title)
+  return fig, ax
+
+
 def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: str) -> list[str]:
   """grad_norms_per_layer.csv/.png and (with depths) grad_norms_vs_depth.csv/.png."""
   plt = plots.pyplot()
@@ -280,14 +290,15 @@ def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: 
   files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
   if vs_depth:
     files.append(write_csv(os.path.join(outdir, "grad_norms_vs_depth.csv"), vs_depth))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for (label,), rows in _by(vs_depth, "config").items():
-      ax.plot([r["depth"] for r in rows], [r["last_w2_grad_norm"] for r in rows], "o-", label=label)
+    fig, ax = _vs_depth(
+      vs_depth,
+      "last_w2_grad_norm",
+      ylabel="||E[grad W2]||_F, last layer",
+      title="last layer's FFN W2 gradient norm at init",
+    )
     depths = sorted({r["depth"] for r in vs_depth})
     ref = max(r["last_w2_grad_norm"] for r in vs_depth if r["depth"] == depths[0])
     ax.plot(depths, [ref * math.sqrt(depths[0] / d) for d in depths], "k:", label="1/sqrt(N)")
-    ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="||E[grad W2]||_F, last layer")
-    ax.set_title("last layer's FFN W2 gradient norm at init")
     ax.legend()
     files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
   return files
@@ -316,11 +327,12 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   axes[1].set_title("norm inputs (RMS 1 = ||x|| of sqrt(d))")
   files.append(plots.save_figure(fig, os.path.join(outdir, "model_update.png")))
   files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
-  fig, ax = plt.subplots(figsize=(5.5, 4))
-  for (label,), rs in _by(early, "config").items():
-    ax.plot([r["depth"] for r in rs], [r["early_update_per_lr"] for r in rs], "o-", label=label)
-  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="max update / lr, early steps")
-  ax.set_title("early model update vs depth")
+  fig, ax = _vs_depth(
+    early,
+    "early_update_per_lr",
+    ylabel="max update / lr, early steps",
+    title="early model update vs depth",
+  )
   ax.legend()
   files.append(plots.save_figure(fig, os.path.join(outdir, "model_update_vs_depth.png")))
   return files
