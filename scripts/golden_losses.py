@@ -1,6 +1,7 @@
 """Records or checks the exact losses of every named config at smoke scale (a refactor guard).
 
   python scripts/golden_losses.py --write   # record tests/data/golden_losses.json
+  python scripts/golden_losses.py --write ngpt_96L:smoke   # add or re-record one entry
   python scripts/golden_losses.py           # train again, exit 1 on any difference
 
 Each config trains through `loop.run` (6 steps, 2 layers, width 32) on CPU; every logged
@@ -91,10 +92,11 @@ def main(argv: list[str]) -> int:
     if only and label not in only:
       continue
     results[label] = losses(spec, overrides)
-  if write:
-    os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
-    with open(GOLDEN, "w") as f:
-      json.dump(results, f, indent=1, sort_keys=True)
+  if write:  # with names: those entries are added or replaced, the others kept
+    from resnorm_jax import cli
+
+    kept = json.load(open(GOLDEN)) if only and os.path.exists(GOLDEN) else {}
+    cli.write_json(GOLDEN, {**kept, **results})
     print(f"wrote {len(results)} configs to {GOLDEN}")
     return 0
   golden = json.load(open(GOLDEN))
