@@ -222,6 +222,7 @@ def plot_boundary(rows: Sequence[dict[str, str]], out: str, title: str = "") -> 
   plt = pyplot()
   table = boundary_table(rows)
   folder = os.path.dirname(os.path.abspath(out))
+  os.makedirs(folder, exist_ok=True)
   with open(os.path.join(folder, "boundary.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
     writer.writeheader()
