@@ -119,10 +119,14 @@ def _wait(procs: list[subprocess.Popen], logs: list[str], codes=(0,)) -> None:
 
   `codes`: the exit status expected of each process (one value: the same for all).
   """
+  codes = codes * len(procs) if len(codes) == 1 else codes
   deadline = time.time() + TIMEOUT
   try:
     while any(p.poll() is None for p in procs):
-      if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
+      # Stop early only on an exit nobody expected: a process that ends as planned (a peer
+      # killed on purpose) must leave the others time to end on their own.
+      unexpected = any(p.poll() not in (None, c) for p, c in zip(procs, codes, strict=True))
+      if time.time() > deadline or unexpected:
         break
       time.sleep(0.2)
   finally:
@@ -130,7 +134,6 @@ def _wait(procs: list[subprocess.Popen], logs: list[str], codes=(0,)) -> None:
       if p.poll() is None:
         p.kill()
         p.wait()
-  codes = codes * len(procs) if len(codes) == 1 else codes
   for p, log, code in zip(procs, logs, codes, strict=True):
     assert p.returncode == code, f"{log} (exit {p.returncode}):\n" + open(log).read()[-3000:]
 
