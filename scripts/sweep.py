@@ -45,22 +45,23 @@ if ROOT not in sys.path:
 
 from resnorm_jax import cli  # noqa: E402  (no JAX)
 from resnorm_jax.outcome import STUCK_MARGIN  # noqa: E402
-from resnorm_jax.sweeps import (  # noqa: E402
-  ACCELERATORS,
-  INTERRUPTED,
+from resnorm_jax.sweep_grid import (  # noqa: E402
   POINT_FILE,
-  Job,
-  collect,
-  estimated_cost,
   load_grid,
-  make_slots,
   parse_sets,
   resolve,
   root_path,
-  run_points,
   run_state,
   train_command,
-  write_results,
+)
+from resnorm_jax.sweep_results import collect, write_results  # noqa: E402
+from resnorm_jax.sweep_runner import (  # noqa: E402
+  ACCELERATORS,
+  INTERRUPTED,
+  Job,
+  estimated_cost,
+  make_slots,
+  run_points,
 )
 
 

@@ -1,5 +1,7 @@
-"""Test setup: 8 fake CPU devices, set before JAX is imported anywhere; and `run_script`."""
+"""Test setup: 8 fake CPU devices, set before JAX is imported anywhere; `run_script` and
+`read_csv`."""
 
+import csv
 import os
 import subprocess
 import sys
@@ -34,3 +36,14 @@ def run_script():
     )
 
   return run
+
+
+@pytest.fixture
+def read_csv():
+  """read(path): the rows of a CSV file, as dicts of strings."""
+
+  def read(path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+      return list(csv.DictReader(f))
+
+  return read

@@ -1,18 +1,15 @@
-"""The paper-reproduction tools at tiny size: grad norms at init, model update, sweep, plots.
+"""The paper-reproduction tools at tiny size: grad norms at init, model update, grad flow.
+
+Sweeps and their plots are tests/test_sweeps.py.
 
 The command-line runs start together in subprocesses (they mostly compile) while the pure
 functions are checked here against independent computations.
 """
 
-import csv
-import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 
 import jax
 import jax.numpy as jnp
@@ -22,9 +19,7 @@ import pytest
 from resnorm_jax import cli as cli_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import diagnostics as diag
-from resnorm_jax import plots as plot_curves
 from resnorm_jax import reproductions as repro
-from resnorm_jax import sweeps as sweep
 from resnorm_jax import train_step as ts
 from resnorm_jax.config_types import model_config_from
 
@@ -46,24 +41,10 @@ def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
   return proc.returncode, out.decode()
 
 
-def _csv(path: str) -> list[dict[str, str]]:
-  with open(path, newline="") as f:
-    return list(csv.DictReader(f))
-
-
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory):
   """Every command-line run of this file, started at once; {name: (Popen, outdir)}."""
   out = tmp_path_factory.mktemp("cli")
-  grid = out / "grid.py"
-  grid.write_text(
-    'GRID = [{"config": "configs/smoke.py", "name": "fresh"},\n'
-    '        {"config": "configs/smoke.py", "name": "done", "overrides": {"seed": 1}}]\n'
-  )
-  # "done" is finished already (a fake summary of the same config): the sweep must skip it.
-  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"seed": 1}}])[0]
-  _, expected = sweep.resolve(point, {}, max_steps=2)
-  _fake_run(out / "sweep" / "done", {"status": "completed", "final_eval_loss": 3.4}, expected)
   procs = {
     "grad": _start(
       ["-m", "experiments.grad_norms_at_init", f"--config={POST}", f"--compare={PRE}"]
@@ -72,9 +53,6 @@ def cli(tmp_path_factory):
     "update": _start(
       ["-m", "experiments.model_update", f"--config={DEEP}", "--steps=3", "--early_steps=2"]
       + [f"--outdir={out / 'update'}"]
-    ),
-    "sweep": _start(
-      ["scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={out / 'sweep'}", "--max_steps=2"]
     ),
     "bad_key": _start(
       ["-m", "experiments.grad_norms_at_init", f"--config={POST}"] + ["--config.model.num_layerz=3"]
@@ -90,19 +68,6 @@ def cli(tmp_path_factory):
   for proc in procs.values():
     if proc.poll() is None:
       proc.kill()
-
-
-def _fake_run(workdir, summary: dict, config: dict | None = None, point: dict | None = None):
-  os.makedirs(workdir, exist_ok=True)
-  full = {"status": "completed", "unigram_entropy": 3.3, "steps": 2, **summary}
-  with open(os.path.join(workdir, "summary.json"), "w") as f:
-    json.dump(full, f)
-  if config is not None:
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      json.dump({**config, "resolved_model": {"num_layers": config["model"]["num_layers"]}}, f)
-  if point is not None:
-    with open(os.path.join(workdir, sweep.POINT_FILE), "w") as f:
-      json.dump(point, f)
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,7 +94,7 @@ def _layer_norms(g_LxAxB) -> np.ndarray:
   return np.sqrt(np.sum(np.square(np.asarray(g_LxAxB, np.float64)), axis=(1, 2)))
 
 
-def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model):
+def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model, read_csv):
   """The CLI's per-layer norms (expected_grad_norms: a scan summing per-batch gradients of
   the FFN kernels) against a jax.grad of the whole model, computed here."""
   model_def, params, model_state, batches = post_model
@@ -149,7 +114,9 @@ def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model):
   code, log = _finish(proc)
   assert code == 0, log[-3000:]
   rows = [
-    r for r in _csv(out / "grad" / "grad_norms_per_layer.csv") if r["config"] == "postnorm-smoke"
+    r
+    for r in read_csv(out / "grad" / "grad_norms_per_layer.csv")
+    if r["config"] == "postnorm-smoke"
   ]
   for key, name in (("w1", "ffn_in"), ("w2", "ffn_out")):
     got = np.array([float(r[f"{key}_grad_norm"]) for r in rows])
@@ -219,222 +186,22 @@ def test_early_update():
 
 
 # ------------------------------------------------------------------------------------------
-# Sweep logic on fake runs
-# ------------------------------------------------------------------------------------------
-
-
-def test_classify():
-  c = sweep.classify
-  assert sweep.STUCK_MARGIN == 0.1
-  assert c({"status": "completed", "final_eval_loss": 2.3, "unigram_entropy": 3.3}) == "trained"
-  assert c({"status": "completed", "final_eval_loss": 3.21, "unigram_entropy": 3.3}) == "stuck"
-  assert c({"status": "completed", "final_eval_loss": 3.19, "unigram_entropy": 3.3}) == "trained"
-  # The held-out unigram cross-entropy is the plateau when recorded: the issue's 3.429 run
-  # (train-split entropy 3.485, held-out 3.46) sat on the plateau and is stuck.
-  plateau = {"status": "completed", "unigram_entropy": 3.485, "heldout_unigram_entropy": 3.46}
-  assert c({**plateau, "final_eval_loss": 3.429}) == "stuck"
-  assert c({**plateau, "final_eval_loss": 3.35}) == "trained"
-  assert c({"status": "completed", "final_eval_loss": 3.9, "unigram_entropy": 3.3}) == "stuck"
-  assert c({"status": "completed", "final_eval_loss": math.nan, "unigram_entropy": 3.3}) == (
-    "diverged"
-  )
-  assert c({"status": "diverged", "final_eval_loss": 2.0, "unigram_entropy": 3.3}) == "diverged"
-  assert c({"status": "interrupted", "final_eval_loss": 2.0, "unigram_entropy": 3.3}) == (
-    "interrupted"
-  )
-  assert c(None) == "pending"
-  assert c({"status": "completed", "final_eval_loss": 3.2, "unigram_entropy": 3.3}, 0.2) == "stuck"
-
-
-def test_run_state_skips_only_finished_runs_of_the_same_config(tmp_path):
-  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"opt.lr": 0.01}}])[0]
-  overrides, expected = sweep.resolve(point, {"train.log_every": 2}, max_steps=3)
-  assert overrides == {"opt.lr": 0.01, "train.log_every": 2, "train.steps": 3}
-  assert expected["opt"]["lr"] == 0.01 and expected["train"]["steps"] == 3
-  assert sweep.run_state(str(tmp_path / "none"), expected) == "todo"
-  for status, state in (("completed", "done"), ("diverged", "done"), ("interrupted", "todo")):
-    _fake_run(tmp_path / status, {"status": status, "final_eval_loss": 3.0}, expected)
-    assert sweep.run_state(str(tmp_path / status), expected) == state
-  other = json.loads(json.dumps(expected))
-  other["opt"]["lr"] = 0.02
-  _fake_run(tmp_path / "other", {"final_eval_loss": 3.0}, other)
-  assert sweep.run_state(str(tmp_path / "other"), expected) == "conflict"
-
-
-def test_changed_keys_compares_only_what_results_depend_on(monkeypatch):
-  point = sweep.parse_points([{"config": "configs/postnorm_96L.py"}])[0]
-  _, expected = sweep.resolve(point, {}, None)
-  recorded = json.loads(json.dumps(expected))
-  assert sweep.changed_keys(recorded, expected) == []
-  recorded["train"]["log_every"] += 1  # logging only
-  recorded["diag"]["per_layer"] = not recorded["diag"]["per_layer"]
-  recorded["data_split"] = {"train_tokens": 5}  # what the run adds
-  assert sweep.changed_keys(recorded, expected) == []
-  # A key added to the schema after the run: unchanged while it keeps its default.
-  del recorded["train"]["final_eval_tokens"]
-  assert sweep.changed_keys(recorded, expected) == []
-  bigger = json.loads(json.dumps(expected))
-  bigger["train"]["final_eval_tokens"] *= 2
-  assert sweep.changed_keys(recorded, bigger) == ["train.final_eval_tokens"]
-  recorded["train"]["seq_len"] += 1
-  assert sweep.changed_keys(recorded, expected) == ["train.seq_len"]
-  recorded["train"]["seq_len"] -= 1
-  # A key that moved: read at its new place.
-  recorded["train"]["old_steps"] = recorded["train"].pop("steps")
-  assert sweep.changed_keys(recorded, expected) == ["train.old_steps", "train.steps"]
-  monkeypatch.setitem(sweep.MOVED_KEYS, "train.old_steps", "train.steps")
-  assert sweep.changed_keys(recorded, expected) == []
-
-
-def test_make_slots_pins_disjoint_cores():
-  slots = sweep.make_slots("auto", 1, cpus=[0, 1, 2, 3])
-  assert [s.cpus for s in slots] == [(0,), (1,), (2,), (3,)]
-  assert all("--xla_cpu_multi_thread_eigen=false" in s.env["XLA_FLAGS"] for s in slots)
-  slots = sweep.make_slots("auto", 2, cpus=[0, 1, 2, 3, 4])
-  assert [s.cpus for s in slots] == [(0, 1), (2, 3)]
-  assert "multi_thread_eigen" not in slots[0].env["XLA_FLAGS"]
-  assert sweep.make_slots("1", 1, cpus=[0, 1]) == [sweep.Slot("all cores", None, {})]
-  for jobs, threads, msg in (("3", 1, "needs 3 cores"), ("0", 1, "positive"), ("x", 1, "auto")):
-    with pytest.raises(ValueError, match=msg):
-      sweep.make_slots(jobs, threads, cpus=[0, 1])
-
-
-def test_make_slots_one_device_per_job(monkeypatch):
-  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-  slots = sweep.make_slots("auto", 1, "gpu")
-  assert [s.env for s in slots] == [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(3)]
-  assert all(s.cpus is None for s in slots)
-  with pytest.raises(ValueError, match="only 3 GPUs"):
-    sweep.make_slots("4", 1, "gpu")
-  with pytest.raises(ValueError, match="not one of"):
-    sweep.make_slots("1", 1, "npu")
-
-
-def test_longest_points_start_first_and_progress_is_read_from_logs(tmp_path):
-  point = sweep.parse_points([{"config": "configs/smoke.py"}])[0]
-  _, small = sweep.resolve(point, {}, None)
-  _, deep = sweep.resolve(point, {"model.num_layers": 8}, None)
-  _, long = sweep.resolve(point, {"train.steps": 200}, None)
-  costs = [sweep.estimated_cost(c) for c in (small, deep, long)]
-  assert costs[0] < costs[1] and costs[0] < costs[2]
-  order = []
-  child = "import sys; print(sys.argv[1])"
-  points = sweep.parse_points([{"config": "c.py", "name": n} for n in ("s", "d", "l")])
-  jobs = [
-    sweep.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child, p.name], c)
-    for p, c in zip(points, costs, strict=True)
-  ]
-  codes = sweep.run_points(jobs, [sweep.Slot("0", None, {})], progress_every=0)
-  assert codes == {"s": 0, "d": 0, "l": 0}
-  for p in points:  # one slot: the start order is the order of the logs' mtimes
-    order.append((os.path.getmtime(tmp_path / p.name / "train.log"), p.name))
-  expected = [n for _, n in sorted(zip(costs, ("s", "d", "l"), strict=True), reverse=True)]
-  assert [n for _, n in sorted(order)] == expected
-  log = tmp_path / "x.log"
-  log.write_text("compiled\nstep     10/200 | loss 3.4012 | lr 1.00e-03 | 900 tok/s | ETA 1m05s\n")
-  assert sweep.log_progress(str(log)) == (10, 200, "3.4012", "1m05s")
-  assert sweep.log_progress(str(tmp_path / "none.log")) is None
-
-
-def test_grid_and_override_errors():
-  with pytest.raises(ValueError, match="repeated"):
-    sweep.parse_points([{"config": "a.py"}, {"config": "a.py"}])
-  with pytest.raises(ValueError, match="expected a dict"):
-    sweep.parse_points([{"config": "a.py", "overide": {}}])
-  with pytest.raises(ValueError, match="only bool"):
-    sweep.parse_points([{"config": "a.py", "overrides": {"k": [1]}}])
-  point = sweep.parse_points([{"config": "configs/smoke.py", "overrides": {"opt.lrr": 1.0}}])[0]
-  with pytest.raises(ValueError, match="lrr"):
-    sweep.resolve(point, {}, None)
-  assert sweep.point_name("configs/x_96L.py:smoke", {"model.num_layers": 6, "opt.lr": 1e-3}) == (
-    "x_96L-smoke__num_layers=6__lr=0.001"
-  )
-  sets = sweep.parse_sets(["opt.lr=1e-3", "opt.schedule=cosine", "model.qk_norm=true"])
-  assert sets == {"opt.lr": 1e-3, "opt.schedule": "cosine", "model.qk_norm": True}
-
-
-def test_collect_results_and_seed_groups(tmp_path):
-  def config(n, seed, lr):
-    return {"name": "x", "seed": seed, "model": {"num_layers": n}, "opt": {"lr": lr}}
-
-  runs = [  # (name, layers, seed, lr, final eval loss, status)
-    ("a0", 6, 0, 1e-3, 2.0, "completed"),
-    ("a1", 6, 1, 1e-3, 2.2, "completed"),
-    ("a2", 6, 2, 1e-3, 3.29, "completed"),
-    ("b0", 6, 0, 2e-3, 1.0, "diverged"),
-  ]
-  for i, (name, n, seed, lr, loss, status) in enumerate(runs):
-    over = {"model.num_layers": n, "seed": seed, "opt.lr": lr}
-    point = {"index": i, "config": "configs/postnorm_96L.py", "overrides": over}
-    _fake_run(
-      tmp_path / name, {"status": status, "final_eval_loss": loss}, config(n, seed, lr), point
-    )
-  os.makedirs(tmp_path / "c")  # launched, crashed before any summary
-  with open(tmp_path / "c" / sweep.POINT_FILE, "w") as f:
-    json.dump({"index": 9, "config": "configs/prenorm_96L.py", "returncode": 1}, f)
-  rows = sweep.collect(str(tmp_path))
-  assert [r["name"] for r in rows] == ["a0", "a1", "a2", "b0", "c"]
-  assert [r["outcome"] for r in rows] == ["trained", "trained", "stuck", "diverged", "failed"]
-  assert rows[0]["variant"] == "postnorm" and rows[0]["num_layers"] == 6
-  assert rows[1]["opt.lr"] == 1e-3 and math.isclose(rows[0]["gap"], 1.3)
-  (group,) = sweep.seed_groups(rows)
-  assert group["n"] == 3 and group["seeds"] == "0 1 2" and group["statuses"] == "trained:2 stuck:1"
-  assert math.isclose(group["final_eval_mean"], np.mean([2.0, 2.2, 3.29]))
-  assert math.isclose(group["final_eval_std"], np.std([2.0, 2.2, 3.29], ddof=1))
-  paths = sweep.write_results(str(tmp_path), rows)
-  assert [os.path.basename(p) for p in paths] == ["results.csv", "results.md", "results_seeds.csv"]
-  assert "| a2 |" in open(paths[1]).read() and "Over seeds" in open(paths[1]).read()
-  cells = plot_curves.stability_cells(_csv(paths[0]))
-  assert cells[0] == ["postnorm", "prenorm"] and cells[1] == [6]
-  assert cells[2][("postnorm", 6)][0] == "trained"  # the most common status of the 4 runs
-
-
-def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
-  """SIGINT to the sweep reaches each running child once; pending points never start."""
-  child = (
-    "import pathlib, signal, sys, time\n"
-    "signal.signal(signal.SIGINT, lambda *a: sys.exit(7))\n"
-    "pathlib.Path('ready').touch()\n"
-    "time.sleep(60)\n"
-  )
-  points = sweep.parse_points([{"config": "c.py", "name": n} for n in ("a", "b", "c")])
-  jobs = [sweep.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child]) for p in points]
-  for job in jobs:
-    job.command[-1] = child.replace("'ready'", repr(os.path.join(job.workdir, "ready")))
-
-  def interrupt():
-    deadline = time.time() + 60
-    while time.time() < deadline and not all(
-      os.path.exists(tmp_path / n / "ready") for n in ("a", "b")
-    ):
-      time.sleep(0.05)
-    os.kill(os.getpid(), signal.SIGINT)
-
-  threading.Thread(target=interrupt, daemon=True).start()
-  slots = [sweep.Slot(str(i), None, {}) for i in range(2)]
-  codes = sweep.run_points(jobs, slots)
-  assert codes == {"a": 7, "b": 7, sweep.INTERRUPTED: 128 + signal.SIGINT}
-  assert not os.path.exists(tmp_path / "c")
-  assert sweep.run_row(str(tmp_path / "a"))["outcome"] == "failed"  # exit 7, no summary
-
-
-# ------------------------------------------------------------------------------------------
 # Command lines, end to end
 # ------------------------------------------------------------------------------------------
 
 
-def test_grad_norms_at_init_cli(cli):
+def test_grad_norms_at_init_cli(cli, read_csv):
   proc, out = cli["grad"]
   code, log = _finish(proc)
   assert code == 0, log[-3000:]
-  rows = _csv(out / "grad" / "grad_norms_per_layer.csv")
+  rows = read_csv(out / "grad" / "grad_norms_per_layer.csv")
   assert [(r["config"], r["layer"]) for r in rows] == [
     ("postnorm-smoke", "0"),
     ("postnorm-smoke", "1"),
     ("prenorm-smoke", "0"),
     ("prenorm-smoke", "1"),
   ]
-  depth = _csv(out / "grad" / "grad_norms_vs_depth.csv")
+  depth = read_csv(out / "grad" / "grad_norms_vs_depth.csv")
   assert [(r["config"], r["depth"]) for r in depth] == [
     ("postnorm-smoke", "2"),
     ("prenorm-smoke", "2"),
@@ -447,11 +214,11 @@ def test_grad_norms_at_init_cli(cli):
     assert os.path.getsize(out / "grad" / png) > 1000
 
 
-def test_model_update_cli(cli):
+def test_model_update_cli(cli, read_csv):
   proc, out = cli["update"]
   code, log = _finish(proc)
   assert code == 0, log[-3000:]
-  rows = _csv(out / "update" / "model_update.csv")
+  rows = read_csv(out / "update" / "model_update.csv")
   assert [(r["config"], r["depth"], r["step"]) for r in rows] == [
     ("deepnorm-smoke", "2", str(s)) for s in range(4)
   ]
@@ -460,7 +227,7 @@ def test_model_update_cli(cli):
     for key in ("update", "norm_in_rms_mean", "norm_in_rms_max"):
       assert math.isfinite(float(r[key])), r
   assert all(float(r["update"]) > 0 and math.isfinite(float(r["train_loss"])) for r in rows[1:])
-  (early,) = _csv(out / "update" / "model_update_vs_depth.csv")
+  (early,) = read_csv(out / "update" / "model_update_vs_depth.csv")
   assert float(early["early_update"]) == max(float(r["update"]) for r in rows[1:3])
   for r in rows:  # the update per unit of peak lr (every scale of deepnorm_96L: 1e-3)
     assert float(r["update_per_lr"]) == pytest.approx(float(r["update"]) / 1e-3, rel=1e-5)
@@ -468,11 +235,11 @@ def test_model_update_cli(cli):
     assert os.path.getsize(out / "update" / png) > 1000
 
 
-def test_grad_flow_cli(cli):
+def test_grad_flow_cli(cli, read_csv):
   proc, out = cli["flow"]
   code, log = _finish(proc)
   assert code == 0, log[-3000:]
-  rows = _csv(out / "flow" / "grad_flow.csv")
+  rows = read_csv(out / "flow" / "grad_flow.csv")
   states = ["init", "trained", "reset norm_bias", "reset mlp"]
   assert [(r["state"], r["layer"]) for r in rows] == [(s, str(i)) for s in states for i in (0, 1)]
   assert all(r["config"] == "deepnorm-smoke" and r["depth"] == "2" for r in rows)
@@ -518,123 +285,3 @@ def test_experiment_cli_bad_input_exits_2(cli):
   for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0"), ("bad_group", "normz")):
     code, log = _finish(cli[name][0])
     assert code == 2 and msg in log and "Traceback" not in log, log[-2000:]
-
-
-def test_sweep_and_plot_cli(cli):
-  proc, out = cli["sweep"]
-  code, log = _finish(proc)
-  assert code == 0, log[-3000:]
-  assert "done: done" in log and "fresh: todo" in log
-  sweep_dir = out / "sweep"
-  summary = json.load(open(sweep_dir / "fresh" / "summary.json"))
-  assert summary["status"] == "completed" and summary["steps"] == 2  # --max_steps
-  rows = _csv(sweep_dir / "results.csv")
-  assert [r["name"] for r in rows] == ["fresh", "done"]
-  assert rows[0]["outcome"] in ("trained", "stuck") and rows[1]["outcome"] == "stuck"
-  assert os.path.isfile(sweep_dir / "results.md")
-  # Started again: both points are finished runs of the same configs, nothing runs.
-  again = subprocess.run(
-    [sys.executable, "scripts/sweep.py", f"--grid={out / 'grid.py'}"]
-    + [f"--sweep_dir={sweep_dir}", "--max_steps=2"],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
-  assert again.returncode == 0 and again.stdout.count(": done") == 2, again.stdout + again.stderr
-  plots = subprocess.run(
-    [sys.executable, "scripts/plot_curves.py", str(sweep_dir / "fre*"), f"--out={out}/c.png"],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
-  assert plots.returncode == 0, plots.stderr
-  assert os.path.getsize(out / "c.png") > 1000
-  curves = plot_curves.read_curves(str(sweep_dir / "fresh"))
-  assert curves["train"][0] and curves["unigram"] == summary["heldout_unigram_entropy"]
-  map_png = plot_curves.plot_stability_map(_csv(sweep_dir / "results.csv"), str(out / "m.png"))
-  assert os.path.getsize(map_png) > 1000
-
-
-def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
-  """--jobs=2 (each point pinned to one core, single-threaded XLA) gives the same results
-  as --jobs=1 (one point at a time on every core)."""
-  if len(sweep.available_cpus()) < 2:
-    pytest.skip("needs 2 cores")
-  grid = tmp_path / "grid.py"
-  grid.write_text(
-    "GRID = ["
-    + ", ".join(
-      f'{{"config": "configs/smoke.py", "name": "s{s}", "overrides": {{"seed": {s}}}}}'
-      for s in (0, 1)
-    )
-    + "]\n"
-  )
-  results = {}
-  for jobs in ("1", "2"):
-    out = tmp_path / f"jobs{jobs}"
-    proc = subprocess.run(
-      [
-        sys.executable,
-        "scripts/sweep.py",
-        f"--grid={grid}",
-        f"--sweep_dir={out}",
-        f"--jobs={jobs}",
-        "--set=diag.per_layer=false",
-      ],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert ("on cpu0" in proc.stdout) == (jobs == "2"), proc.stdout
-    results[jobs] = {name: json.load(open(out / name / "summary.json")) for name in ("s0", "s1")}
-  for name in ("s0", "s1"):
-    one, two = results["1"][name], results["2"][name]
-    assert one["final_eval_loss"] != results["1"]["s1" if name == "s0" else "s0"]["final_eval_loss"]
-    for key in ("final_train_loss", "final_eval_loss", "best_eval_loss"):
-      assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), (name, key)
-
-
-def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
-  def row(v, n, lr, outcome, w=0):
-    return {
-      "variant": v,
-      "num_layers": str(n),
-      "opt.lr": str(lr),
-      "opt.warmup_steps": str(w),
-      "outcome": outcome,
-      "final_eval_loss": "2.5",
-    }
-
-  rows = [
-    row("post", 6, 5e-4, "trained"),
-    row("post", 6, 1e-3, "trained"),
-    row("post", 6, 2e-3, "stuck"),
-    row("post", 6, 4e-3, "trained"),  # a lucky run above
-    row("post", 12, 5e-4, "stuck"),
-    row("post", 12, 1e-3, "diverged"),
-    row("pre", 6, 1e-3, "trained"),
-    row("pre", 6, 1e-3, "stuck"),
-    row("pre", 6, 1e-3, "trained"),
-    row("pre", 6, 2e-3, "pending"),
-  ]
-  table = {(t["variant"], t["num_layers"]): t for t in plot_curves.boundary_table(rows)}
-  assert table[("post", 6)]["max_trained_lr"] == 4e-3
-  assert table[("post", 6)]["first_failing_lr_above"] is None
-  assert table[("post", 12)]["max_trained_lr"] is None
-  assert table[("post", 12)]["first_failing_lr_above"] == 5e-4
-  assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
-  out = plot_curves.plot_boundary(rows, str(tmp_path / "b.png"))
-  assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
-  md = (tmp_path / "boundary.md").read_text().splitlines()
-  assert md[0] == "| largest lr that trained | 6 layers | 12 layers |"
-  assert "| post | >= 0.004 (every lr tried trained) | none (tried 0.0005 0.001) |" in md
-  assert "| pre | >= 0.001 (every lr tried trained) | - |" in md
-  bounded = [
-    dict(t, num_layers=24, bounded=True, first_failing_lr_above=8e-3)
-    for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
-  ]
-  assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)

@@ -1,0 +1,255 @@
+"""Running a sweep's points: each job pinned to its own cores or device (`make_slots`), the
+costliest first, with progress lines and signals passed on to the running children.
+No JAX here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from resnorm_jax import cli
+from resnorm_jax.sweep_grid import POINT_FILE, ROOT, Point, read_json
+from resnorm_jax.sweep_results import format_cell, run_row
+
+INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
+
+
+def estimated_cost(config: Mapping[str, Any]) -> float:
+  """Relative run time of a resolved config: steps x tokens x per-token FLOPs of the stack."""
+  m, t = config.get("model", {}), config.get("train", {})
+  d, f, n = m.get("d_model", 64), m.get("d_ff", 4 * m.get("d_model", 64)), m.get("num_layers", 1)
+  seq = t.get("seq_len", 128)
+  per_token = n * (4 * d * d + 2 * d * f + 2 * seq * d) + d * m.get("vocab_size", 256)
+  return float(t.get("steps", 1) * t.get("batch_size", 1) * seq * per_token)
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  """Where one job runs: the cores it is pinned to and the environment it adds."""
+
+  label: str
+  cpus: tuple[int, ...] | None  # None: not pinned (all cores)
+  env: dict[str, str]
+
+
+ACCELERATORS = ("cpu", "gpu", "tpu")
+# One device per job: the variables that make a process see only its own device.
+_DEVICE_ENV = {
+  "gpu": lambda i: {"CUDA_VISIBLE_DEVICES": str(i)},
+  "tpu": lambda i: {
+    "TPU_VISIBLE_CHIPS": str(i),
+    "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+    "TPU_PROCESS_BOUNDS": "1,1,1",
+    "TPU_PROCESS_PORT": str(8476 + i),
+    "TPU_MESH_CONTROLLER_PORT": str(8476 + i),
+  },
+}
+
+
+def available_cpus() -> list[int]:
+  """The cores this process may run on."""
+  return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def count_devices(accelerator: str) -> int:
+  """Accelerators visible here: CUDA_VISIBLE_DEVICES / nvidia-smi for GPUs, /dev/accel* TPUs."""
+  if accelerator == "gpu":
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+      return len([v for v in visible.split(",") if v.strip()])
+    try:
+      out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+      return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+  if accelerator == "tpu":
+    import glob
+
+    return len(glob.glob("/dev/accel*")) or len(glob.glob("/dev/vfio/[0-9]*"))
+  return 0
+
+
+def make_slots(
+  jobs: str, threads_per_job: int, accelerator: str = "cpu", cpus: Sequence[int] | None = None
+) -> list[Slot]:
+  """The job slots of `--jobs` (a number or 'auto'): pinned core groups, or devices.
+
+  One job on a CPU stays unpinned (it uses every core, as a single run does). Several jobs
+  get disjoint groups of `threads_per_job` cores; with one core per job XLA:CPU is made
+  single-threaded too (its Eigen pool would otherwise start a thread per machine core).
+  """
+  if accelerator not in ACCELERATORS:
+    raise ValueError(f"--accelerator={accelerator!r} is not one of {', '.join(ACCELERATORS)}")
+  if threads_per_job < 1:
+    raise ValueError(f"--threads_per_job={threads_per_job} must be >= 1")
+  if accelerator != "cpu":
+    n_dev = count_devices(accelerator)
+    if n_dev < 1:
+      raise ValueError(f"--accelerator={accelerator}: no {accelerator.upper()} is visible here")
+    n = n_dev if jobs == "auto" else _positive_jobs(jobs)
+    if n > n_dev:
+      raise ValueError(f"--jobs={jobs}: only {n_dev} {accelerator.upper()}s are visible")
+    return [Slot(f"{accelerator}{i}", None, _DEVICE_ENV[accelerator](i)) for i in range(n)]
+  cpus = list(available_cpus() if cpus is None else cpus)
+  groups = max(1, len(cpus) // threads_per_job)
+  n = groups if jobs == "auto" else _positive_jobs(jobs)
+  if n == 1:
+    return [Slot("all cores", None, {})]
+  if n * threads_per_job > len(cpus):
+    raise ValueError(
+      f"--jobs={jobs} x --threads_per_job={threads_per_job} needs {n * threads_per_job} cores; "
+      f"{len(cpus)} are available ({cpus})"
+    )
+  slots = []
+  for i in range(n):
+    group = tuple(cpus[i * threads_per_job : (i + 1) * threads_per_job])
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads_per_job == 1:
+      flags = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+    label = f"cpu{group[0]}" if len(group) == 1 else f"cpu{group[0]}-{group[-1]}"
+    slots.append(Slot(label, group, {"XLA_FLAGS": flags}))
+  return slots
+
+
+def _positive_jobs(jobs: str) -> int:
+  try:
+    n = int(jobs)
+  except ValueError:
+    n = 0
+  if n < 1:
+    raise ValueError(f"--jobs={jobs!r} must be 'auto' or a positive integer")
+  return n
+
+
+_STEP_LINE = re.compile(r"step\s+(\d+)/(\d+) \| loss (\S+).*?ETA (\S+)")
+
+
+def log_progress(log_path: str) -> tuple[int, int, str, str] | None:
+  """(step, steps, loss, ETA) of the last step line in a train.log, or None."""
+  try:
+    with open(log_path, "rb") as f:
+      f.seek(max(0, os.path.getsize(log_path) - 8192))
+      tail = f.read().decode(errors="replace")
+  except OSError:
+    return None
+  found = _STEP_LINE.findall(tail)
+  if not found:
+    return None
+  step, steps, loss, eta = found[-1]
+  return int(step), int(steps), loss, eta
+
+
+@dataclasses.dataclass
+class Job:
+  """A point to run: its workdir, command and estimated cost (for order and ETA)."""
+
+  point: Point
+  workdir: str
+  command: list[str]
+  cost: float = 1.0
+
+
+def progress_lines(
+  running: Mapping[str, Any], done_cost: float, total_cost: float, elapsed: float
+) -> list[str]:
+  """A line per running job and the sweep's overall ETA (cost-weighted throughput)."""
+  lines, progress_cost = [], done_cost
+  for job, slot, _, _, t0 in running.values():
+    info = log_progress(os.path.join(job.workdir, "train.log"))
+    if info is None:
+      since = cli.format_duration(time.time() - t0)
+      lines.append(f"  {slot.label}: {job.point.name} starting ({since})")
+      continue
+    step, steps, loss, eta = info
+    progress_cost += job.cost * step / max(steps, 1)
+    lines.append(f"  {slot.label}: {job.point.name} step {step}/{steps} loss {loss} ETA {eta}")
+  frac = progress_cost / total_cost if total_cost else 0.0
+  eta = cli.format_duration(elapsed * (1 - frac) / frac) if frac > 0.02 else "?"
+  lines.insert(
+    0, f"sweep {100 * frac:.0f}% of the estimated work in {cli.format_duration(elapsed)}; ETA {eta}"
+  )
+  return lines
+
+
+def run_points(
+  jobs: Sequence[Job], slots: Sequence[Slot], progress_every: float = 60.0
+) -> dict[str, int]:
+  """Runs jobs, the costliest first, one per free slot; the exit status per point name.
+
+  Children run in their own session, pinned to their slot's cores, with output in
+  <workdir>/train.log. A SIGINT/SIGTERM to the sweep is passed on once to every running
+  child (which saves a checkpoint and exits 'interrupted'); no new point starts. Returns
+  early in that case.
+  """
+  pending = sorted(jobs, key=lambda j: -j.cost)
+  free, running, codes = list(slots), {}, {}
+  total_cost, done_cost = sum(j.cost for j in jobs), 0.0
+  stop: list[int] = []
+  forwarded = False
+  handled = (signal.SIGINT, signal.SIGTERM)
+  old = {s: signal.signal(s, lambda signum, _: stop.append(signum)) for s in handled}
+  t_start = last_progress = time.time()
+  try:
+    while (pending and not stop) or running:
+      while pending and not stop and free:
+        job, slot = pending.pop(0), free.pop(0)
+        os.makedirs(job.workdir, exist_ok=True)
+        log = open(os.path.join(job.workdir, "train.log"), "a")
+        proc = subprocess.Popen(
+          job.command,
+          cwd=ROOT,
+          stdout=log,
+          stderr=subprocess.STDOUT,
+          start_new_session=True,
+          env={**os.environ, **slot.env},
+          preexec_fn=(lambda c=slot.cpus: os.sched_setaffinity(0, c)) if slot.cpus else None,
+        )
+        running[job.point.name] = (job, slot, proc, log, time.time())
+        print(f"[{job.point.index + 1}] {job.point.name}: started on {slot.label}", flush=True)
+      if stop and not forwarded:
+        for _, _, proc, _, _ in running.values():
+          proc.send_signal(signal.SIGINT)
+        forwarded = True
+        print(f"signal {stop[0]}: stopping; waiting for running points to save", flush=True)
+      time.sleep(0.2)
+      for name, (job, slot, proc, log, t0) in list(running.items()):
+        if proc.poll() is None:
+          continue
+        log.close()
+        del running[name]
+        free.append(slot)
+        done_cost += job.cost
+        codes[name] = proc.returncode
+        _record_exit(job.workdir, proc.returncode)
+        row = run_row(job.workdir)
+        print(
+          f"[{job.point.index + 1}] {name}: {row['outcome']} (exit {proc.returncode}, "
+          f"eval {format_cell(row['final_eval_loss'])}, "
+          f"no-context {format_cell(row['baseline'])}) in "
+          f"{cli.format_duration(time.time() - t0)}; log {os.path.join(job.workdir, 'train.log')}",
+          flush=True,
+        )
+      if running and progress_every > 0 and time.time() - last_progress >= progress_every:
+        last_progress = time.time()
+        lines = progress_lines(running, done_cost, total_cost, last_progress - t_start)
+        print("\n".join(lines), flush=True)
+  finally:
+    for s, handler in old.items():
+      signal.signal(s, handler)
+  if stop:
+    codes[INTERRUPTED] = 128 + stop[0]
+  return codes
+
+
+def _record_exit(workdir: str, returncode: int) -> None:
+  path = os.path.join(workdir, POINT_FILE)
+  info = read_json(path) or {}
+  info["returncode"] = returncode
+  cli.write_json(path, info)
