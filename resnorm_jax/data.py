@@ -1,11 +1,12 @@
-"""Corpora -> deterministic batches: a batch is a pure function of (seed, step, process index).
+"""Corpora: the train and held-out token arrays of `data.source`, checked against the model.
 
 Pure NumPy. Sources (`data.source`): `stdlib` (the running Python's standard-library source,
 split into train/val by file), `text` (a UTF-8 file or glob, byte level) and `tokens`
 (pre-tokenized shards: nanoGPT raw uint16 `.bin` and llm.c headered shards; a folder made by
 `experiments.prepare_data` brings its manifest: splits, vocabulary and token counts, so
 nothing is scanned at start). Several shards are read memory-mapped as one view
-(shards.ShardedTokens), never copied. Shapes: B = rows of this process, T = sequence length.
+(shards.ShardedTokens), never copied. Batches of them are batches.py; the no-context
+baseline's statistics unigram.py.
 """
 
 import dataclasses
@@ -28,8 +29,6 @@ from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's
 
 SOURCES = ("stdlib", "text", "tokens")
 BYTE_VOCAB = 256
-# Held-out batches draw from their own stream: a 3-word key never equals a train [seed, step].
-EVAL_STREAM = (12345, 1)
 # Stdlib directories that hold third-party code, not the standard library.
 _STDLIB_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
 _STDLIB_CACHE: dict[tuple[str, float], "Corpus"] = {}
@@ -398,110 +397,3 @@ def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int)
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
   return Corpus(train=train, val=val, description=description, split=split)
-
-
-def _rows(
-  rng: np.random.Generator,
-  tokens: np.ndarray,
-  batch_size: int,
-  seq_len: int,
-  process_index: int,
-  process_count: int,
-) -> tuple[np.ndarray, np.ndarray]:
-  """Draws the global batch's offsets, gathers only this process's rows."""
-  if batch_size <= 0 or seq_len <= 0:
-    raise DataError(f"batch_size={batch_size} and seq_len={seq_len} must be positive")
-  if process_count <= 0 or not 0 <= process_index < process_count:
-    raise DataError(f"process_index={process_index} must be in [0, process_count={process_count})")
-  if batch_size % process_count:
-    raise DataError(f"batch_size={batch_size} is not divisible by process_count={process_count}")
-  if len(tokens) < seq_len + 1:
-    raise DataError(f"{len(tokens)} tokens cannot fill one sequence of seq_len={seq_len} + 1")
-  # All offsets are drawn on every process, so the global batch does not depend on the
-  # process count; only this process's rows are read from the corpus.
-  starts_B = rng.integers(0, len(tokens) - seq_len, size=batch_size)
-  b = batch_size // process_count
-  starts_B = starts_B[process_index * b : (process_index + 1) * b]
-  window_BxT1 = np.asarray(tokens[starts_B[:, None] + np.arange(seq_len + 1)], dtype=np.int32)
-  return window_BxT1[:, :-1], window_BxT1[:, 1:]
-
-
-def get_batch(
-  tokens: np.ndarray,
-  *,
-  seed: int,
-  step: int,
-  batch_size: int,
-  seq_len: int,
-  process_index: int = 0,
-  process_count: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-  """Training (inputs_BxT, targets_BxT) int32 for this process: a pure function of its args."""
-  if seed < 0 or step < 0:
-    raise DataError(f"seed={seed} and step={step} must be non-negative")
-  rng = np.random.default_rng([seed, step])
-  return _rows(rng, tokens, batch_size, seq_len, process_index, process_count)
-
-
-def eval_batch(
-  tokens: np.ndarray,
-  *,
-  index: int,
-  batch_size: int,
-  seq_len: int,
-  process_index: int = 0,
-  process_count: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-  """Held-out batch number `index`: the same rows for every run, whatever its seed."""
-  if index < 0:
-    raise DataError(f"eval batch index={index} must be non-negative")
-  rng = np.random.default_rng([*EVAL_STREAM, index])
-  return _rows(rng, tokens, batch_size, seq_len, process_index, process_count)
-
-
-def token_counts(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.ndarray:
-  """How often each id occurs: int64 [vocab_size]."""
-  known = getattr(tokens, "counts", None)  # a prepared split: counted when it was written
-  if known is not None:
-    if len(known) > vocab_size and known[vocab_size:].any():
-      raise DataError(f"token ids up to {len(known) - 1} are out of range for {vocab_size=}")
-    return np.pad(known[:vocab_size], (0, max(0, vocab_size - len(known))))
-  counts = np.zeros(vocab_size, dtype=np.int64)
-  # Chunked so a large memmap is never widened to int64 in one piece.
-  for i in range(0, len(tokens), chunk):
-    c = np.bincount(np.asarray(tokens[i : i + chunk]), minlength=vocab_size)
-    if len(c) > vocab_size:
-      raise DataError(f"token id {len(c) - 1} is out of range for vocab_size={vocab_size}")
-    counts += c
-  return counts
-
-
-def unigram_entropy(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> float:
-  """Entropy in nats/token of the token frequencies: the loss of a context-free model."""
-  if len(tokens) == 0:
-    raise DataError("unigram_entropy of an empty token array")
-  counts = token_counts(tokens, vocab_size, chunk)
-  p = counts[counts > 0] / counts.sum()
-  return float(-(p * np.log(p)).sum())
-
-
-# Add-one (Laplace) smoothing of the train counts: an id the train split never holds gets
-# probability 1/(n + V), finite, as a context-free model that predicts every id would give.
-UNIGRAM_SMOOTHING = 1.0
-
-
-def heldout_unigram_entropy(
-  train: np.ndarray, val: np.ndarray, vocab_size: int, chunk: int = 1 << 24
-) -> float:
-  """Cross-entropy (nats/token) of the train split's unigram distribution on the val split.
-
-  The plateau a model that learned nothing about context reaches on the eval loss: it can
-  only know the train frequencies, and is scored on held-out text. Higher than the train
-  split's own entropy by the KL divergence between the two splits' frequencies.
-  """
-  if len(train) == 0 or len(val) == 0:
-    raise DataError("heldout_unigram_entropy needs non-empty train and val token arrays")
-  p_train = token_counts(train, vocab_size, chunk) + UNIGRAM_SMOOTHING
-  p_train = p_train / p_train.sum()
-  val_counts = token_counts(val, vocab_size, chunk)
-  return float(-(val_counts * np.log(p_train)).sum() / val_counts.sum())

@@ -24,7 +24,7 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, preemption, setup
+from resnorm_jax import admin, cli, preemption, setup, unigram
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
@@ -341,8 +341,8 @@ def _run(
   is_main = jax.process_index() == 0
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   baselines = {
-    "unigram_entropy": data_lib.unigram_entropy(corpus.train, vocab),
-    "heldout_unigram_entropy": data_lib.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
+    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
   }
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.

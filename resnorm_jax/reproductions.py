@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
+from resnorm_jax import batches as batches_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import model_def as mdl
 from resnorm_jax import plots, setup
@@ -51,7 +52,7 @@ def _corpus(config: ConfigDict) -> data_lib.Corpus:
 
 def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batch:
   t = config.train
-  return data_lib.get_batch(
+  return batches_lib.get_batch(
     corpus.train, seed=config.seed, step=step, batch_size=t.batch_size, seq_len=t.seq_len
   )
 
@@ -117,7 +118,7 @@ def _fresh_run(config: ConfigDict, steps: int):
   state = run.init_state()
   corpus = _corpus(config)
   t = config.train
-  batch = data_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
+  batch = batches_lib.eval_batch(corpus.val, index=0, batch_size=t.batch_size, seq_len=t.seq_len)
   return run.model_def, run.optimizer, state, corpus, batch
 
 

@@ -21,6 +21,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from ml_collections import ConfigDict
 
+from resnorm_jax import batches as batches_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import model_def as mdl
 from resnorm_jax import optim
@@ -211,7 +212,7 @@ class Batches:
 
   def train(self, step: int) -> Batch:
     t = self.config.train
-    rows = data_lib.get_batch(
+    rows = batches_lib.get_batch(
       self.corpus.train,
       seed=self.config.seed,
       step=step,
@@ -223,7 +224,7 @@ class Batches:
 
   def held_out(self, index: int) -> Batch:
     t = self.config.train
-    rows = data_lib.eval_batch(
+    rows = batches_lib.eval_batch(
       self.corpus.val, index=index, batch_size=t.batch_size, seq_len=t.seq_len, **_process()
     )
     return self._place(rows)

@@ -170,7 +170,7 @@ def _process_rows(sharding: NamedSharding, global_rows: int) -> tuple[int, int]:
 def global_batch(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
   """This process's rows -> one global array (each host passes only its own rows).
 
-  Process p of P passes rows [p*b, (p+1)*b) of the global batch (data.get_batch does);
+  Process p of P passes rows [p*b, (p+1)*b) of the global batch (batches.get_batch does);
   refused if this process's devices hold other rows, e.g. when a tensor axis spans hosts
   (then hosts would have to feed identical rows).
   """

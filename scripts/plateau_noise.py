@@ -20,7 +20,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from resnorm_jax import data  # noqa: E402
+from resnorm_jax import data, unigram  # noqa: E402
+from resnorm_jax.batches import eval_batch  # noqa: E402
 
 CORPORA = {
   "stdlib": types.SimpleNamespace(source="stdlib", path="", val_path="", val_fraction=0.1),
@@ -44,12 +45,12 @@ def main() -> None:
   rows = []
   for name, cfg in CORPORA.items():
     corpus = data.load_corpus(cfg, 256, args.seq_len)
-    counts = data.token_counts(corpus.train, 256) + data.UNIGRAM_SMOOTHING
+    counts = unigram.token_counts(corpus.train, 256) + unigram.UNIGRAM_SMOOTHING
     logp = np.log(counts / counts.sum())
     batches = -(-args.eval_tokens // (args.batch_size * args.seq_len))
     # The loop's own eval set (indices 0..batches-1), then random others.
     own = [
-      data.eval_batch(corpus.val, index=i, batch_size=args.batch_size, seq_len=args.seq_len)[1]
+      eval_batch(corpus.val, index=i, batch_size=args.batch_size, seq_len=args.seq_len)[1]
       for i in range(batches)
     ]
     own_loss = float(-logp[np.concatenate(own).ravel()].mean())
@@ -59,13 +60,13 @@ def main() -> None:
       starts = rng.integers(0, len(corpus.val) - args.seq_len, batches * args.batch_size)
       ys = corpus.val[starts[:, None] + 1 + np.arange(args.seq_len)]
       losses.append(float(-logp[ys.ravel()].mean()))
-    heldout = data.heldout_unigram_entropy(corpus.train, corpus.val, 256)
+    heldout = unigram.heldout_unigram_entropy(corpus.train, corpus.val, 256)
     rows.append(
       {
         "corpus": name,
         "train_tokens": len(corpus.train),
         "val_tokens": len(corpus.val),
-        "unigram_entropy": round(data.unigram_entropy(corpus.train, 256), 4),
+        "unigram_entropy": round(unigram.unigram_entropy(corpus.train, 256), 4),
         "heldout_unigram_entropy": round(heldout, 4),
         "eval_tokens": batches * args.batch_size * args.seq_len,
         "unigram_model_on_loop_eval_set": round(own_loss, 4),

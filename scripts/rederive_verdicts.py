@@ -20,7 +20,7 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from resnorm_jax import data  # noqa: E402
+from resnorm_jax import data, unigram  # noqa: E402
 from resnorm_jax.outcome import STUCK_MARGIN, classify  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def main() -> None:
   args = parser.parse_args()
   cfg = types.SimpleNamespace(source="stdlib", path="", val_path="", val_fraction=0.1)
   corpus = data.load_corpus(cfg, 256, 128)
-  heldout = data.heldout_unigram_entropy(corpus.train, corpus.val, 256)
+  heldout = unigram.heldout_unigram_entropy(corpus.train, corpus.val, 256)
   table = []
   for path in args.paths:
     for r in rows_of(path):

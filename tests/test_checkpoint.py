@@ -45,14 +45,14 @@ COMMON = (
 # (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
 HOOKED_TRAIN = """
 import os, sys
-from resnorm_jax import data
+from resnorm_jax import batches
 at, signum = (int(v) for v in os.environ["TEST_SIGNAL_AT"].split(":"))
-get_batch = data.get_batch
+get_batch = batches.get_batch
 def hooked(*args, **kwargs):
   if kwargs["step"] == at:
     os.kill(os.getpid(), signum)
   return get_batch(*args, **kwargs)
-data.get_batch = hooked
+batches.get_batch = hooked
 from absl import app
 from experiments import train
 from resnorm_jax import cli

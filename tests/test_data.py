@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from resnorm_jax import data
+from resnorm_jax import batches, data, unigram
 
 
 def _cfg(source: str = "stdlib", path: str = "", val_path: str = "", val_fraction: float = 0.1):
@@ -29,12 +29,12 @@ TOKENS = np.arange(1000, dtype=np.uint16) * 7 % 997  # distinct neighbours, non-
 
 def test_batch_deterministic_and_step_dependent():
   kw = dict(batch_size=8, seq_len=16)
-  x1, y1 = data.get_batch(TOKENS, seed=3, step=5, **kw)
-  x2, y2 = data.get_batch(TOKENS, seed=3, step=5, **kw)
+  x1, y1 = batches.get_batch(TOKENS, seed=3, step=5, **kw)
+  x2, y2 = batches.get_batch(TOKENS, seed=3, step=5, **kw)
   np.testing.assert_array_equal(x1, x2)
   np.testing.assert_array_equal(y1, y2)
-  x3, _ = data.get_batch(TOKENS, seed=3, step=6, **kw)
-  x4, _ = data.get_batch(TOKENS, seed=4, step=5, **kw)
+  x3, _ = batches.get_batch(TOKENS, seed=3, step=6, **kw)
+  x4, _ = batches.get_batch(TOKENS, seed=4, step=5, **kw)
   assert not np.array_equal(x1, x3)
   assert not np.array_equal(x1, x4)
   assert x1.shape == y1.shape == (8, 16)
@@ -42,7 +42,7 @@ def test_batch_deterministic_and_step_dependent():
 
 
 def test_targets_are_next_tokens_from_corpus():
-  x, y = data.get_batch(TOKENS, seed=0, step=1, batch_size=4, seq_len=10)
+  x, y = batches.get_batch(TOKENS, seed=0, step=1, batch_size=4, seq_len=10)
   np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
   starts = [int(np.flatnonzero(TOKENS == row[0])[0]) for row in x]  # TOKENS values are unique
   for row_x, row_y, s in zip(x, y, starts, strict=True):
@@ -54,7 +54,7 @@ def test_offsets_cover_the_whole_range():
   # len - seq_len - 1 is the last valid start: with 12 tokens and seq_len 10, starts are 0 or 1.
   tokens = np.arange(12, dtype=np.uint16)
   firsts = {
-    int(data.get_batch(tokens, seed=0, step=s, batch_size=4, seq_len=10)[0][r, 0])
+    int(batches.get_batch(tokens, seed=0, step=s, batch_size=4, seq_len=10)[0][r, 0])
     for s in range(10)
     for r in range(4)
   }
@@ -63,22 +63,22 @@ def test_offsets_cover_the_whole_range():
 
 def test_process_rows_concatenate_to_global_batch():
   kw = dict(seed=1, step=7, batch_size=8, seq_len=12)
-  gx, gy = data.get_batch(TOKENS, **kw)
-  parts = [data.get_batch(TOKENS, process_index=i, process_count=2, **kw) for i in range(2)]
+  gx, gy = batches.get_batch(TOKENS, **kw)
+  parts = [batches.get_batch(TOKENS, process_index=i, process_count=2, **kw) for i in range(2)]
   np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), gx)
   np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), gy)
   assert parts[0][0].shape == (4, 12)
   with pytest.raises(data.DataError, match="process_count=3"):
-    data.get_batch(TOKENS, process_index=0, process_count=3, **kw)
+    batches.get_batch(TOKENS, process_index=0, process_count=3, **kw)
 
 
 def test_eval_batch_deterministic_sharded_and_distinct_from_train():
   kw = dict(batch_size=4, seq_len=8)
-  a = data.eval_batch(TOKENS, index=2, **kw)
-  np.testing.assert_array_equal(a[0], data.eval_batch(TOKENS, index=2, **kw)[0])
-  assert not np.array_equal(a[0], data.eval_batch(TOKENS, index=3, **kw)[0])
+  a = batches.eval_batch(TOKENS, index=2, **kw)
+  np.testing.assert_array_equal(a[0], batches.eval_batch(TOKENS, index=2, **kw)[0])
+  assert not np.array_equal(a[0], batches.eval_batch(TOKENS, index=3, **kw)[0])
   halves = [
-    data.eval_batch(TOKENS, index=2, process_index=i, process_count=2, **kw) for i in (0, 1)
+    batches.eval_batch(TOKENS, index=2, process_index=i, process_count=2, **kw) for i in (0, 1)
   ]
   np.testing.assert_array_equal(np.concatenate([h[0] for h in halves]), a[0])
   np.testing.assert_array_equal(a[0][:, 1:], a[1][:, :-1])
@@ -148,7 +148,7 @@ def _assert_eval_never_in_train(corpus: data.Corpus, seq_len: int = 16, substrin
   corpora) anywhere."""
   train = corpus.train.tobytes()
   for i in range(4):
-    x, y = data.eval_batch(corpus.val, index=i, batch_size=8, seq_len=seq_len)
+    x, y = batches.eval_batch(corpus.val, index=i, batch_size=8, seq_len=seq_len)
     for row_x, row_y in zip(x, y, strict=True):
       window = np.concatenate([row_x, row_y[-1:]]).astype(corpus.train.dtype)
       start = corpus.val.tobytes().find(window.tobytes())
@@ -192,14 +192,16 @@ def test_heldout_unigram_entropy_against_numpy():
   counts = np.array([3, 2, 1, 0]) + 1.0  # add-one smoothing over the vocabulary of 4
   p = counts / counts.sum()
   expected = -(np.log(p[0]) + np.log(p[1]) + 2 * np.log(p[3])) / 4
-  assert data.heldout_unigram_entropy(train, val, 4) == pytest.approx(expected)
+  assert unigram.heldout_unigram_entropy(train, val, 4) == pytest.approx(expected)
   # Same distribution in both splits: close to the entropy (only the smoothing differs).
   rng = np.random.default_rng(0)
   big = rng.choice(8, 200_000, p=np.arange(1, 9) / 36).astype(np.uint8)
-  h = data.unigram_entropy(big[:100_000], 8)
-  assert data.heldout_unigram_entropy(big[:100_000], big[100_000:], 8) == pytest.approx(h, abs=2e-3)
+  h = unigram.unigram_entropy(big[:100_000], 8)
+  assert unigram.heldout_unigram_entropy(big[:100_000], big[100_000:], 8) == pytest.approx(
+    h, abs=2e-3
+  )
   # A held-out split with other frequencies costs more than the train split's own entropy.
-  assert data.heldout_unigram_entropy(train, val, 4) > data.unigram_entropy(train, 4)
+  assert unigram.heldout_unigram_entropy(train, val, 4) > unigram.unigram_entropy(train, 4)
 
 
 def test_tokens_nanogpt_raw_bin(tmp_path):
@@ -289,13 +291,13 @@ def test_unknown_source_and_small_byte_vocab():
 
 
 def test_unigram_entropy():
-  assert data.unigram_entropy(np.array([0, 0, 1, 1]), 4) == pytest.approx(math.log(2))
-  assert data.unigram_entropy(np.full(50, 3, dtype=np.uint16), 8) == 0.0
+  assert unigram.unigram_entropy(np.array([0, 0, 1, 1]), 4) == pytest.approx(math.log(2))
+  assert unigram.unigram_entropy(np.full(50, 3, dtype=np.uint16), 8) == 0.0
   # Against the formula with unequal counts, and chunking must not change the result.
   tokens = np.array([0, 0, 0, 1, 2, 2], dtype=np.uint8)
   p = np.array([3, 1, 2]) / 6
   expected = float(-(p * np.log(p)).sum())
-  assert data.unigram_entropy(tokens, 256) == pytest.approx(expected)
-  assert data.unigram_entropy(tokens, 256, chunk=4) == pytest.approx(expected)
+  assert unigram.unigram_entropy(tokens, 256) == pytest.approx(expected)
+  assert unigram.unigram_entropy(tokens, 256, chunk=4) == pytest.approx(expected)
   with pytest.raises(data.DataError, match="token id 9"):
-    data.unigram_entropy(np.array([9]), 4)
+    unigram.unigram_entropy(np.array([9]), 4)

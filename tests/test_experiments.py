@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from resnorm_jax import batches as batches_lib
 from resnorm_jax import cli as cli_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import diagnostics as diag
@@ -83,7 +84,7 @@ def post_model():
   corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, config.train.seq_len)
   t = config.train
   batches = [
-    data_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
+    batches_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)
     for k in range(2)
   ]
   params, model_state = repro.jit_init_model(mcfg, 0)

@@ -56,15 +56,15 @@ def _env(cache_dir: str) -> dict:
 # TEST_SIGNAL_AT=step:signum sends itself that signal when it builds that step's batch.
 HOOKED_TRAIN = """
 import os, time
-from resnorm_jax import data
+from resnorm_jax import batches
 at = os.environ.get("TEST_SIGNAL_AT")
-get_batch = data.get_batch
+get_batch = batches.get_batch
 def hooked(*args, **kwargs):
   time.sleep(float(os.environ.get("TEST_STEP_SLEEP", "0")))
   if at and kwargs["step"] == int(at.split(":")[0]):
     os.kill(os.getpid(), int(at.split(":")[1]))
   return get_batch(*args, **kwargs)
-data.get_batch = hooked
+batches.get_batch = hooked
 from absl import app
 from experiments import train
 from resnorm_jax import cli

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax import data, prepare, shards
+from resnorm_jax import batches, data, prepare, shards, unigram
 from resnorm_jax import tokenizer as tok_lib
 from resnorm_jax.config_types import model_config_from
 
@@ -66,7 +66,9 @@ def test_bytes_shards_hold_the_text_split_and_checksummed(texts, tmp_path):
   assert corpus.split["manifest"]["fingerprint"] == m["fingerprint"]
   # Counts from the manifest: the same entropies as counting every token.
   plain = np.asarray(corpus.train)
-  assert data.unigram_entropy(corpus.train, 256) == pytest.approx(data.unigram_entropy(plain, 256))
+  assert unigram.unigram_entropy(corpus.train, 256) == pytest.approx(
+    unigram.unigram_entropy(plain, 256)
+  )
   assert shards.verify(str(tmp_path / "b")) == []
 
 
@@ -147,9 +149,9 @@ def test_sharded_view_indexes_like_the_concatenation():
   for a, b in ((0, 50), (5, 9), (8, 38), (40, 50), (7, 8), (20, 20)):
     np.testing.assert_array_equal(np.asarray(view[a:b]), flat[a:b])
   assert view[49] == flat[49] and view[-1] == flat[-1]
-  x, y = data.get_batch(view, seed=1, step=2, batch_size=4, seq_len=8)
+  x, y = batches.get_batch(view, seed=1, step=2, batch_size=4, seq_len=8)
   np.testing.assert_array_equal(
-    (x, y), data.get_batch(flat, seed=1, step=2, batch_size=4, seq_len=8)
+    (x, y), batches.get_batch(flat, seed=1, step=2, batch_size=4, seq_len=8)
   )
   with pytest.raises(IndexError):
     view[np.array([50])]

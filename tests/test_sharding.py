@@ -15,6 +15,7 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from configs import base
+from resnorm_jax import batches as batches_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import model_def as mdl
 from resnorm_jax import optim
@@ -134,7 +135,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
   corpus = _corpus(c.train.seq_len)
   losses, gnorms, compiled = [], [], None
   for i in range(steps):
-    x, y = data_lib.get_batch(
+    x, y = batches_lib.get_batch(
       corpus.train, seed=c.seed, step=i, batch_size=c.train.batch_size, seq_len=c.train.seq_len
     )
     batch = (shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh))
