@@ -21,7 +21,7 @@ Every `--progress_every` seconds a line per running job (step, loss, ETA) and an
 
 A point whose workdir holds a completed or diverged run of the same config is skipped, so a
 stopped sweep continues where it was, and an interrupted point resumes from its checkpoint.
-"The same config" compares only what a run's results depend on (`same_experiment`): keys
+"The same config" compares only what a run's results depend on (`sweep_grid.changed_keys`): keys
 that only change logging are ignored, a key added to the schema after the run counts as
 unchanged while it keeps its default, and a key that moved (configs/base.MOVED_KEYS) is
 compared at its new place. Every point is checked (config file, keys, types) before anything
