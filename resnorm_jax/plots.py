@@ -178,6 +178,7 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
     trained = [lr for lr, good in ok.items() if good]
     best = max(trained) if trained else None
     above = [lr for lr, good in ok.items() if not good and (best is None or lr > best)]
+    below = [lr for lr, good in ok.items() if not good and best is not None and lr < best]
     table.append(
       {
         "variant": variant,
@@ -187,6 +188,8 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
         "first_failing_lr_above": min(above) if above else None,
         # False: every lr tried at or above max_trained_lr trained, so the boundary lies higher
         "bounded": bool(above),
+        # lrs under max_trained_lr that did not train (too slow for the budget, e.g. nGPT)
+        "failed_below": " ".join(f"{lr:g}" for lr in sorted(below)),
         "lrs_tried": " ".join(f"{lr:g}" for lr in sorted(by_lr)),
         "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
       }
@@ -205,6 +208,9 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
       cell = f"**{t['max_trained_lr']:g}** ({t['first_failing_lr_above']:g} fails)"
     else:
       cell = f">= {t['max_trained_lr']:g} (every lr tried trained)"
+      if t.get("failed_below"):
+        lowest = f"the largest lr tried; {t['failed_below']} did not train"
+        cell = f">= {t['max_trained_lr']:g} ({lowest})"
     rows.setdefault((t["variant"], t["opt.warmup_steps"]), {})[t["num_layers"]] = cell
   lines = [
     "| largest lr that trained | " + " | ".join(f"{d} layers" for d in depths) + " |",
