@@ -206,11 +206,10 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
       cell = f"none (tried {t['lrs_tried']})"
     elif t["bounded"]:
       cell = f"**{t['max_trained_lr']:g}** ({t['first_failing_lr_above']:g} fails)"
+    elif t.get("failed_below"):  # the top lr trained, some lower ones did not (too slow)
+      cell = f">= {t['max_trained_lr']:g} (the largest lr tried; {t['failed_below']} did not train)"
     else:
       cell = f">= {t['max_trained_lr']:g} (every lr tried trained)"
-      if t.get("failed_below"):
-        lowest = f"the largest lr tried; {t['failed_below']} did not train"
-        cell = f">= {t['max_trained_lr']:g} ({lowest})"
     rows.setdefault((t["variant"], t["opt.warmup_steps"]), {})[t["num_layers"]] = cell
   lines = [
     "| largest lr that trained | " + " | ".join(f"{d} layers" for d in depths) + " |",
