@@ -382,3 +382,29 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
     for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
   ]
   assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)
+
+
+SHIPPED_GRIDS = sorted(
+  os.path.relpath(os.path.join(d, f), ROOT)
+  for d, _, files in os.walk(os.path.join(ROOT, "configs", "sweeps"))
+  for f in files
+  if f.endswith(".py")
+)
+
+
+@pytest.mark.parametrize("grid", SHIPPED_GRIDS)
+def test_every_shipped_grid_point_is_a_valid_run(grid):
+  """Each grid in configs/sweeps/ loads, and every point's config with its overrides passes
+  the checks a run does before compiling (keys, model choices, train settings)."""
+  from ml_collections import ConfigDict
+
+  from resnorm_jax.config_types import model_config_from
+  from resnorm_jax.setup import validate_train
+
+  points = sweep_grid.load_grid(os.path.join(ROOT, grid))
+  assert points, f"{grid} has no points"
+  for point in points:
+    _, resolved = sweep_grid.resolve(point, {}, None)
+    config = ConfigDict(resolved)
+    validate_train(config)
+    model_config_from(config, vocab_size=256, platform="cpu")
