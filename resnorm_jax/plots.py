@@ -162,7 +162,10 @@ def save_figure(fig, out: str) -> str:
 
 def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
-  smallest lr above it that did not train (None when every lr tried above it trained)."""
+  smallest lr above it that did not train (None when every lr tried above it trained).
+
+  Rows may hold several seeds of a point (results.csv files concatenated): an lr trains when
+  most of its runs trained, and `split_seeds` names the lrs where they disagree."""
   groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
   for r in rows:
     if r.get("opt.lr") and r["num_layers"] and r["outcome"] in ("trained", "stuck", "diverged"):
@@ -192,6 +195,12 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
         "failed_below": " ".join(f"{lr:g}" for lr in sorted(below)),
         "lrs_tried": " ".join(f"{lr:g}" for lr in sorted(by_lr)),
         "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
+        # lrs whose seeds disagree: the cell's verdict there is a majority, not unanimous
+        "split_seeds": " ".join(
+          f"{lr:g} ({outs.count('trained')} of {len(outs)} trained)"
+          for lr, outs in sorted(by_lr.items())
+          if 0 < outs.count("trained") < len(outs)
+        ),
       }
     )
   return table
@@ -210,6 +219,8 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
       cell = f">= {t['max_trained_lr']:g} (the largest lr tried; {t['failed_below']} did not train)"
     else:
       cell = f">= {t['max_trained_lr']:g} (every lr tried trained)"
+    if t.get("split_seeds"):
+      cell += f"; seeds split at {t['split_seeds']}"
     rows.setdefault((t["variant"], t["opt.warmup_steps"]), {})[t["num_layers"]] = cell
   lines = [
     "| largest lr that trained | " + " | ".join(f"{d} layers" for d in depths) + " |",

@@ -2,7 +2,7 @@
 
 python scripts/plot_curves.py runs/a runs/b 'runs/sweeps/seeds/*' [--out=curves.png]
 python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv [--out=F]
-python scripts/plot_curves.py --boundary=docs/stability_boundary/results.csv [--out=F]
+python scripts/plot_curves.py --boundary=RESULTS.csv[,SEED1_RESULTS.csv,...] [--out=F]
 
 Curves: each run (a folder with metrics.jsonl or curve.jsonl; globs are expanded) in its own
 color: train loss solid, eval loss dots, and its no-context baseline (summary.json: the
@@ -11,7 +11,8 @@ dashed. Stability map: one cell per (variant, depth) from a sweep's results.csv,
 status (trained, stuck, diverged, ...) and annotated with the final eval loss (the mean when
 several runs share a cell, e.g. seeds). Boundary: the largest peak lr at which each variant
 trained, against depth, one line per variant (solid without warmup, dashed with), from a
-stability-boundary sweep's results.csv; it also writes boundary.csv beside the figure.
+stability-boundary sweep's results.csv (several, comma-separated, for extra seeds: an lr trains
+when most of its seeds did); it also writes boundary.csv and boundary.md beside the figure.
 No JAX here.
 """
 
@@ -39,7 +40,12 @@ def _define_flags() -> None:
 
   flags.DEFINE_string("out", None, "PNG to write (default curves.png / next to results.csv).")
   flags.DEFINE_string("stability_map", None, "A sweep's results.csv: draw the stability map.")
-  flags.DEFINE_string("boundary", None, "A boundary sweep's results.csv: max lr vs depth.")
+  flags.DEFINE_string(
+    "boundary",
+    None,
+    "A boundary sweep's results.csv, or several comma-separated (one per seed): max lr vs "
+    "depth; an lr trains when most of its seeds did.",
+  )
   flags.DEFINE_string("title", "", "Figure title.")
 
 
@@ -49,15 +55,13 @@ def main(argv: list[str]) -> int:
   f = flags.FLAGS
   patterns = argv[1:]
   if f.boundary:
+    paths = [p for p in f.boundary.split(",") if p]
     try:
-      rows = read_results(f.boundary)
+      rows = [r for path in paths for r in read_results(path)]
     except (OSError, ValueError) as e:
       cli.fail(str(e))
-    print(
-      plot_boundary(
-        rows, f.out or os.path.join(os.path.dirname(f.boundary), "boundary.png"), f.title
-      )
-    )
+    out = f.out or os.path.join(os.path.dirname(paths[0]), "boundary.png")
+    print(plot_boundary(rows, out, f.title))
     return 0
   if bool(patterns) == bool(f.stability_map):
     cli.fail("give run folders (or globs) for curves, or --stability_map=results.csv; not both")

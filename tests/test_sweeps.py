@@ -376,7 +376,10 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
   # 2e-3 failed below the largest lr that trained: said, not "every lr tried trained"
   post = "| post | >= 0.004 (the largest lr tried; 0.002 did not train) | none (tried 0.0005 0.001)"
   assert post + " |" in md
-  assert "| pre | >= 0.001 (every lr tried trained) | - |" in md
+  assert (
+    "| pre | >= 0.001 (every lr tried trained); seeds split at 0.001 (2 of 3 trained) | - |" in md
+  )
+  assert table[("post", 6)]["split_seeds"] == ""
   bounded = [
     dict(t, num_layers=24, bounded=True, first_failing_lr_above=8e-3)
     for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
