@@ -2,7 +2,8 @@
 the same config without warmup stay on the plateau, on text it was never run on?
 
 Byte-level text that a Debian machine has but this repository does not ship (install the
-packages to rerun: `apt-get install vim-runtime nodejs perl`):
+packages to rerun: `apt-get install vim-runtime nodejs perl-modules-5.36`; the versions run
+here are fingerprinted in docs/xiong_rescue/unseen/corpora.csv):
 
 - vim: Vim 9.0's help files, English technical prose (/usr/share/vim/vim90/doc/*.txt, 9.5 MB);
 - nodejs: Node.js's API reference, Markdown prose and JavaScript (/usr/share/doc/nodejs/api/*.md,
