@@ -7,12 +7,12 @@ on the embedded stdlib source and on tiny Shakespeare (data/tinyshakespeare.txt)
 - lr: constant 5e-4 without warmup (does a lower lr alone train?), 2e-3 with 0 and 1,000;
 - schedule: the paper's inverse square root (lr * sqrt(W / (s + 1))) at lr 1e-3, warmup 0
   and 1,000 (without warmup it decays the lr from the first step: a rescue by decay);
-- depth: 24 layers at constant lr 1e-3, warmup 0 and 1,000.
+- depth: 24 layers at constant lr 1e-3 and 2.5e-4, warmup 0 and 1,000.
 
   python scripts/sweep.py --grid=configs/sweeps/xiong_rescue.py --jobs=auto \
       --sweep_dir=docs/xiong_rescue/runs
 
-Cost: ~4 min per 12-layer point on one pinned core, ~8 at 24 layers; 44 points.
+Cost: ~6 min per 12-layer point on one pinned core, ~14 at 24 layers; 36 points.
 """
 
 CORPORA = {
@@ -41,4 +41,6 @@ CORE = [_point(c, 1e-3, w, seed=s) for s in (0, 1, 2) for c in CORPORA for w in 
 LR = [_point(c, lr, w) for c in CORPORA for lr, w in ((5e-4, 0), (2e-3, 0), (2e-3, 1000))]
 SCHEDULE = [_point(c, 1e-3, w, "inverse_sqrt") for c in CORPORA for w in (0, 1000)]
 DEPTH = [_point(c, 1e-3, w, layers=24) for c in CORPORA for w in (0, 1000)]
-GRID = CORE + LR + SCHEDULE + DEPTH
+# At 24 layers 1,000 warmup steps do not rescue lr 1e-3 (stdlib, session 9): a lower peak lr.
+DEPTH_LR = [_point(c, 2.5e-4, w, layers=24) for c in CORPORA for w in (0, 1000)]
+GRID = CORE + LR + SCHEDULE + DEPTH + DEPTH_LR
