@@ -68,10 +68,11 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
 
 
 def collect(sweep_dir: str, margin: float = STUCK_MARGIN) -> list[Row]:
-  """Rows of every run folder under `sweep_dir`, in grid order; varied keys as columns.
+  """Rows of every run folder under `sweep_dir`, in grid order; the grid's keys as columns.
 
-  A column per override key whose resolved value differs between runs (model.num_layers
-  and seed already have theirs).
+  A column per override key of any run (model.num_layers and seed already have theirs), also
+  when every run shares its value: a reader of several sweeps' tables (one per seed, say)
+  needs each run's lr even where one folder holds a single point.
   """
   dirs = sorted(
     d
@@ -85,8 +86,7 @@ def collect(sweep_dir: str, margin: float = STUCK_MARGIN) -> list[Row]:
     keys += [k for k in r["_overrides"] if k not in keys and k not in ("model.num_layers", "seed")]
   for r in rows:
     r.update({k: _dotted(r["_config"], k) for k in keys})
-  varied = [k for k in keys if len({json.dumps(r[k]) for r in rows}) > 1]
-  order = ["name", "config", "variant", "num_layers", "seed", *varied]
+  order = ["name", "config", "variant", "num_layers", "seed", *keys]
   return [
     {k: r[k] for k in order + [k for k in r if k not in order and k not in keys]} for r in rows
   ]

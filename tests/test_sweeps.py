@@ -4,6 +4,7 @@ stability boundary table, and scripts/sweep.py end to end (a grid of tiny runs).
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,6 +198,10 @@ def test_collect_results_and_seed_groups(tmp_path, read_csv):
   assert rows[1]["opt.lr"] == 1e-3 and math.isclose(rows[0]["gap"], 1.3)
   (group,) = sweep_results.seed_groups(rows)
   assert group["n"] == 3 and group["seeds"] == "0 1 2" and group["statuses"] == "trained:2 stuck:1"
+  # A folder holding one point (an extra seed of one cell) still names its lr.
+  shutil.copytree(tmp_path / "a0", tmp_path / "one" / "a0")
+  (single,) = sweep_results.collect(str(tmp_path / "one"))
+  assert single["name"] == "a0" and single["opt.lr"] == 1e-3
   assert math.isclose(group["final_eval_mean"], np.mean([2.0, 2.2, 3.29]))
   assert math.isclose(group["final_eval_std"], np.std([2.0, 2.2, 3.29], ddof=1))
   paths = sweep_results.write_results(str(tmp_path), rows)
