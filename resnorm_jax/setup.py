@@ -59,6 +59,26 @@ def validate_train(config: ConfigDict) -> None:
     )
 
 
+def validate(
+  config: ConfigDict,
+  *,
+  schedule_steps: int | None = None,
+  vocab_size: int | None = None,
+  platform: str | None = None,
+) -> ModelConfig:
+  """Every check of a run that needs no device: model config, train settings, optimizer and
+  schedule. ValueError naming the key, its value and the valid choices; returns the model's
+  resolved config. `build` calls it first; so does the check of the shipped sweep grids.
+
+  `vocab_size` and `platform` as in `model_config_from` (default: from the data and JAX's
+  backend). The mesh and the batch's divisibility by it depend on the devices: `build`.
+  """
+  mcfg = model_config_from(config, vocab_size=vocab_size, platform=platform)
+  validate_train(config)
+  optim.make_schedule(config.opt, schedule_steps or config.train.steps)  # checks every opt.*
+  return mcfg
+
+
 def keep_freed_host_memory() -> bool:
   """On a CPU-only Linux host, keeps freed memory mapped for reuse (glibc malloc settings).
 
@@ -168,8 +188,7 @@ def build(
   `schedule_steps` (default train.steps) is the length of the learning-rate schedule.
   ValueError on a bad config, optimizer, mesh or batch size, before anything compiles.
   """
-  mcfg = model_config_from(config)
-  validate_train(config)
+  mcfg = validate(config, schedule_steps=schedule_steps)
   t = config.train
   steps = schedule_steps or t.steps
   model_def = model_def_for(mcfg)

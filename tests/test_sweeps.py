@@ -403,16 +403,40 @@ SHIPPED_GRIDS = sorted(
 @pytest.mark.parametrize("grid", SHIPPED_GRIDS)
 def test_every_shipped_grid_point_is_a_valid_run(grid):
   """Each grid in configs/sweeps/ loads, and every point's config with its overrides passes
-  the checks a run does before compiling (keys, model choices, train settings)."""
+  the device-free checks a run does before compiling (`setup.validate`: keys, model
+  choices, train settings, optimizer and schedule)."""
   from ml_collections import ConfigDict
 
-  from resnorm_jax.config_types import model_config_from
-  from resnorm_jax.setup import validate_train
+  from resnorm_jax.setup import validate
 
   points = sweep_grid.load_grid(os.path.join(ROOT, grid))
   assert points, f"{grid} has no points"
   for point in points:
     _, resolved = sweep_grid.resolve(point, {}, None)
-    config = ConfigDict(resolved)
-    validate_train(config)
-    model_config_from(config, vocab_size=256, platform="cpu")
+    validate(ConfigDict(resolved), vocab_size=256, platform="cpu")
+
+
+@pytest.mark.parametrize(
+  "key, value, message",
+  [
+    ("model.norm", "layernrom", r"model.norm='layernrom'"),
+    ("train.steps", 0, r"train.steps=0 must be a positive integer"),
+    ("opt.schedule", "cosin", r"opt.schedule='cosin'.*constant, inverse_sqrt, cosine, linear"),
+    ("opt.warmup_steps", 1500, r"train.steps.*> opt.warmup_steps=1500 for the linear schedule"),
+  ],
+)
+def test_validate_refuses_a_bad_point_before_any_device(key, value, message):
+  """The shipped-grid check above calls `setup.validate`, the same function `setup.build`
+  starts with: a model, train or optimizer error in a grid point is caught there."""
+  from configs import base
+  from resnorm_jax import setup
+
+  config = base.get_config()
+  config.opt.schedule = "linear"  # so that warmup >= steps is refused
+  assert (
+    setup.validate(config, vocab_size=256, platform="cpu").num_layers == config.model.num_layers
+  )
+  section, name = key.split(".")
+  config[section][name] = value
+  with pytest.raises(ValueError, match=message):
+    setup.validate(config, vocab_size=256, platform="cpu")
