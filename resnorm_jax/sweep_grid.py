@@ -138,10 +138,13 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
 def resolve(point: Point, extra: Mapping[str, Any], max_steps: int | None):
   """(overrides to pass, the resolved config as config.json holds it) of a point.
 
-  Loads the config file the way experiments/train.py does, so a misspelt key, a wrong type
-  or a missing file is refused here, before any point runs.
+  Loads the config file the way experiments/train.py does and makes the device-free checks
+  a run makes (setup.validate), so a misspelt key, a wrong type, a missing file or a bad
+  value (model.norm='layernrom', train.steps=0) is refused here, before any point runs.
   """
   from ml_collections import ConfigDict
+
+  from resnorm_jax import setup
 
   path, _, arg = point.config.partition(":")
   try:
@@ -155,6 +158,7 @@ def resolve(point: Point, extra: Mapping[str, Any], max_steps: int | None):
     config.update_from_flattened_dict(overrides)
     if max_steps is not None and config.train.steps > max_steps:
       overrides["train.steps"] = config.train.steps = max_steps
+    setup.validate(config)
   except (OSError, ImportError, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
     raise ValueError(f"point {point.name} ({point.config}): {msg}") from None
