@@ -1,0 +1,116 @@
+"""Every number the docs quote to three decimals is in a data file the same section cites.
+
+docs/results.md and the README quote losses as 3.249; each section (a `## ` heading to the
+next) names the files its numbers come from (`docs/deepnet_panel/runs/results.csv`, a run
+folder, a glob such as `docs/runs/*_96L/`). Each such number must be the rounding of a value
+in a committed (git ls-files) csv, json, jsonl or txt file under one of the paths its section
+cites: a typo, a number from a run that was never committed, or a section that cites nothing
+fails here. It cannot tell that a number is quoted for the right run of the cited file.
+"""
+
+import fnmatch
+import math
+import os
+import re
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".txt")
+DOCS = ("README.md", "docs/results.md")
+NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?|-?\d+[eE][-+]?\d+")
+QUOTED = re.compile(r"(?<![\d.])\d+\.\d{3}(?![\d])")  # 3.249; not 1e-3, 2.5e-4 or 0.0625
+CITED = re.compile(r"docs/[\w./*{},-]+")
+
+
+def data_values(texts) -> set[float]:
+  """Every finite number in the texts (a file's contents each), rounded to 3 decimals."""
+  numbers = (float(t) for text in texts for t in NUMBER.findall(text))
+  return {round(x, 3) for x in numbers if math.isfinite(x)}
+
+
+def unbacked(text: str, values: set[float]) -> list[tuple[int, str]]:
+  """(line, number) of each 3-decimal number in `text` that no data value rounds to."""
+  return [
+    (text.count("\n", 0, m.start()) + 1, m.group())
+    for m in QUOTED.finditer(text)
+    if round(float(m.group()), 3) not in values
+  ]
+
+
+def _braces(pattern: str) -> list[str]:
+  """Shell brace expansion: docs/{a,b}/x -> docs/a/x, docs/b/x."""
+  m = re.search(r"\{([^{}]*)\}", pattern)
+  if not m:
+    return [pattern]
+  head, tail = pattern[: m.start()], pattern[m.end() :]
+  return [p for alt in m.group(1).split(",") for p in _braces(head + alt + tail)]
+
+
+def cited_files(text: str, files: list[str]) -> list[str]:
+  """The files (repository-relative) under the docs/ paths, folders or globs `text` cites."""
+  patterns = {p.rstrip(".,/") for c in CITED.findall(text) for p in _braces(c)}
+  return [
+    f
+    for f in files
+    if any(f == p or f.startswith(p + "/") or fnmatch.fnmatch(f, p + "*") for p in patterns)
+  ]
+
+
+def sections(text: str) -> list[tuple[int, str]]:
+  """(first line, text) of each part from one `## ` heading to the next (and the head)."""
+  out, line = [], 1
+  for part in re.split(r"\n(?=## )", text):
+    out.append((line, part))
+    line += part.count("\n") + 1
+  return out
+
+
+def unbacked_in_doc(text: str, files: list[str], read) -> list[tuple[int, str]]:
+  """(line, number) of each quoted number not in the data files its own section cites."""
+  out = []
+  for first, part in sections(text):
+    data = [f for f in cited_files(part, files) if f.endswith(DATA_SUFFIXES)]
+    values = data_values(read(f) for f in data)
+    out += [(first + line - 1, n) for line, n in unbacked(part, values)]
+  return out
+
+
+def test_the_check_finds_a_number_its_section_does_not_back():
+  files = ["docs/a/run1/summary.json", "docs/b/results.csv", "docs/b/curve.png"]
+  contents = {files[0]: '{"final_eval_loss": 3.24912, "lr": 1e-3}', files[1]: "x\n2.5081\nnan"}
+  doc = (
+    "# head\nno numbers\n\n## One\nstuck 3.249 (`docs/a/run1/`)\n\n"
+    "## Two\n2.508 and 3.249 (`docs/{b,c}/results.csv`)\n\n## Three\n2.508, cites nothing\n"
+  )
+  got = unbacked_in_doc(doc, files, contents.__getitem__)
+  assert got == [(8, "3.249"), (11, "2.508")]  # 3.249 is in a file Two does not cite
+  assert cited_files("(`docs/a/*/summary.json`).", files) == [files[0]]
+
+
+def _committed_files() -> list[str]:
+  try:
+    out = subprocess.run(
+      ["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+  except (OSError, subprocess.CalledProcessError) as e:
+    pytest.fail(f"git ls-files docs failed in {ROOT}: {e}")
+  return out.split()
+
+
+def _read(path: str) -> str:
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+    return f.read()
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_quoted_number_is_in_a_data_file_its_section_cites(doc):
+  files = _committed_files()
+  assert len(files) > 100, f"only {len(files)} committed files under docs/"
+  text = _read(doc)
+  assert QUOTED.search(text), f"{doc} quotes no 3-decimal number: the check reads nothing"
+  missing = unbacked_in_doc(text, files, _read)
+  assert not missing, (
+    f"{doc}: (line, number) in no committed data file that its section cites: {missing}"
+  )
