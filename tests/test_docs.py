@@ -4,8 +4,11 @@ docs/results.md and the README quote losses as 3.249; each section (a `## ` head
 next) names the files its numbers come from (`docs/deepnet_panel/runs/results.csv`, a run
 folder, a glob such as `docs/runs/*_96L/`). Each such number must be the rounding of a value
 in a committed (git ls-files) csv, json, jsonl or txt file under one of the paths its section
-cites: a typo, a number from a run that was never committed, or a section that cites nothing
-fails here. It cannot tell that a number is quoted for the right run of the cited file.
+cites: a typo, a misrounding (3.2455 quoted as 3.246), a number from a run that was never
+committed, or a section that cites nothing fails here. A curve (metrics.jsonl) counts only
+where its own run folder is cited: a sweep folder's hundreds of curve values would match
+almost any loss. It cannot tell that a number is quoted for the right run of a cited file.
+Generated tables (docs/*/results.md, boundary.md) are written from their csv by code.
 """
 
 import fnmatch
@@ -51,11 +54,17 @@ def _braces(pattern: str) -> list[str]:
 def cited_files(text: str, files: list[str]) -> list[str]:
   """The files (repository-relative) under the docs/ paths, folders or globs `text` cites."""
   patterns = {p.rstrip(".,/") for c in CITED.findall(text) for p in _braces(c)}
-  return [
-    f
-    for f in files
-    if any(f == p or f.startswith(p + "/") or fnmatch.fnmatch(f, p + "*") for p in patterns)
-  ]
+  return [f for f in files if any(_covers(p, f) for p in patterns)]
+
+
+def _covers(pattern: str, f: str) -> bool:
+  """A cited file, glob or folder covers `f`; a curve (*.jsonl, hundreds of values) only when
+  the folder of its own run is cited, not a sweep folder above it."""
+  if f == pattern or fnmatch.fnmatch(f, pattern):
+    return True
+  if f.endswith(".jsonl"):
+    return fnmatch.fnmatch(os.path.dirname(f), pattern)
+  return f.startswith(pattern + "/") or fnmatch.fnmatch(f, pattern + "*")
 
 
 def sections(text: str) -> list[tuple[int, str]]:
@@ -87,6 +96,10 @@ def test_the_check_finds_a_number_its_section_does_not_back():
   got = unbacked_in_doc(doc, files, contents.__getitem__)
   assert got == [(8, "3.249"), (11, "2.508")]  # 3.249 is in a file Two does not cite
   assert cited_files("(`docs/a/*/summary.json`).", files) == [files[0]]
+  curve = "docs/sweep/run1/metrics.jsonl"
+  assert cited_files("`docs/sweep/run1`", [curve]) == [curve]
+  assert cited_files("`docs/sweep/*`", [curve]) == [curve]
+  assert cited_files("`docs/sweep/`", [curve]) == []  # a sweep folder: not its curves
 
 
 def _committed_files() -> list[str]:
