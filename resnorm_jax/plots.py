@@ -160,6 +160,28 @@ def save_figure(fig, out: str) -> str:
   return out
 
 
+VERDICTS = ("trained", "stuck", "diverged")
+
+
+def boundary_points(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+  """The rows a boundary counts: runs with a verdict (trained, stuck, diverged) and an lr;
+  pending, interrupted and failed points are left out."""
+  return [r for r in rows if r.get("opt.lr") and r.get("num_layers") and r["outcome"] in VERDICTS]
+
+
+def write_rows(rows: Sequence[dict[str, str]], path: str) -> str:
+  """`rows` as one csv, the union of their columns in first-seen order; a symlink at `path`
+  is replaced by the file, never written through."""
+  columns = list(dict.fromkeys(k for r in rows for k in r))
+  if os.path.islink(path):
+    os.remove(path)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=columns or ["variant"], restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+  return path
+
+
 def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
   smallest lr above it that did not train (None when every lr tried above it trained).
@@ -167,10 +189,9 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   Rows may hold several seeds of a point (results.csv files concatenated): an lr trains when
   most of its runs trained, and `split_seeds` names the lrs where they disagree."""
   groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
-  for r in rows:
-    if r.get("opt.lr") and r["num_layers"] and r["outcome"] in ("trained", "stuck", "diverged"):
-      warmup = int(float(r.get("opt.warmup_steps") or 0))
-      groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
+  for r in boundary_points(rows):
+    warmup = int(float(r.get("opt.warmup_steps") or 0))
+    groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
   table = []
   for (variant, depth, warmup), members in sorted(groups.items()):
     by_lr: dict[float, list[str]] = {}
@@ -232,13 +253,18 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def plot_boundary(rows: Sequence[dict[str, str]], out: str, title: str = "") -> str:
+def plot_boundary(
+  rows: Sequence[dict[str, str]], out: str, title: str = "", points: str | None = None
+) -> str:
   """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv and
-  boundary.md (the same as a markdown table) beside it."""
+  boundary.md (the same as a markdown table) beside it, and at `points` (a csv path) every
+  run the table counts, all seeds in one file."""
   plt = pyplot()
   table = boundary_table(rows)
   folder = os.path.dirname(os.path.abspath(out))
   os.makedirs(folder, exist_ok=True)
+  if points:
+    write_rows(boundary_points(rows), points)
   with open(os.path.join(folder, "boundary.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
     writer.writeheader()

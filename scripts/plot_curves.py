@@ -12,7 +12,8 @@ status (trained, stuck, diverged, ...) and annotated with the final eval loss (t
 several runs share a cell, e.g. seeds). Boundary: the largest peak lr at which each variant
 trained, against depth, one line per variant (solid without warmup, dashed with), from a
 stability-boundary sweep's results.csv (several, comma-separated, for extra seeds: an lr trains
-when most of its seeds did); it also writes boundary.csv and boundary.md beside the figure.
+when most of its seeds did); it also writes boundary.csv, boundary.md and results.csv (every
+run it counted, all seeds; not when results.csv is one of the inputs) beside the figure.
 No JAX here.
 """
 
@@ -61,7 +62,13 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
       cli.fail(str(e))
     out = f.out or os.path.join(os.path.dirname(paths[0]), "boundary.png")
-    print(plot_boundary(rows, out, f.title))
+    # Every counted run of all the seeds in one table beside the figure, unless that file is
+    # one of the sweeps' own results.csv (then the figure sits in a sweep folder: left alone).
+    points = os.path.join(os.path.dirname(os.path.abspath(out)), "results.csv")
+    inputs = {os.path.abspath(p) for p in paths}
+    if os.path.abspath(points) in inputs:
+      points = None
+    print(plot_boundary(rows, out, f.title, points=points))
     return 0
   if bool(patterns) == bool(f.stability_map):
     cli.fail("give run folders (or globs) for curves, or --stability_map=results.csv; not both")

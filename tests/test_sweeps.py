@@ -1,6 +1,7 @@
 """Sweeps: grid points and their run state, job slots and running, collected results, the
 stability boundary table, and scripts/sweep.py end to end (a grid of tiny runs)."""
 
+import csv
 import json
 import math
 import os
@@ -396,6 +397,40 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
     for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
   ]
   assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)
+
+
+def test_boundary_cli_writes_every_seed_s_points_in_one_results_csv(tmp_path):
+  """--boundary=A,B writes results.csv beside the figure: the counted runs of both sweeps
+  (seed column kept); a symlink there is replaced, not written through; a figure inside a
+  sweep folder leaves that sweep's own results.csv alone."""
+  head = "name,variant,num_layers,seed,opt.lr,opt.warmup_steps,outcome,final_eval_loss\n"
+  seed0 = tmp_path / "runs" / "results.csv"
+  seed1 = tmp_path / "runs_seed1" / "results.csv"
+  for path, text in [
+    (seed0, "a,post,6,0,0.001,0,trained,2.5\nb,post,6,0,0.002,0,pending,\n"),
+    (seed1, "a,post,6,1,0.001,0,stuck,3.3\n"),
+  ]:
+    path.parent.mkdir()
+    path.write_text(head + text)
+  os.symlink(seed0, tmp_path / "results.csv")
+  before = seed0.read_text()
+
+  def boundary(out):
+    return subprocess.run(
+      [sys.executable, "scripts/plot_curves.py", f"--boundary={seed0},{seed1}", f"--out={out}"],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+    )
+
+  done = boundary(tmp_path / "boundary.png")
+  assert done.returncode == 0, done.stderr
+  assert not os.path.islink(tmp_path / "results.csv") and seed0.read_text() == before
+  with open(tmp_path / "results.csv", newline="") as f:
+    points = list(csv.DictReader(f))
+  assert [(p["seed"], p["outcome"]) for p in points] == [("0", "trained"), ("1", "stuck")]
+  assert boundary(seed0.parent / "boundary.png").returncode == 0
+  assert seed0.read_text() == before  # the figure in a sweep folder: its results.csv untouched
 
 
 SHIPPED_GRIDS = sorted(
