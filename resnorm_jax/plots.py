@@ -271,7 +271,7 @@ def plot_boundary(
     writer.writerows(table)
   with open(os.path.join(folder, "boundary.md"), "w") as f:
     f.write(boundary_markdown(table))
-  fig, ax = plt.subplots(figsize=(6.5, 4.5))
+  fig, ax = plt.subplots(figsize=(8.5, 4.8))
   lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
   for t in table:
     lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
@@ -279,11 +279,17 @@ def plot_boundary(
   lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
   floor = min(lrs) / 2 if lrs else 1e-5
   for (variant, warmup), pts in lines.items():
-    color = colors.setdefault(variant, f"C{len(colors) % 10}")
+    # tab10 then Dark2: 18 distinct colors (the default cycle repeats after 10 variants)
+    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
+    color = colors.setdefault(variant, palette[len(colors) % len(palette)])
     xs = [p["num_layers"] for p in pts]
-    # Lines that share values would hide each other: each variant is nudged up by 4% steps.
+    # Many variants train at every lr tried (">= the top lr"): those points would hide each
+    # other, so each variant's is nudged up by 4% steps. A boundary (a dot) is drawn exactly.
     nudge = 1.04 ** list(colors).index(variant)
-    ys = [(p["max_trained_lr"] or floor) * nudge for p in pts]
+    ys = [
+      floor if not p["max_trained_lr"] else p["max_trained_lr"] * (1 if p["bounded"] else nudge)
+      for p in pts
+    ]
     label = variant + (f" (warmup {warmup})" if warmup else "")
     ax.plot(xs, ys, "-" if not warmup else "--", color=color, label=label)
     for p, y in zip(pts, ys, strict=True):  # a filled dot: the boundary; an arrow: >= this lr
@@ -309,7 +315,7 @@ def plot_boundary(
   ax.minorticks_off()
   ax.set_yticks(lrs, [f"{lr:g}" for lr in lrs])
   ax.set_title(title or "stability boundary (Adam, constant lr; ^: trained at every lr tried)")
-  ax.legend(fontsize="small")
+  ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the lines
   fig.tight_layout()
   fig.savefig(out, dpi=120)
   plt.close(fig)
