@@ -278,9 +278,9 @@ def plot_boundary(
   colors: dict[str, Any] = {}
   lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
   floor = min(lrs) / 2 if lrs else 1e-5
+  # tab10 then Dark2: 18 distinct colors (the default cycle repeats after 10 variants)
+  palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
   for (variant, warmup), pts in lines.items():
-    # tab10 then Dark2: 18 distinct colors (the default cycle repeats after 10 variants)
-    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
     color = colors.setdefault(variant, palette[len(colors) % len(palette)])
     xs = [p["num_layers"] for p in pts]
     # Many variants train at every lr tried (">= the top lr"): those points would hide each

@@ -13,12 +13,14 @@ several runs share a cell, e.g. seeds). Boundary: the largest peak lr at which e
 trained, against depth, one line per variant (solid without warmup, dashed with), from a
 stability-boundary sweep's results.csv (several, comma-separated, for extra seeds: an lr trains
 when most of its seeds did); it also writes boundary.csv, boundary.md and results.csv (every
-run it counted, all seeds; not when results.csv is one of the inputs) beside the figure.
+run it counted, all seeds; not in a sweep folder, whose results.csv is the sweep's) beside the
+figure.
 No JAX here.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
@@ -62,11 +64,13 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
       cli.fail(str(e))
     out = f.out or os.path.join(os.path.dirname(paths[0]), "boundary.png")
-    # Every counted run of all the seeds in one table beside the figure, unless that file is
-    # one of the sweeps' own results.csv (then the figure sits in a sweep folder: left alone).
-    points = os.path.join(os.path.dirname(os.path.abspath(out)), "results.csv")
-    inputs = {os.path.abspath(p) for p in paths}
-    if os.path.abspath(points) in inputs:
+    # Every counted run of all the seeds in one table beside the figure, unless the figure
+    # sits in a sweep folder (one of the inputs', or any holding sweep points): a sweep's own
+    # results.csv is its collector's, left alone.
+    folder = os.path.dirname(os.path.abspath(out))
+    points = os.path.join(folder, "results.csv")
+    in_sweep = glob.glob(os.path.join(glob.escape(folder), "*", "sweep_point.json"))
+    if in_sweep or points in {os.path.abspath(p) for p in paths}:
       points = None
     print(plot_boundary(rows, out, f.title, points=points))
     return 0

@@ -431,6 +431,11 @@ def test_boundary_cli_writes_every_seed_s_points_in_one_results_csv(tmp_path):
   assert [(p["seed"], p["outcome"]) for p in points] == [("0", "trained"), ("1", "stuck")]
   assert boundary(seed0.parent / "boundary.png").returncode == 0
   assert seed0.read_text() == before  # the figure in a sweep folder: its results.csv untouched
+  (seed1.parent / "a").mkdir()  # a sweep folder that is not an input: known by its points
+  (seed1.parent / "a" / "sweep_point.json").write_text("{}")
+  seed1_before = seed1.read_text()
+  assert boundary(seed1.parent / "boundary.png").returncode == 0
+  assert seed1.read_text() == seed1_before
 
 
 SHIPPED_GRIDS = sorted(
