@@ -265,10 +265,7 @@ def plot_boundary(
   os.makedirs(folder, exist_ok=True)
   if points:
     write_rows(boundary_points(rows), points)
-  with open(os.path.join(folder, "boundary.csv"), "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["variant"])
-    writer.writeheader()
-    writer.writerows(table)
+  write_rows(table, os.path.join(folder, "boundary.csv"))
   with open(os.path.join(folder, "boundary.md"), "w") as f:
     f.write(boundary_markdown(table))
   fig, ax = plt.subplots(figsize=(8.5, 4.8))
