@@ -1,0 +1,55 @@
+"""Loss against learning rate over depth (Wortsman et al. 2023's method; docs/lr_sensitivity/).
+
+Each variant's configs/<variant>_96L.py at N layers with the CPU-scale settings (batch 16 x 128,
+Adam b2 0.98), constant lr from a grid in factors of 2 from 1.25e-4 to 3.2e-2, no warmup,
+1,000 steps, an eval every 50 steps (the escape step's resolution). Each point's final eval loss
+is one dot of a loss-vs-lr curve; a curve per variant, a panel per depth.
+
+Points are ordered by priority (seed 0 of the three main variants first, cheap depths first),
+and names carry every axis, so a filter picks a slice:
+
+  python scripts/sweep.py --grid=configs/sweeps/lr_sensitivity.py --jobs=auto \
+      --sweep_dir=docs/lr_sensitivity/runs --filter='-L(6|12)-.*-s0$'
+  python scripts/lr_sensitivity.py   # results.csv, sensitivity.csv, curves.png
+
+Constant lr and no warmup make a run's first K steps those of any longer run of the same point
+(batches are a function of seed and step), so a 1,000-step point extended to 3,000 steps is the
+budget test of the same cell (configs/sweeps/budget.py).
+
+Cost on one pinned core per 1,000 steps: ~2 min at 6 layers, 4 at 12, 9 at 24, 17 at 48.
+"""
+
+MAIN = ("postnorm", "prenorm", "deepnorm")
+MORE = ("sandwich", "dyt", "subln", "hyperconn")
+DEPTHS = (6, 12, 24, 48)
+LRS = tuple(1.25e-4 * 2**k for k in range(9))  # 1.25e-4 ... 3.2e-2
+SEEDS = (0, 1, 2)
+STEPS = 1000
+
+
+def _point(variant: str, n: int, lr: float, seed: int) -> dict:
+  return {
+    "name": f"{variant}-L{n}-lr{lr:g}-s{seed}",
+    "config": f"configs/{variant}_96L.py",
+    "overrides": {
+      "model.num_layers": n,
+      "opt.lr": lr,
+      "opt.warmup_steps": 0,
+      "opt.schedule": "constant",
+      "train.steps": STEPS,
+      "train.eval_every": 50,
+      "seed": seed,
+      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
+      "diag.per_layer": False,
+    },
+  }
+
+
+GRID = [
+  _point(v, n, lr, s)
+  for s in SEEDS
+  for variants in (MAIN, MORE)
+  for n in DEPTHS
+  for v in variants
+  for lr in LRS
+]
