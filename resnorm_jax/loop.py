@@ -24,7 +24,7 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, preemption, setup, unigram
+from resnorm_jax import admin, cli, escape, preemption, setup, unigram
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
@@ -401,6 +401,9 @@ def _run(
     "devices": extra["devices"],
   }
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
+  # When the eval loss left the plateau for good and when the run blew up, from the whole
+  # curve (metrics.jsonl holds every segment of a resumed or extended run).
+  summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
   if is_main:
     cli.write_json(os.path.join(workdir, "summary.json"), summary)
     hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome

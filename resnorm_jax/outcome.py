@@ -1,5 +1,6 @@
 """What a run's summary says about it: trained, stuck (learned nothing about context) or
-diverged. Pure Python, no JAX: the sweep collector imports it too.
+diverged at its budget (its last step), and from its curve when it escaped the plateau for
+good and when it diverged. Pure Python, no JAX: the sweep collector imports it too.
 
 The plateau a context-free model reaches on the eval loss is the held-out unigram
 cross-entropy (`heldout_unigram_entropy` in summary.json: the train split's token
@@ -11,7 +12,7 @@ without it are judged against `unigram_entropy`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # A run whose final eval loss is not at least this many nats below the held-out unigram
@@ -38,10 +39,12 @@ def baseline(summary: Mapping[str, Any]) -> float | None:
 
 
 def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) -> str:
-  """trained | stuck | diverged | interrupted | pending | unknown, from a summary.json.
+  """trained | stuck | diverged | interrupted | pending | unknown, from a summary.json: the
+  verdict at budget_steps (the run's last step, summary["steps"]), from its final eval loss.
 
-  Stuck: the final eval loss is not `margin` nats below the no-context baseline
-  (`baseline`), i.e. the model learned (almost) nothing about context; it is not a NaN.
+  Stuck: the final eval loss is not `margin` nats below the no-context baseline (`baseline`),
+  i.e. the model learned (almost) nothing about context by then; it is not a NaN. When the
+  run left the plateau for good, or blew up, over its whole curve: `curve_fields`.
   """
   if not summary:
     return "pending"
@@ -54,3 +57,96 @@ def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) ->
   if status != "completed" or not is_finite_number(loss) or plateau is None:
     return "unknown"
   return "stuck" if loss > plateau - margin else "trained"
+
+
+# Curves: when a run left the plateau for good, and when it blew up. `classify` is the verdict
+# at the run's budget (its last step); these say when, so "stuck" can be told from "slow".
+
+# A run has diverged once its train loss is non-finite, or once it rises more than this many
+# nats above ln(vocab_size), the loss of the uniform predictor, after it had come below ln(V)
+# (see `diverged_step`). One nat above uniform: the model puts on average e^-1 of the uniform
+# probability on the next token, confidently wrong, worse than knowing nothing. Of the 331 runs
+# committed under docs/ (none diverged), none rose back above ln(V) once below it (the highest
+# later train loss: 5.543 against ln 256 = 5.545), and on the stuck plateau (2.1-2.3 nats
+# below ln 256) the 10-step mean train loss moves a median 0.03 nats between logged steps, at
+# most 0.9: a healthy or stuck run does not cross the bound by noise.
+DIVERGED_MARGIN = 1.0
+
+
+def escape_step(
+  evals: Sequence[tuple[int, float]], baseline: float, margin: float = STUCK_MARGIN
+) -> int | None:
+  """The first eval step from which the eval loss stays `margin` nats below `baseline` at every
+  later eval to the end of the curve, else None (a non-finite loss is never below)."""
+  escaped = None
+  for step, loss in sorted(evals):
+    below = is_finite_number(loss) and loss <= baseline - margin
+    if not below:
+      escaped = None
+    elif escaped is None:
+      escaped = step
+  return escaped
+
+
+def divergence_bound(vocab_size: int, margin: float = DIVERGED_MARGIN) -> float:
+  """The train loss above which a run that had come below ln(vocab_size) has diverged."""
+  return math.log(vocab_size) + margin
+
+
+def diverged_step(
+  train_curve: Sequence[tuple[int, float]], bound: float, armed_below: float | None = None
+) -> int | None:
+  """The first logged step whose train loss is non-finite, or above `bound` after an earlier
+  logged loss came below `armed_below` (default: `bound`), else None.
+
+  Why armed: a run may start above the bound and fall through it (DeepNorm's and some Post-LN
+  runs' first logged loss is 6.2-7.8 nats, ln 256 = 5.55); only a rise after it came below
+  counts. Arming below ln(V) rather than at the bound leaves a nat between the two, so a run
+  hovering at the bound cannot flicker into "diverged". A spike that recovers still counts:
+  this is the first instability; the verdict at the budget (`classify`) says how it ended.
+  """
+  armed_below = bound if armed_below is None else armed_below
+  armed = False
+  for step, loss in sorted(train_curve):
+    if not is_finite_number(loss) or (armed and loss > bound):
+      return step
+    armed = armed or loss < armed_below
+  return None
+
+
+def _curve(records: Iterable[Mapping[str, Any]], key: str) -> list[tuple[int, float]]:
+  """(step, value) of `key` in metrics rows, by step; the last row of a step wins."""
+  points = {r["step"]: r[key] for r in records if key in r and isinstance(r.get("step"), int)}
+  return sorted(points.items())
+
+
+def curve_fields(
+  records: Sequence[Mapping[str, Any]],
+  summary: Mapping[str, Any],
+  vocab_size: int | None,
+  margin: float = STUCK_MARGIN,
+) -> dict[str, int | None]:
+  """{"escape_step", "diverged_step"} of a run from its metrics rows (metrics.jsonl) and
+  summary.
+
+  diverged_step: `diverged_step` of the train loss against `divergence_bound(vocab_size)`
+  (armed below ln(V); only non-finite losses count when vocab_size is unknown), else the
+  summary's last step when `classify` calls the run diverged (a status or a final eval loss
+  no curve point shows). escape_step: `escape_step` of the periodic eval curve (`eval/loss`,
+  not the end-of-run `eval/final_loss`) against the summary's `baseline`, counting only evals
+  after diverged_step: a run that blew up did not stay escaped, and one that recovered
+  escapes anew. The verdict (`classify`, the final eval loss at the run's last step) may
+  disagree with escape_step near the margin: the two use different eval sets.
+  """
+  train, evals = _curve(records, "train/loss"), _curve(records, "eval/loss")
+  if vocab_size:
+    bound, uniform = divergence_bound(vocab_size), math.log(vocab_size)
+    diverged = diverged_step(train, bound, armed_below=uniform)
+  else:
+    diverged = diverged_step(train, math.inf)
+  if diverged is None and classify(summary, margin) == "diverged":
+    diverged = summary.get("steps") or (train[-1][0] if train else None)
+  plateau = baseline(summary)
+  after = [(s, v) for s, v in evals if diverged is None or s > diverged]
+  escaped = None if plateau is None else escape_step(after, plateau, margin)
+  return {"escape_step": escaped, "diverged_step": diverged}

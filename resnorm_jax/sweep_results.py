@@ -1,6 +1,6 @@
-"""Sweep results: a row per run folder (its outcome, resolved depth and seed), over seeds, as
-results.csv, results.md and results_seeds.csv. The outcome per run is resnorm_jax/outcome.py's.
-No JAX here.
+"""Sweep results: a row per run folder (its outcome, resolved depth and seed, escape and
+divergence steps), over seeds, as results.csv, results.md and results_seeds.csv. The outcome
+per run is resnorm_jax/outcome.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from resnorm_jax.escape import stored_fields
 from resnorm_jax.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
 from resnorm_jax.sweep_grid import POINT_FILE, read_json
 
@@ -60,6 +61,8 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
     "best_eval_loss": summary.get("best_eval_loss"),
     "final_train_loss": summary.get("final_train_loss"),
     "steps": summary.get("steps"),
+    # when the eval loss left the plateau for good / the run blew up (outcome.curve_fields)
+    **stored_fields(workdir, summary),
     "wall_seconds": summary.get("wall_seconds"),
     "_index": point.get("index", 1 << 30),
     "_overrides": point.get("overrides", {}),
