@@ -4,9 +4,12 @@ sweep tables carry. No training: curves are written by hand."""
 import json
 import math
 import os
+import subprocess
+import sys
 
 from resnorm_jax import escape, outcome, sweep_results
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.3  # the no-context baseline of the fake runs
 
 
@@ -144,3 +147,29 @@ def test_results_tables_carry_escape_and_diverged_steps(tmp_path):
   header = open(csv_path).readline().strip().split(",")
   assert {"escape_step", "diverged_step", "outcome", "final_eval_loss"} <= set(header)
   assert "escape_step | diverged_step" in open(md_path).read()
+
+
+def test_rederive_escape_writes_summaries_and_a_table_once(tmp_path, read_csv):
+  rows = [{"step": 50, "train/loss": 3.5, "eval/loss": 3.4}]
+  rows += [{"step": 100, "train/loss": 2.5, "eval/loss": 2.6}]
+  _write_run(tmp_path / "docs" / "sweep" / "a", rows, {"steps": 100, "final_eval_loss": 2.6})
+  _write_run(tmp_path / "docs" / "skip" / "b", rows, {"steps": 100, "final_eval_loss": 2.6})
+  os.makedirs(tmp_path / "docs" / "sweep" / "pending")  # no summary yet: not a run folder
+  out = tmp_path / "escape.csv"
+  cmd = [sys.executable, os.path.join(ROOT, "scripts", "rederive_escape.py"), "docs"]
+  cmd += ["--exclude=docs/skip", f"--out={out}"]
+  first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+  assert "1 runs (1 summaries updated)" in first
+  summary_path = tmp_path / "docs" / "sweep" / "a" / "summary.json"
+  text = summary_path.read_text()
+  summary = json.loads(text)
+  assert summary["escape_step"] == 100 and summary["diverged_step"] is None
+  assert summary["final_eval_loss"] == 2.6 and summary["steps"] == 100  # the rest kept
+  assert text == json.dumps(summary, indent=2, sort_keys=True)  # cli.write_json's format
+  assert "escape_step" not in json.load(open(tmp_path / "docs" / "skip" / "b" / "summary.json"))
+  (row,) = read_csv(out)
+  assert row["escape_step"] == "100" and row["diverged_step"] == "" and row["outcome"] == "trained"
+  table = out.read_text()
+  again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+  assert "(0 summaries updated)" in again and "escaped after half their budget: 1" in again
+  assert summary_path.read_text() == text and out.read_text() == table
