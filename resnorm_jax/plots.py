@@ -10,9 +10,11 @@ import glob
 import json
 import math
 import os
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from resnorm_jax.escape import curve_path
 from resnorm_jax.writers import read_metrics
 
 STATUS_COLORS = {
@@ -26,16 +28,39 @@ STATUS_COLORS = {
 }
 
 
-# A run folder's curve: metrics.jsonl as the loop writes it, or the excerpt docs/runs/<run>/
-# keeps of a run whose full metrics.jsonl was too large to commit.
-CURVE_FILES = ("metrics.jsonl", "curve.jsonl")
+# One colour per variant in every figure (the main three first: Post-LN red, Pre-LN blue,
+# DeepNorm green); any 13 variants one figure shows together are told apart. Close relatives
+# share a hue (deepnorm_frozen a lighter green, postnorm_deepinit a lighter red).
+VARIANT_COLORS = {
+  "postnorm": "#d62728",
+  "prenorm": "#1f77b4",
+  "deepnorm": "#2ca02c",
+  "sandwich": "#9467bd",
+  "dyt": "#ff7f0e",
+  "subln": "#8c564b",
+  "hyperconn": "#e377c2",
+  "rezero": "#17becf",
+  "rmsnorm_prenorm": "#bcbd22",
+  "admin": "#7f7f7f",
+  "lnscale": "#e6ab02",
+  "mixln": "#000000",
+  "ngpt": "#1b9e77",
+  "batchnorm": "#d95f02",
+  "layerscale": "#aec7e8",
+  "noresidual": "#c49c94",
+  "parallel": "#f7b6d2",
+  "deepnorm_frozen": "#98df8a",
+  "postnorm_deepinit": "#ff9896",
+}
+# A variant not named above: a fixed colour from its name (the same in every figure and run).
+_OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 
 
-def _curve_file(run_dir: str) -> str | None:
-  for name in CURVE_FILES:
-    if os.path.isfile(os.path.join(run_dir, name)):
-      return os.path.join(run_dir, name)
-  return None
+def variant_color(name: str) -> str:
+  """The colour of a variant in every figure (VARIANT_COLORS, else fixed by its name)."""
+  if name in VARIANT_COLORS:
+    return VARIANT_COLORS[name]
+  return _OTHER_COLORS[zlib.crc32(name.encode()) % len(_OTHER_COLORS)]
 
 
 def expand_runs(patterns: Sequence[str]) -> list[str]:
@@ -44,7 +69,7 @@ def expand_runs(patterns: Sequence[str]) -> list[str]:
   for pattern in patterns:
     matches = sorted(glob.glob(os.path.expanduser(pattern))) or [pattern]
     for path in matches:
-      if _curve_file(path) and path not in runs:
+      if curve_path(path) and path not in runs:
         runs.append(path)
   return runs
 
@@ -55,7 +80,7 @@ def read_curves(run_dir: str) -> dict[str, Any]:
   'unigram' is the no-context baseline the verdict uses (held-out unigram cross-entropy),
   or the train split's unigram entropy for runs that predate it.
   """
-  records = read_metrics(_curve_file(run_dir) or os.path.join(run_dir, "metrics.jsonl"))
+  records = read_metrics(curve_path(run_dir) or os.path.join(run_dir, "metrics.jsonl"))
   curves: dict[str, Any] = {}
   for key, name in (("train/loss", "train"), ("eval/loss", "eval")):
     points = [(r["step"], r[key]) for r in records if key in r]
@@ -272,17 +297,15 @@ def plot_boundary(
   lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
   for t in table:
     lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
-  colors: dict[str, Any] = {}
+  variants = list(dict.fromkeys(variant for variant, _ in lines))
   lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
   floor = min(lrs) / 2 if lrs else 1e-5
-  # tab10 then Dark2: 18 distinct colors (the default cycle repeats after 10 variants)
-  palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
   for (variant, warmup), pts in lines.items():
-    color = colors.setdefault(variant, palette[len(colors) % len(palette)])
+    color = variant_color(variant)
     xs = [p["num_layers"] for p in pts]
     # Many variants train at every lr tried (">= the top lr"): those points would hide each
     # other, so each variant's is nudged up by 4% steps. A boundary (a dot) is drawn exactly.
-    nudge = 1.04 ** list(colors).index(variant)
+    nudge = 1.04 ** variants.index(variant)
     ys = [
       floor if not p["max_trained_lr"] else p["max_trained_lr"] * (1 if p["bounded"] else nudge)
       for p in pts
