@@ -1,0 +1,52 @@
+"""Loss against lr over depth, and LR sensitivity, of an lr sweep's finished runs.
+
+python scripts/lr_sensitivity.py [--runs=docs/lr_sensitivity/runs] [--out_dir=docs/lr_sensitivity]
+
+Reads every run folder of --runs (variant from its sweep_point.json's config, depth, lr, seed
+and budget from its config.json; running and interrupted points are left out, so a sweep still
+landing gives partial curves) and writes into --out_dir:
+  results.csv      a row per finished run: axes, final eval loss, baseline, capped loss,
+                   outcome, escape_step, diverged_step
+  sensitivity.csv  a row per (variant, depth): LR sensitivity (Wortsman et al. 2023: the mean
+                   over lrs of the seed-mean final eval loss capped at the baseline, minus its
+                   best), best lr and loss, boundary lr (the largest within 0.1 nats of the
+                   best); empty, with a note, for a curve of fewer than 5 lrs
+  curves.png       capped final eval loss against lr, a panel per depth, a line per variant
+  sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
+The rules are resnorm_jax/lr_sensitivity.py's. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from resnorm_jax import lr_sensitivity  # noqa: E402  (no JAX)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--runs", default=os.path.join("docs", "lr_sensitivity", "runs"))
+  parser.add_argument("--out_dir", default=os.path.join("docs", "lr_sensitivity"))
+  args = parser.parse_args()
+  if not os.path.isdir(args.runs):
+    sys.exit(f"no run folder at {args.runs}")
+  rows = lr_sensitivity.finished_rows(args.runs)
+  paths = lr_sensitivity.write_outputs(rows, args.out_dir)
+  table = lr_sensitivity.sensitivity_table(rows)
+  print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sensitivity.setting_title(rows)})")
+  for t in table:
+    value = t["lr_sensitivity"]
+    text = f"{value:.3f}, boundary lr {t['boundary_lr']}" if value is not None else t["note"]
+    print(f"  {t['variant']} {t['num_layers']} layers: {text}")
+  for path in paths.values():
+    print(path)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,142 @@
+"""LR sensitivity (Wortsman et al. 2023) of an lr sweep: the formula on a hand-computed curve,
+the boundary lr, and scripts/lr_sensitivity.py on a tiny tree of fake run folders."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from resnorm_jax import lr_sensitivity as lrs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASE = 3.2
+
+
+def fake_run(root, variant, depth, lr, seed, loss, status="completed", steps=100):
+  """A finished run folder as the sweep leaves it: sweep_point, config, summary, curve."""
+  run = os.path.join(root, f"{variant}-L{depth}-lr{lr:g}-s{seed}")
+  os.makedirs(run)
+  point = {"config": f"configs/{variant}_96L.py", "index": 0, "overrides": {"opt.lr": lr}}
+  config = {
+    "name": f"{variant}_96L",
+    "seed": seed,
+    "model": {"num_layers": depth, "vocab_size": 256},
+    "resolved_model": {"num_layers": depth, "vocab_size": 256},
+    "opt": {"lr": lr, "warmup_steps": 0, "schedule": "constant"},
+    "train": {"steps": steps},
+    "data": {"source": "stdlib", "path": ""},
+  }
+  summary = {
+    "status": status,
+    "steps": steps,
+    "final_eval_loss": loss,
+    "heldout_unigram_entropy": BASE,
+    "unigram_entropy": 3.25,
+  }
+  curve = [{"step": 50, "train/loss": 3.5, "eval/loss": 3.4}]
+  curve += [{"step": steps, "train/loss": loss, "eval/loss": loss}]
+  for name, obj in (
+    ("sweep_point.json", point),
+    ("config.json", config),
+    ("summary.json", summary),
+  ):
+    with open(os.path.join(run, name), "w") as f:
+      json.dump(obj, f)
+  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in curve)
+  return run
+
+
+def _row(lr, seed, loss, outcome="trained"):
+  row = {"opt.lr": lr, "seed": seed, "final_eval_loss": loss, "baseline": BASE, "outcome": outcome}
+  return {**row, "capped_loss": lrs.capped_loss(row)}
+
+
+def test_capped_loss():
+  assert lrs.capped_loss({"final_eval_loss": 2.0, "baseline": BASE}) == 2.0
+  assert lrs.capped_loss({"final_eval_loss": 3.9, "baseline": BASE}) == BASE  # above: the cap
+  assert lrs.capped_loss({"final_eval_loss": math.nan, "baseline": BASE}) == BASE
+  diverged = {"final_eval_loss": 2.0, "baseline": BASE, "outcome": "diverged"}
+  assert lrs.capped_loss(diverged) == BASE
+  assert lrs.capped_loss({"final_eval_loss": 2.0, "baseline": None}) is None
+
+
+def test_sensitivity_by_hand_with_a_capped_point_and_two_seeds():
+  rows = [
+    _row(1e-3, 0, 2.0),
+    _row(1e-3, 1, 2.2),  # seed mean 2.1
+    _row(2e-3, 0, 1.8),
+    _row(2e-3, 1, 2.0),  # 1.9, the best
+    _row(4e-3, 0, 3.9),  # capped at 3.2
+    _row(4e-3, 1, math.nan, "diverged"),  # counts as 3.2: mean 3.2
+  ]
+  curve = lrs.lr_curve(rows)
+  assert [p["lr"] for p in curve] == [1e-3, 2e-3, 4e-3]
+  assert [p["mean"] for p in curve] == pytest.approx([2.1, 1.9, 3.2])
+  # mean of (2.1, 1.9, 3.2) = 2.4, minus the best 1.9
+  assert lrs.sensitivity(curve) == pytest.approx(0.5)
+  assert curve[2]["diverged"] == [False, True]
+
+
+def test_boundary_lr_is_the_largest_lr_within_the_tolerance_of_the_best():
+  means = {1e-3: 2.5, 2e-3: 2.1, 4e-3: 2.0, 8e-3: 2.09, 1.6e-2: 2.3, 3.2e-2: 3.2}
+  curve = [{"lr": lr, "mean": m} for lr, m in means.items()]
+  assert lrs.boundary_lr(curve, BASE) == 8e-3  # 2.09 within 0.1 of 2.0; 2.3 is not
+  assert lrs.boundary_lr(curve, BASE, tolerance=0.3) == 1.6e-2
+  stuck = [{"lr": lr, "mean": m} for lr, m in ((1e-3, 3.15), (2e-3, 3.2))]
+  assert lrs.boundary_lr(stuck, BASE) is None  # nothing trained: no boundary
+
+
+def test_sensitivity_table_needs_five_lrs():
+  rows = [{**_row(lr, 0, 2.0 + lr), "variant": "v", "num_layers": 6} for lr in (1, 2, 3, 4)]
+  (short,) = lrs.sensitivity_table(rows)
+  assert short["lr_sensitivity"] is None and short["n_lrs"] == 4 and "not computed" in short["note"]
+  rows.append({**_row(5, 0, BASE + 1), "variant": "v", "num_layers": 6})
+  (full,) = lrs.sensitivity_table(rows)
+  # capped means 3.0, 4.0 -> 3.2 (capped) ... : (3 + 3.2 * 4) / 5 - 3.0
+  assert full["lr_sensitivity"] == pytest.approx((3.0 + 3.2 * 4) / 5 - 3.0)
+  assert full["best_lr"] == 1 and full["best_loss"] == pytest.approx(3.0)
+  assert full["boundary_lr"] == 1 and full["note"] == ""  # 3.2 is not within 0.1 of 3.0
+  stuck = [{**r, "capped_loss": 3.15} for r in rows]  # not 0.1 below the baseline anywhere
+  (none,) = lrs.sensitivity_table(stuck)
+  assert none["boundary_lr"] is None and none["note"] == "no lr trained"
+  assert none["lr_sensitivity"] == pytest.approx(0.0)
+
+
+def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
+  runs = tmp_path / "runs"
+  losses = {1e-3: 2.4, 2e-3: 2.2, 4e-3: 2.1, 8e-3: 2.15, 1.6e-2: 2.6, 3.2e-2: math.nan}
+  for lr, loss in losses.items():
+    for seed in (0, 1):
+      status = "diverged" if math.isnan(loss) else "completed"
+      fake_run(runs, "postnorm", 6, lr, seed, loss + 0.02 * seed, status)
+  for lr in (1e-3, 2e-3):  # a curve of two points: not computed
+    fake_run(runs, "prenorm", 12, lr, 0, 2.0)
+  os.makedirs(runs / "prenorm-L12-lr0.004-s0")  # a point not started yet
+  out = tmp_path / "out"
+  cmd = [sys.executable, os.path.join(ROOT, "scripts", "lr_sensitivity.py")]
+  proc = subprocess.run(
+    [*cmd, f"--runs={runs}", f"--out_dir={out}"], capture_output=True, text=True, check=True
+  )
+  assert "14 finished runs, 2 curves" in proc.stdout
+  assert sorted(os.listdir(out)) == [
+    "curves.png",
+    "results.csv",
+    "sensitivity.csv",
+    "sensitivity.png",
+  ]
+  results = read_csv(str(out / "results.csv"))
+  assert len(results) == 14 and results[0]["variant"] == "postnorm"
+  assert {"opt.lr", "seed", "train.steps", "escape_step", "diverged_step"} <= set(results[0])
+  nan_row = [r for r in results if r["opt.lr"] == "0.032"][0]
+  assert nan_row["outcome"] == "diverged" and nan_row["capped_loss"] == str(BASE)
+  table = {(r["variant"], r["num_layers"]): r for r in read_csv(str(out / "sensitivity.csv"))}
+  post = table[("postnorm", "6")]
+  means = [m + 0.01 for m in (2.4, 2.2, 2.1, 2.15, 2.6)] + [BASE]
+  assert float(post["lr_sensitivity"]) == pytest.approx(sum(means) / 6 - min(means))
+  assert float(post["boundary_lr"]) == 0.008 and float(post["best_lr"]) == 0.004
+  assert post["n_lrs"] == "6" and post["seeds"] == "0 1"
+  assert table[("prenorm", "12")]["lr_sensitivity"] == ""
