@@ -349,3 +349,90 @@ def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, 
   plot_curves(rows, paths["curves.png"])
   plot_sensitivity(table, paths["sensitivity.png"], f"LR sensitivity: {setting_title(rows)}")
   return paths
+
+
+# Budget runs: the same points run longer (configs/sweeps/lr_sensitivity.py's docstring), to
+# tell a run that is slow from one that is stuck: when, if ever, each seed escaped the plateau.
+BUDGET_COLUMNS = (
+  "name",
+  "variant",
+  "num_layers",
+  "lr",
+  "warmup",
+  "schedule",
+  "seed",
+  "steps",
+  "escape_step",
+  "final_eval_loss",
+  "baseline",
+  "outcome",
+  "diverged_step",
+)
+SETTING = ("variant", "num_layers", "lr", "warmup", "schedule")
+
+
+def budget_row(row: Mapping[str, Any]) -> Row:
+  """A results row (`result_row`) in the budget table's columns."""
+  renamed = {"lr": "opt.lr", "warmup": "opt.warmup_steps", "schedule": "opt.schedule"}
+  return {k: row.get(renamed.get(k, k)) for k in BUDGET_COLUMNS}
+
+
+def escaped_fraction(escape_steps: Sequence[int | None], steps: int) -> list[tuple[int, float]]:
+  """(step, fraction of the runs escaped by then) at 0, each escape step and `steps`: a step
+  function; a run that never escaped (None) counts in the total only."""
+  if not escape_steps:
+    return []
+  n = len(escape_steps)
+  done = sorted(s for s in escape_steps if s is not None)
+  points = [(0, 0.0)] + [(s, sum(d <= s for d in done) / n) for s in dict.fromkeys(done)]
+  return points + [(steps, len(done) / n)]
+
+
+def setting_label(setting: Sequence[Any]) -> str:
+  """A budget setting in words: 'postnorm, 24 layers, lr 1e-3, no warmup, constant'."""
+  variant, depth, lr, warmup, schedule = setting
+  warm = "no warmup" if not warmup else f"warmup {warmup:,}"
+  return f"{variant}, {depth} layers, lr {lr_label(float(lr))}, {warm}, {schedule}"
+
+
+def plot_survival(rows: Sequence[Mapping[str, Any]], out: str) -> str:
+  """Fraction of seeds escaped against step, a line per setting (its variant's colour, a dash
+  pattern per setting of one variant); a tick on the x axis at each run's budget."""
+  plt = pyplot()
+  groups: dict[tuple, list[Mapping[str, Any]]] = {}
+  for r in rows:
+    groups.setdefault(tuple(r[k] for k in SETTING), []).append(r)
+  order = {v: i for i, v in enumerate(variant_order(k[0] for k in groups))}
+  fig, ax = plt.subplots(figsize=(11, 5))
+  dashes = ("-", "--", ":", "-.")
+  seen: dict[str, int] = {}
+  for setting in sorted(groups, key=lambda k: (order[k[0]], *map(str, k[1:]))):
+    members = groups[setting]
+    steps = max(int(m["steps"] or 0) for m in members)
+    points = escaped_fraction([m["escape_step"] for m in members], steps)
+    style = dashes[seen.get(setting[0], 0) % len(dashes)]
+    seen[setting[0]] = seen.get(setting[0], 0) + 1
+    label = f"{setting_label(setting)} (n={len(members)})"
+    xs, ys = zip(*points, strict=True)
+    ax.step(xs, ys, where="post", ls=style, color=variant_color(setting[0]), label=label)
+  ax.set(xlabel="step", ylabel="fraction of seeds escaped", ylim=(-0.03, 1.03))
+  ax.set_title(
+    "Seeds escaped from the plateau, by step\n"
+    "(eval loss 0.1 nats below the no-context baseline from then to the end)"
+  )
+  ax.grid(alpha=0.3)
+  if groups:
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+  else:
+    ax.text(0.5, 0.5, "no finished budget run yet", ha="center", transform=ax.transAxes)
+  return save_figure(fig, out)
+
+
+def write_budget(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, str]:
+  """budget.csv and budget.png of finished budget runs' results rows."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {"csv": os.path.join(out_dir, "budget.csv"), "png": os.path.join(out_dir, "budget.png")}
+  table = [budget_row(r) for r in rows]
+  write_csv(table, BUDGET_COLUMNS, paths["csv"])
+  plot_survival(table, paths["png"])
+  return paths

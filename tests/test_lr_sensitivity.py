@@ -140,3 +140,49 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
   assert float(post["boundary_lr"]) == 0.008 and float(post["best_lr"]) == 0.004
   assert post["n_lrs"] == "6" and post["seeds"] == "0 1"
   assert table[("prenorm", "12")]["lr_sensitivity"] == ""
+
+
+def test_escaped_fraction_is_a_step_function_over_seeds():
+  assert lrs.escaped_fraction([300, None, 100, 300], 1000) == [
+    (0, 0.0),
+    (100, 0.25),
+    (300, 0.75),
+    (1000, 0.75),
+  ]
+  assert lrs.escaped_fraction([None, None], 500) == [(0, 0.0), (500, 0.0)]
+  assert lrs.escaped_fraction([], 500) == []
+
+
+def test_budget_script_on_a_tiny_run_tree(tmp_path, read_csv):
+  runs = tmp_path / "budget" / "runs"
+  for seed, escape_at in ((0, 200), (1, 400), (2, None)):
+    run = fake_run(runs, "postnorm", 24, 1e-3, seed, 2.5 if escape_at else 3.19, steps=600)
+    curve = [
+      {"step": s, "train/loss": 3.0, "eval/loss": 2.5 if escape_at and s >= escape_at else 3.3}
+      for s in range(100, 700, 100)
+    ]
+    with open(os.path.join(run, "metrics.jsonl"), "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in curve)
+  fake_run(runs, "prenorm", 24, 1e-3, 0, 2.0, steps=600)  # escapes at its last eval
+  script = os.path.join(ROOT, "scripts", "budget.py")
+  out = tmp_path / "out"
+  proc = subprocess.run(
+    [sys.executable, script, f"--runs={runs}", f"--out_dir={out}"],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
+  assert "4 finished runs, 3 escaped" in proc.stdout
+  assert sorted(os.listdir(out)) == ["budget.csv", "budget.png"]
+  rows = read_csv(out / "budget.csv")
+  assert [(r["variant"], r["seed"], r["escape_step"]) for r in rows] == [
+    ("postnorm", "0", "200"),
+    ("postnorm", "1", "400"),
+    ("postnorm", "2", ""),
+    ("prenorm", "0", "600"),
+  ]
+  assert rows[0]["lr"] == "0.001" and rows[0]["warmup"] == "0" and rows[0]["steps"] == "600"
+  missing = subprocess.run(
+    [sys.executable, script, f"--runs={tmp_path / 'none'}"], capture_output=True, text=True
+  )
+  assert missing.returncode != 0 and "have not started" in missing.stderr
