@@ -179,7 +179,7 @@ def sensitivity_table(rows: Sequence[Mapping[str, Any]], min_lrs: int = MIN_LRS)
       table.append(row)
       continue
     best = min(curve, key=lambda p: p["mean"])
-    cap = statistics.fmean(m["baseline"] for m in members)
+    cap = statistics.fmean(m["baseline"] for m in members if is_finite_number(m["baseline"]))
     row.update(
       lr_sensitivity=sensitivity(curve),
       best_lr=best["lr"],
