@@ -54,9 +54,10 @@ def _specs(state: nnx.State) -> PyTree:
   )
 
 
-def init_model(cfg: ModelConfig, seed: int) -> tuple[PyTree, PyTree]:
-  """(params, model_state) as pure dicts; a pure function of the seed (jit-able)."""
-  model = Transformer(cfg, rngs=nnx.Rngs(params=seed))
+def init_model(cfg: ModelConfig, seed: int | jax.Array) -> tuple[PyTree, PyTree]:
+  """(params, model_state) as pure dicts; a pure function of the seed (jit- and vmap-able:
+  the seed may be traced; `jax.random.key(seed)` is the key nnx.Rngs makes of an int)."""
+  model = Transformer(cfg, rngs=nnx.Rngs(params=jax.random.key(seed)))
   _, params, rest = nnx.split(model, nnx.Param, ...)
   return nnx.to_pure_dict(params), nnx.to_pure_dict(rest)
 

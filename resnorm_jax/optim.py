@@ -46,10 +46,16 @@ def _validate(opt_cfg: Any) -> None:
   param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
 
 
-def make_schedule(opt_cfg: Any, total_steps: int) -> optax.Schedule:
-  """Learning rate per step: linear warmup to `opt.lr`, then the named schedule."""
+def make_schedule(
+  opt_cfg: Any, total_steps: int, lr: float | jax.Array | None = None
+) -> optax.Schedule:
+  """Learning rate per step: linear warmup to `opt.lr`, then the named schedule.
+
+  `lr` (default `opt.lr`) replaces the peak and may be a traced scalar: the schedule's shape
+  stays the config's, so one program can train several peak lrs at once (jax.vmap over lr).
+  """
   _validate(opt_cfg)
-  lr = float(opt_cfg.lr)
+  lr = float(opt_cfg.lr) if lr is None else lr
   warmup = int(opt_cfg.warmup_steps)
   name = opt_cfg.schedule
   if name in ("cosine", "linear"):
@@ -94,14 +100,19 @@ def decay_mask(params: Any) -> Any:
 
 
 def make_optimizer(
-  opt_cfg: Any, total_steps: int, model_def: Any = None
+  opt_cfg: Any,
+  total_steps: int,
+  model_def: Any = None,
+  lr: float | jax.Array | None = None,
 ) -> optax.GradientTransformation:
   """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
 
   `model_def` (model_def.ModelDef): with model.residual=ngpt, the weights are put back on the
   unit sphere after the step (ngpt.hypersphere_projection); an nGPT model needs it passed.
+  `lr`: the peak lr instead of `opt.lr`, possibly traced (`make_schedule`). The optimizer's
+  state does not depend on it, so states made with any lr fit.
   """
-  schedule = make_schedule(opt_cfg, total_steps)  # validates opt_cfg
+  schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
   wd = float(opt_cfg.weight_decay)
   parts = []
   if opt_cfg.clip_norm > 0:
