@@ -102,7 +102,17 @@ class Attention(nnx.Module):
       ctx_BxTxHxK = jax.nn.dot_product_attention(
         q, k, v, scale=self.softmax_scale, is_causal=True, implementation=self.implementation
       )
-      return self.out(ctx_BxTxHxK.reshape(b, t, d))
+    else:
+      ctx_BxTxHxK = self._dense_context(q, k, v)
+    # One tail for every implementation: Sub-LN's norm is part of the model, not of a path.
+    ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
+    if self.sub_norm is not None:
+      ctx_BxTxD = self.sub_norm(ctx_BxTxD)
+    return self.out(ctx_BxTxD)
+
+  def _dense_context(self, q, k, v) -> jax.Array:
+    """softmax(Q K^T * scale + causal mask) V as einsums: [B, T, H, K]."""
+    t = q.shape[1]
     # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
     # XLA:CPU lays the AV product out as (P V)^T, a slow transposed matmul (measured in
     # docs/benchmarks.md, section 1b).
@@ -112,8 +122,4 @@ class Attention(nnx.Module):
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     probs = softmax(scores_BxHxTxS).astype(v.dtype)
-    ctx_BxTxHxK = jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)
-    ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
-    if self.sub_norm is not None:
-      ctx_BxTxD = self.sub_norm(ctx_BxTxD)
-    return self.out(ctx_BxTxD)
+    return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)

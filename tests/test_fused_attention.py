@@ -53,6 +53,7 @@ PLACEMENTS = [
   dict(norm_position="peri"),
   dict(norm_position="pre", block="parallel"),
   dict(norm_position="post", position="rope", qk_norm=True),
+  dict(norm_position="subln"),  # Sub-LN's norm sits between the context and the projection
 ]
 
 
