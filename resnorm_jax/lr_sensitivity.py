@@ -19,6 +19,7 @@ from typing import Any
 
 from resnorm_jax.outcome import STUCK_MARGIN, is_finite_number
 from resnorm_jax.plots import VARIANT_COLORS, pyplot, save_figure, variant_color
+from resnorm_jax.sweep_grid import POINT_FILE, read_json
 from resnorm_jax.sweep_results import run_row
 
 Row = dict[str, Any]
@@ -114,6 +115,17 @@ def finished_rows(runs_dir: str) -> list[Row]:
   return sorted(rows, key=lambda r: (r["variant"], r["num_layers"], r["opt.lr"], r["seed"]))
 
 
+def grid_lrs(runs_dir: str) -> list[float]:
+  """Every lr of the sweep's points (sweep_point.json), run or not, ascending."""
+  lrs = set()
+  for name in os.listdir(runs_dir):
+    point = read_json(os.path.join(runs_dir, name, POINT_FILE)) or {}
+    lr = (point.get("overrides") or {}).get("opt.lr")
+    if is_finite_number(lr):
+      lrs.add(float(lr))
+  return sorted(lrs)
+
+
 def lr_curve(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
   """Per lr (ascending) of one curve: the capped losses of its seeds and their mean."""
   by_lr: dict[float, list[Mapping[str, Any]]] = {}
@@ -152,9 +164,12 @@ def boundary_lr(
   return max(p["lr"] for p in curve if p["mean"] <= best + tolerance)
 
 
-def sensitivity_table(rows: Sequence[Mapping[str, Any]], min_lrs: int = MIN_LRS) -> list[Row]:
+def sensitivity_table(
+  rows: Sequence[Mapping[str, Any]], min_lrs: int = MIN_LRS, grid: Sequence[float] = ()
+) -> list[Row]:
   """A row per (variant, depth): LR sensitivity, best lr and loss, boundary lr; left empty,
-  with a note, for a curve of fewer than `min_lrs` lrs."""
+  with a note, for a curve of fewer than `min_lrs` lrs; a curve missing some of the `grid`'s
+  lrs (not run yet) is noted as partial: its mean is over the lrs it has."""
   groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
   for r in rows:
     groups.setdefault((r["variant"], int(r["num_layers"])), []).append(r)
@@ -186,8 +201,9 @@ def sensitivity_table(rows: Sequence[Mapping[str, Any]], min_lrs: int = MIN_LRS)
       best_loss=best["mean"],
       boundary_lr=boundary_lr(curve, cap),
     )
-    if row["boundary_lr"] is None:
-      row["note"] = "no lr trained"
+    missing = [lr for lr in grid if lr not in {p["lr"] for p in curve}]
+    notes = [f"partial: {len(curve)} of {len(curve) + len(missing)} lrs"] if missing else []
+    row["note"] = "; ".join(notes + (["no lr trained"] if row["boundary_lr"] is None else []))
     table.append(row)
   return table
 
@@ -282,6 +298,9 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
     color = variant_color(variant)
     xs = [t["num_layers"] for t in pts]
     left.plot(xs, [t["lr_sensitivity"] for t in pts], "-o", color=color, label=variant)
+    partial = [t for t in pts if t["note"].startswith("partial")]  # open: lrs still to run
+    for t in partial:
+      left.plot(t["num_layers"], t["lr_sensitivity"], "o", color=color, mfc="white", ms=7)
     # Several variants often share an lr of the grid: each is shifted sideways by 2% of its
     # depth so none hides another; the lr (the y value) is drawn exactly.
     shift = 1.02 ** (i - (len(variants) - 1) / 2)
@@ -306,6 +325,9 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
     ax.minorticks_off()
     ax.grid(alpha=0.3)
   right.plot([], [], ":s", mfc="white", color="0.35", label="best lr (dotted)")
+  if any(t["note"].startswith("partial") for t in done):
+    left.plot([], [], "o", color="0.35", mfc="white", label="partial curve (lrs to run)")
+    left.legend(fontsize="small")
   if not done:
     left.text(
       0.5, 0.5, f"no curve with >= {MIN_LRS} lrs yet", ha="center", transform=left.transAxes
@@ -338,9 +360,12 @@ def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: s
   return path
 
 
-def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, str]:
-  """results.csv, sensitivity.csv, curves.png and sensitivity.png of finished runs' rows."""
-  table = sensitivity_table(rows)
+def write_outputs(
+  rows: Sequence[Mapping[str, Any]], out_dir: str, grid: Sequence[float] = ()
+) -> dict[str, str]:
+  """results.csv, sensitivity.csv, curves.png and sensitivity.png of finished runs' rows
+  (`grid`: the sweep's lrs, to note partial curves)."""
+  table = sensitivity_table(rows, grid=grid)
   os.makedirs(out_dir, exist_ok=True)
   names = ("results.csv", "sensitivity.csv", "curves.png", "sensitivity.png")
   paths = {name: os.path.join(out_dir, name) for name in names}

@@ -10,7 +10,8 @@ landing gives partial curves) and writes into --out_dir:
   sensitivity.csv  a row per (variant, depth): LR sensitivity (Wortsman et al. 2023: the mean
                    over lrs of the seed-mean final eval loss capped at the baseline, minus its
                    best), best lr and loss, boundary lr (the largest within 0.1 nats of the
-                   best); empty, with a note, for a curve of fewer than 5 lrs
+                   best); empty, with a note, for a curve of fewer than 5 lrs; a curve
+                   missing some of the sweep's lrs is noted as partial
   curves.png       capped final eval loss against lr, a panel per depth, a line per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
 The rules are resnorm_jax/lr_sensitivity.py's. No JAX here.
@@ -37,12 +38,14 @@ def main() -> None:
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs}")
   rows = lr_sensitivity.finished_rows(args.runs)
-  paths = lr_sensitivity.write_outputs(rows, args.out_dir)
-  table = lr_sensitivity.sensitivity_table(rows)
+  grid = lr_sensitivity.grid_lrs(args.runs)
+  paths = lr_sensitivity.write_outputs(rows, args.out_dir, grid)
+  table = lr_sensitivity.sensitivity_table(rows, grid=grid)
   print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sensitivity.setting_title(rows)})")
   for t in table:
     value = t["lr_sensitivity"]
-    text = f"{value:.3f}, boundary lr {t['boundary_lr']}" if value is not None else t["note"]
+    text = f"{value:.3f}, boundary lr {t['boundary_lr']}" if value is not None else ""
+    text = "; ".join(x for x in (text, t["note"]) if x)
     print(f"  {t['variant']} {t['num_layers']} layers: {text}")
   for path in paths.values():
     print(path)

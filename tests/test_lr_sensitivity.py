@@ -115,7 +115,9 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
       fake_run(runs, "postnorm", 6, lr, seed, loss + 0.02 * seed, status)
   for lr in (1e-3, 2e-3):  # a curve of two points: not computed
     fake_run(runs, "prenorm", 12, lr, 0, 2.0)
-  os.makedirs(runs / "prenorm-L12-lr0.004-s0")  # a point not started yet
+  os.makedirs(runs / "prenorm-L12-lr0.064-s0")  # a point not run yet: its lr is in the grid
+  with open(runs / "prenorm-L12-lr0.064-s0" / "sweep_point.json", "w") as f:
+    json.dump({"config": "configs/prenorm_96L.py", "overrides": {"opt.lr": 0.064}}, f)
   out = tmp_path / "out"
   cmd = [sys.executable, os.path.join(ROOT, "scripts", "lr_sensitivity.py")]
   proc = subprocess.run(
@@ -138,7 +140,7 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
   means = [m + 0.01 for m in (2.4, 2.2, 2.1, 2.15, 2.6)] + [BASE]
   assert float(post["lr_sensitivity"]) == pytest.approx(sum(means) / 6 - min(means))
   assert float(post["boundary_lr"]) == 0.008 and float(post["best_lr"]) == 0.004
-  assert post["n_lrs"] == "6" and post["seeds"] == "0 1"
+  assert post["n_lrs"] == "6" and post["seeds"] == "0 1" and post["note"] == "partial: 6 of 7 lrs"
   assert table[("prenorm", "12")]["lr_sensitivity"] == ""
 
 
