@@ -97,6 +97,9 @@ def get_config() -> config_dict.ConfigDict:
   d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
   d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
   d.allow_stdlib = True  # false (the :paper scale): data.source=stdlib is refused
+  # random: window starts drawn with replacement (every committed CPU result) | epoch: each
+  # epoch a fresh order of non-overlapping windows, every token seen once per epoch
+  d.sampling = "random"
 
   mesh = c.mesh = config_dict.ConfigDict()
   mesh.data = -1  # data-parallel axis size; -1: the rest of the devices

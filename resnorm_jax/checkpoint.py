@@ -43,6 +43,7 @@ FROZEN_KEYS = (
   "seed",
   "data.source",
   "data.path",
+  "data.sampling",
   "data_fingerprint",  # a prepared token folder's manifest fingerprint (loop.py adds it)
   "train.batch_size",
   "train.seq_len",
@@ -57,6 +58,7 @@ ADDED_KEYS: dict[str, Any] = {
   "model.attention": "dense",
   "model.ngpt_alpha_init": 0.05,  # nGPT (issue 18)
   "data_fingerprint": None,
+  "data.sampling": "random",  # every run before the epoch sampler drew windows at random
 }
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"

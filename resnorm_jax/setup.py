@@ -76,6 +76,9 @@ def validate(
   """
   mcfg = model_config_from(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
+  sampling = config.data.get("sampling", "random")
+  if sampling not in batches_lib.SAMPLERS:
+    raise ValueError(f"data.sampling={sampling!r} is not one of {', '.join(batches_lib.SAMPLERS)}")
   optim.make_schedule(config.opt, schedule_steps or config.train.steps)  # checks every opt.*
   return mcfg
 
@@ -238,6 +241,7 @@ class Batches:
       step=step,
       batch_size=t.batch_size,
       seq_len=t.seq_len,
+      sampling=self.config.data.get("sampling", "random"),
       **_process(),
     )
     return self._place(rows)
