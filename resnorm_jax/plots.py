@@ -10,11 +10,13 @@ import glob
 import json
 import math
 import os
+import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.escape import curve_path
+from resnorm_jax.outcome import STUCK_MARGIN, is_finite_number
 from resnorm_jax.writers import read_metrics
 
 STATUS_COLORS = {
@@ -176,10 +178,12 @@ def plot_stability_map(rows: Sequence[dict[str, str]], out: str, title: str = ""
   return save_figure(fig, out)
 
 
-def save_figure(fig, out: str) -> str:
-  """Writes `fig` to `out` (its folder created), closes it; returns `out`."""
+def save_figure(fig, out: str, tight: bool = True) -> str:
+  """Writes `fig` to `out` (its folder created; laid out tight unless already), closes it;
+  returns `out`."""
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-  fig.tight_layout()
+  if tight:
+    fig.tight_layout()
   fig.savefig(out, dpi=120)
   pyplot().close(fig)
   return out
@@ -340,3 +344,255 @@ def plot_boundary(
   fig.savefig(out, dpi=120)
   plt.close(fig)
   return out
+
+
+# Configs named for an experiment rather than a variant, drawn in their variant's colour.
+VARIANT_ALIASES = {"xiong_rescue": "postnorm"}
+VARIANT_LABELS = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
+SEED_STYLES = ("-", "--", ":", "-.")  # seed 0, 1, 2, 3 (then again)
+_SEED_SUFFIX = re.compile(r"-s(?:eed)?\d+$")
+
+
+def corpus_name(data: Mapping[str, Any] | None) -> str:
+  """A short name of a run's corpus from its config's data block (for titles)."""
+  data = data or {}
+  if data.get("source", "stdlib") != "text":
+    return str(data.get("source") or "stdlib")
+  path = str(data.get("path", ""))
+  if "tinyshakespeare" in path:
+    return "tiny Shakespeare"
+  if "vim" in path:
+    return "Vim help"
+  parts = [p for p in path.split("/") if p and not any(ch in p for ch in "*?[")]
+  return parts[-1] if parts else path
+
+
+def run_record(run_dir: str) -> dict[str, Any]:
+  """A run folder as the per-seed figures need it: variant (its colour's), depth, seed, corpus,
+  lr, warmup, budget (steps), outcome, escape_step, baseline, the train curve, the periodic
+  eval curve and the end-of-run eval (`final`: (step, loss), the summary's final_eval_loss at
+  its last step). Older loops logged the end-of-run eval as the last `eval/loss`: that point
+  is the final eval, not a periodic one, and is left out of `eval`."""
+  from resnorm_jax.sweep_results import run_row
+
+  row = run_row(run_dir)
+  config, curves = row["_config"], read_curves(run_dir)
+  steps, final_loss = row["steps"], row["final_eval_loss"]
+  eval_steps, eval_losses = curves["eval"]
+  if not steps:
+    steps = max([*eval_steps, *curves["train"][0]], default=0)
+  periodic = [
+    (s, x)
+    for s, x in zip(eval_steps, eval_losses, strict=True)
+    if not (s == steps and final_loss is not None and abs(x - final_loss) < 1e-6)
+  ]
+  opt = config.get("opt", {})
+  return {
+    "name": row["name"],
+    "variant": VARIANT_ALIASES.get(row["variant"], row["variant"]),
+    "num_layers": row["num_layers"],
+    "seed": row["seed"] if row["seed"] is not None else 0,
+    "corpus": corpus_name(config.get("data")),
+    "lr": opt.get("lr"),
+    "warmup": opt.get("warmup_steps") or 0,
+    "steps": steps,
+    "outcome": row["outcome"],
+    "escape_step": row.get("escape_step"),
+    "baseline": row["baseline"] if row["baseline"] is not None else curves["unigram"],
+    "train": curves["train"],
+    "eval": ([s for s, _ in periodic], [x for _, x in periodic]),
+    "final": (steps, final_loss) if is_finite_number(final_loss) else None,
+  }
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+  seeds = sorted(set(seeds))
+  return f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(map(str, seeds))
+
+
+def _label(variant: str) -> str:
+  return VARIANT_LABELS.get(variant, variant)
+
+
+def _baseline_lines(ax, baseline: float | None) -> None:
+  """The no-context loss (dashed) and the trained/escape threshold 0.1 below it (dotted)."""
+  if baseline is None:
+    return
+  ax.axhline(baseline, ls="--", lw=1, color="0.25")
+  ax.axhline(baseline - STUCK_MARGIN, ls=":", lw=1, color="0.45")
+
+
+def _baseline_handles() -> list[Any]:
+  from matplotlib.lines import Line2D
+
+  return [
+    Line2D([], [], ls="--", lw=1, color="0.25", label="no-context loss (held-out unigram)"),
+    Line2D(
+      [],
+      [],
+      ls=":",
+      lw=1,
+      color="0.45",
+      label=f"{STUCK_MARGIN:g} nats below it (trained / escaped under it)",
+    ),
+  ]
+
+
+def _panels(records: Sequence[dict[str, Any]], by: str) -> dict[Any, list[dict[str, Any]]]:
+  """Records grouped into panels: by corpus, by depth, or by (corpus, depth)."""
+  keys = {
+    "corpus": lambda r: r["corpus"],
+    "layers": lambda r: r["num_layers"],
+    "corpus_layers": lambda r: (r["corpus"], r["num_layers"]),
+  }
+  if by not in keys:
+    raise ValueError(f"panels={by!r}: one of {sorted(keys)}")
+  out: dict[Any, list[dict[str, Any]]] = {}
+  for r in records:
+    out.setdefault(keys[by](r), []).append(r)
+  return out
+
+
+def _subplots(n: int, cols: int | None = None):
+  """A figure of n panels sharing y, `cols` (default up to 3) a row; y labelled on the left."""
+  plt = pyplot()
+  cols = cols or min(n, 3)
+  rows = -(-n // cols)
+  fig, axes = plt.subplots(
+    rows, cols, figsize=(5.2 * cols, 4.2 * rows + 0.8), sharey=True, squeeze=False
+  )
+  for ax in axes.flat[n:]:
+    ax.set_visible(False)
+  for ax in axes[:, 0]:
+    ax.set_ylabel("eval loss (nats/byte)")
+  return fig, list(axes.flat[:n])
+
+
+def _arm_label(group: Sequence[dict[str, Any]]) -> str:
+  """'Post-LN, lr 0.001, 1,000 warmup steps: escaped at step 500 on 3 of 3 seeds'."""
+  r = group[0]
+  warm = f"{r['warmup']:,} warmup steps" if r["warmup"] else "no warmup"
+  escaped = sorted({g["escape_step"] for g in group if g["escape_step"] is not None})
+  n = sum(g["escape_step"] is not None for g in group)
+  if not n:
+    fate = f"never escaped in {r['steps']:,} steps ({_seeds_text([g['seed'] for g in group])})"
+  else:
+    at = "/".join(f"{s:,}" for s in escaped)
+    fate = f"escaped at step {at} on {n} of {len(group)} seeds"
+  return f"{_label(r['variant'])}, lr {r['lr']:g}, {warm}: {fate}"
+
+
+def plot_seed_bands(run_dirs: Sequence[str], out: str, title: str = "", panels="corpus") -> str:
+  """One panel per corpus (or depth); in each, the runs that differ only in their seed (the
+  run folder's name without its -s<seed> suffix) drawn as one arm: the periodic eval loss's
+  mean over seeds (line) and its min-max (band), every seed's end-of-run eval (diamonds at
+  the last step), the no-context loss (dashed) and 0.1 below it (dotted). One colour per
+  variant; arms of one variant told apart by line style."""
+  records = [run_record(r) for r in run_dirs]
+  groups = _panels(records, panels)
+  fig, axes = _subplots(len(groups), cols=len(groups) if len(groups) <= 3 else 2)
+  for ax, members in zip(axes, groups.values(), strict=True):
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for r in members:
+      arms.setdefault(_SEED_SUFFIX.sub("", r["name"]), []).append(r)
+    styles: dict[str, int] = {}
+    for arm in arms.values():
+      color = variant_color(arm[0]["variant"])
+      style = SEED_STYLES[styles.setdefault(arm[0]["variant"], 0) % len(SEED_STYLES)]
+      styles[arm[0]["variant"]] += 1
+      steps = sorted(set.intersection(*(set(r["eval"][0]) for r in arm)))
+      by_step = [[dict(zip(*r["eval"], strict=True))[s] for r in arm] for s in steps]
+      mean = [sum(v) / len(v) for v in by_step]
+      ax.fill_between(
+        steps, [min(v) for v in by_step], [max(v) for v in by_step], color=color, alpha=0.2, lw=0
+      )
+      ax.plot(steps, mean, style, marker="o", ms=4, lw=1.6, color=color, label=_arm_label(arm))
+      finals = [r["final"] for r in arm if r["final"]]
+      ax.plot(
+        [s for s, _ in finals], [x for _, x in finals], "D", ms=5, color=color, mfc="white", mew=1.3
+      )
+    _baseline_lines(ax, members[0]["baseline"])
+    r = members[0]
+    ax.set_title(
+      f"{r['corpus']}: {r['num_layers']} layers, {r['steps']:,} steps, "
+      f"{_seeds_text([m['seed'] for m in members])}",
+      fontsize="medium",
+    )
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small", loc="center right")
+  from matplotlib.lines import Line2D
+
+  final = Line2D(
+    [],
+    [],
+    ls="",
+    marker="D",
+    mfc="white",
+    color="0.3",
+    label="end-of-run eval (16k tokens), one per seed",
+  )
+  band = Line2D(
+    [], [], color="0.3", marker="o", label="periodic eval: mean, band min-max over seeds"
+  )
+  fig.legend(
+    handles=[band, final, *_baseline_handles()],
+    loc="lower center",
+    ncol=2,
+    fontsize="small",
+    frameon=False,
+  )
+  fig.suptitle(title or "eval loss over seeds", fontsize="large")
+  fig.tight_layout(rect=(0, 0.1, 1, 1))
+  return save_figure(fig, out, tight=False)
+
+
+def _panel_title(members: Sequence[dict[str, Any]]) -> str:
+  """'stdlib, 18 layers: Post-LN seeds 0, 1, 2; Pre-LN seed 0; ...'."""
+  r = members[0]
+  seeds: dict[str, list[int]] = {}
+  for m in members:
+    seeds.setdefault(m["variant"], []).append(m["seed"])
+  per = "; ".join(f"{_label(v)} {_seeds_text(s)}" for v, s in seeds.items())
+  return f"{r['corpus']}, {r['num_layers']} layers\n{per}"
+
+
+def plot_seed_lines(
+  run_dirs: Sequence[str], out: str, title: str = "", panels="corpus_layers"
+) -> str:
+  """One panel per (corpus, depth); in each, every run's periodic eval loss as its own line
+  (its variant's colour, its seed's line style) and its end-of-run eval as a star at its last
+  step, with the no-context loss (dashed) and 0.1 below it (dotted)."""
+  from matplotlib.lines import Line2D
+
+  records = [run_record(r) for r in run_dirs]
+  groups = _panels(records, panels)
+  fig, axes = _subplots(len(groups), cols=2 if len(groups) == 4 else None)
+  variants: list[str] = []
+  seeds: set[int] = set()
+  for ax, members in zip(axes, groups.values(), strict=True):
+    for r in members:
+      color, style = variant_color(r["variant"]), SEED_STYLES[r["seed"] % len(SEED_STYLES)]
+      variants += [r["variant"]] if r["variant"] not in variants else []
+      seeds.add(r["seed"])
+      ax.plot(*r["eval"], style, marker="o", ms=3, lw=1.4, color=color)
+      if r["final"]:
+        ax.plot(*r["final"], "*", ms=11, color=color, mec="black", mew=0.5)
+    _baseline_lines(ax, members[0]["baseline"])
+    ax.set_title(_panel_title(members), fontsize="medium")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+  handles = [Line2D([], [], color=variant_color(v), lw=2, label=_label(v)) for v in variants]
+  handles += [
+    Line2D([], [], ls=SEED_STYLES[s % len(SEED_STYLES)], color="0.3", label=f"seed {s}")
+    for s in sorted(seeds)
+  ]
+  handles += [
+    Line2D([], [], ls="", marker="o", ms=3, color="0.3", label="periodic eval"),
+    Line2D([], [], ls="", marker="*", ms=11, color="0.3", label="end-of-run eval (16k tokens)"),
+    *_baseline_handles(),
+  ]
+  fig.legend(handles=handles, loc="lower center", ncol=5, fontsize="small", frameon=False)
+  fig.suptitle(title or "eval loss, every seed", fontsize="large")
+  fig.tight_layout(rect=(0, 0.07, 1, 1))
+  return save_figure(fig, out, tight=False)

@@ -3,6 +3,7 @@
 python scripts/plot_curves.py runs/a runs/b 'runs/sweeps/seeds/*' [--out=curves.png]
 python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv [--out=F]
 python scripts/plot_curves.py --boundary=RESULTS.csv[,SEED1_RESULTS.csv,...] [--out=F]
+python scripts/plot_curves.py --seeds=band|lines RUN_DIRS_OR_GLOBS [--panels=P] [--out=F]
 
 Curves: each run (a folder with metrics.jsonl or curve.jsonl; globs are expanded) in its own
 color: train loss solid, eval loss dots, and its no-context baseline (summary.json: the
@@ -14,7 +15,11 @@ trained, against depth, one line per variant (solid without warmup, dashed with)
 stability-boundary sweep's results.csv (several, comma-separated, for extra seeds: an lr trains
 when most of its seeds did); it also writes boundary.csv, boundary.md and results.csv (every
 run it counted, all seeds; not in a sweep folder, whose results.csv is the sweep's) beside the
-figure.
+figure. Seeds: the eval loss of runs over seeds, a panel per corpus, depth or both
+(--panels=corpus|layers|corpus_layers), the end-of-run eval marked at the last step and the
+no-context loss dashed: `band` draws runs that differ only in their seed (name without its
+-s<seed> suffix) as one mean line with a min-max band, `lines` every run as its own line (its
+variant's colour, its seed's line style).
 No JAX here.
 """
 
@@ -33,6 +38,8 @@ from resnorm_jax.plots import (  # noqa: E402
   expand_runs,
   plot_boundary,
   plot_curves,
+  plot_seed_bands,
+  plot_seed_lines,
   plot_stability_map,
   read_results,
 )
@@ -50,6 +57,19 @@ def _define_flags() -> None:
     "depth; an lr trains when most of its seeds did.",
   )
   flags.DEFINE_string("title", "", "Figure title.")
+  flags.DEFINE_enum(
+    "seeds",
+    None,
+    ["band", "lines"],
+    "Eval loss over seeds: one arm per setting with a min-max band over its seeds (band), or "
+    "one line per run in its variant's colour and its seed's style (lines).",
+  )
+  flags.DEFINE_enum(
+    "panels",
+    None,
+    ["corpus", "layers", "corpus_layers"],
+    "With --seeds: a panel per corpus, depth or both (default: band corpus, lines both).",
+  )
 
 
 def main(argv: list[str]) -> int:
@@ -87,6 +107,15 @@ def main(argv: list[str]) -> int:
   runs = expand_runs(patterns)
   if not runs:
     cli.fail(f"no run folder with a metrics.jsonl or curve.jsonl matches {patterns}")
+  if f.seeds:
+    plot, panels = {
+      "band": (plot_seed_bands, "corpus"),
+      "lines": (plot_seed_lines, "corpus_layers"),
+    }[f.seeds]
+    print(plot(runs, f.out or "seeds.png", f.title, panels=f.panels or panels))
+    return 0
+  if f.panels:
+    cli.fail("--panels goes with --seeds=band or --seeds=lines")
   print(plot_curves(runs, f.out or "curves.png", f.title))
   return 0
 
