@@ -2,7 +2,9 @@
 
 The fused path is what runs on a GPU (cuDNN flash attention); here its XLA implementation is
 compared with the dense one every earlier run used, in values and gradients, for every norm
-placement and the parallel block, causal. scripts/gpu_check.sh times both on a GPU.
+placement, the parallel block and every variant that changes the attention branch (QK-norm with
+and without RoPE, Sub-LN's inner norm, nGPT's unit q, k and sqrt(K) softmax scale), causal.
+scripts/gpu_check.sh times both on a GPU.
 """
 
 import dataclasses
@@ -47,18 +49,41 @@ def _loss_and_grads(cfg):
   return float(loss), grads, forward
 
 
-PLACEMENTS = [
-  dict(norm_position="post"),
-  dict(norm_position="pre"),
-  dict(norm_position="peri"),
-  dict(norm_position="pre", block="parallel"),
-  dict(norm_position="post", position="rope", qk_norm=True),
-  dict(norm_position="subln"),  # Sub-LN's norm sits between the context and the projection
-]
+# configs/ngpt_96L.py's model settings: unit q, k times s_qk and a softmax scale of sqrt(K)
+# (not 1/sqrt(K)), which the fused path must be given as its `scale`.
+NGPT = dict(
+  residual="ngpt",
+  norm_position="none",
+  norm="none",
+  position="rope",
+  ffn_activation="swiglu",
+  tie_embeddings=False,
+  ngpt_alpha_init=0.05,
+)
+PLACEMENTS = {
+  "post": dict(norm_position="post"),
+  "pre": dict(norm_position="pre"),
+  "peri": dict(norm_position="peri"),
+  "pre-parallel": dict(norm_position="pre", block="parallel"),
+  "post-rope-qk_norm": dict(norm_position="post", position="rope", qk_norm=True),
+  # QK-norm with learned positions: the norms alone in front of the scores, no RoPE after.
+  "pre-qk_norm": dict(norm_position="pre", qk_norm=True),
+  # Sub-LN's norm sits between the context and the projection.
+  "subln": dict(norm_position="subln"),
+  "ngpt": NGPT,
+}
+# Each case's own attention parameters: absent, the case would not test what it names.
+OWN_PARAMS = {
+  "post-rope-qk_norm": ("q_norm", "k_norm"),
+  "pre-qk_norm": ("q_norm", "k_norm"),
+  "subln": ("sub_norm",),
+  "ngpt": ("ngpt",),
+}
 
 
-@pytest.mark.parametrize("model", PLACEMENTS, ids=lambda m: "-".join(map(str, m.values())))
-def test_fused_xla_equals_dense_in_loss_and_gradients(model):
+@pytest.mark.parametrize("name", PLACEMENTS)
+def test_fused_xla_equals_dense_in_loss_and_gradients(name):
+  model = PLACEMENTS[name]
   dense = model_config_from(_config("dense", **model))
   fused = model_config_from(_config("fused", **model))  # on CPU: the XLA implementation
   assert (dense.attention, fused.attention) == ("dense", "xla")
@@ -70,7 +95,10 @@ def test_fused_xla_equals_dense_in_loss_and_gradients(model):
   np.testing.assert_allclose(loss_f, loss_d, rtol=1e-6)
   close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
   jax.tree.map(close, grads_f, grads_d)
-  assert min(float(np.abs(g).max()) for g in jax.tree.leaves(grads_d["layers"]["attn"])) > 0
+  # Every attention parameter gets a gradient: one the fused path skipped would differ.
+  attn = grads_d["layers"]["attn"]
+  assert set(OWN_PARAMS.get(name, ())) <= set(attn)
+  assert min(float(np.abs(g).max()) for g in jax.tree.leaves(attn)) > 0
 
 
 def _attention(implementation: str, dtype=jnp.float32):
