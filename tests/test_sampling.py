@@ -82,7 +82,6 @@ def test_an_unknown_sampler_is_refused_naming_the_choices():
 
 def test_a_config_with_an_unknown_sampler_is_refused_before_any_device():
   from configs import smoke
-
   from resnorm_jax import setup
 
   c = smoke.get_config()
