@@ -149,3 +149,15 @@ def eval_batch(
     raise DataError(f"eval batch index={index} must be non-negative")
   rng = np.random.default_rng([*EVAL_STREAM, index])
   return _rows(rng, tokens, batch_size, seq_len, process_index, process_count)
+
+
+def eval_targets(
+  tokens: np.ndarray, n_batches: int, *, batch_size: int, seq_len: int
+) -> np.ndarray:
+  """Every target token of held-out batches 0 .. n_batches-1 (the global batches): the tokens
+  a periodic eval scores, e.g. to know their own no-context loss."""
+  rows = [
+    eval_batch(tokens, index=i, batch_size=batch_size, seq_len=seq_len)[1].ravel()
+    for i in range(n_batches)
+  ]
+  return np.concatenate(rows)

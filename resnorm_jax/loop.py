@@ -25,13 +25,14 @@ from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax import admin, cli, escape, preemption, setup, unigram
+from resnorm_jax import batches as batches_lib
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
 from resnorm_jax import model_def as mdl
 from resnorm_jax import sharding as shard_lib
 from resnorm_jax.config_types import model_config_from
-from resnorm_jax.outcome import classify
+from resnorm_jax.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.writers import MetricWriter
 
 
@@ -343,6 +344,14 @@ def _run(
   baselines = {
     "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
     "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+    # The plateau of the periodic eval curve: the no-context loss of its own tokens.
+    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(
+      corpus.train,
+      batches_lib.eval_targets(
+        corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
+      ),
+      vocab,
+    ),
   }
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.

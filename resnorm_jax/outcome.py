@@ -118,6 +118,21 @@ def diverged_step(
   return None
 
 
+# The no-context loss of the periodic eval set itself (the first train.eval_batches held-out
+# batches): the plateau the `eval/loss` curve sits on. On stdlib's 8k tokens it is 3.299,
+# 0.060 above the whole held-out split's 3.238, so an escape judged against the latter would
+# ask the curve for 0.16 nats, not the margin (docs/verdict/eval_set_baselines.csv).
+EVAL_SET_BASELINE = "periodic_eval_no_context_loss"
+
+
+def curve_baseline(summary: Mapping[str, Any]) -> float | None:
+  """The plateau of the periodic eval curve: its own eval set's no-context loss when
+  recorded, else the whole held-out split's (`baseline`)."""
+  if is_finite_number(summary.get(EVAL_SET_BASELINE)):
+    return summary[EVAL_SET_BASELINE]
+  return baseline(summary)
+
+
 def _curve(records: Iterable[Mapping[str, Any]], key: str) -> list[tuple[int, float]]:
   """(step, value) of `key` in metrics rows, by step; the last row of a step wins."""
   points = {r["step"]: r[key] for r in records if key in r and isinstance(r.get("step"), int)}
@@ -137,7 +152,8 @@ def curve_fields(
   (armed below ln(V); only non-finite losses count when vocab_size is unknown), else the
   summary's last step when `classify` calls the run diverged (a status or a final eval loss
   no curve point shows). escape_step: `escape_step` of the periodic eval curve (`eval/loss`,
-  not the end-of-run `eval/final_loss`) against the summary's `baseline`, counting only evals
+  not the end-of-run `eval/final_loss`) against that eval set's own no-context loss
+  (`curve_baseline`; the whole split's `baseline` for runs that predate it), counting only evals
   after diverged_step: a run that blew up did not stay escaped, and one that recovered
   escapes anew. The verdict (`classify`, the final eval loss at the run's last step) may
   disagree with escape_step near the margin: the two use different eval sets.
@@ -150,7 +166,7 @@ def curve_fields(
     diverged = diverged_step(train, math.inf)
   if diverged is None and classify(summary, margin) == "diverged":
     diverged = summary.get("steps") or (train[-1][0] if train else None)
-  plateau = baseline(summary)
+  plateau = curve_baseline(summary)
   after = [(s, v) for s, v in evals if diverged is None or s > diverged]
   escaped = None if plateau is None else escape_step(after, plateau, margin)
   return {"escape_step": escaped, "diverged_step": diverged}

@@ -23,8 +23,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
-from resnorm_jax import cli, escape  # noqa: E402  (no JAX)
+from ml_collections import ConfigDict  # noqa: E402
+
+from resnorm_jax import batches, cli, escape, unigram  # noqa: E402  (no JAX)
+from resnorm_jax import data as data_lib  # noqa: E402
+from resnorm_jax.outcome import EVAL_SET_BASELINE  # noqa: E402
 from resnorm_jax.plots import write_rows  # noqa: E402
+from resnorm_jax.sweep_grid import read_json  # noqa: E402
 from resnorm_jax.sweep_results import run_row  # noqa: E402
 
 COLUMNS = (
@@ -37,6 +42,7 @@ COLUMNS = (
   "steps",
   "final_eval_loss",
   "baseline",
+  "eval_set_baseline",
   "outcome",
   "escape_step",
   "diverged_step",
@@ -57,13 +63,55 @@ def run_folders(roots: list[str], exclude: list[str]) -> list[str]:
   return sorted(found)
 
 
+_CORPORA: dict[tuple, data_lib.Corpus | None] = {}
+
+
+def _corpus(config: dict) -> data_lib.Corpus | None:
+  """The run's corpus (loaded once per data section), None where it cannot be loaded here."""
+  data = dict(config.get("data") or {})
+  vocab = escape.vocab_size(config) or 256
+  seq = (config.get("train") or {}).get("seq_len", 128)
+  key = (json.dumps(data, sort_keys=True), vocab, seq)
+  if key not in _CORPORA:
+    try:
+      _CORPORA[key] = data_lib.load_corpus(ConfigDict(data), vocab, seq)
+    except Exception:  # another machine's file, a missing folder: no eval-set baseline
+      _CORPORA[key] = None
+  return _CORPORA[key]
+
+
+def eval_set_baseline(run_dir: str, summary: dict) -> float | None:
+  """The no-context loss of the run's periodic eval set (its first train.eval_batches
+  held-out batches), from its corpus as loaded here; None unless the corpus loads with the
+  same split sizes as the run recorded (the same text)."""
+  config = read_json(os.path.join(run_dir, "config.json")) or {}
+  corpus, split = _corpus(config), summary.get("data_split") or {}
+  if corpus is None or not split:
+    return None
+  if (len(corpus.train), len(corpus.val)) != (split.get("train_tokens"), split.get("val_tokens")):
+    return None
+  t = config.get("train") or {}
+  targets = batches.eval_targets(
+    corpus.val, t.get("eval_batches", 4), batch_size=t["batch_size"], seq_len=t["seq_len"]
+  )
+  return unigram.heldout_unigram_entropy(corpus.train, targets, escape.vocab_size(config) or 256)
+
+
 def update_summary(run_dir: str) -> bool:
-  """Writes the run's escape_step and diverged_step into its summary.json; True if changed."""
+  """Writes the run's eval-set baseline (where its corpus loads here), escape_step and
+  diverged_step into its summary.json; True if changed."""
   path = os.path.join(run_dir, "summary.json")
   with open(path) as f:
     summary = json.load(f)
-  fields = escape.run_fields(run_dir)
-  new = {k: fields[k] for k in escape.FIELDS}
+  new = {}
+  if EVAL_SET_BASELINE not in summary:
+    value = eval_set_baseline(run_dir, summary)
+    if value is not None:
+      new[EVAL_SET_BASELINE] = value
+  config = read_json(os.path.join(run_dir, "config.json"))
+  curve = escape.curve_path(run_dir) or os.path.join(run_dir, "metrics.jsonl")
+  fields = escape.summary_fields(curve, {**summary, **new}, escape.vocab_size(config))
+  new.update({k: fields[k] for k in escape.FIELDS})
   if all(k in summary and summary[k] == v for k, v in new.items()):
     return False
   cli.write_json(path, {**summary, **new})
@@ -78,9 +126,34 @@ def table_row(run_dir: str) -> dict:
   return {
     **{k: row.get(k) for k in COLUMNS},
     "path": relative,
+    "eval_set_baseline": (read_json(os.path.join(run_dir, "summary.json")) or {}).get(
+      EVAL_SET_BASELINE
+    ),
     "lr": opt.get("lr"),
     "warmup": opt.get("warmup_steps"),
   }
+
+
+BASELINES = "eval_set_baselines.csv"
+
+
+def baseline_pairs(rows: list[dict]) -> list[dict]:
+  """Each distinct (whole held-out split, periodic eval set) no-context loss pair: how far
+  the eval curve's own plateau sits from the split's, and how many runs share it."""
+  pairs: dict[tuple, dict] = {}
+  for r in rows:
+    key = (r["baseline"], r["eval_set_baseline"])
+    if key not in pairs:
+      offset = None if None in key else key[1] - key[0]
+      pairs[key] = {
+        "baseline": key[0],
+        "eval_set_baseline": key[1],
+        "offset": offset,
+        "runs": 0,
+        "example": r["path"],
+      }
+    pairs[key]["runs"] += 1
+  return sorted(pairs.values(), key=lambda p: -p["runs"])
 
 
 def late_escapes(rows: list[dict]) -> list[dict]:
@@ -102,6 +175,7 @@ def main() -> None:
   changed = sum(update_summary(d) for d in folders)
   rows = [table_row(d) for d in folders]
   write_rows(rows, args.out)
+  print(write_rows(baseline_pairs(rows), os.path.join(os.path.dirname(args.out), BASELINES)))
   escaped = [r for r in rows if r["escape_step"] is not None]
   late = late_escapes(rows)
   disagree = [

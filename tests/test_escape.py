@@ -173,3 +173,15 @@ def test_rederive_escape_writes_summaries_and_a_table_once(tmp_path, read_csv):
   again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
   assert "(0 summaries updated)" in again and "escaped after half their budget: 1" in again
   assert summary_path.read_text() == text and out.read_text() == table
+
+
+def test_the_escape_is_judged_against_the_eval_sets_own_plateau():
+  """A curve 0.12 below its eval set's no-context loss escaped, though it is only 0.06 below
+  the whole held-out split's (stdlib: the periodic set's plateau sits 0.060 above it)."""
+  from resnorm_jax.outcome import curve_fields
+
+  records = [{"step": s, "train/loss": 3.0, "eval/loss": 3.18} for s in (100, 200)]
+  whole = {"status": "completed", "steps": 200, "heldout_unigram_entropy": 3.24}
+  assert curve_fields(records, whole, 256)["escape_step"] is None
+  own = {**whole, "periodic_eval_no_context_loss": 3.30}
+  assert curve_fields(records, own, 256)["escape_step"] == 100
