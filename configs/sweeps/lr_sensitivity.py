@@ -23,6 +23,12 @@ MAIN = ("postnorm", "prenorm", "deepnorm")
 MORE = ("sandwich", "dyt", "subln", "hyperconn")
 DEPTHS = (6, 12, 24, 48)
 LRS = tuple(1.25e-4 * 2**k for k in range(9))  # 1.25e-4 ... 3.2e-2
+# The order points run in within a depth: from the middle of the range outwards, each lr for
+# every variant before the next, so a sweep stopped part-way leaves every curve a contiguous
+# stretch around the lrs that decide claims (Post-LN's boundary, Pre-LN's best), not whole
+# curves for some variants and none for others.
+RUN_ORDER = (1e-3, 5e-4, 2e-3, 2.5e-4, 4e-3, 1.25e-4, 8e-3, 1.6e-2, 3.2e-2)
+assert sorted(RUN_ORDER) == sorted(LRS)
 SEEDS = (0, 1, 2)
 STEPS = 1000
 
@@ -50,6 +56,6 @@ GRID = [
   for s in SEEDS
   for variants in (MAIN, MORE)
   for n in DEPTHS
+  for lr in RUN_ORDER
   for v in variants
-  for lr in LRS
 ]
