@@ -24,7 +24,7 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, escape, preemption, setup, unigram
+from resnorm_jax import admin, cli, escape, preemption, provenance, setup, unigram
 from resnorm_jax import batches as batches_lib
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
@@ -46,6 +46,7 @@ def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
   out["resolved_model"].update(admin.resolved(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
   if data_split is not None:
     out["data_split"] = dict(data_split)
+  out["provenance"] = provenance.collect()  # commit, package versions, host
   return json.loads(json.dumps(out, default=str))
 
 
@@ -284,6 +285,15 @@ class Trainer:
     return state, status
 
 
+def _recorded_provenance(workdir: str) -> dict | None:
+  """The provenance in a workdir's config.json (None when absent or unreadable)."""
+  try:
+    recorded = json.loads(epath.Path(workdir, "config.json").read_text())
+  except (OSError, ValueError):
+    return None
+  return recorded.get("provenance") if isinstance(recorded, dict) else None
+
+
 def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
   if workdir is not None:
     return workdir
@@ -366,8 +376,13 @@ def _run(
       print(f"already completed at step {start}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
+    resolved = resolved_config(config, corpus.split)
     if is_main:
-      cli.write_json(os.path.join(workdir, "config.json"), resolved_config(config, corpus.split))
+      if start > 0:  # resuming: say if the code changed since the run's config.json was written
+        note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
+        if note:
+          print(note, flush=True)
+      cli.write_json(os.path.join(workdir, "config.json"), resolved)
     batches = setup.batches(run_setup, corpus)
     extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
     compile_start = time.time()
@@ -408,6 +423,7 @@ def _run(
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
     "devices": extra["devices"],
+    "provenance": resolved["provenance"],
   }
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   # When the eval loss left the plateau for good and when the run blew up, from the whole

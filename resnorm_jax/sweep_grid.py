@@ -37,7 +37,7 @@ RESULT_NEUTRAL = (
   "diag.",
   "dist.",
 )
-RECORDED_NOT_CONFIG = ("resolved_model", "data_split")  # config.json sections the run adds
+RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "provenance")  # sections the run adds
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
 
