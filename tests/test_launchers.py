@@ -10,6 +10,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -110,6 +111,12 @@ def test_tpu_vm_launcher_refuses_bad_input(args, message):
 # --- SLURM ------------------------------------------------------------------------------------
 
 
+def _srun_argv(stdout: str) -> list[str]:
+  """The srun command of a dry run (its last line), without leading VAR=value words."""
+  argv = shlex.split(stdout.strip().splitlines()[-1])
+  return argv[argv.index("srun") :]
+
+
 @pytest.mark.parametrize("tasks", ["gpu", "node"])
 def test_slurm_dry_run_shows_stable_workdir_requeue_and_signal(tasks):
   env = {"TASKS": tasks, "SLURM_GPUS_ON_NODE": "8"}
@@ -125,15 +132,19 @@ def test_slurm_dry_run_shows_stable_workdir_requeue_and_signal(tasks):
   argv = shlex.split(lines[-1])
   if tasks == "node":  # one process drives the node's 8 GPUs
     assert argv.pop(0) == "JAX_LOCAL_DEVICE_IDS=0,1,2,3,4,5,6,7"
-  per_node = {"gpu": "8", "node": "1"}[tasks]
-  assert argv[:5] == [
+  # --cpus-per-task is passed on (srun >= 22.05 does not inherit it): the #SBATCH request
+  # per GPU task, the whole node's cores (8 tasks' worth) for one process per node.
+  per_node, cpus = {"gpu": ("8", "8"), "node": ("1", "64")}[tasks]
+  assert argv[:6] == [
     "srun",
     "--kill-on-bad-exit=1",
     "--open-mode=append",
     f"--output={workdir}/logs/job%j.task%t.log",  # per-task logs, appended across requeues
     f"--ntasks-per-node={per_node}",
+    f"--cpus-per-task={cpus}",
   ]
   assert argv[6:] == [
+    ".venv/bin/python",
     *TRAIN,
     f"--workdir={workdir}",
     "--config.dist.initialize=true",
@@ -141,8 +152,67 @@ def test_slurm_dry_run_shows_stable_workdir_requeue_and_signal(tasks):
   ]
   header = open(os.path.join(ROOT, "scripts", "slurm_gpu.sbatch")).read()
   assert "#SBATCH --gpus-per-node=8" in header and "#SBATCH --nodes=2" in header
+  assert "#SBATCH --cpus-per-task=8" in header
   plain = _script(["scripts/slurm_gpu.sbatch", "--dry-run", PAPER])
   assert "--workdir=runs/postnorm_96L-paper " in plain.stdout  # no overrides: no hash
+  assert "XLA_FLAGS" not in plain.stdout  # the performance flags are off by default
+
+
+def test_slurm_cpus_per_task_follow_the_allocation():
+  gpu = _script(["scripts/slurm_gpu.sbatch", "--dry-run", PAPER], {"SLURM_CPUS_PER_TASK": "12"})
+  assert "--cpus-per-task=12" in _srun_argv(gpu.stdout)
+  node = _script(
+    ["scripts/slurm_gpu.sbatch", "--dry-run", PAPER],
+    {"TASKS": "node", "SLURM_CPUS_ON_NODE": "96", "SLURM_GPUS_ON_NODE": "4"},
+  )
+  assert {"--ntasks-per-node=1", "--cpus-per-task=96"} <= set(_srun_argv(node.stdout))
+
+
+def test_slurm_container_mounts_the_repository_workdir_and_data():
+  env = {
+    "CONTAINER_IMAGE": "/images/jax.sqsh",
+    "CONTAINER_MOUNTS": "/cluster/data:/cluster/data",
+    "WORKDIR": "/scratch/runs/a",
+  }
+  proc = _script(["scripts/slurm_gpu.sbatch", "--dry-run", PAPER], env)
+  assert proc.returncode == 0, proc.stderr
+  argv = _srun_argv(proc.stdout)
+  i = argv.index("--container-image=/images/jax.sqsh")
+  assert argv[i + 1 : i + 4] == [
+    f"--container-mounts={ROOT}:{ROOT},/scratch/runs/a:/scratch/runs/a,/cluster/data:/cluster/data",
+    f"--container-workdir={ROOT}",
+    "python3",  # the image's Python: the checkout's .venv belongs to the host
+  ]
+  setup = _script(["scripts/slurm_gpu.sbatch", "--dry-run", PAPER], {**env, "SETUP": "1"})
+  assert setup.returncode == 2 and "build the image" in setup.stderr
+
+
+def test_slurm_perf_flags_are_opt_in_and_known_to_the_pinned_jaxlib():
+  proc = _script(
+    ["scripts/slurm_gpu.sbatch", "--dry-run", PAPER],
+    {"XLA_GPU_PERF": "1", "XLA_FLAGS": "--xla_gpu_all_reduce_combine_threshold_bytes=1"},
+  )
+  assert proc.returncode == 0, proc.stderr
+  words = shlex.split(proc.stdout.strip().splitlines()[-1])
+  (assignment,) = [w for w in words if w.startswith("XLA_FLAGS=")]
+  flags = assignment[len("XLA_FLAGS=") :].split()
+  assert "--xla_gpu_enable_latency_hiding_scheduler=true" in flags
+  assert flags[-1] == "--xla_gpu_all_reduce_combine_threshold_bytes=1"  # the user's come last
+  # XLA refuses an unknown flag at start-up, on any backend: each one is parsed here.
+  check = subprocess.run(
+    [sys.executable, "-c", "import jax.numpy as jnp; jnp.ones(2).sum().block_until_ready()"],
+    env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(flags)},
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert check.returncode == 0, check.stderr[-2000:]
+  custom = _script(
+    ["scripts/slurm_gpu.sbatch", "--dry-run", PAPER],
+    {"XLA_GPU_PERF": "1", "PERF_XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=false"},
+  )
+  words = shlex.split(custom.stdout.strip().splitlines()[-1])
+  assert words[0].startswith("XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=false ")
 
 
 def test_slurm_refuses_bad_input():
@@ -155,34 +225,45 @@ def test_slurm_refuses_bad_input():
   assert proc.returncode == 2 and "gpu, node" in proc.stderr
 
 
-FAKE_SRUN = """#!/usr/bin/env bash
-# Stands in for srun: runs until SIGTERM, then writes what the training run would.
-trap 'echo "{\\"status\\": \\"interrupted\\"}" > "$WORKDIR/summary.json"; exit 0' TERM
-echo "$@" > "$WORKDIR/srun.args"
+# Stand-ins for the SLURM commands: each records its arguments (one line per call, shell
+# quoted) and the environment it saw, in $FAKE_LOG/<name>.calls and <name>.env.
+RECORD = """record() {
+  local log="$FAKE_LOG/$(basename "$0")"
+  printf '%q ' "$@" >> "$log.calls"; echo >> "$log.calls"
+  env > "$log.env"
+}
+"""
+# srun: a GPU check (python -c ...) passes at once; the training stand-in runs until SIGTERM,
+# then writes what the training run would.
+FAKE_SRUN = f"""#!/usr/bin/env bash
+{RECORD}record "$@"
+case " $* " in *" -c "*) exit 0 ;; esac
+trap 'echo "{{\\"status\\": \\"interrupted\\"}}" > "$WORKDIR/summary.json"; exit 0' TERM
 while :; do sleep 0.05; done
 """
-FAKE_SCONTROL = '#!/usr/bin/env bash\necho "$@" > "$WORKDIR/scontrol.args"\n'
+FAKE_SCONTROL = f'#!/usr/bin/env bash\n{RECORD}record "$@"\n'
+FAKE_SBATCH = f'#!/usr/bin/env bash\n{RECORD}record "$@"\necho "Submitted batch job 4242"\n'
 FAKE_PYTHON = "#!/usr/bin/env bash\nexit 0\n"  # the GPU check passes
 
 
-@pytest.mark.parametrize("signum, requeued", [(signal.SIGUSR1, True), (signal.SIGTERM, False)])
-def test_slurm_signal_stops_the_run_and_requeues_at_the_time_limit(tmp_path, signum, requeued):
-  """USR1 (ahead of the time limit): SIGTERM to srun, then `scontrol requeue` of this job.
-  TERM (a preemption: SLURM requeues the job itself): SIGTERM to srun, no requeue here."""
-  bin_dir = tmp_path / "bin"
-  bin_dir.mkdir()
-  for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL), ("python", FAKE_PYTHON)):
+def _fake_bin(tmp_path, **scripts: str) -> dict[str, str]:
+  """Executables named after the keywords, first on PATH; the environment to run with."""
+  bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+  bin_dir.mkdir(exist_ok=True)
+  log.mkdir(exist_ok=True)
+  for name, text in scripts.items():
     (bin_dir / name).write_text(text)
     (bin_dir / name).chmod(0o755)
-  workdir = tmp_path / "run"
-  env = {
-    **os.environ,
-    "PATH": f"{bin_dir}:{os.environ['PATH']}",
-    "PYTHON": str(bin_dir / "python"),
-    "WORKDIR": str(workdir),
-    "SLURM_JOB_ID": "1234",
-    "SLURM_SUBMIT_DIR": ROOT,
-  }
+  return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
+
+
+def _calls(tmp_path, name: str) -> list[list[str]]:
+  path = tmp_path / "calls" / f"{name}.calls"
+  return [shlex.split(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _start_job(tmp_path, env: dict[str, str]) -> subprocess.Popen:
+  """slurm_gpu.sbatch as SLURM starts it, once the training stand-in is running."""
   proc = subprocess.Popen(
     ["bash", "scripts/slurm_gpu.sbatch", PAPER],
     cwd=ROOT,
@@ -192,16 +273,94 @@ def test_slurm_signal_stops_the_run_and_requeues_at_the_time_limit(tmp_path, sig
     text=True,
   )
   deadline = time.time() + 20
-  while not (workdir / "srun.args").exists():
+  while not any("experiments.train" in c for c in _calls(tmp_path, "srun")):
     assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
     time.sleep(0.05)
+  return proc
+
+
+@pytest.mark.parametrize("signum, requeued", [(signal.SIGUSR1, True), (signal.SIGTERM, False)])
+def test_slurm_signal_stops_the_run_and_requeues_at_the_time_limit(tmp_path, signum, requeued):
+  """USR1 (ahead of the time limit): SIGTERM to srun, then `scontrol requeue` of this job.
+  TERM (a preemption: SLURM requeues the job itself): SIGTERM to srun, no requeue here."""
+  env = _fake_bin(tmp_path, srun=FAKE_SRUN, scontrol=FAKE_SCONTROL, python=FAKE_PYTHON)
+  workdir = tmp_path / "run"
+  env.update(
+    PYTHON=str(tmp_path / "bin" / "python"),
+    WORKDIR=str(workdir),
+    SLURM_JOB_ID="1234",
+    SLURM_SUBMIT_DIR=ROOT,
+    SLURM_CPUS_PER_TASK="6",
+  )
+  proc = _start_job(tmp_path, env)
   proc.send_signal(signum)
   out, _ = proc.communicate(timeout=20)
   assert proc.returncode == 0, out
   assert "SIGTERM to the training processes" in out
   assert (workdir / "summary.json").exists()  # srun got the TERM and "saved"
   assert (workdir / "logs").is_dir()
+  (srun,) = _calls(tmp_path, "srun")
+  assert "--cpus-per-task=6" in srun
   if requeued:
-    assert (workdir / "scontrol.args").read_text().split() == ["requeue", "1234"]
+    assert _calls(tmp_path, "scontrol") == [["requeue", "1234"]]
   else:
-    assert not (workdir / "scontrol.args").exists()
+    assert not _calls(tmp_path, "scontrol")
+
+
+def test_slurm_container_job_checks_the_gpu_inside_the_image(tmp_path):
+  env = _fake_bin(tmp_path, srun=FAKE_SRUN, scontrol=FAKE_SCONTROL)
+  workdir = tmp_path / "run"
+  env.update(WORKDIR=str(workdir), SLURM_JOB_ID="7", SLURM_SUBMIT_DIR=ROOT)
+  env.update(CONTAINER_IMAGE="nvcr.io#nvidia/jax:25.04-py3")
+  proc = _start_job(tmp_path, env)
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=20)
+  assert proc.returncode == 0, out
+  check, train = _calls(tmp_path, "srun")
+  image = "--container-image=nvcr.io#nvidia/jax:25.04-py3"
+  assert check[:4] == [
+    "--nodes=1",
+    "--ntasks=1",
+    image,
+    f"--container-mounts={ROOT}:{ROOT},{workdir}:{workdir}",
+  ]
+  assert check[5:7] == ["python3", "-c"]
+  assert image in train and "python3" in train
+
+
+def test_submit_slurm_validates_on_this_host_before_sbatch(tmp_path):
+  env = _fake_bin(tmp_path, sbatch=FAKE_SBATCH)
+  env.update(PYTHON=sys.executable, TASKS="node", NCCL_DEBUG="WARN")
+  good = ["configs/smoke.py", "--config.train.steps=5"]
+  proc = subprocess.run(
+    ["bash", "scripts/submit_slurm.sh", "--nodes=4", "--time=01:00:00", *good],
+    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr
+  assert "ok: smoke" in proc.stdout and "Submitted batch job 4242" in proc.stdout
+  assert _calls(tmp_path, "sbatch") == [
+    ["--nodes=4", "--time=01:00:00", "scripts/slurm_gpu.sbatch", *good]
+  ]
+  sbatch_env = (tmp_path / "calls" / "sbatch.env").read_text().splitlines()
+  assert {"TASKS=node", "NCCL_DEBUG=WARN"} <= set(sbatch_env)  # what the job inherits
+  for bad, message in (
+    (["configs/smoke.py", "--config.opt.lrr=1"], "unknown config key"),
+    (["configs/smoke.py", "--config.model.norm=layernrom"], "layernrom"),
+    (["configs/postnorm_96L.py:paper"], "data.path is empty"),  # no RESNORM_DATA here
+    (["configs/nope.py"], "no config file"),
+  ):
+    proc = subprocess.run(
+      ["bash", "scripts/submit_slurm.sh", *bad], cwd=ROOT, env={**env, "RESNORM_DATA": ""},
+      capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr, (bad, proc.stderr)
+  assert len(_calls(tmp_path, "sbatch")) == 1  # nothing more was submitted
+  dry = subprocess.run(
+    ["bash", "scripts/submit_slurm.sh", "--dry-run", "--nodes=4", *good],
+    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert dry.returncode == 0, dry.stderr
+  lines = dry.stdout.strip().splitlines()
+  assert shlex.split(lines[1]) == ["sbatch", "--nodes=4", "scripts/slurm_gpu.sbatch", *good]
+  assert lines[-1].startswith("JAX_LOCAL_DEVICE_IDS=") and " srun " in lines[-1]
+  assert len(_calls(tmp_path, "sbatch")) == 1
