@@ -2,32 +2,55 @@
 # Runs experiments.train on every worker of a Cloud TPU VM slice: one process per host, all
 # running the same command; jax.distributed.initialize() finds the slice from the TPU
 # metadata (--config.dist.initialize=true). The processes run detached (setsid nohup): a
-# dropped SSH connection does not end the job. Each worker logs to
-# <repo>/logs/<run>.<hostname>.log; --tail shows them.
+# dropped SSH connection does not end the job. The worker side is scripts/tpu_worker.sh.
 #
-# scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--project P] [--repo DIR] [--setup] \
-#     [--workdir DIR | --mount DIR] [--dry-run | --tail] CONFIG [--config.key=value ...]
+# scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--project P] [--repo DIR] [--sync]
+#     [--setup [--python=PY]] [--workdir DIR | --mount DIR] [--dry-run] CONFIG [--config.k=v ...]
+# scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--repo DIR] [--dry-run] --stop|--status|--logs|--tail
 #
 #   CONFIG     e.g. configs/postnorm_96L.py:paper (checked here, then read on every worker)
 #   --repo     the checkout on the workers (default ~/resnorm_jax, same path on each)
+#   --sync     first copy this checkout's HEAD to --repo on every worker (a git bundle, checked
+#              out there: the run's config.json records the commit); uncommitted changes stay
+#              here. Without it the workers run whatever --repo holds.
 #   --workdir  one folder every worker sees: gs://BUCKET/... (orbax and the loop write there
 #              through etils.epath) or a folder under --mount. Anything else is refused:
 #              orbax writes each host's shards there, and a per-worker folder loses the run.
 #   --mount    a shared mount on every worker (NFS, Filestore, gcsfuse). Without --workdir
 #              the run goes to <mount>/runs/<config>[-<arg>][-<hash of the overrides>]: the
 #              same folder each launch, so launching again resumes.
-#   --setup    first create <repo>/.venv and pip install -r requirements-tpu.txt (jax[tpu] at
-#              the pinned JAX version) on every worker
-#   --dry-run  print the gcloud command instead of running it
-#   --tail     follow the run's logs on every worker (tail -F) instead of launching
-# Environment: TPU_NAME, TPU_ZONE, TPU_PROJECT as defaults; PYTHON (default .venv/bin/python
-# inside the repo); GCLOUD_FLAGS (extra flags for gcloud, e.g. --internal-ip).
+#   --setup    first create <repo>/.venv with --python (default python3; JAX 0.10.2 needs
+#              >= 3.11, so python3.11 on Ubuntu 22.04 images, installed with apt-get if
+#              missing) and pip install -r requirements-tpu.txt on every worker
+#   --dry-run  print the commands instead of running them
+#   --stop     SIGTERM the run on every worker (it saves at one step and exits) and wait
+#   --status   each worker: running or idle, and its log's last line
+#   --logs     copy each worker's log to <workdir>/logs/<hostname>.log now (also done every
+#              5 minutes while it runs, and when it ends)
+#   --tail     follow the run's log on every worker (tail -F)
+# A launch onto a slice whose workers still run a job is refused: --stop first. Each worker
+# logs to <repo>/logs/<run>.<hostname>.log.
+# Environment: TPU_NAME, TPU_ZONE, TPU_PROJECT as defaults; PYTHON (the run's interpreter,
+# default .venv/bin/python inside the repo); GCLOUD_FLAGS (extra flags for every gcloud
+# command, e.g. --internal-ip).
+#
+# Spot capacity (queued resources; a preempted slice is recreated and the run resumes from its
+# workdir's last checkpoint):
+#   gcloud compute tpus queued-resources create my-qr --node-id=my-v4-32 --zone=us-central2-b \
+#     --accelerator-type=v4-32 --runtime-version=tpu-ubuntu2204-base --spot
+#   gcloud compute tpus queued-resources describe my-qr --zone=us-central2-b   # until ACTIVE
+#   scripts/launch_tpu_vm.sh --name my-v4-32 --zone us-central2-b --sync --setup \
+#     --python=python3.11 --workdir=gs://BUCKET/runs/NAME CONFIG [--config.k=v ...]
+# When it is preempted (state SUSPENDED): `gcloud compute tpus queued-resources delete my-qr
+# --zone=us-central2-b --force --quiet`, create it again, and run the same launch command.
 set -euo pipefail
 
 name="${TPU_NAME:-}" zone="${TPU_ZONE:-}" project="${TPU_PROJECT:-}"
-repo="~/resnorm_jax" workdir="" mount="" dry_run=0 tail_logs=0 setup=0 config=""
+# shellcheck disable=SC2088  # expanded by the remote shell, on each worker
+repo="~/resnorm_jax"
+workdir="" mount="" dry_run=0 setup=0 sync=0 setup_python=python3 config="" mode=launch
 python="${PYTHON:-.venv/bin/python}"
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # POSIX shell quoting (readable, and what Python's shlex.split reads back).
 q() {
   if [[ "$1" =~ ^[A-Za-z0-9_./:=,@+%-]+$ ]]; then printf '%s' "$1"
@@ -36,7 +59,7 @@ q() {
 join() { local out="" a; for a in "$@"; do out+="${out:+ }$(q "$a")"; done; printf '%s' "$out"; }
 
 while (($#)); do
-  if [[ "$1" =~ ^--(name|zone|project|repo|workdir|mount)=(.*)$ ]]; then  # --opt=value form
+  if [[ "$1" =~ ^--(name|zone|project|repo|workdir|mount|python)=(.*)$ ]]; then  # --opt=value
     set -- "--${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${@:2}"
   fi
   case "$1" in
@@ -46,18 +69,37 @@ while (($#)); do
     --repo) repo="$2"; shift 2 ;;
     --workdir) workdir="$2"; shift 2 ;;
     --mount) mount="${2%/}"; shift 2 ;;
+    --python) setup_python="$2"; shift 2 ;;
     --setup) setup=1; shift ;;
+    --sync) sync=1; shift ;;
     --dry-run) dry_run=1; shift ;;
-    --tail) tail_logs=1; shift ;;
-    -h|--help) usage ;;
+    --stop | --status | --logs | --tail) mode="${1#--}"; shift ;;
+    -h | --help) usage ;;
     --config.*) break ;;
     -*) echo "error: unknown option $1" >&2; usage ;;
     *) config="$1"; shift; break ;;
   esac
 done
-[[ -n "$config" ]] || { echo "error: CONFIG is required" >&2; usage; }
 [[ -n "$name" && -n "$zone" ]] || { echo "error: --name and --zone (or TPU_NAME, TPU_ZONE) are required" >&2; exit 2; }
 cd "$(dirname "$0")/.."
+
+gcloud_tpu() {  # VERB ARGS...: the gcloud command for this slice, every worker
+  local cmd=(gcloud compute tpus tpu-vm "$@" --zone "$zone" --worker=all)
+  [[ -n "$project" ]] && cmd+=(--project "$project")
+  # shellcheck disable=SC2206  # GCLOUD_FLAGS is a list of flags on purpose
+  [[ -n "${GCLOUD_FLAGS:-}" ]] && cmd+=(${GCLOUD_FLAGS})
+  if ((dry_run)); then join "${cmd[@]}"; echo; else "${cmd[@]}"; fi
+}
+on_workers() { gcloud_tpu ssh "$name" --command "$1"; }  # one shell command on every worker
+worker() { printf 'cd %s && bash scripts/tpu_worker.sh %s' "$repo" "$1"; }  # ~ unquoted
+
+if [[ "$mode" != launch ]]; then  # act on the run each worker recorded
+  [[ -z "$config" && $# == 0 ]] || { echo "error: --$mode takes no CONFIG" >&2; exit 2; }
+  on_workers "$(worker "$mode")"
+  exit
+fi
+
+[[ -n "$config" ]] || { echo "error: CONFIG is required" >&2; usage; }
 [[ -f "${config%%:*}" ]] || { echo "error: no config file ${config%%:*}" >&2; exit 2; }
 for arg in "$@"; do
   [[ "$arg" == --config.* ]] || { echo "error: expected --config.key=value overrides, got $arg" >&2; exit 2; }
@@ -85,28 +127,45 @@ if ((!shared)); then
   exit 2
 fi
 run="$(basename "$workdir")"
-log="logs/$run.\$(hostname).log"  # expanded on each worker
 
-# The command each worker runs, every argument quoted for the remote shell. ~ stays unquoted.
+# 1. Refuse a slice that is training already (a worker without the checkout runs nothing).
+check="cd $repo 2> /dev/null && [ -f scripts/tpu_worker.sh ] && bash scripts/tpu_worker.sh check"
+check+=" || echo \"free: \$(hostname)\""
+if ((dry_run)); then
+  on_workers "$check"
+else
+  answers="$(on_workers "$check")" || { echo "error: could not reach every worker" >&2; exit 1; }
+  echo "$answers"
+  if grep -q 'busy:' <<< "$answers"; then
+    echo "error: the slice is still running a job (busy above); stop it first:" \
+      "$(join "$0" --stop --name "$name" --zone "$zone")" >&2
+    exit 3
+  fi
+fi
+
+# 2. The code: HEAD as a git bundle, fetched and checked out on every worker.
+remote="mkdir -p $repo && cd $repo"
+if ((sync)); then
+  commit="$(git rev-parse HEAD)"
+  bundle="resnorm_jax-${commit:0:12}.bundle"  # in the workers' home folders
+  local_bundle="${TMPDIR:-/tmp}/$bundle"
+  if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
+    echo "warning: uncommitted changes are not synced: the workers run commit ${commit:0:12}" >&2
+  fi
+  if ((dry_run)); then join git bundle create "$local_bundle" HEAD; echo
+  else git bundle create "$local_bundle" HEAD 2> /dev/null; fi
+  gcloud_tpu scp "$local_bundle" "$name:$bundle"
+  ((dry_run)) || rm -f "$local_bundle"
+  remote+=" && { [ -d .git ] || git init -q; } && git fetch -q ~/$bundle HEAD"
+  remote+=" && git -c advice.detachedHead=false checkout -q --force FETCH_HEAD && rm -f ~/$bundle"
+  remote+=" && echo \"\$(hostname): at commit \$(git rev-parse --short HEAD)\""
+fi
+
+# 3. Setup, then the run, detached, on every worker; each argument quoted for the remote shell.
+((setup)) && remote+=" && bash scripts/tpu_worker.sh setup $(q "$setup_python")"
 train=("$python" -m experiments.train "--config=$config" "--workdir=$workdir"
   --config.dist.initialize=true "$@")
-if ((tail_logs)); then
-  remote="cd $repo && tail -n 50 -F logs/$(q "$run").*.log"
-else
-  remote="cd $repo && mkdir -p logs"
-  ((setup)) && remote+=" && python3 -m venv .venv && .venv/bin/pip install -r requirements-tpu.txt"
-  remote+=" && (setsid nohup $(join "${train[@]}") >> $log 2>&1 < /dev/null &)"
-  remote+=" && echo \"\$(hostname): started, log \$PWD/$log\""
-fi
-cmd=(gcloud compute tpus tpu-vm ssh "$name" --zone "$zone" --worker=all --command "$remote")
-[[ -n "$project" ]] && cmd+=(--project "$project")
-# shellcheck disable=SC2206  # GCLOUD_FLAGS is a list of flags on purpose
-[[ -n "${GCLOUD_FLAGS:-}" ]] && cmd+=(${GCLOUD_FLAGS})
-
-if ((dry_run)); then
-  join "${cmd[@]}"; echo
-else
-  "${cmd[@]}"
-  ((tail_logs)) || echo "workdir $workdir; follow the logs with:" \
-    "$(join "$0" --tail --name "$name" --zone "$zone" "--workdir=$workdir" "$config" "$@")"
-fi
+remote+=" && bash scripts/tpu_worker.sh start $(join "$run" "$workdir" "${train[@]}")"
+on_workers "$remote"
+((dry_run)) || echo "workdir $workdir; follow the logs with:" \
+  "$(join "$0" --tail --name "$name" --zone "$zone")"

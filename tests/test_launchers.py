@@ -1,8 +1,11 @@
 """Cluster launchers (SLURM GPU, Cloud TPU VM): what they would run, and what survives.
 
-Dry runs show the command; the SLURM script's signal handling runs for real against a fake
-`srun` and `scontrol` on PATH: USR1 (the time limit is near) becomes a SIGTERM to the
-training processes and, once the run says "interrupted", a requeue of the same job.
+Dry runs show the commands. The rest runs for real against stand-ins for the cluster's
+commands placed first on PATH (sbatch, srun, scontrol, squeue, gcloud, hostname), which
+record their arguments: the SLURM script's signal handling (USR1 ahead of the time limit
+becomes a SIGTERM to the training processes and, once the run says "interrupted", a requeue
+of the same job), the check on the submitting host before sbatch, and a launch, a refused
+second launch, a stop and the logs on a fake two-worker TPU slice.
 """
 
 import hashlib
@@ -36,12 +39,48 @@ def _suffix(*overrides: str) -> str:
   return hashlib.sha256("".join(f"{o}\0" for o in overrides).encode()).hexdigest()[:8]
 
 
+# Stand-ins for cluster commands: each records its arguments (one line per call, shell
+# quoted) and the environment it saw, in $FAKE_LOG/<name>.calls and <name>.env.
+RECORD = """record() {
+  local log="$FAKE_LOG/$(basename "$0")"
+  printf '%q ' "$@" >> "$log.calls"; echo >> "$log.calls"
+  env > "$log.env"
+}
+"""
+
+
+def _fake_bin(tmp_path, **scripts: str) -> dict[str, str]:
+  """Executables named after the keywords, first on PATH; the environment to run with."""
+  bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+  bin_dir.mkdir(exist_ok=True)
+  log.mkdir(exist_ok=True)
+  for name, text in scripts.items():
+    (bin_dir / name).write_text(text)
+    (bin_dir / name).chmod(0o755)
+  return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
+
+
+def _calls(tmp_path, name: str) -> list[list[str]]:
+  path = tmp_path / "calls" / f"{name}.calls"
+  return [shlex.split(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 # --- Cloud TPU VM -----------------------------------------------------------------------------
 
 
-def _remote(stdout: str) -> tuple[list[str], str]:
-  argv = shlex.split(stdout)
-  return argv, argv[argv.index("--command") + 1]
+def _ssh_commands(stdout: str) -> list[str]:
+  """The --command of each `gcloud ... ssh` line of a dry run, in order."""
+  lines = [shlex.split(line) for line in stdout.strip().splitlines()]
+  return [a[a.index("--command") + 1] for a in lines if a[:5] == GCLOUD_TPU + ["ssh"]]
+
+
+GCLOUD_TPU = ["gcloud", "compute", "tpus", "tpu-vm"]
+
+
+def _started(remote: str) -> tuple[str, str, list[str]]:
+  """(run, workdir, command) that a launch's remote command starts on each worker."""
+  argv = shlex.split(remote.split("bash scripts/tpu_worker.sh start ")[1])
+  return argv[0], argv[1], argv[2:]
 
 
 def test_tpu_vm_launcher_runs_detached_with_per_worker_logs():
@@ -52,13 +91,17 @@ def test_tpu_vm_launcher_runs_detached_with_per_worker_logs():
      override]
   )  # fmt: skip
   assert proc.returncode == 0, proc.stderr
-  argv, remote = _remote(proc.stdout)
-  assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "my-tpu"]
-  assert argv[6:9] == ["--zone", "us-central2-b", "--worker=all"]
-  head, _, rest = remote.partition(" && (setsid nohup ")
-  assert head == "cd ~/resnorm_jax && mkdir -p logs"
-  train, _, tail = rest.partition(" >> ")
-  assert shlex.split(train) == [
+  lines = [shlex.split(line) for line in proc.stdout.strip().splitlines()]
+  assert len(lines) == 2  # the busy check, then the start: no sync or setup asked for
+  for argv in lines:
+    assert argv[:6] == GCLOUD_TPU + ["ssh", "my-tpu"]
+    assert argv[8:] == ["--zone", "us-central2-b", "--worker=all"]
+  check, start = _ssh_commands(proc.stdout)
+  assert "bash scripts/tpu_worker.sh check" in check
+  assert start.startswith("mkdir -p ~/resnorm_jax && cd ~/resnorm_jax && bash ")
+  run, workdir, train = _started(start)
+  assert (run, workdir) == ("run", "/mnt/shared/run")
+  assert train == [
     ".venv/bin/python",
     *TRAIN,
     "--workdir=/mnt/shared/run",
@@ -66,9 +109,30 @@ def test_tpu_vm_launcher_runs_detached_with_per_worker_logs():
     "--config.train.steps=10",
     override,
   ]
-  # Detached: output to a per-worker log (hostname expanded on the worker), no stdin.
-  assert tail.startswith("logs/run.$(hostname).log 2>&1 < /dev/null &)")
-  assert "pip install" not in remote
+  assert "pip install" not in start and "setup" not in start and "git" not in start
+
+
+def test_tpu_vm_launcher_dry_runs_of_sync_setup_and_each_mode():
+  head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+  bundle = f"resnorm_jax-{head.stdout.strip()[:12]}.bundle"
+  proc = _script(
+    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--project=p", "--sync",
+     "--setup", "--python=python3.11", "--workdir=gs://bucket/runs/a", PAPER]
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr
+  lines = [shlex.split(line) for line in proc.stdout.strip().splitlines()]
+  local = os.path.join(os.environ.get("TMPDIR", "/tmp"), bundle)
+  assert lines[1] == ["git", "bundle", "create", local, "HEAD"]
+  assert lines[2] == GCLOUD_TPU + ["scp", local, f"t:{bundle}", "--zone", "z", "--worker=all",
+                                   "--project", "p"]  # fmt: skip
+  start = _ssh_commands(proc.stdout)[1]
+  assert f"git fetch -q ~/{bundle} HEAD && git -c advice.detachedHead=false checkout" in start
+  setup = " && bash scripts/tpu_worker.sh setup python3.11 && bash scripts/tpu_worker.sh start"
+  assert setup in start and _started(start)[:2] == ("a", "gs://bucket/runs/a")
+  for mode in ("stop", "status", "logs", "tail"):
+    proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", f"--{mode}"])
+    assert proc.returncode == 0, proc.stderr
+    assert _ssh_commands(proc.stdout) == [f"cd ~/resnorm_jax && bash scripts/tpu_worker.sh {mode}"]
 
 
 def test_tpu_vm_launcher_default_workdir_is_stable_and_shared():
@@ -79,16 +143,7 @@ def test_tpu_vm_launcher_default_workdir_is_stable_and_shared():
   ]  # fmt: skip
   assert runs[0].stdout == runs[1].stdout  # no timestamp: launching again resumes
   workdir = f"/mnt/s/runs/postnorm_96L-paper-{_suffix('--config.opt.lr=1e-4')}"
-  assert f"--workdir={workdir}" in _remote(runs[0].stdout)[1]
-  gs = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--setup",
-                "--workdir=gs://bucket/runs/a", PAPER])  # fmt: skip
-  assert gs.returncode == 0, gs.stderr
-  remote = _remote(gs.stdout)[1]
-  assert "--workdir=gs://bucket/runs/a" in remote
-  assert "python3 -m venv .venv && .venv/bin/pip install -r requirements-tpu.txt" in remote
-  tail = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--tail", "--name=t", "--zone=z",
-                  "--workdir=gs://bucket/runs/a", PAPER])  # fmt: skip
-  assert _remote(tail.stdout)[1] == "cd ~/resnorm_jax && tail -n 50 -F logs/a.*.log"
+  assert _started(_ssh_commands(runs[0].stdout)[1])[1] == workdir
 
 
 @pytest.mark.parametrize(
@@ -101,11 +156,180 @@ def test_tpu_vm_launcher_default_workdir_is_stable_and_shared():
     (["--mount=/m", "configs/nope.py"], "no config file"),
     (["--mount=/m", PAPER, "steps=3"], "--config.key=value"),
     (["--mount=/m"], "CONFIG is required"),
+    (["--stop", PAPER], "takes no CONFIG"),
   ],
 )
 def test_tpu_vm_launcher_refuses_bad_input(args, message):
   proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", *args])
   assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+# gcloud for a slice of two workers, w0 and w1, whose home folders are $FAKE_TPU/w0 and w1:
+# `ssh --worker=all --command C` runs C with bash in each home (hostname: the worker's name),
+# `scp SRC NODE:DEST --worker=all` copies into each home, `storage cp SRC gs://B/P` copies to
+# $FAKE_GCS/B/P.
+FAKE_GCLOUD = """#!{python}
+import os, shlex, shutil, subprocess, sys
+with open(os.path.join(os.environ["FAKE_LOG"], "gcloud.calls"), "a") as f:
+  f.write(shlex.join(sys.argv[1:]) + "\\n")
+args = sys.argv[1:]
+if args[:2] == ["storage", "cp"]:
+  src, dst = [a for a in args[2:] if not a.startswith("-")]
+  path = os.path.join(os.environ["FAKE_GCS"], dst.removeprefix("gs://"))
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  shutil.copy(src, path)
+  sys.exit(0)
+assert args[:3] == ["compute", "tpus", "tpu-vm"] and "--worker=all" in args, args
+homes = [os.path.join(os.environ["FAKE_TPU"], w) for w in ("w0", "w1")]
+if args[3] == "scp":
+  for home in homes:
+    shutil.copy(args[4], os.path.join(home, args[5].split(":", 1)[1]))
+  sys.exit(0)
+command, rc = args[args.index("--command") + 1], 0
+for home in homes:
+  env = dict(os.environ, HOME=home, FAKE_HOST=os.path.basename(home))
+  rc = max(rc, subprocess.run(["bash", "-c", command], cwd=home, env=env).returncode)
+sys.exit(rc)
+"""
+FAKE_HOSTNAME = '#!/usr/bin/env bash\necho "$FAKE_HOST"\n'
+# The training run on a worker: runs until SIGTERM, then "saves" and exits.
+FAKE_TPU_TRAIN = """#!/usr/bin/env bash
+echo "training $*"
+trap 'echo "saved at step 7"; exit 0' TERM
+while :; do sleep 0.05; done
+"""
+# Interpreters for --setup: 3.10 (refused) and 3.11, whose venv's pip records its calls.
+FAKE_PY310 = """#!/usr/bin/env bash
+case "$*" in *python_version*) echo 3.10.12 ;; *version_info*) exit 1 ;; esac
+"""
+FAKE_PY311 = """#!/usr/bin/env bash
+case "$*" in
+  *python_version*) echo 3.11.9 ;;
+  *version_info*) exit 0 ;;
+  "-m venv .venv")
+    mkdir -p .venv/bin
+    printf '#!/usr/bin/env bash\\necho "$HOME pip $*" >> "$FAKE_LOG/pip.calls"\\n' > .venv/bin/pip
+    printf '#!/usr/bin/env bash\\nexit 0\\n' > .venv/bin/python
+    chmod +x .venv/bin/pip .venv/bin/python ;;
+esac
+"""
+
+
+@pytest.fixture
+def tpu_slice(tmp_path):
+  """(launch(args) -> CompletedProcess, mini repository, worker homes, fake GCS, calls()).
+
+  The launcher runs from a small git repository holding the two TPU scripts and a config,
+  so that --sync ships a commit that has them whatever this checkout's state."""
+  repo = tmp_path / "repo"
+  (repo / "scripts").mkdir(parents=True)
+  (repo / "configs").mkdir()
+  for f in ("scripts/launch_tpu_vm.sh", "scripts/tpu_worker.sh", "configs/smoke.py"):
+    (repo / f).write_text(open(os.path.join(ROOT, f)).read())
+  git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+  subprocess.run(git[:3] + ["init", "-q"], check=True)
+  subprocess.run(git + ["add", "."], check=True)
+  subprocess.run(git + ["commit", "-qm", "x"], check=True)
+  homes = [tmp_path / "tpu" / w for w in ("w0", "w1")]
+  for home in homes:
+    home.mkdir(parents=True)
+  env = _fake_bin(
+    tmp_path,
+    gcloud=FAKE_GCLOUD.format(python=sys.executable),
+    hostname=FAKE_HOSTNAME,
+    train=FAKE_TPU_TRAIN,
+    python3_10=FAKE_PY310,
+    python3_11=FAKE_PY311,
+  )
+  env.update(
+    FAKE_TPU=str(tmp_path / "tpu"),
+    FAKE_GCS=str(tmp_path / "gcs"),
+    PYTHON=str(tmp_path / "bin" / "train"),
+    TPU_NAME="slice",
+    TPU_ZONE="z",
+  )
+
+  def launch(*args):
+    return subprocess.run(
+      ["bash", str(repo / "scripts" / "launch_tpu_vm.sh"), *args],
+      env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+  def calls():
+    return [c[3] if c[0] == "compute" else c[0] for c in _calls(tmp_path, "gcloud")]
+
+  yield launch, repo, homes, tmp_path / "gcs", calls
+  for home in homes:  # whatever a failed test left running
+    active = home / "resnorm_jax" / "logs" / "active"
+    if active.exists():
+      pid = int(active.read_text().split()[0])
+      try:
+        os.killpg(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+
+def _wait_for(predicate, what: str, timeout: float = 20):
+  deadline = time.time() + timeout
+  while not predicate():
+    assert time.time() < deadline, f"timed out waiting for {what}"
+    time.sleep(0.05)
+
+
+def test_tpu_vm_sync_launch_refuse_stop_logs_relaunch(tpu_slice):
+  """Against a fake two-worker slice: --sync ships HEAD and --setup makes the venv, the run
+  starts detached on both workers; a second launch is refused while it runs; --status,
+  --stop (SIGTERM: it saves), --logs (to the workdir); after --stop a launch starts again."""
+  launch, repo, homes, gcs, calls = tpu_slice
+  workdir = "gs://bucket/runs/smoke-a"
+  args = ["--sync", f"--workdir={workdir}", "configs/smoke.py", "--config.train.steps=5"]
+  refused = launch("--setup", "--python=python3_10", *args)
+  assert refused.returncode != 0 and "needs >= 3.11: give --python=python3.11" in refused.stderr
+  assert not (homes[0] / "resnorm_jax" / "logs" / "active").exists()
+  proc = launch("--setup", "--python=python3_11", *args)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  head = subprocess.run(
+    ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+  )
+  for home in homes:
+    checkout = home / "resnorm_jax"
+    synced = subprocess.run(
+      ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    assert synced.stdout == head.stdout  # a real checkout of the commit: runs record it
+    log = checkout / "logs" / f"smoke-a.{home.name}.log"
+    _wait_for(lambda log=log: "training" in log.read_text(), f"{home.name}'s run")
+    text = log.read_text()
+    assert f"commit {head.stdout.strip()}" in text
+    assert "--config.dist.initialize=true --config.train.steps=5" in text
+  pips = (repo.parent / "calls" / "pip.calls").read_text().splitlines()
+  assert sorted(pips) == [f"{h} pip install -q -r requirements-tpu.txt" for h in homes]
+  assert calls() == ["ssh", "scp", "ssh"] * 2  # each launch: check, sync, setup and start
+
+  again = launch(f"--workdir={workdir}", "configs/smoke.py")
+  assert again.returncode == 3 and "stop it first" in again.stderr, again.stderr
+  assert "busy: w0 runs smoke-a" in again.stdout and "busy: w1 runs smoke-a" in again.stdout
+  assert calls()[6:] == ["ssh"]  # the check only: nothing synced or started
+
+  status = launch("--status")
+  assert status.stdout.count("running smoke-a") == 2, status.stdout
+  stop = launch("--stop")
+  assert stop.returncode == 0 and stop.stdout.count("smoke-a stopped") == 2, stop.stdout
+  for home in homes:
+    copied = gcs / "bucket" / "runs" / "smoke-a" / "logs" / f"{home.name}.log"
+    assert "saved at step 7" in copied.read_text()  # the run saved; its log in the workdir
+    copied.unlink()
+  logs = launch("--logs")
+  assert (
+    logs.returncode == 0
+    and len(list((gcs / "bucket" / "runs" / "smoke-a" / "logs").iterdir())) == 2
+  )
+  assert "idle; last run smoke-a" in launch("--status").stdout
+
+  relaunch = launch(f"--workdir={workdir}", "configs/smoke.py", "--config.train.steps=5")
+  assert relaunch.returncode == 0, relaunch.stderr
+  assert launch("--status").stdout.count("running smoke-a") == 2
+  assert launch("--stop").returncode == 0
 
 
 # --- SLURM ------------------------------------------------------------------------------------
@@ -225,16 +449,6 @@ def test_slurm_refuses_bad_input():
   assert proc.returncode == 2 and "gpu, node" in proc.stderr
 
 
-# Stand-ins for the SLURM commands: each records its arguments (one line per call, shell
-# quoted) and the environment it saw, in $FAKE_LOG/<name>.calls and <name>.env.
-RECORD = """record() {
-  local log="$FAKE_LOG/$(basename "$0")"
-  printf '%q ' "$@" >> "$log.calls"; echo >> "$log.calls"
-  env > "$log.env"
-}
-"""
-# srun: a GPU check (python -c ...) passes at once; the training stand-in runs until SIGTERM,
-# then writes what the training run would.
 FAKE_SRUN = f"""#!/usr/bin/env bash
 {RECORD}record "$@"
 case " $* " in *" -c "*) exit 0 ;; esac
@@ -244,22 +458,6 @@ while :; do sleep 0.05; done
 FAKE_SCONTROL = f'#!/usr/bin/env bash\n{RECORD}record "$@"\n'
 FAKE_SBATCH = f'#!/usr/bin/env bash\n{RECORD}record "$@"\necho "Submitted batch job 4242"\n'
 FAKE_PYTHON = "#!/usr/bin/env bash\nexit 0\n"  # the GPU check passes
-
-
-def _fake_bin(tmp_path, **scripts: str) -> dict[str, str]:
-  """Executables named after the keywords, first on PATH; the environment to run with."""
-  bin_dir, log = tmp_path / "bin", tmp_path / "calls"
-  bin_dir.mkdir(exist_ok=True)
-  log.mkdir(exist_ok=True)
-  for name, text in scripts.items():
-    (bin_dir / name).write_text(text)
-    (bin_dir / name).chmod(0o755)
-  return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
-
-
-def _calls(tmp_path, name: str) -> list[list[str]]:
-  path = tmp_path / "calls" / f"{name}.calls"
-  return [shlex.split(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _start_job(tmp_path, env: dict[str, str]) -> subprocess.Popen:
