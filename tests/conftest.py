@@ -1,5 +1,6 @@
-"""Test setup: 8 fake CPU devices, set before JAX is imported anywhere; `run_script` and
-`read_csv`."""
+"""Test setup: 8 fake CPU devices, set before JAX is imported anywhere; the tiny model the unit
+tests build (TINY, tiny_config, tiny_model: `from conftest import ...`); the `run_script` and
+`read_csv` fixtures."""
 
 import csv
 import os
@@ -14,6 +15,30 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
+# [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
+TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
+
+
+def tiny_config(shape: dict = TINY, **model):
+  """The ModelConfig of configs/base.py with the model at `shape`, then `model`'s keys."""
+  from configs import base
+  from resnorm_jax.config_types import model_config_from
+
+  c = base.get_config()
+  c.model.update(shape)
+  c.model.update(model)
+  return model_config_from(c)
+
+
+def tiny_model(shape: dict = TINY, **model):
+  """The Transformer of tiny_config(shape, **model), parameters from seed 0."""
+  from flax import nnx
+
+  from resnorm_jax.model import Transformer
+
+  return Transformer(tiny_config(shape, **model), rngs=nnx.Rngs(params=0))
 
 
 @pytest.fixture

@@ -10,25 +10,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import base
+from conftest import tiny_config
 from resnorm_jax import attention as attention_lib
-from resnorm_jax.config_types import ModelConfig, model_config_from
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
 
-# test_model.py's tiny shapes: vocab = max_seq_len = d_model = d_ff.
-TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
-
-
-def _cfg(**model) -> ModelConfig:
-  c = base.get_config()
-  c.model.update(TINY)
-  c.model.update(model)
-  return model_config_from(c)
-
 
 def test_attention_matches_numpy():
-  cfg = _cfg()
+  cfg = tiny_config()
   with nnx.use_eager_sharding(False):
     attn = attention_lib.Attention(cfg, InitRule("xavier", 2, 8), nnx.Rngs(params=0))
   x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
@@ -70,7 +59,7 @@ def test_rope_makes_attention_order_aware():
   # Causal attention alone is blind to the order of the earlier keys: at the last position,
   # permuting positions 0..2 changes nothing. With RoPE the scores depend on the distance.
   with nnx.use_eager_sharding(False):
-    attn = attention_lib.Attention(_cfg(), InitRule("xavier", 2, 8), nnx.Rngs(params=0))
+    attn = attention_lib.Attention(tiny_config(), InitRule("xavier", 2, 8), nnx.Rngs(params=0))
   x = np.random.default_rng(0).normal(size=(1, 4, 8)).astype(np.float32)
   xp = jnp.asarray(x[:, [2, 0, 1, 3]])
   x = jnp.asarray(x)
@@ -81,7 +70,7 @@ def test_rope_makes_attention_order_aware():
 
 @pytest.mark.parametrize("activation", ["gelu", "relu", "swiglu"])
 def test_mlp_matches_numpy(activation):
-  cfg = _cfg(ffn_activation=activation)
+  cfg = tiny_config(ffn_activation=activation)
   with nnx.use_eager_sharding(False):
     mlp = MLP(cfg, InitRule("xavier", 2, 8), nnx.Rngs(params=0))
   x = np.random.default_rng(0).normal(size=(2, 3, 8))

@@ -7,6 +7,7 @@ branches are written out in NumPy only where the variant changes them (Sub-LN's 
 and otherwise called as black boxes around a NumPy placement/residual formula.
 """
 
+import functools
 import math
 
 import jax
@@ -16,28 +17,21 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import base
+from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax import admin
 from resnorm_jax import residual as residual_lib
 from resnorm_jax.block import lnscale_factor, mixln_num_post
-from resnorm_jax.config_types import model_config_from
 from resnorm_jax.initializers import magneto_gamma
 from resnorm_jax.model import Transformer
 
-# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape.
-TINY = dict(vocab_size=8, num_layers=4, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
+# tests/conftest.py's shapes at 4 layers (Mix-LN's split and LN scaling's 1/sqrt(l) need
+# several).
+SHAPE = dict(TINY, num_layers=4)
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
 
 
-def _cfg(**model):
-  c = base.get_config()
-  c.model.update(TINY)
-  c.model.update(model)
-  return model_config_from(c)
-
-
-def _build(**model) -> Transformer:
-  return Transformer(_cfg(**model), rngs=nnx.Rngs(params=0))
+_cfg = functools.partial(tiny_config, SHAPE)
+_build = functools.partial(tiny_model, SHAPE)
 
 
 def _layer(model: Transformer, i: int):
@@ -130,7 +124,7 @@ def test_magneto_gamma_is_sqrt_ln_2n(n, gamma):
 
 def test_magneto_gain_on_exactly_v_out_ffn_in_ffn_out():
   # 64 layers of 16x32 kernels: enough entries for the std to ~1%.
-  deep = dict(TINY, num_layers=64, d_model=16, d_ff=32, ffn_activation="swiglu")
+  deep = dict(SHAPE, num_layers=64, d_model=16, d_ff=32, ffn_activation="swiglu")
   mag = _build(**deep, norm_position="subln", init="magneto")
   xav = _build(**deep, norm_position="subln", init="xavier")
   gamma = math.sqrt(math.log(128))

@@ -2,8 +2,9 @@
 
 The branches alone (attention, RoPE, MLP) against NumPy are tests/test_branches.py.
 
-Tiny models share one set of shapes (TINY) and the depth tests another (DEEP, 1000 layers):
-every new weight shape costs seconds of compiles of the random initializers on this CPU.
+Tiny models share one set of shapes (TINY, tests/conftest.py) and the depth tests another
+(DEEP, 1000 layers): every new weight shape costs seconds of compiles of the random
+initializers on this CPU.
 """
 
 import dataclasses
@@ -20,35 +21,15 @@ import pytest
 from flax import nnx
 
 from configs import base
+from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import ModelConfig, model_config_from
+from resnorm_jax.config_types import model_config_from
 from resnorm_jax.model import Transformer
 
-# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
-# [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
-TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
 # The 1000-layer shapes, shared with test_residual_init.py's init-statistics models.
 DEEP = dict(vocab_size=16, num_layers=1000, d_model=16, num_heads=2, d_ff=32, max_seq_len=16)
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
-
-
-def _cfg(**model) -> ModelConfig:
-  c = base.get_config()
-  c.model.update(TINY)
-  c.model.update(model)
-  return model_config_from(c)
-
-
-def _build(**model) -> Transformer:
-  return Transformer(_cfg(**model), rngs=nnx.Rngs(params=0))
-
-
-def _deep(**model) -> Transformer:
-  c = base.get_config()
-  c.model.update(DEEP)
-  c.model.update(model)
-  return Transformer(model_config_from(c), rngs=nnx.Rngs(params=0))
 
 
 def _jit_forward(model: Transformer, tokens):
@@ -108,7 +89,7 @@ def _eqns(jaxpr) -> list:
 
 @pytest.mark.parametrize("residual", ["add", "deepnorm"])
 def test_post_ln_stream_has_unit_per_token_variance(residual):
-  model = _build(norm="layernorm", norm_position="post", residual=residual)
+  model = tiny_model(norm="layernorm", norm_position="post", residual=residual)
   for out in _layer_outputs(model, _embed_input(model)):
     np.testing.assert_allclose(out.mean(-1), 0.0, atol=1e-5)
     np.testing.assert_allclose(out.var(-1), 1.0, atol=1e-3)
@@ -118,8 +99,8 @@ def test_post_ln_stream_has_unit_per_token_variance(residual):
 
 def test_pre_ln_stream_grows_with_depth_post_ln_is_reset():
   tokens = jnp.tile(jnp.arange(16, dtype=jnp.int32)[None], (2, 1))
-  pre = _jit_forward(_deep(norm_position="pre"), tokens)[1]["layers"]
-  post = _jit_forward(_deep(norm_position="post"), tokens)[1]["layers"]
+  pre = _jit_forward(tiny_model(DEEP, norm_position="pre"), tokens)[1]["layers"]
+  post = _jit_forward(tiny_model(DEEP, norm_position="post"), tokens)[1]["layers"]
   assert pre["stream_rms"].shape == post["stream_rms"].shape == (1000,)
   # Pre-LN: every layer adds to an unnormalized stream (about 1.3 -> 35 at 1000 layers).
   grows = pre["stream_rms"][[0, 9, 99, 999]]
@@ -143,14 +124,14 @@ def test_pre_ln_stream_grows_with_depth_post_ln_is_reset():
   ],
 )
 def test_final_norm_auto_and_override(position, setting, expected):
-  model = _build(norm_position=position, final_norm=setting)
+  model = tiny_model(norm_position=position, final_norm=setting)
   assert model.cfg.final_norm is expected
   assert (model.final_norm is not None) is expected
   assert ("final_norm_in_rms" in _eager(model)[1]) is expected
 
 
 def test_final_norm_is_applied_before_the_tied_head():
-  model = _build(norm="layernorm", norm_position="pre")
+  model = tiny_model(norm="layernorm", norm_position="pre")
   with jax.disable_jit():
     x, _ = model.run_stack(_embed_input(model), None)
   table = np.asarray(model.embed.embedding[...], np.float64)
@@ -159,7 +140,10 @@ def test_final_norm_is_applied_before_the_tied_head():
 
 
 def _reference_block(position: str, parallel: bool, alpha: float, attn, ffn, x):
-  """DESIGN.md's placements written out, with NumPy LayerNorm (gamma 1, beta 0 at init)."""
+  """The placements of README's "Named experiments" table (Post-LN LN(ax + F(x)), Pre-LN
+  ax + F(LN(x)), Peri-LN ax + LN(F(LN(x))), none ax + F(x); the parallel block sums the two
+  branches of one input; a is DeepNorm's alpha, else 1) written out, with NumPy LayerNorm
+  (gamma 1, beta 0 at init)."""
   n = _np_layernorm
 
   def sub(x, f):
@@ -186,7 +170,7 @@ def _reference_block(position: str, parallel: bool, alpha: float, attn, ffn, x):
   + [("post", "sequential", "deepnorm"), ("post", "parallel", "deepnorm")],
 )
 def test_block_placement_formulas(position, block, residual):
-  model = _build(norm="layernorm", norm_position=position, block=block, residual=residual)
+  model = tiny_model(norm="layernorm", norm_position=position, block=block, residual=residual)
   layer = _layer(model, 1)
   x = np.random.default_rng(0).normal(1.0, 2.0, (2, 4, 8)).astype(np.float32)
   with jax.disable_jit():
@@ -200,7 +184,7 @@ def test_block_placement_formulas(position, block, residual):
 
 
 def test_model_def_apply_train_updates_batchnorm_state_eval_keeps_it():
-  cfg = _cfg(norm="batchnorm", norm_position="pre")
+  cfg = tiny_config(norm="batchnorm", norm_position="pre")
   model_def = mdl.make_model_def(cfg)
   params, state = mdl.init_model(cfg, 0)
   with jax.disable_jit():
@@ -219,7 +203,7 @@ def test_model_def_apply_train_updates_batchnorm_state_eval_keeps_it():
   [("sequential", "post", "layernorm"), ("parallel", "pre", "rmsnorm")],
 )
 def test_scan_equals_python_loop(block, position, norm):
-  model = _build(block=block, norm_position=position, norm=norm, qk_norm=True)
+  model = tiny_model(block=block, norm_position=position, norm=norm, qk_norm=True)
   logits_scan, stats_scan = nnx.jit(lambda m, t: m(t))(model, TOKENS)
   logits_loop, stats_loop = _eager(model, TOKENS, scan=False)
   np.testing.assert_allclose(logits_scan, logits_loop, rtol=1e-5, atol=1e-5)
@@ -230,7 +214,7 @@ def test_scan_equals_python_loop(block, position, norm):
 
 
 def test_scan_equals_loop_batchnorm_train_mode_updates():
-  models = [_build(norm="batchnorm", norm_position="pre") for _ in range(2)]
+  models = [tiny_model(norm="batchnorm", norm_position="pre") for _ in range(2)]
   init = nnx.to_pure_dict(nnx.state(models[0], nnx.BatchStat))
   logits_scan, _ = nnx.jit(lambda m, t: m(t))(models[0], TOKENS)
   logits_loop, _ = _eager(models[1], TOKENS, scan=False)
@@ -259,7 +243,7 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 @functools.cache
 def _loss_and_grads(remat: str):
   """(params, ((loss, model state), grads), jaxpr equations) of one train-mode gradient."""
-  cfg = _cfg(remat=remat, **REMAT_MODEL)
+  cfg = tiny_config(remat=remat, **REMAT_MODEL)
   model_def = mdl.make_model_def(cfg)
   params, model_state = mdl.init_model(cfg, 0)
 
@@ -273,7 +257,7 @@ def _loss_and_grads(remat: str):
 
 @pytest.mark.parametrize("policy", ["full", "dots", "dots_no_batch"])
 def test_remat_equals_no_remat_values_and_gradients(policy):
-  plain, remat = _cfg(**REMAT_MODEL), _cfg(remat=policy, **REMAT_MODEL)
+  plain, remat = tiny_config(**REMAT_MODEL), tiny_config(remat=policy, **REMAT_MODEL)
   assert remat != plain and dataclasses.replace(remat, remat="none") == plain
   params_p, ((loss_p, _), grads_p), eqns_p = _loss_and_grads("none")
   params_r, ((loss_r, _), grads_r), eqns_r = _loss_and_grads(policy)
@@ -317,7 +301,7 @@ def _causal(model: Transformer, t: int = 5) -> None:
   ],
 )
 def test_feature_builds_and_is_causal(feature):
-  model = _build(norm_position="pre", **feature)
+  model = tiny_model(norm_position="pre", **feature)
   model.eval()
   _causal(model)
   assert (model.pos_embed is None) == (feature.get("position") == "rope")
@@ -327,7 +311,7 @@ def test_feature_builds_and_is_causal(feature):
 
 
 def test_untied_head_is_used():
-  model = _build(tie_embeddings=False)
+  model = tiny_model(tie_embeddings=False)
   before, _ = _eager(model)
   model.head.kernel[...] *= 2.0  # post-LN, no final norm: logits are linear in the head
   np.testing.assert_allclose(_eager(model)[0], 2 * before, rtol=1e-5, atol=1e-6)
@@ -338,7 +322,7 @@ def test_bfloat16_compute_close_to_float32_with_f32_softmax_and_norms(norm):
   model = dict(norm=norm, norm_position="peri", qk_norm=True, ffn_activation="relu")
   logits = {}
   for dtype in ("float32", "bfloat16"):
-    m = _build(dtype=dtype, **model)  # the same seed: the same float32 weights
+    m = tiny_model(dtype=dtype, **model)  # the same seed: the same float32 weights
     m.eval()
     logits[dtype] = _eager(m)[0]
   graphdef, state = nnx.split(m)
@@ -361,7 +345,7 @@ def test_bfloat16_compute_close_to_float32_with_f32_softmax_and_norms(norm):
 
 
 def test_each_layer_has_its_own_random_weights():
-  model = _build(residual="gated", ffn_activation="swiglu")
+  model = tiny_model(residual="gated", ffn_activation="swiglu")
   state = nnx.to_pure_dict(nnx.state(model.layers, nnx.Param))
   random_leaves = {
     "/".join(map(str, path)): np.asarray(leaf)
@@ -376,7 +360,7 @@ def test_each_layer_has_its_own_random_weights():
 
 def test_1000_layer_model_builds_and_runs_jitted():
   start = time.perf_counter()
-  model = _deep(residual="deepnorm", init="deepnorm")
+  model = tiny_model(DEEP, residual="deepnorm", init="deepnorm")
   built = time.perf_counter()
   logits, stats = _jit_forward(model, jnp.arange(8, dtype=jnp.int32)[None])
   ran = time.perf_counter()
@@ -386,7 +370,7 @@ def test_1000_layer_model_builds_and_runs_jitted():
   np.testing.assert_allclose(stats["layers"]["stream_rms"], 1.0, atol=1e-3)
 
 
-AXES = [  # (section, key, valid values from DESIGN.md)
+AXES = [  # (section, key, valid values as configs/base.py's comments list them)
   ("model", "norm", ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")),
   ("model", "norm_position", ("post", "pre", "peri", "none")),
   ("model", "residual", ("add", "deepnorm", "scaled", "rezero", "layerscale", "gated", "none")),
@@ -434,11 +418,11 @@ def test_num_layers_must_be_positive(n):
 
 def test_learned_positions_refuse_sequences_past_max_seq_len():
   with pytest.raises(ValueError, match="max_seq_len=8"):
-    _build()(jnp.zeros((1, 9), jnp.int32))
+    tiny_model()(jnp.zeros((1, 9), jnp.int32))
 
 
 def test_tiny_model_overfits_one_batch():
-  cfg = _cfg(norm_position="pre")
+  cfg = tiny_config(norm_position="pre")
   model_def = mdl.make_model_def(cfg)
   optimizer = optax.adam(1e-2)
   state = ts.init_state(model_def, optimizer, seed=0)

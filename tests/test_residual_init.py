@@ -12,21 +12,18 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import base
+from conftest import tiny_config, tiny_model
 from resnorm_jax import residual as residual_lib
-from resnorm_jax.config_types import model_config_from
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.model import Transformer
 
-# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
-# [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
-TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
 
-# REFERENCE.md's table: N -> (alpha = (2N)^(1/4), beta = (8N)^(-1/4)), to 3 decimals.
+# DeepNet's decoder-only constants (README's "Named experiments" table), to 3 decimals:
+# N -> (alpha = (2N)^(1/4), beta = (8N)^(-1/4)).
 DEEPNORM_TABLE = {
   6: (1.861, 0.380),
-  12: (2.213, 0.319),  # REFERENCE.md prints 0.320, but 96^(-1/4) = 0.31947
+  12: (2.213, 0.319),  # 96^(-1/4) = 0.31947: 0.319, not 0.320
   24: (2.632, 0.269),
   48: (3.130, 0.226),
   96: (3.722, 0.190),
@@ -42,17 +39,6 @@ def _no_mesh_needed():
   """Residual params carry logical axes; outside a model, build them mesh-free."""
   with nnx.use_eager_sharding(False):
     yield
-
-
-def _cfg(**model):
-  c = base.get_config()
-  c.model.update(TINY)
-  c.model.update(model)
-  return model_config_from(c)
-
-
-def _build(**model) -> Transformer:
-  return Transformer(_cfg(**model), rngs=nnx.Rngs(params=0))
 
 
 def _logits(model: Transformer, tokens=TOKENS) -> np.ndarray:
@@ -100,14 +86,14 @@ def test_deepnorm_alpha_beta_table(n):
 
 @pytest.mark.parametrize("n", [6, 96, 1000])
 def test_config_resolves_deepnorm_constants_from_depth(n):
-  cfg = _cfg(num_layers=n, residual="deepnorm", init="deepnorm")
+  cfg = tiny_config(num_layers=n, residual="deepnorm", init="deepnorm")
   alpha, beta = DEEPNORM_TABLE[n]
   assert round(cfg.residual_alpha, 3) == alpha
   assert round(cfg.init_beta, 3) == beta
 
 
 def test_config_overrides_alpha_beta_and_branch_scale():
-  cfg = _cfg(
+  cfg = tiny_config(
     num_layers=96, residual="deepnorm", residual_alpha=2.5, init_beta=0.3, branch_scale=0.7
   )
   assert (cfg.residual_alpha, cfg.init_beta, cfg.branch_scale) == (2.5, 0.3, 0.7)
@@ -116,7 +102,7 @@ def test_config_overrides_alpha_beta_and_branch_scale():
 @pytest.mark.parametrize("n", [1, 6, 96])
 def test_default_branch_scale_is_one_over_sqrt_2n(n):
   np.testing.assert_allclose(residual_lib.default_branch_scale(n), (2 * n) ** -0.5, rtol=1e-12)
-  np.testing.assert_allclose(_cfg(num_layers=n).branch_scale, (2 * n) ** -0.5, rtol=1e-12)
+  np.testing.assert_allclose(tiny_config(num_layers=n).branch_scale, (2 * n) ** -0.5, rtol=1e-12)
 
 
 # Residual formulas
@@ -165,7 +151,7 @@ def test_unknown_residual_raises():
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
 def test_rezero_model_is_identity_at_init(block):
-  model = _build(norm="none", norm_position="none", residual="rezero", block=block)
+  model = tiny_model(norm="none", norm_position="none", residual="rezero", block=block)
   assert model.final_norm is None  # auto: off for position none
   x0 = _embed_input(model, TOKENS)
   np.testing.assert_array_equal(_stack(model, x0), x0.astype(np.float32))
@@ -189,8 +175,8 @@ def test_branch_multiplier_equals_add_with_scaled_output_projections(residual, o
   # Both branches end in a linear projection (attn out, ffn_out): x + s*F(x) is exactly the
   # `add` model with those two kernels multiplied by s.
   common = dict(norm="layernorm", norm_position="pre")
-  model = _build(residual=residual, **common, **override)
-  ref = _build(residual="add", **common)
+  model = tiny_model(residual=residual, **common, **override)
+  ref = tiny_model(residual="add", **common)
   np.testing.assert_array_equal(
     np.asarray(model.layers.attn.q.kernel[...]), np.asarray(ref.layers.attn.q.kernel[...])
   )
@@ -212,7 +198,9 @@ def test_branch_multiplier_equals_add_with_scaled_output_projections(residual, o
 )
 def test_deepnorm_residual_multiplies_skip_by_alpha_in_model(block, override, alpha):
   # No norm and zero branches: each residual sub-layer multiplies the stream by alpha.
-  model = _build(norm="none", norm_position="none", residual="deepnorm", block=block, **override)
+  model = tiny_model(
+    norm="none", norm_position="none", residual="deepnorm", block=block, **override
+  )
   _zero_branches(model)
   subs = 2 * 2 if block == "sequential" else 2
   x0 = _embed_input(model, TOKENS)
@@ -222,11 +210,11 @@ def test_deepnorm_residual_multiplies_skip_by_alpha_in_model(block, override, al
 
 def test_no_residual_has_no_skip_path():
   tiny = dict(norm="none", norm_position="none")
-  model = _build(residual="none", **tiny)
+  model = tiny_model(residual="none", **tiny)
   _zero_branches(model)
   np.testing.assert_array_equal(_stack(model, _embed_input(model, TOKENS)), 0.0)
   # The same zeroed branches with a skip path keep the input.
-  model = _build(residual="add", **tiny)
+  model = tiny_model(residual="add", **tiny)
   _zero_branches(model)
   x0 = _embed_input(model, TOKENS)
   np.testing.assert_allclose(_stack(model, x0), x0, rtol=1e-6)
@@ -273,7 +261,7 @@ WEIGHTS = {  # role -> path in the built model
 
 
 def _measured_stds(cfg_overrides) -> dict[str, float]:
-  model = _build(**cfg_overrides)
+  model = tiny_model(**cfg_overrides)
   state = nnx.to_pure_dict(nnx.state(model, nnx.Param))
   out = {}
   for role, path in WEIGHTS.items():

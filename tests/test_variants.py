@@ -12,16 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
-from configs import base
-from resnorm_jax.config_types import model_config_from
+from conftest import tiny_model
 from resnorm_jax.model import Transformer
 
-# vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
-# [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
-TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)
-# The DESIGN.md "What varies" table, written out here rather than imported.
+# The original axes and their values (configs/base.py's comments; the later variants of
+# docs/variants.md are below), written out here rather than imported.
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
 POSITIONS = ("post", "pre", "peri", "none")
 RESIDUALS = ("add", "deepnorm", "scaled", "rezero", "layerscale", "gated", "none")
@@ -35,13 +31,6 @@ GRID = [
   )
 ]
 BASE_TOKENS = np.array([3, 7, 1, 6, 0, 2], np.int32)
-
-
-def _build(**model) -> Transformer:
-  c = base.get_config()
-  c.model.update(TINY)
-  c.model.update(model)
-  return Transformer(model_config_from(c), rngs=nnx.Rngs(params=0))
 
 
 def _perturbed_batch(t: int, vocab: int = 8) -> np.ndarray:
@@ -85,14 +74,14 @@ def test_grid_covers_every_init_with_every_other_value():
 
 @pytest.mark.parametrize("norm, position, residual, block, init", GRID)
 def test_variant_builds_finite_and_causal_in_eval_mode(norm, position, residual, block, init):
-  model = _build(norm=norm, norm_position=position, residual=residual, block=block, init=init)
+  model = tiny_model(norm=norm, norm_position=position, residual=residual, block=block, init=init)
   model.eval()
   assert_causal(model)
 
 
 def test_batchnorm_train_mode_leaks_the_future():
   # Batch statistics over time mix positions: the last token moves the first logit.
-  model = _build(norm="batchnorm", norm_position="pre")
+  model = tiny_model(norm="batchnorm", norm_position="pre")
   model.train()
   tokens = _perturbed_batch(4)
   first = [_logits(model, tokens[[0]])[0, 0], _logits(model, tokens[[3]])[0, 0]]
@@ -131,6 +120,6 @@ LATER = [
 
 @pytest.mark.parametrize("model", LATER, ids=lambda m: "-".join(f"{v}" for v in m.values()))
 def test_later_variant_builds_finite_and_causal(model):
-  built = _build(**model)  # 2 layers: mix at 0.5 has one Post-LN and one Pre-LN layer
+  built = tiny_model(**model)  # 2 layers: mix at 0.5 has one Post-LN and one Pre-LN layer
   built.eval()
   assert_causal(built)
