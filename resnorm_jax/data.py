@@ -5,8 +5,10 @@ split into train/val by file), `text` (a UTF-8 file or glob, byte level) and `to
 (pre-tokenized shards: nanoGPT raw uint16 `.bin` and llm.c headered shards; a folder made by
 `experiments.prepare_data` brings its manifest: splits, vocabulary and token counts, so
 nothing is scanned at start). Several shards are read memory-mapped as one view
-(shards.ShardedTokens), never copied. Batches of them are batches.py; the no-context
-baseline's statistics unigram.py.
+(shards.ShardedTokens), never copied. A prepared folder at a URL (`data.path=gs://...`) is
+copied once into a local cache, $RESNORM_DATA_CACHE (default ~/.cache/resnorm_jax/data),
+checked against its manifest. Batches of them are batches.py; the no-context baseline's
+statistics unigram.py.
 """
 
 import dataclasses
@@ -17,7 +19,9 @@ import zlib
 from typing import Any
 
 import numpy as np
+from etils import epath
 
+from resnorm_jax import fs
 from resnorm_jax import shards as shards_lib
 from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's constants)
   LLMC_DTYPES,
@@ -29,6 +33,8 @@ from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's
 
 SOURCES = ("stdlib", "text", "tokens")
 BYTE_VOCAB = 256
+CACHE_ENV = "RESNORM_DATA_CACHE"  # where a gs:// data folder is copied to
+DEFAULT_CACHE = "~/.cache/resnorm_jax/data"
 # Stdlib directories that hold third-party code, not the standard library.
 _STDLIB_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
 _STDLIB_CACHE: dict[tuple[str, float], "Corpus"] = {}
@@ -262,8 +268,9 @@ def _read_shards(
 
 
 def _prepared_folder(path: str) -> tuple[str, dict] | tuple[None, None]:
-  """(folder, manifest) when data.path is a prepared folder or a glob inside one."""
-  folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+  """(folder, manifest) when data.path (local or a URL) is a prepared folder or a glob
+  inside one."""
+  folder = path if epath.Path(path).is_dir() else os.path.dirname(path) or "."
   if glob.has_magic(folder):
     return None, None
   manifest = shards_lib.read_manifest(folder)
@@ -310,10 +317,11 @@ def resolve_vocab_size(data_cfg: Any, vocab_size: int) -> int:
 
 
 def _load_prepared(
-  folder: str, manifest: dict, path: str, val_path: str, vocab_size: int
+  folder: str, manifest: dict, path: str, val_path: str, vocab_size: int, source: str = ""
 ) -> Corpus:
   """A prepared folder: train = its train split (or the files data.path matches), held out
-  = its val split (or data.val_path); never a held-out file in train."""
+  = its val split (or data.val_path); never a held-out file in train. `source`: where the
+  folder came from when `folder` is its local copy."""
   tok = manifest["tokenizer"]
   if tok["vocab_size"] > vocab_size:
     raise DataError(
@@ -349,13 +357,13 @@ def _load_prepared(
     excluded_from_train=len(paths) - len(train_paths),
   )
   split["manifest"] = {
-    "folder": os.path.abspath(folder),
+    "folder": source or os.path.abspath(folder),
     "fingerprint": manifest["fingerprint"],
     "tokenizer": tok["name"],
     "tokenizer_vocab_size": tok["vocab_size"],
   }
   description = (
-    f"tokens {folder} ({tok['name']}, {tok['vocab_size']} ids, fingerprint "
+    f"tokens {source or folder} ({tok['name']}, {tok['vocab_size']} ids, fingerprint "
     f"{manifest['fingerprint']}; {len(train_paths)} train shards, {len(val_paths)} held out): "
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
@@ -375,6 +383,8 @@ def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int)
   """Pre-tokenized shards from a folder or glob; val from `val_path` or the tail of the
   tokens, or a prepared folder's own split."""
   path = os.path.expanduser(path) if path else path
+  if fs.is_remote(path):
+    return _load_remote(path, val_path, vocab_size)
   if path:
     folder, manifest = _prepared_folder(path)
     if manifest is not None:
@@ -397,3 +407,23 @@ def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int)
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
   return Corpus(train=train, val=val, description=description, split=split)
+
+
+def _load_remote(url: str, val_path: str, vocab_size: int) -> Corpus:
+  """A prepared folder at a URL (or a glob inside one): its local copy, read as a folder."""
+  folder, manifest = _prepared_folder(url)
+  if manifest is None:
+    raise DataError(
+      f"data.path={url!r} has no {shards_lib.MANIFEST}: a URL must name a folder made by "
+      "experiments.prepare_data (or a glob inside one); copy other shards to a local disk"
+    )
+  local = shards_lib.local_copy(folder, manifest, os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+  def localized(p: str, key: str) -> str:  # the same file in the local copy
+    if not p.startswith(folder.rstrip("/")):
+      raise DataError(f"{key}={p!r} is outside data.path's folder {folder!r}")
+    return local + p[len(folder.rstrip("/")) :]
+
+  path = localized(url, "data.path")
+  val = localized(val_path, "data.val_path") if val_path else ""
+  return _load_prepared(local, manifest, path, val, vocab_size, source=folder)

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from etils import epath
+
 from resnorm_jax.outcome import curve_fields
 from resnorm_jax.writers import read_metrics
 
@@ -49,7 +51,7 @@ def summary_fields(
 ) -> dict[str, int | None]:
   """{"escape_step", "diverged_step"} from a metrics file (the whole curve, resumed segments
   included) and the run's summary; a missing file reads as an empty curve."""
-  records = read_metrics(metrics_path) if os.path.isfile(metrics_path) else []
+  records = read_metrics(metrics_path) if epath.Path(metrics_path).is_file() else []  # or gs://
   return curve_fields(records, summary, vocab)
 
 

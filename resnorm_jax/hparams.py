@@ -16,12 +16,11 @@ Written at the end of each run segment through tensorboardX's file writer, as th
 plugin's protos, into an event file of its own beside the run's curves
 (`writers.HPARAMS_SUFFIX`): TensorBoard keeps the first hparams it reads from a run, so the
 file is replaced, not appended to, when a run resumes. Not `SummaryWriter.add_hparams`,
-which opens a sub-run per call.
+which opens a sub-run per call. A gs:// workdir: written locally, then uploaded (resnorm_jax.fs).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import time
 from collections.abc import Mapping
@@ -30,7 +29,7 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from resnorm_jax import config_types as ct
-from resnorm_jax import writers
+from resnorm_jax import fs, writers
 
 # (hparam, dotted config key)
 AXES = (
@@ -128,12 +127,13 @@ def write(workdir: str, hparams: Mapping[str, Any], status: str, step: int) -> s
 
   logdir = writers.tb_dir(workdir)
   writers.remove_hparams_files(logdir)
-  w = FileWriter(logdir, filename_suffix=writers.HPARAMS_SUFFIX)
-  for s in summaries(hparams, status):
-    w.add_summary(s, global_step=int(step))
-  w.close()
-  (path,) = glob.glob(os.path.join(logdir, "events.out.tfevents.*" + writers.HPARAMS_SUFFIX))
-  return path
+  with fs.writable_folder(logdir) as local:
+    w = FileWriter(local, filename_suffix=writers.HPARAMS_SUFFIX)
+    for s in summaries(hparams, status):
+      w.add_summary(s, global_step=int(step))
+    w.close()
+    (name,) = [n for n in os.listdir(local) if writers.is_hparams_file(n)]
+  return os.path.join(logdir, name)
 
 
 def write_run(workdir: str, config: ConfigDict, summary: Mapping[str, Any]) -> str:

@@ -88,8 +88,7 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
 def finished_summary(workdir: str, checkpoint_step: int, steps: int) -> dict | None:
   """The summary of a run already completed in `workdir` at `steps`, else None."""
   try:
-    with open(os.path.join(workdir, "summary.json")) as f:
-      summary = json.load(f)
+    summary = json.loads(epath.Path(workdir, "summary.json").read_text())
   except (OSError, json.JSONDecodeError):
     return None
   done = summary.get("status") == "completed" and summary.get("steps") == steps
@@ -252,6 +251,7 @@ class Trainer:
     """Saves the state (its step already logged); blocking time is not training time."""
     meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, self.log.results())
     with self.log.paused():
+      self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
       self.checkpointer.save(state, meta, force=True)
 
   def train(self, state, start: int):

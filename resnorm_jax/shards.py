@@ -7,6 +7,8 @@ in each split) and `manifest.json` (tokenizer, vocabulary size, token and docume
 per split, each file's size and sha256, the source, and a fingerprint over all of that).
 Training reads the shards memory-mapped through `ShardedTokens` (no copy of the corpus)
 and trusts the manifest's vocabulary and counts instead of scanning every token at start.
+A folder at a URL (gs://...) is read through etils.epath; its files are copied once into a
+local cache (`local_copy`), since a memory map needs a local file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+from etils import epath
+
+from resnorm_jax import fs
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER_INTS = 256
@@ -170,13 +175,13 @@ def write_manifest(folder: str, manifest: dict) -> dict:
 
 
 def read_manifest(folder: str) -> dict | None:
-  """folder/manifest.json checked for its keys and fingerprint, or None if there is none."""
+  """folder/manifest.json (a local folder or a URL) checked for its keys and fingerprint, or
+  None if there is none."""
   path = os.path.join(folder, MANIFEST)
-  if not os.path.isfile(path):
+  if not epath.Path(path).is_file():
     return None
   try:
-    with open(path) as f:
-      manifest = json.load(f)
+    manifest = json.loads(epath.Path(path).read_text())
   except (OSError, json.JSONDecodeError) as e:
     raise DataError(f"{path} cannot be read: {e}") from None
   missing = [k for k in ("format", "tokenizer", "splits", "fingerprint") if k not in manifest]
@@ -216,11 +221,18 @@ def load_split(folder: str, manifest: dict, split: str) -> ShardedTokens:
 
 
 def file_sha256(path: str, chunk: int = 1 << 24) -> str:
+  """sha256 of a file's bytes (a local path or a URL), streamed."""
   digest = hashlib.sha256()
-  with open(path, "rb") as f:
+  with epath.Path(path).open("rb") as f:
     while block := f.read(chunk):
       digest.update(block)
   return digest.hexdigest()
+
+
+def listed_files(manifest: dict) -> list[dict]:
+  """Every file the manifest vouches for ({"file", "sha256", ...}): shards, then the counts."""
+  entries = [s for split in manifest["splits"].values() for s in split["shards"]]
+  return entries + ([manifest["token_counts"]] if manifest.get("token_counts") else [])
 
 
 def verify(folder: str) -> list[str]:
@@ -228,12 +240,41 @@ def verify(folder: str) -> list[str]:
   manifest = read_manifest(folder)
   if manifest is None:
     raise DataError(f"no {MANIFEST} in {folder!r}")
-  entries = [s for split in manifest["splits"].values() for s in split["shards"]]
-  if manifest.get("token_counts"):
-    entries.append(manifest["token_counts"])
   return [
     e["file"]
-    for e in entries
-    if not os.path.isfile(os.path.join(folder, e["file"]))
+    for e in listed_files(manifest)
+    if not epath.Path(folder, e["file"]).is_file()
     or file_sha256(os.path.join(folder, e["file"])) != e["sha256"]
   ]
+
+
+def _copy_checked(src: str, dest: str, sha256: str) -> None:
+  """Copies src to dest through a temporary name, renamed only when the checksum matches."""
+  tmp = f"{dest}.{fs.unique_suffix()}.tmp"
+  digest = hashlib.sha256()
+  try:
+    with epath.Path(src).open("rb") as f, open(tmp, "wb") as g:
+      while block := f.read(fs.COPY_CHUNK):
+        digest.update(block)
+        g.write(block)
+    if digest.hexdigest() != sha256:
+      raise DataError(f"{src} does not match the sha256 its {MANIFEST} lists: damaged")
+    os.replace(tmp, dest)  # several hosts sharing one cache each rename a whole, checked file
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def local_copy(url: str, manifest: dict, cache: str, log=print) -> str:
+  """A local folder holding the prepared folder at `url`: <cache>/<fingerprint>, its files
+  copied once and checked against the manifest's sha256 (a later run finds them there)."""
+  folder = os.path.join(os.path.expanduser(cache), manifest["fingerprint"])
+  os.makedirs(folder, exist_ok=True)
+  here = lambda e: os.path.join(folder, e["file"])  # noqa: E731
+  missing = [e for e in listed_files(manifest) if not os.path.isfile(here(e))]
+  if missing:
+    log(f"copying {len(missing)} files of {url} into {folder} (once: later runs read them there)")
+  for entry in missing:
+    _copy_checked(os.path.join(url, entry["file"]), here(entry), entry["sha256"])
+  fs.replace_text(os.path.join(folder, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+  return folder

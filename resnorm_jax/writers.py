@@ -12,35 +12,52 @@ each run by its folder name. Tags sort so the loss comes first in the Time Serie
 `train_depth/<stat>` (one layer x step image per per-layer statistic) and
 `train_layers/<stat>/layer_<i>` (first, quarter, middle, last layer as scalars): a few
 dozen cards at any depth. A workdir from before (events in `tb/`) keeps writing there.
+
+Every path goes through resnorm_jax.fs (etils.epath). A gs:// workdir: both files are written
+in a local staging folder and uploaded whole every `sync_seconds`, at `flush()` (the loop
+calls it before each checkpoint, so a checkpoint never runs ahead of the uploaded curve) and
+at `close()`. Not tensorboardX's own GCS writer: it needs google-cloud-storage, uploads on its
+own schedule, and would leave metrics.jsonl, which no object store can append to, without a
+path.
 """
 
 import json
 import os
 import re
-import tempfile
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from etils import epath
 
-from resnorm_jax import depth_profile
+from resnorm_jax import depth_profile, fs
 
 HPARAMS_SUFFIX = ".hparams"  # the event file of resnorm_jax.hparams, replaced on resume
+EVENTS_PREFIX = "events.out.tfevents."
+METRICS = "metrics.jsonl"
+SYNC_SECONDS = 60.0  # a gs:// workdir's upload interval (TensorBoard's own flush is 120 s)
 _OLD_LAYER_KEY = re.compile(r"^(.+)/layer_(\d+)$")
 
 
 def tb_dir(workdir: str) -> str:
   """Where a run's TensorBoard events go: the workdir itself, or `tb/` where one exists."""
   old = os.path.join(workdir, "tb")
-  return old if os.path.isdir(old) else workdir
+  return old if epath.Path(old).is_dir() else workdir
+
+
+def is_hparams_file(name: str) -> bool:
+  """Whether a file name is an hparams event file (resnorm_jax.hparams)."""
+  return name.startswith(EVENTS_PREFIX) and name.endswith(HPARAMS_SUFFIX)
 
 
 def remove_hparams_files(logdir: str) -> None:
   """Deletes the hparams event file of an earlier segment of this run (if any)."""
-  if os.path.isdir(logdir):
-    for name in os.listdir(logdir):
-      if name.startswith("events.out.tfevents.") and name.endswith(HPARAMS_SUFFIX):
-        os.remove(os.path.join(logdir, name))
+  folder = epath.Path(logdir)
+  if folder.is_dir():
+    for path in folder.iterdir():
+      if is_hparams_file(path.name):
+        path.unlink()
 
 
 def _layer_width(n: int) -> int:
@@ -103,7 +120,7 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
   """All records of a metrics.jsonl file, per-layer values as lists (old files included),
   skipping a torn last line from a killed run."""
   records = []
-  with open(path) as f:
+  with epath.Path(path).open() as f:
     for line in f:
       try:
         record = json.loads(line)
@@ -113,15 +130,15 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
   return records
 
 
+def truncated(text: str, last_step: int) -> str:
+  """The lines of a metrics file with step <= last_step (torn and foreign lines dropped)."""
+  steps = ((_step_of(line), line) for line in text.split("\n"))
+  return "".join(f"{line}\n" for step, line in steps if step is not None and step <= last_step)
+
+
 def _truncate(path: str, last_step: int) -> None:
-  """Keeps the records with step <= last_step; replaces the file atomically."""
-  with open(path) as f:
-    steps_lines = [(_step_of(line), line.rstrip("\n") + "\n") for line in f]
-  kept = [line for step, line in steps_lines if step is not None and step <= last_step]
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".metrics.", suffix=".tmp")
-  with os.fdopen(fd, "w") as f:
-    f.writelines(kept)
-  os.replace(tmp, path)
+  """Keeps the records with step <= last_step; replaces the file atomically, mode kept."""
+  fs.replace_text(path, truncated(epath.Path(path).read_text(), last_step))
 
 
 def _step_of(line: str) -> int | None:
@@ -144,7 +161,8 @@ class MetricWriter:
 
   `profile_every`: log steps that are multiples of it also redraw the depth images (and
   close() draws the last one); None: only close(). `no_context_loss`: drawn as
-  `eval/no_context_loss` beside every eval loss.
+  `eval/no_context_loss` beside every eval loss. `sync_seconds`: how often a gs:// workdir's
+  files are uploaded between flushes.
   """
 
   def __init__(
@@ -155,6 +173,7 @@ class MetricWriter:
     *,
     profile_every: int | None = None,
     no_context_loss: float | None = None,
+    sync_seconds: float = SYNC_SECONDS,
   ):
     self.enabled = enabled
     self._file = None
@@ -163,23 +182,33 @@ class MetricWriter:
       return
     import tensorboardX  # only process 0 pays for the import
 
-    os.makedirs(workdir, exist_ok=True)
-    self.path = os.path.join(workdir, "metrics.jsonl")
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+    self.path = os.path.join(workdir, METRICS)
     self.profile_every = profile_every
     self.no_context_loss = no_context_loss
+    self.sync_seconds = sync_seconds
     self.history = depth_profile.DepthHistory()
     self._best_eval = float("inf")
     self._drawn_step: int | None = None
-    if truncate_after is not None and os.path.exists(self.path):
-      _truncate(self.path, truncate_after)
-      for record in read_metrics(self.path):  # what the resumed run's images start from
-        self._remember(record["step"], record)
-    self._file = open(self.path, "a")
     logdir = tb_dir(workdir)
+    # A gs:// workdir: metrics.jsonl and the events are written locally, uploaded by _sync.
+    self._staged = _staging(workdir, logdir) if fs.is_remote(workdir) else {}
+    local = self._staged[workdir].local if self._staged else workdir
+    local_metrics = os.path.join(local, METRICS)
+    exists = self._staged[workdir].pull(METRICS) if self._staged else os.path.exists(self.path)
+    if truncate_after is not None and exists:
+      _truncate(local_metrics, truncate_after)
+      for record in read_metrics(local_metrics):  # what the resumed run's images start from
+        self._remember(record["step"], record)
+    self._file = open(local_metrics, "a")
     remove_hparams_files(logdir)  # an earlier segment's end; this one writes its own
     # purge_step hides the TensorBoard events a preempted run logged after its checkpoint.
     purge = None if truncate_after is None else truncate_after + 1
-    self._tb = tensorboardX.SummaryWriter(logdir, purge_step=purge)
+    local_tb = self._staged[logdir].local if self._staged else logdir
+    self._tb = tensorboardX.SummaryWriter(local_tb, purge_step=purge)
+    self._synced = time.monotonic()
+    if self._staged:  # a truncated metrics.jsonl replaces the bucket's at once, as locally
+      self._sync()
 
   def _remember(self, step: int, flat: Mapping[str, Any]) -> dict[str, list[float]]:
     """Keeps the best eval loss and the per-layer arrays; returns the arrays."""
@@ -213,6 +242,9 @@ class MetricWriter:
         self._tb.add_scalar(f"train_layers/{name}/layer_{i:0{width}d}", values[i], step)
     if arrays and self.profile_every and step % self.profile_every == 0:
       self.draw_depth(step)
+    if self._staged and time.monotonic() - self._synced >= self.sync_seconds:
+      self._tb.flush()
+      self._sync()
 
   def draw_depth(self, step: int) -> None:
     """One image per per-layer statistic: its history by layer and step, up to `step`."""
@@ -222,18 +254,34 @@ class MetricWriter:
       self._tb.add_image(f"train_depth/{name}", image, step, dataformats="HWC")
     self._drawn_step = step
 
+  def _sync(self) -> None:
+    """A gs:// workdir: uploads metrics.jsonl and the event files that changed."""
+    self._file.flush()
+    for staging in self._staged.values():
+      staging.sync()
+    self._synced = time.monotonic()
+
   def flush(self) -> None:
-    """Flushes metrics.jsonl; TensorBoard events still queued on its thread land by close()."""
+    """Flushes metrics.jsonl and the TensorBoard events (a gs:// workdir: uploads both)."""
     if self.enabled:
       self._file.flush()
       self._tb.flush()
+      if self._staged:
+        self._sync()
 
   def close(self) -> None:
     """Draws the depth images of the last step, flushes and closes; later calls are no-ops."""
     if self.enabled:
+      self.enabled = False
       latest = self.history.latest
       if latest is not None and latest[0] != self._drawn_step:
         self.draw_depth(latest[0])
       self._file.close()
       self._tb.close()
-      self.enabled = False
+      for staging in self._staged.values():
+        staging.close()
+
+
+def _staging(workdir: str, logdir: str) -> dict[str, fs.Staging]:
+  """{remote folder: its local staging folder}: the workdir, and `tb/` in a workdir from before."""
+  return {folder: fs.Staging(folder) for folder in dict.fromkeys((workdir, logdir))}
