@@ -4,6 +4,7 @@ python scripts/sweep.py --grid=configs/sweeps/stability_map.py [--sweep_dir=DIR]
     [--jobs=auto|N] [--threads_per_job=1] [--accelerator=cpu|gpu|tpu] [--dry_run]
     [--max_steps=N] [--set=train.eval_every=10 ...] [--filter=REGEX] [--collect_only]
     [--stuck_margin=0.1] [--progress_every=60]
+    [--submit=slurm [--max_concurrent=N] [--sbatch_args='--partition=gpu --time=4:00:00']]
 
 A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]",
 "overrides": {"dotted.key": value, ...}, "name": optional}. Each point runs as
@@ -30,6 +31,14 @@ runs. At the end, and with --collect_only, every run's summary.json goes into
 loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged,
 interrupted, failed or pending; and, when points differ only by seed, the mean and spread
 over seeds (results_seeds.csv). No JAX here.
+
+`--submit=slurm`: the unfinished points go to SLURM as one job array instead of running here
+(resnorm_jax/cluster.py): array task i runs point i's command above, into its folder, with
+--cpus-per-task=--threads_per_job (and one GPU with --accelerator=gpu), at most
+--max_concurrent at once, requeued ahead of the time limit and after a preemption (it
+resumes). Points still queued from an earlier submission are not submitted again. With
+--dry_run it prints the sbatch script. Once the tasks have ended, `--collect_only` builds
+the same results as a local sweep.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)  # config and grid files import `configs.base`
 
-from resnorm_jax import cli  # noqa: E402  (no JAX)
+from resnorm_jax import cli, cluster  # noqa: E402  (no JAX)
 from resnorm_jax.outcome import STUCK_MARGIN  # noqa: E402
 from resnorm_jax.sweep_grid import (  # noqa: E402
   POINT_FILE,
@@ -87,11 +96,45 @@ def _define_flags() -> None:
   flags.DEFINE_multi_string("set", [], "dotted.key=value applied to every point (repeatable).")
   flags.DEFINE_string("filter", None, "Only points whose name matches this regex.")
   flags.DEFINE_bool("collect_only", False, "Only collect results of the runs in --sweep_dir.")
+  flags.DEFINE_enum("submit", None, ["slurm"], "Submit the points to a scheduler: a job array.")
+  flags.DEFINE_integer("max_concurrent", None, "--submit=slurm: array tasks running at once.")
+  flags.DEFINE_string("sbatch_args", "", "--submit=slurm: more sbatch options, --opt=value each.")
   flags.DEFINE_float(
     "stuck_margin",
     STUCK_MARGIN,
     "Stuck: final eval loss > held-out unigram cross-entropy - margin (nats).",
   )
+
+
+def _submit(jobs: list[Job], sweep_dir: str, conflicts: list[str]) -> int:
+  """--submit=slurm: the jobs as one SLURM job array, in the local sweep's order."""
+  from absl import flags
+
+  f = flags.FLAGS
+  if not jobs:
+    print("nothing to submit: every point is finished or queued")
+    return 1 if conflicts else 0
+  if f.accelerator == "tpu":
+    cli.fail("--submit=slurm runs on CPU or GPU nodes (--accelerator=cpu|gpu)")
+  if f.max_concurrent is not None and f.max_concurrent < 1:
+    cli.fail("--max_concurrent must be >= 1")
+  try:
+    spec = cluster.ArraySpec(
+      job_name=f"sweep-{os.path.basename(sweep_dir)}",
+      cpus_per_task=f.threads_per_job,
+      gpus_per_task=1 if f.accelerator == "gpu" else 0,
+      max_concurrent=f.max_concurrent,
+      sbatch_args=cluster.parse_sbatch_args(f.sbatch_args),
+    )
+    job = cluster.submit(sorted(jobs, key=lambda j: -j.cost), sweep_dir, spec, f.dry_run)
+  except ValueError as e:
+    cli.fail(str(e))
+  if job is not None:
+    print(
+      f"submitted job array {job}: {len(jobs)} tasks; watch: squeue -j {job}; results once "
+      f"they end: python scripts/sweep.py --collect_only --sweep_dir={sweep_dir}"
+    )
+  return 1 if conflicts else 0
 
 
 def main(argv: list[str]) -> int:
@@ -113,7 +156,8 @@ def main(argv: list[str]) -> int:
         cli.fail("--parallel is the old spelling of --jobs: give one of them")
       jobs_flag = str(f.parallel)
     try:
-      slots = make_slots(jobs_flag, f.threads_per_job, f.accelerator)
+      slots = [] if f.submit else make_slots(jobs_flag, f.threads_per_job, f.accelerator)
+      queued = cluster.queued_points(sweep_dir) if f.submit else {}
       points = load_grid(root_path(f.grid))
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)
@@ -124,6 +168,8 @@ def main(argv: list[str]) -> int:
     for p, (overrides, expected) in zip(points, resolved, strict=True):
       workdir = os.path.join(sweep_dir, p.name)
       state = run_state(workdir, expected)
+      if state == "todo" and p.name in queued:  # its task of an earlier submission is waiting
+        state = f"queued (SLURM task {queued[p.name]})"
       cmd = train_command(p, workdir, overrides)
       if state == "conflict":
         conflicts.append(workdir)
@@ -131,16 +177,19 @@ def main(argv: list[str]) -> int:
         f"[{p.index + 1}] {p.name}: {state}" + ("" if state != "todo" else f"\n  {shlex.join(cmd)}")
       )
       info = {"name": p.name, "index": p.index, "config": p.config, "overrides": p.overrides}
+      if state == "todo":
+        jobs.append(Job(p, workdir, cmd, estimated_cost(expected)))
       if state == "todo" and not f.dry_run:
         os.makedirs(workdir, exist_ok=True)
         cli.write_json(os.path.join(workdir, POINT_FILE), {**info, "command": cmd})
-        jobs.append(Job(p, workdir, cmd, estimated_cost(expected)))
       elif (
         state == "done" and not f.dry_run and not os.path.isfile(os.path.join(workdir, POINT_FILE))
       ):
         cli.write_json(os.path.join(workdir, POINT_FILE), info)  # for collect: its grid place
     for w in conflicts:
       print(f"conflict: {w} holds a finished run of a different config; not rerun", file=sys.stderr)
+    if f.submit:
+      return _submit(jobs, sweep_dir, conflicts)
     if f.dry_run:
       return 0
     print(
