@@ -96,6 +96,9 @@ def get_config() -> config_dict.ConfigDict:
   d.path = ""  # text: file or glob; tokens: glob of .bin shards (train), see val_path
   d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
   d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
+  # text/tokens without val_path: tail (the last val_fraction; every committed run) | hash
+  # (text: pieces of each file held out by a hash of their bytes, as prepare_data's folders)
+  d.split = "tail"
   d.allow_stdlib = True  # false (the :paper scale): data.source=stdlib is refused
   # random: window starts drawn with replacement (every committed CPU result) | epoch: each
   # epoch a fresh order of non-overlapping windows, every token seen once per epoch

@@ -24,7 +24,12 @@ _HF_SPLIT = flags.DEFINE_string("hf_split", "train", "Its split.")
 _HF_FIELD = flags.DEFINE_string("hf_text_field", "text", "The column holding the text.")
 _TOKENIZER = flags.DEFINE_string("tokenizer", None, "bytes | gpt2 | train:V | tokenizer.json")
 _OUT = flags.DEFINE_string("out", None, "New folder for the shards and manifest.json.")
-_VAL = flags.DEFINE_integer("val_tokens", 10_000_000, "First tokens of the stream held out.")
+_VAL = flags.DEFINE_float(
+  "val_fraction", 0.005, "Documents held out: those whose hash falls below this fraction."
+)
+_MAX_VAL = flags.DEFINE_integer(
+  "max_val_tokens", 100_000_000, "At most this many tokens held out (the rest trains)."
+)
 _SHARD = flags.DEFINE_integer("shard_tokens", 100_000_000, "Tokens per shard (llm.c: 1e8).")
 _WORKERS = flags.DEFINE_integer("workers", os.cpu_count() or 1, "Tokenizing processes.")
 _MAX_DOCS = flags.DEFINE_integer("max_docs", 0, "Stop after this many documents; 0: all.")
@@ -55,7 +60,8 @@ def main(argv):
         _HF.value, _HF_NAME.value, _HF_SPLIT.value, _HF_FIELD.value
       )
     manifest = prepare.prepare(
-      documents, source, spec, _OUT.value, val_tokens=_VAL.value, shard_tokens=_SHARD.value,
+      documents, source, spec, _OUT.value, val_fraction=_VAL.value,
+      max_val_tokens=_MAX_VAL.value, shard_tokens=_SHARD.value,
       workers=_WORKERS.value, max_docs=_MAX_DOCS.value, tokenizer_train_docs=_TRAIN_DOCS.value,
       command=sys.argv,
     )  # fmt: skip

@@ -1,7 +1,8 @@
 """Corpora: the train and held-out token arrays of `data.source`, checked against the model.
 
 Pure NumPy. Sources (`data.source`): `stdlib` (the running Python's standard-library source,
-split into train/val by file), `text` (a UTF-8 file or glob, byte level) and `tokens`
+split into train/val by file), `text` (a UTF-8 file or glob, byte level; held out: the tail,
+or with `data.split=hash` pieces chosen by a hash of their bytes, resnorm_jax.heldout) and `tokens`
 (pre-tokenized shards: nanoGPT raw uint16 `.bin` and llm.c headered shards; a folder made by
 `experiments.prepare_data` brings its manifest: splits, vocabulary and token counts, so
 nothing is scanned at start). Several shards are read memory-mapped as one view
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 from etils import epath
 
-from resnorm_jax import fs
+from resnorm_jax import fs, heldout
 from resnorm_jax import shards as shards_lib
 from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's constants)
   LLMC_DTYPES,
@@ -32,6 +33,9 @@ from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's
 )
 
 SOURCES = ("stdlib", "text", "tokens")
+# data.split, without data.val_path: tail (the last val_fraction; every committed run) | hash
+# (text: pieces of each file held out by a hash of their bytes)
+SPLITS = ("tail", "hash")
 BYTE_VOCAB = 256
 CACHE_ENV = "RESNORM_DATA_CACHE"  # where a gs:// data folder is copied to
 DEFAULT_CACHE = "~/.cache/resnorm_jax/data"
@@ -74,6 +78,7 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
     )
   _require_tokens_path(data_cfg)
   val_path = getattr(data_cfg, "val_path", "") or ""
+  how = _split_choice(data_cfg, val_path)
   val_fraction = float(data_cfg.val_fraction)
   if not val_path and not 0.0 < val_fraction < 1.0:
     raise DataError(
@@ -82,9 +87,9 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
   if source == "stdlib":
     corpus = _load_stdlib(val_fraction)
   elif source == "text":
-    corpus = _load_text(data_cfg.path, val_path, val_fraction)
+    corpus = _load_text(data_cfg.path, val_path, val_fraction, how)
   else:
-    corpus = _load_tokens(data_cfg.path, val_path, val_fraction, vocab_size)
+    corpus = _load_tokens(data_cfg.path, val_path, val_fraction, vocab_size, how)
   for split, tokens in (("train", corpus.train), ("val", corpus.val)):
     if len(tokens) < seq_len + 1:
       raise DataError(
@@ -92,6 +97,18 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
         f"train.seq_len={seq_len} needs at least {seq_len + 1}"
       )
   return corpus
+
+
+def _split_choice(data_cfg: Any, val_path: str) -> str:
+  """data.split, checked: `hash` needs documents and no data.val_path."""
+  how = getattr(data_cfg, "split", "tail")
+  if how not in SPLITS:
+    raise DataError(f"data.split={how!r} is not one of {', '.join(SPLITS)}")
+  if how == "hash" and val_path:
+    raise DataError(
+      f"data.split='hash' and data.val_path={val_path!r} both choose the held-out text: give one"
+    )
+  return how
 
 
 def _require_tokens_path(data_cfg: Any) -> None:
@@ -218,18 +235,43 @@ def _split_tail(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np
   return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val :]
 
 
-def _load_text(path: str, val_path: str, val_fraction: float) -> Corpus:
-  """Byte-level text from a file or glob; val from `val_path` or the tail of the bytes."""
+def _load_text(path: str, val_path: str, val_fraction: float, how: str = "tail") -> Corpus:
+  """Byte-level text from a file or glob; val from `val_path`, the tail of the bytes or
+  (how="hash") the pieces whose hash falls below `val_fraction`."""
   paths, val_paths, excluded = _train_and_val_paths(path, val_path)
-  tokens = _read_text(paths)
-  train, val, held, split = _held_out(
-    tokens, lambda: _read_text(val_paths), paths, val_paths, excluded, val_fraction, "files"
-  )
+  if how == "hash":
+    train, val, held, split = _hashed_text(paths, val_fraction)
+  else:
+    tokens = _read_text(paths)
+    train, val, held, split = _held_out(
+      tokens, lambda: _read_text(val_paths), paths, val_paths, excluded, val_fraction, "files"
+    )
   description = (
     f"text {path!r} ({len(paths)} files; {held}): "
     f"train {len(train):,} bytes, val {len(val):,} bytes"
   )
   return Corpus(train=train, val=val, description=description, split=split)
+
+
+def _hashed_text(paths: list[str], val_fraction: float):
+  """(train, val, description, split record): each file cut into pieces at line ends, each
+  piece held out by its hash (resnorm_jax.heldout), both splits in file order."""
+  files = [_read_text([p]).tobytes() for p in paths]
+  limit = heldout.piece_limit(sum(map(len, files)), val_fraction)
+  train_pieces, val_pieces = heldout.split(files, val_fraction, limit)
+  train, val = _bytes_array(b"".join(train_pieces)), _bytes_array(b"".join(val_pieces))
+  held = f"{len(val_pieces)} of {len(train_pieces) + len(val_pieces)} pieces held out by hash"
+  split = _split_info(
+    "document_hash",
+    train,
+    val,
+    train_files=len(paths),
+    val_fraction=val_fraction,
+    piece_bytes=limit,
+    train_pieces=len(train_pieces),
+    val_pieces=len(val_pieces),
+  )
+  return train, val, held, split
 
 
 def _read_shard(path: str) -> np.ndarray:
@@ -379,9 +421,11 @@ def _manifest_counts(folder: str, manifest: dict) -> dict[str, np.ndarray]:
     return {k: np.asarray(f[k], dtype=np.int64) for k in f.files}
 
 
-def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int) -> Corpus:
+def _load_tokens(
+  path: str, val_path: str, val_fraction: float, vocab_size: int, how: str = "tail"
+) -> Corpus:
   """Pre-tokenized shards from a folder or glob; val from `val_path` or the tail of the
-  tokens, or a prepared folder's own split."""
+  tokens, or a prepared folder's own split (data.split does not apply: the folder's stands)."""
   path = os.path.expanduser(path) if path else path
   if fs.is_remote(path):
     return _load_remote(path, val_path, vocab_size)
@@ -389,6 +433,12 @@ def _load_tokens(path: str, val_path: str, val_fraction: float, vocab_size: int)
     folder, manifest = _prepared_folder(path)
     if manifest is not None:
       return _load_prepared(folder, manifest, path, val_path, vocab_size)
+    if how == "hash":
+      raise DataError(
+        f"data.split='hash' needs documents: data.path={path!r} holds token shards without "
+        "a manifest; prepare the text with experiments.prepare_data (held out by document "
+        "hash) or use data.source=text"
+      )
     if os.path.isdir(path):
       path = os.path.join(path, "*.bin")
   paths, val_paths, excluded = _train_and_val_paths(path, val_path)

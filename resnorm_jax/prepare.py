@@ -1,16 +1,19 @@
 """A text corpus -> a folder of llm.c token shards with a manifest (experiments.prepare_data).
 
 Documents come from local text files (one document per file) or a Hugging Face dataset
-streamed row by row. They are tokenized in parallel (a process pool over batches of
-documents, results taken in order: the output does not depend on the number of workers),
-the first `val_tokens` tokens of the stream go to the `val` split (as llm.c holds out its
-first shard) and the rest to `train`, each split cut into shards of `shard_tokens`. Every
-shard's sha256 and each split's token counts per id go into manifest.json.
+streamed row by row. A document goes to the `val` split when its hash falls below
+`val_fraction` (resnorm_jax.heldout: a long document is cut into pieces, each by its own
+hash), until `val` holds `max_val_tokens`; the rest to `train`, each split cut into shards of
+`shard_tokens`. A `train:V` tokenizer is trained on the training documents only. Pieces are
+tokenized in parallel (a process pool over batches, results taken in order: the output does
+not depend on the number of workers). Every shard's sha256, each split's token counts per id
+and how the split was made go into manifest.json.
 """
 
 from __future__ import annotations
 
 import glob
+import itertools
 import multiprocessing
 import os
 import time
@@ -18,10 +21,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from resnorm_jax import shards
+from resnorm_jax import heldout, shards
 from resnorm_jax import tokenizer as tok_lib
 
-BATCH_CHARS = 1 << 20  # characters of text per task sent to a worker
+BATCH_BYTES = 1 << 20  # bytes of text per task sent to a worker
+VAL_FRACTION = 0.005  # nanoGPT holds out 0.05% of OpenWebText; a smaller corpus needs more
+MAX_VAL_TOKENS = 100_000_000  # an eval never reads more; the rest is better trained on
 
 
 def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
@@ -67,14 +72,24 @@ def hf_documents(
   return {**source, "datasets_version": datasets.__version__}, documents
 
 
-def _batches(docs: Iterable[str]) -> Iterator[list[str]]:
-  batch, chars = [], 0
+Unit = tuple[bytes, bool]  # (a document or a piece of one, whether it starts the document)
+
+
+def units(docs: Iterable[str], limit: int) -> Iterator[Unit]:
+  """Each document's pieces of at most `limit` bytes, the first marked as its start."""
   for doc in docs:
-    batch.append(doc)
-    chars += len(doc)
-    if chars >= BATCH_CHARS:
+    for i, piece in enumerate(heldout.pieces(doc.encode("utf-8"), limit)):
+      yield piece, i == 0
+
+
+def _batches(items: Iterable[Unit]) -> Iterator[list[Unit]]:
+  batch, size = [], 0
+  for item in items:
+    batch.append(item)
+    size += len(item[0])
+    if size >= BATCH_BYTES:
       yield batch
-      batch, chars = [], 0
+      batch, size = [], 0
   if batch:
     yield batch
 
@@ -88,8 +103,12 @@ def _init_worker(name: str, hf_json: str | None) -> None:
   _WORKER = tok_lib.Tokenizer(name, hf_json)
 
 
-def _encode(batch: list[str]) -> list[np.ndarray]:
-  return [_WORKER.encode(doc) for doc in batch]
+def _encode(batch: list[Unit]) -> list[tuple[float, bool, np.ndarray]]:
+  """(hash position, whether it starts a document, ids) of each piece."""
+  return [
+    (heldout.position(piece), first, _WORKER.encode(piece.decode("utf-8"), first))
+    for piece, first in batch
+  ]
 
 
 class _SplitWriter:
@@ -98,7 +117,7 @@ class _SplitWriter:
   def __init__(self, folder: str, split: str, shard_tokens: int, vocab: int, version: int):
     self.folder, self.split, self.version = folder, split, version
     self.buf = np.empty(shard_tokens, dtype=shards.LLMC_DTYPES[version])
-    self.fill = self.tokens = self.documents = 0
+    self.fill = self.tokens = self.documents = self.pieces = 0
     self.counts = np.zeros(vocab, dtype=np.int64)
     self.entries: list[dict] = []
 
@@ -121,7 +140,12 @@ class _SplitWriter:
     self.fill = 0
 
   def record(self) -> dict:
-    return {"tokens": self.tokens, "documents": self.documents, "shards": self.entries}
+    return {
+      "tokens": self.tokens,
+      "documents": self.documents,
+      "pieces": self.pieces,
+      "shards": self.entries,
+    }
 
 
 def prepare(
@@ -130,9 +154,10 @@ def prepare(
   spec: tok_lib.Spec,
   out: str,
   *,
-  val_tokens: int,
   shard_tokens: int,
   workers: int,
+  val_fraction: float = VAL_FRACTION,
+  max_val_tokens: int = MAX_VAL_TOKENS,
   max_docs: int = 0,
   tokenizer_train_docs: int = 0,
   command: list[str] | None = None,
@@ -140,46 +165,48 @@ def prepare(
   log: Callable[[str], None] = print,
 ) -> dict:
   """Tokenizes the documents into `out`; returns the manifest (also in out/manifest.json)."""
-  if val_tokens < 1 or shard_tokens < 1 or workers < 1 or max_docs < 0:
+  if not 0 < val_fraction < 1 or max_val_tokens < 1:
     raise ValueError(
-      f"--val_tokens={val_tokens}, --shard_tokens={shard_tokens} and --workers={workers} "
-      f"must be positive, --max_docs={max_docs} >= 0"
+      f"--val_fraction={val_fraction} must be in (0, 1) and --max_val_tokens={max_val_tokens} "
+      "positive"
+    )
+  if shard_tokens < 1 or workers < 1 or max_docs < 0 or tokenizer_train_docs < 0:
+    raise ValueError(
+      f"--shard_tokens={shard_tokens} and --workers={workers} must be positive, "
+      f"--max_docs={max_docs} and --tokenizer_train_docs={tokenizer_train_docs} >= 0"
     )
   if os.path.exists(os.path.join(out, shards.MANIFEST)) or glob.glob(os.path.join(out, "*.bin")):
     raise ValueError(f"--out={out!r} already holds shards: choose a new folder")
   os.makedirs(out, exist_ok=True)
+  limit = heldout.piece_limit(source.get("bytes"), val_fraction)
 
-  def docs(limit: int = max_docs) -> Iterator[str]:
-    for i, doc in enumerate(documents()):
-      if limit and i >= limit:
-        return
-      yield doc
+  def stream(max_documents: int = max_docs) -> Iterator[Unit]:
+    docs = documents()
+    return units(itertools.islice(docs, max_documents) if max_documents else docs, limit)
 
-  train_docs = tokenizer_train_docs if tokenizer_train_docs else max_docs
-  if spec.kind == "train":
-    log(f"training a byte-level BPE of {spec.vocab_size} ids on the input ...")
-  tokenizer = tok_lib.build(spec, docs(train_docs) if spec.kind == "train" else None)
+  tokenizer = _tokenizer(spec, stream(tokenizer_train_docs or max_docs), val_fraction, log)
   tokenizer.save(out)
   version = shards.shard_version(tokenizer.vocab_size)
   writers = {
     s: _SplitWriter(out, s, shard_tokens, tokenizer.vocab_size, version) for s in ("val", "train")
   }
   start = last = time.time()
-  n_docs = 0
+  n_docs = capped = 0
   init = (tokenizer.name, tokenizer.json)
   pool = multiprocessing.Pool(workers, _init_worker, init) if workers > 1 else None
   try:
     if pool is None:
       _init_worker(*init)
-    encoded = (pool.imap if pool else map)(_encode, _batches(docs()))
-    for batch in encoded:
-      for ids in batch:
-        head = max(0, val_tokens - writers["val"].tokens)
-        first = "val" if head else "train"
-        writers[first].documents += 1
-        writers["val"].add(ids[:head])
-        writers["train"].add(ids[head:])
-        n_docs += 1
+    for batch in (pool.imap if pool else map)(_encode, _batches(stream())):
+      for where, first, ids in batch:
+        held = where < val_fraction
+        if held and writers["val"].tokens + len(ids) > max_val_tokens:
+          held, capped = False, capped + 1  # val is full: the rest of the corpus trains
+        w = writers["val" if held else "train"]
+        w.add(ids)
+        w.pieces += 1
+        w.documents += first
+        n_docs += first
       if time.time() - last >= progress_every:
         last = time.time()
         total = writers["val"].tokens + writers["train"].tokens
@@ -192,11 +219,7 @@ def prepare(
       pool.terminate()
   for w in writers.values():
     w.flush()
-  if not writers["train"].tokens:
-    raise ValueError(
-      f"the input has {writers['val'].tokens:,} tokens: --val_tokens={val_tokens:,} leaves "
-      "nothing to train on"
-    )
+  _check_splits(writers, val_fraction, max_val_tokens)
   counts_path = os.path.join(out, shards.COUNTS)
   np.savez(counts_path, **{s: w.counts for s, w in writers.items()})
   manifest = {
@@ -204,9 +227,44 @@ def prepare(
     "shard_version": version,
     "splits": {s: w.record() for s, w in writers.items()},
     "token_counts": {"file": shards.COUNTS, "sha256": shards.file_sha256(counts_path)},
+    "held_out": {
+      "method": "document_hash",
+      "hash": heldout.HASH,
+      "val_fraction": val_fraction,
+      "max_val_tokens": max_val_tokens,
+      "piece_bytes": limit,
+      "capped_pieces": capped,
+      "tokenizer_trained_on": "train" if spec.kind == "train" else None,
+    },
     "source": {**source, "documents": n_docs, "max_docs": max_docs},
     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     "command": command or [],
     "seconds": round(time.time() - start, 1),
   }
   return shards.write_manifest(out, manifest)
+
+
+def _tokenizer(
+  spec: tok_lib.Spec, stream: Iterator[Unit], val_fraction: float, log: Callable[[str], None]
+) -> tok_lib.Tokenizer:
+  """The tokenizer; `train:V` learns from the training pieces of `stream` only."""
+  if spec.kind != "train":
+    return tok_lib.build(spec)
+  log(f"training a byte-level BPE of {spec.vocab_size} ids on the training documents ...")
+  texts = (p.decode("utf-8") for p, _ in stream if not heldout.is_held_out(p, val_fraction))
+  return tok_lib.build(spec, texts)
+
+
+def _check_splits(writers: dict, val_fraction: float, max_val_tokens: int) -> None:
+  """Refuses a split left empty: nothing held out, or nothing to train on."""
+  val, train = writers["val"], writers["train"]
+  if not val.tokens:
+    raise ValueError(
+      f"no piece of the {train.pieces:,} of the input hashes below --val_fraction="
+      f"{val_fraction}: nothing is held out; give more text or a larger --val_fraction"
+    )
+  if not train.tokens:
+    raise ValueError(
+      f"the input's {val.tokens:,} tokens are all held out (--val_fraction={val_fraction}, "
+      f"--max_val_tokens={max_val_tokens:,}): nothing to train on"
+    )

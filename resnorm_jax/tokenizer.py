@@ -1,14 +1,16 @@
 """Tokenizers for `experiments.prepare_data`: text documents -> token ids.
 
 `--tokenizer` takes one of:
-  bytes     UTF-8 bytes, 256 ids, no document separator (what data.source=text trains on)
+  bytes     UTF-8 bytes (ids 0-255) and a document separator, id 256: 257 ids (the model
+            pads them to 384). Folders prepared before the separator hold 256 ids, none.
   gpt2      the GPT-2 BPE (50257 ids, <|endoftext|> = 50256) from the Hugging Face hub:
             needs internet once, when preparing
-  train:V   a byte-level BPE of V ids (<|endoftext|> included) trained on the input itself,
-            offline; the same input gives the same tokenizer
+  train:V   a byte-level BPE of V ids (<|endoftext|> included) trained offline on the input's
+            training documents (never the held-out ones); the same input gives the same one
   PATH      a tokenizer.json (Hugging Face `tokenizers`)
 The BPE kinds use the `tokenizers` library (requirements-data.txt); nothing else imports it.
-Each document is prefixed with the end-of-text id when the tokenizer has one (as llm.c does).
+Each document starts with the end-of-text id (as llm.c does); a piece cut from a long document
+(resnorm_jax.heldout) continues it, without one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 
 EOT = "<|endoftext|>"
+BYTE_EOT = 256  # the bytes tokenizer's separator: the first id past the bytes
 KINDS = ("bytes", "gpt2", "train:V", "PATH (a tokenizer.json)")
 
 
@@ -60,7 +63,7 @@ class Tokenizer:
     self.json = hf_json
     self._hf = None
     if hf_json is None:  # bytes
-      self.vocab_size, self.eot = 256, None
+      self.vocab_size, self.eot = BYTE_EOT + 1, BYTE_EOT
     else:
       from tokenizers import Tokenizer as HF
 
@@ -68,12 +71,15 @@ class Tokenizer:
       self.vocab_size = self._hf.get_vocab_size(with_added_tokens=True)
       self.eot = self._hf.token_to_id(EOT)
 
-  def encode(self, text: str) -> np.ndarray:
+  def encode(self, text: str, starts_document: bool = True) -> np.ndarray:
+    """uint32 ids, after the end-of-text id when `text` starts a document."""
     if self._hf is None:
       ids = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32)
     else:
       ids = np.asarray(self._hf.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
-    return ids if self.eot is None else np.concatenate([[np.uint32(self.eot)], ids])
+    if self.eot is None or not starts_document:
+      return ids
+    return np.concatenate([[np.uint32(self.eot)], ids])
 
   def describe(self) -> dict:
     out = {"name": self.name, "vocab_size": self.vocab_size, "eot_id": self.eot}

@@ -1,5 +1,6 @@
 """Tests for resnorm_jax.data: determinism, sharding, sources and errors."""
 
+import hashlib
 import math
 import os
 import sysconfig
@@ -9,13 +10,19 @@ import zlib
 import numpy as np
 import pytest
 
-from resnorm_jax import batches, data, unigram
+from resnorm_jax import batches, data, heldout, unigram
 
 
-def _cfg(source: str = "stdlib", path: str = "", val_path: str = "", val_fraction: float = 0.1):
+def _cfg(
+  source: str = "stdlib",
+  path: str = "",
+  val_path: str = "",
+  val_fraction: float = 0.1,
+  split: str = "tail",
+):
   """A stand-in for config.data."""
   return types.SimpleNamespace(
-    source=source, path=path, val_path=val_path, val_fraction=val_fraction
+    source=source, path=path, val_path=val_path, val_fraction=val_fraction, split=split
   )
 
 
@@ -136,6 +143,61 @@ def test_text_source_tail_split_and_val_path(tmp_path):
   }
   with pytest.raises(data.DataError, match="nothing is left to train on"):
     data.load_corpus(_cfg("text", str(tmp_path / "v.txt"), str(tmp_path / "v.txt")), 256, 16)
+
+
+def test_text_hash_split_holds_out_pieces_by_the_hash_of_their_bytes(tmp_path):
+  n = 1500
+  lines = [f"line {i} of file {f}: {'x' * (i % 37)}\n".encode() for f in range(3) for i in range(n)]
+  files = [b"".join(lines[f * n : (f + 1) * n]) for f in range(3)]
+  for f, body in enumerate(files):
+    (tmp_path / f"f{f}.txt").write_bytes(body)
+  cfg = _cfg("text", str(tmp_path / "f*.txt"), val_fraction=0.2, split="hash")
+  c = data.load_corpus(cfg, 256, 16)
+  limit = c.split["piece_bytes"]
+  assert limit == int(sum(map(len, files)) * 0.2 / 32)  # 1/32 of the expected held-out bytes
+  want = {"train": b"", "val": b""}
+  for body in files:
+    start = 0
+    while start < len(body):  # pieces end at the last newline within the limit
+      end = (
+        len(body) if len(body) - start <= limit else body.rindex(b"\n", start, start + limit) + 1
+      )
+      piece = body[start:end]
+      where = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big") / 2**64
+      want["val" if where < 0.2 else "train"] += piece
+      start = end
+  assert c.train.tobytes() == want["train"] and c.val.tobytes() == want["val"]
+  assert 0.1 < len(c.val) / (len(c.train) + len(c.val)) < 0.3
+  assert c.split["method"] == "document_hash" and c.split["val_pieces"] > 10
+  tail = data.load_corpus(_cfg("text", str(tmp_path / "f*.txt"), val_fraction=0.2), 256, 16)
+  assert tail.split["method"] == "tail"  # the default is unchanged
+  assert tail.train.tobytes() + tail.val.tobytes() == b"".join(files)
+
+
+def test_pieces_end_at_line_ends_else_at_character_boundaries():
+  lines = b"ab\n" * 10
+  assert list(heldout.pieces(lines, 7)) == [b"ab\nab\n"] * 5  # the last newline within 7 bytes
+  assert list(heldout.pieces(lines, 100)) == [lines]  # short: whole
+  accents = ("\u00e9" * 3000).encode()  # 6000 bytes of 2-byte characters, no newline
+  parts = list(heldout.pieces(accents, 1001))
+  assert b"".join(parts) == accents and {len(p) for p in parts} == {1000}
+  assert all(p.decode() for p in parts)  # never a character cut in two
+  assert heldout.piece_limit(None, 0.005) == heldout.MAX_PIECE  # streamed: size unknown
+  assert heldout.piece_limit(3_000_000, 0.005) == heldout.MIN_PIECE
+  assert heldout.piece_limit(10**13, 0.005) == heldout.MAX_PIECE
+
+
+def test_the_split_key_is_checked(tmp_path):
+  (tmp_path / "a.txt").write_bytes(b"some text\n" * 200)
+  np.arange(3000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+  with pytest.raises(data.DataError, match="data.split='random' is not one of tail, hash"):
+    data.load_corpus(_cfg("text", str(tmp_path / "a.txt"), split="random"), 256, 8)
+  with pytest.raises(data.DataError, match="both choose the held-out text"):
+    data.load_corpus(
+      _cfg("text", str(tmp_path / "a.txt"), str(tmp_path / "a.txt"), split="hash"), 256, 8
+    )
+  with pytest.raises(data.DataError, match="needs documents"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "t.bin"), split="hash"), 4096, 8)
 
 
 def _unique_windows(n: int, seed: int) -> np.ndarray:

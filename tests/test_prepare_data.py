@@ -1,6 +1,7 @@
 """experiments.prepare_data -> data.source=tokens, offline: bytes and train:V tokenizers on small
-local text, the manifest, the memory-mapped multi-shard view, vocab from the manifest, the
-fingerprint in config.json, summary.json and the checkpoint check. Nothing downloads."""
+local text, the held-out split by document hash (and a BPE that never saw it), the manifest, the
+memory-mapped multi-shard view, vocab from the manifest, the fingerprint in config.json,
+summary.json and the checkpoint check. Nothing downloads."""
 
 import hashlib
 import importlib.util
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax import batches, data, prepare, shards, unigram
+from resnorm_jax import batches, data, heldout, prepare, shards, unigram
 from resnorm_jax import tokenizer as tok_lib
 from resnorm_jax.config_types import model_config_from
 
@@ -35,7 +36,7 @@ def texts(tmp_path_factory) -> tuple[str, list[bytes]]:
 
 def _prepare(texts, out, tokenizer="bytes", workers=1, **kw):
   source, documents = prepare.local_documents(texts[0])
-  kw = {"val_tokens": 5_000, "shard_tokens": 30_000, **kw}
+  kw = {"val_fraction": 0.1, "shard_tokens": 30_000, **kw}
   return prepare.prepare(
     documents, source, tok_lib.parse(tokenizer), str(out), workers=workers, log=lambda s: None, **kw
   )
@@ -45,31 +46,64 @@ def _cfg(path, val_path=""):
   return types.SimpleNamespace(source="tokens", path=str(path), val_path=val_path, val_fraction=0.1)
 
 
-def test_bytes_shards_hold_the_text_split_and_checksummed(texts, tmp_path):
+def _hash_split(parts: list[bytes], fraction: float, limit: int) -> dict[str, list]:
+  """{split: [(piece, starts its document)]}: pieces held out when blake2b-64 < fraction."""
+  out: dict[str, list] = {"val": [], "train": []}
+  for doc in parts:
+    for i, piece in enumerate(heldout.pieces(doc, limit)):
+      where = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big") / 2**64
+      out["val" if where < fraction else "train"].append((piece, i == 0))
+  return out
+
+
+def _byte_stream(pieces: list) -> np.ndarray:
+  """The bytes tokenizer's ids of pieces: 256 before each document's first piece."""
+  ids = [([256] if first else []) + list(piece) for piece, first in pieces]
+  return np.array([i for part in ids for i in part], np.uint16)
+
+
+def test_bytes_shards_hold_the_hash_split_with_separators_and_checksums(texts, tmp_path):
   m = _prepare(texts, tmp_path / "b")
-  stream = np.frombuffer(b"".join(texts[1]), np.uint8)  # bytes: no document separator
-  assert m["tokenizer"] == {"name": "bytes", "vocab_size": 256, "eot_id": None}
+  assert m["tokenizer"] == {"name": "bytes", "vocab_size": 257, "eot_id": 256}
+  limit = m["held_out"]["piece_bytes"]
+  assert limit == 1024  # 10% of 160 kB / 32 is below the 1 KiB floor
+  expected = {s: _byte_stream(p) for s, p in _hash_split(texts[1], 0.1, limit).items()}
+  assert 0 < len(expected["val"]) < 0.2 * len(expected["train"])
   val, train = m["splits"]["val"], m["splits"]["train"]
-  assert (val["tokens"], train["tokens"]) == (5_000, len(stream) - 5_000)
-  assert [s["tokens"] for s in train["shards"]] == [30_000] * 5 + [5_000]  # 155,000 in all
-  assert (val["documents"], train["documents"]) == (1, 3)  # doc0 starts in val
+  assert (val["tokens"], train["tokens"]) == (len(expected["val"]), len(expected["train"]))
+  assert val["documents"] + train["documents"] == 4  # each counted where it starts
+  assert [s["tokens"] for s in train["shards"][:-1]] == [30_000] * (len(train["shards"]) - 1)
   for entry in val["shards"] + train["shards"]:
     raw = (tmp_path / "b" / entry["file"]).read_bytes()
     assert hashlib.sha256(raw).hexdigest() == entry["sha256"]
     assert np.frombuffer(raw[:12], "<i4").tolist() == [20240520, 1, entry["tokens"]]
-  corpus = data.load_corpus(_cfg(tmp_path / "b"), 256, 64)
-  assert isinstance(corpus.train, shards.ShardedTokens)  # six memmaps, not one copy
+  corpus = data.load_corpus(_cfg(tmp_path / "b"), 384, 64)
+  assert isinstance(corpus.train, shards.ShardedTokens)  # memmaps, not one copy
   assert all(isinstance(s, np.memmap) for s in corpus.train.shards)
-  np.testing.assert_array_equal(np.asarray(corpus.val), stream[:5_000])
-  np.testing.assert_array_equal(np.asarray(corpus.train), stream[5_000:])
-  assert corpus.split["method"] == "manifest" and corpus.split["train_files"] == 6
+  np.testing.assert_array_equal(np.asarray(corpus.val), expected["val"])
+  np.testing.assert_array_equal(np.asarray(corpus.train), expected["train"])
+  assert corpus.split["method"] == "manifest"
   assert corpus.split["manifest"]["fingerprint"] == m["fingerprint"]
+  assert m["held_out"]["method"] == "document_hash" and m["held_out"]["val_fraction"] == 0.1
   # Counts from the manifest: the same entropies as counting every token.
   plain = np.asarray(corpus.train)
-  assert unigram.unigram_entropy(corpus.train, 256) == pytest.approx(
-    unigram.unigram_entropy(plain, 256)
+  assert unigram.unigram_entropy(corpus.train, 384) == pytest.approx(
+    unigram.unigram_entropy(plain, 384)
   )
   assert shards.verify(str(tmp_path / "b")) == []
+
+
+def test_the_split_follows_the_text_not_the_order(texts, tmp_path):
+  """Documents in another order (another file listing): each held-out piece stays held out."""
+  docs = [p.decode() for p in texts[1]]
+  kw = dict(shard_tokens=30_000, workers=1, val_fraction=0.1, log=lambda s: None)
+  source = {"bytes": sum(map(len, texts[1]))}
+  a = prepare.prepare(lambda: iter(docs), source, tok_lib.parse("bytes"), str(tmp_path / "a"), **kw)
+  b = prepare.prepare(
+    lambda: iter(docs[::-1]), source, tok_lib.parse("bytes"), str(tmp_path / "b"), **kw
+  )
+  assert a["splits"]["val"]["tokens"] == b["splits"]["val"]["tokens"]
+  assert a["splits"]["val"]["pieces"] == b["splits"]["val"]["pieces"] > 0
 
 
 def test_train_bpe_offline_deterministic_and_parallel(texts, tmp_path):
@@ -78,20 +112,56 @@ def test_train_bpe_offline_deterministic_and_parallel(texts, tmp_path):
   assert one["fingerprint"] == two["fingerprint"]  # same tokenizer, same shards
   tok = one["tokenizer"]
   assert (tok["name"], tok["vocab_size"], tok["eot_id"]) == ("train:300", 300, 0)
-  assert one["splits"]["val"]["tokens"] == 5_000
-  # Every document starts with <|endoftext|>, and the ids decode back to the text.
+  assert one["held_out"]["tokenizer_trained_on"] == "train"
+  # Each split decodes back to its pieces; every document starts with <|endoftext|> once.
   from tokenizers import Tokenizer
 
   hf = Tokenizer.from_file(str(tmp_path / "w1" / "tokenizer.json"))
-  stream = np.concatenate(
-    [shards.read_shard(p) for s in ("val", "train") for p in shards.split_files(
-      str(tmp_path / "w1"), one, s)]
+  pieces = _hash_split(texts[1], 0.1, one["held_out"]["piece_bytes"])
+  total = 0
+  for split in ("val", "train"):
+    stream = np.concatenate(
+      [shards.read_shard(p) for p in shards.split_files(str(tmp_path / "w1"), one, split)]
+    )
+    assert hf.decode(stream.tolist()).encode() == b"".join(p for p, _ in pieces[split])
+    assert (stream == 0).sum() == sum(first for _, first in pieces[split])
+    total += len(stream)
+  assert total < 0.8 * sum(map(len, texts[1]))  # it compresses
+
+
+def _salted(body: str, held: bool, fraction: float) -> str:
+  """`body` plus the first salt whose hash puts it on the asked side of the split."""
+  for salt in range(10_000):
+    doc = f"{body} {salt}\n"
+    if heldout.is_held_out(doc.encode(), fraction) == held:
+      return doc
+  raise AssertionError("no salt found")
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_the_bpe_never_sees_a_held_out_document(tmp_path, monkeypatch, held):
+  """A word found in one document only: a merge of it exists iff that document trains."""
+  raw = open(SHAKESPEARE, "rb").read()[:40_000].decode()
+  docs = [raw[i : i + 1000] for i in range(0, len(raw), 1000)]  # whole pieces: <= 1 KiB
+  docs.append(_salted("qzqz" * 200, held, 0.2))
+  seen: list[str] = []
+  train_bpe = tok_lib.train_bpe
+
+  def recorded(texts, vocab_size):  # what the BPE is trained on
+    seen.extend(texts)
+    return train_bpe(seen, vocab_size)
+
+  monkeypatch.setattr(tok_lib, "train_bpe", recorded)
+  m = prepare.prepare(
+    lambda: iter(docs), {"bytes": len(raw)}, tok_lib.parse("train:600"), str(tmp_path / "o"),
+    val_fraction=0.2, shard_tokens=100_000, workers=1, log=lambda s: None,
   )  # fmt: skip
-  starts = np.flatnonzero(stream == 0)
-  assert len(starts) == 4 and starts[0] == 0
-  docs = np.split(stream, starts[1:])
-  assert [hf.decode(d[1:].tolist()).encode() for d in docs] == texts[1]
-  assert len(stream) < 0.8 * sum(map(len, texts[1]))  # it compresses
+  val_docs = [d for d in docs if heldout.is_held_out(d.encode(), 0.2)]
+  assert 0 < len(val_docs) < len(docs) and (docs[-1] in val_docs) == held
+  assert sorted(seen) == sorted(d for d in docs if d not in val_docs)  # the training input
+  vocab = json.loads((tmp_path / "o" / "tokenizer.json").read_text())["model"]["vocab"]
+  assert any("qz" in token for token in vocab) != held
+  assert m["splits"]["val"]["documents"] == len(val_docs)
 
 
 def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_path):
@@ -163,7 +233,7 @@ def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
   out, work = tmp_path / "prepared", tmp_path / "run"
   prep = [
     "-m", "experiments.prepare_data", f"--input={texts[0]}", "--tokenizer=train:300",
-    f"--out={out}", "--val_tokens=4000", "--shard_tokens=20000", "--workers=2",
+    f"--out={out}", "--val_fraction=0.05", "--shard_tokens=20000", "--workers=2",
   ]  # fmt: skip
   proc = run_script([sys.executable, *prep])
   assert proc.returncode == 0, proc.stderr[-2000:]
@@ -198,7 +268,8 @@ def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
     (["--tokenizer=bogus"], "bytes, gpt2, train:V"),
     (["--tokenizer=train:100"], "above 256"),
     (["--tokenizer=bytes", "--hf_dataset=x"], "exactly one of"),
-    (["--tokenizer=bytes", "--val_tokens=0"], "must be positive"),
+    (["--tokenizer=bytes", "--val_fraction=0"], "must be in (0, 1)"),
+    (["--tokenizer=bytes", "--max_val_tokens=0"], "positive"),
     (["--tokenizer=missing.json"], "no such tokenizer.json"),
   ],
 )
@@ -215,7 +286,9 @@ def test_prepare_refuses_an_existing_folder_and_a_missing_datasets_library(texts
   with pytest.raises(ValueError, match="already holds shards"):
     _prepare(texts, tmp_path / "b")
   with pytest.raises(ValueError, match="nothing to train on"):
-    _prepare(texts, tmp_path / "c", val_tokens=10**9)
+    _prepare(texts, tmp_path / "c", val_fraction=1 - 1e-12)
+  with pytest.raises(ValueError, match="nothing is held out"):
+    _prepare(texts, tmp_path / "d", val_fraction=1e-12)
   if importlib.util.find_spec("datasets") is None:  # never download in a test
     with pytest.raises(ValueError, match="requirements-data.txt"):
       prepare.hf_documents("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "text")

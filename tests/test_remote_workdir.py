@@ -76,8 +76,8 @@ def _prepare_bytes(out) -> dict:
   raw = open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), "rb").read()[:120_000]
   docs = [raw[i : i + 40_000].decode() for i in range(0, len(raw), 40_000)]
   return prepare.prepare(
-    lambda: iter(docs), {"input": "test"}, tok_lib.parse("bytes"), str(out),
-    val_tokens=8_000, shard_tokens=50_000, workers=1, log=lambda s: None,
+    lambda: iter(docs), {"bytes": len(raw)}, tok_lib.parse("bytes"), str(out),
+    val_fraction=0.1, shard_tokens=50_000, workers=1, log=lambda s: None,
   )  # fmt: skip
 
 
@@ -88,8 +88,8 @@ def _cfg(path, val_path=""):
 def test_a_gs_data_folder_is_read_through_a_checked_local_copy(fake_gcs, monkeypatch):
   manifest = _prepare_bytes(fake_gcs / "bucket/data")
   monkeypatch.setenv(data.CACHE_ENV, str(fake_gcs / "cache"))
-  local = data.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 256, 32)
-  remote = data.load_corpus(_cfg("gs://bucket/data"), 256, 32)
+  local = data.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 384, 32)
+  remote = data.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   np.testing.assert_array_equal(np.asarray(remote.train), np.asarray(local.train))
   np.testing.assert_array_equal(np.asarray(remote.val), np.asarray(local.val))
   assert remote.split["manifest"]["folder"] == "gs://bucket/data"  # where it came from
@@ -99,17 +99,17 @@ def test_a_gs_data_folder_is_read_through_a_checked_local_copy(fake_gcs, monkeyp
   )
   vocab = manifest["tokenizer"]["vocab_size"]
   assert data.manifest_vocab_size(_cfg("gs://bucket/data"))[0] == vocab
-  glob = data.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 256, 32)  # a glob inside it
+  glob = data.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 384, 32)  # a glob inside it
   assert len(glob.train) == len(local.train)
   # A damaged file in the bucket is refused, not copied; a folder without a manifest is named.
   (copy / manifest["splits"]["val"]["shards"][0]["file"]).unlink()
   (fake_gcs / "bucket/data" / manifest["splits"]["val"]["shards"][0]["file"]).write_bytes(b"x")
   with pytest.raises(data.DataError, match="does not match the sha256"):
-    data.load_corpus(_cfg("gs://bucket/data"), 256, 32)
+    data.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   assert not list(copy.glob("*.tmp"))
   (fake_gcs / "bucket/other").mkdir()
   with pytest.raises(data.DataError, match=r"'gs://bucket/other' has no manifest.json"):
-    data.load_corpus(_cfg("gs://bucket/other"), 256, 32)
+    data.load_corpus(_cfg("gs://bucket/other"), 384, 32)
   c = smoke.get_config()
   c.data.source, c.data.path, c.model.vocab_size = "tokens", "gs://bucket/other", 0
   with pytest.raises(data.DataError, match=r"data.path='gs://bucket/other' has none"):
