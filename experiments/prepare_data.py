@@ -1,13 +1,25 @@
 """Tokenize a corpus into llm.c shards + manifest.json, for data.source=tokens.
 
-python -m experiments.prepare_data --input='corpus/*.txt' --tokenizer=train:4096 --out=DIR
+python -m experiments.prepare_data --input='corpus/*.txt' --tokenizer=train:4096 \
+    --out=$HOME/data/corpus_bpe4096
 python -m experiments.prepare_data --hf_dataset=HuggingFaceFW/fineweb-edu --hf_name=sample-10BT \
-    --tokenizer=gpt2 --out=data/fineweb_edu_10B      (needs `pip install -r requirements-data.txt`)
+    --tokenizer=gpt2 --out=$HOME/data/fineweb_edu_10B_gpt2   (pip install -r requirements-data.txt)
 python -m experiments.prepare_data --verify=DIR      (re-read every file, compare checksums)
 
---tokenizer: bytes | gpt2 | train:V | PATH/tokenizer.json (resnorm_jax/tokenizer.py). Then
-train with --config.data.source=tokens --config.data.path=DIR (model.vocab_size=0: from the
-manifest). Exit status 2 for bad input.
+--out: a new folder outside the repository (shards run to tens of GB; the repository's data/
+is tracked by git). It is written as a hidden sibling `.NAME.partial-HOST.PID` and renamed at
+the end: a failed run leaves nothing in the way of the next one. It then holds:
+  val_000000.bin, ...     the held-out documents (llm.c shards of --shard_tokens tokens)
+  train_000000.bin, ...   the training documents
+  token_counts.npz        how often each id occurs in each split
+  manifest.json           tokenizer, vocabulary, tokens/documents/pieces per split, every
+                          file's sha256, how the split was made, the source, a fingerprint
+  tokenizer.json          gpt2, train:V and PATH only (bytes needs none: ids 0-255 are the
+                          UTF-8 bytes, 256 the document separator)
+Held out: each document whose hash falls below --val_fraction, up to --max_val_tokens
+(resnorm_jax/heldout.py). --tokenizer: bytes | gpt2 | train:V | PATH/tokenizer.json
+(resnorm_jax/tokenizer.py). Then train with --config.data.source=tokens --config.data.path=DIR
+(model.vocab_size=0: from the manifest). Exit status 2 for bad input, with one line.
 """
 
 import os
@@ -15,32 +27,45 @@ import sys
 
 from absl import app, flags
 
-from resnorm_jax import cli
+from resnorm_jax import cli, prepare
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INPUT = flags.DEFINE_string("input", None, "Local text files (path or glob): one document each.")
 _HF = flags.DEFINE_string("hf_dataset", None, "Hugging Face dataset, streamed.")
 _HF_NAME = flags.DEFINE_string("hf_name", "", "Its configuration, e.g. sample-10BT.")
 _HF_SPLIT = flags.DEFINE_string("hf_split", "train", "Its split.")
 _HF_FIELD = flags.DEFINE_string("hf_text_field", "text", "The column holding the text.")
 _TOKENIZER = flags.DEFINE_string("tokenizer", None, "bytes | gpt2 | train:V | tokenizer.json")
-_OUT = flags.DEFINE_string("out", None, "New folder for the shards and manifest.json.")
+_OUT = flags.DEFINE_string(
+  "out", None, "New folder, outside the repository (e.g. $HOME/data/NAME): see above."
+)
 _VAL = flags.DEFINE_float(
-  "val_fraction", 0.005, "Documents held out: those whose hash falls below this fraction."
+  "val_fraction",
+  prepare.VAL_FRACTION,
+  "Documents held out: those whose hash falls below this fraction.",
 )
 _MAX_VAL = flags.DEFINE_integer(
-  "max_val_tokens", 100_000_000, "At most this many tokens held out (the rest trains)."
+  "max_val_tokens", prepare.MAX_VAL_TOKENS, "At most this many tokens held out (the rest trains)."
 )
 _SHARD = flags.DEFINE_integer("shard_tokens", 100_000_000, "Tokens per shard (llm.c: 1e8).")
 _WORKERS = flags.DEFINE_integer("workers", os.cpu_count() or 1, "Tokenizing processes.")
 _MAX_DOCS = flags.DEFINE_integer("max_docs", 0, "Stop after this many documents; 0: all.")
-_TRAIN_DOCS = flags.DEFINE_integer("tokenizer_train_docs", 0, "train:V on the first N; 0: all.")
+_TRAIN_DOCS = flags.DEFINE_integer(
+  "tokenizer_train_docs", 0, "train:V on the training pieces of the first N documents; 0: all."
+)
 _VERIFY = flags.DEFINE_string("verify", None, "Check a prepared folder's checksums, then exit.")
+
+
+def _inside_repository(out: str) -> bool:
+  """Whether --out lies inside this repository (where git would see tens of GB of shards)."""
+  path = os.path.realpath(os.path.expanduser(out))
+  return os.path.commonpath([path, ROOT]) == ROOT
 
 
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
-  from resnorm_jax import prepare, shards
+  from resnorm_jax import shards
   from resnorm_jax import tokenizer as tok_lib
 
   try:
@@ -52,6 +77,12 @@ def main(argv):
       cli.fail("give exactly one of --input=GLOB and --hf_dataset=NAME")
     if not _TOKENIZER.value or not _OUT.value:
       cli.fail("--tokenizer and --out are required")
+    if _inside_repository(_OUT.value):
+      print(
+        f"note: --out={_OUT.value} is inside the repository ({ROOT}): its shards are large and "
+        "git does not ignore them; a folder outside it is better (e.g. $HOME/data/NAME)",
+        flush=True,
+      )
     spec = tok_lib.parse(_TOKENIZER.value)
     if _INPUT.value:
       source, documents = prepare.local_documents(_INPUT.value)
@@ -65,8 +96,8 @@ def main(argv):
       workers=_WORKERS.value, max_docs=_MAX_DOCS.value, tokenizer_train_docs=_TRAIN_DOCS.value,
       command=sys.argv,
     )  # fmt: skip
-  except (ValueError, ImportError) as e:
-    cli.fail(str(e))
+  except (ValueError, ImportError, OSError) as e:
+    cli.fail(" ".join(str(e).split()))  # one line, whatever the library's message
   s = manifest["splits"]
   print(
     f"{_OUT.value}: {manifest['tokenizer']['name']} ({manifest['tokenizer']['vocab_size']} ids); "

@@ -16,12 +16,13 @@ import glob
 import itertools
 import multiprocessing
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from resnorm_jax import heldout, shards
+from resnorm_jax import fs, heldout, shards
 from resnorm_jax import tokenizer as tok_lib
 
 BATCH_BYTES = 1 << 20  # bytes of text per task sent to a worker
@@ -50,6 +51,10 @@ def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
   return {"input": pattern, "files": len(paths), "bytes": size}, documents
 
 
+class HubError(ValueError):
+  """A Hugging Face dataset that could not be streamed (offline, unknown, cut off)."""
+
+
 def hf_documents(
   name: str, config: str, split: str, field: str
 ) -> tuple[dict, Callable[[], Iterator[str]]]:
@@ -62,11 +67,19 @@ def hf_documents(
     ) from None
 
   def documents() -> Iterator[str]:
-    rows = datasets.load_dataset(name, name=config or None, split=split, streaming=True)
-    for row in rows:
-      if field not in row:
-        raise ValueError(f"--hf_text_field={field!r} is not a column; columns: {sorted(row)}")
-      yield row[field]
+    try:
+      rows = datasets.load_dataset(name, name=config or None, split=split, streaming=True)
+      for row in rows:
+        if field not in row:
+          raise ValueError(f"--hf_text_field={field!r} is not a column; columns: {sorted(row)}")
+        yield row[field]
+    except ValueError:
+      raise
+    except Exception as e:  # noqa: BLE001 - offline, no such dataset, a dropped stream: one line
+      raise HubError(
+        f"--hf_dataset={name!r} (--hf_name={config!r}, --hf_split={split!r}) could not be "
+        f"read from the Hugging Face hub: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+      ) from None
 
   source = {"hf_dataset": name, "hf_name": config, "hf_split": split, "hf_text_field": field}
   return {**source, "datasets_version": datasets.__version__}, documents
@@ -164,7 +177,9 @@ def prepare(
   progress_every: float = 10.0,
   log: Callable[[str], None] = print,
 ) -> dict:
-  """Tokenizes the documents into `out`; returns the manifest (also in out/manifest.json)."""
+  """Tokenizes the documents into the new folder `out`; returns the manifest (also in
+  out/manifest.json). Written into a hidden sibling renamed at the end: a failed run leaves
+  nothing in the way of the next."""
   if not 0 < val_fraction < 1 or max_val_tokens < 1:
     raise ValueError(
       f"--val_fraction={val_fraction} must be in (0, 1) and --max_val_tokens={max_val_tokens} "
@@ -175,9 +190,55 @@ def prepare(
       f"--shard_tokens={shard_tokens} and --workers={workers} must be positive, "
       f"--max_docs={max_docs} and --tokenizer_train_docs={tokenizer_train_docs} >= 0"
     )
-  if os.path.exists(os.path.join(out, shards.MANIFEST)) or glob.glob(os.path.join(out, "*.bin")):
-    raise ValueError(f"--out={out!r} already holds shards: choose a new folder")
-  os.makedirs(out, exist_ok=True)
+  path = os.path.abspath(os.path.expanduser(out))
+  if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+    raise ValueError(f"--out={out!r} already exists and is not an empty folder: choose a new one")
+  folder = _partial_folder(path, log)
+  try:
+    manifest = _tokenize_into(
+      folder, documents, source, spec, shard_tokens=shard_tokens, workers=workers,
+      val_fraction=val_fraction, max_val_tokens=max_val_tokens, max_docs=max_docs,
+      tokenizer_train_docs=tokenizer_train_docs, command=command,
+      progress_every=progress_every, log=log,
+    )  # fmt: skip
+    os.rename(folder, path)  # over nothing, or over an empty folder
+  except BaseException:
+    shutil.rmtree(folder, ignore_errors=True)
+    raise
+  return manifest
+
+
+def _partial_folder(out: str, log: Callable[[str], None]) -> str:
+  """A new hidden sibling of `out` to write into (the same filesystem: the rename is atomic);
+  names those a killed run left (never in the way, but taking space)."""
+  parent, name = os.path.split(out)
+  os.makedirs(parent, exist_ok=True)
+  prefix = f".{name}.partial-"
+  stale = sorted(glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")))
+  if stale:
+    log(f"note: partial output of another run (a stopped one's is safe to delete): {stale}")
+  folder = os.path.join(parent, prefix + fs.unique_suffix())
+  os.mkdir(folder)
+  return folder
+
+
+def _tokenize_into(
+  out: str,
+  documents: Callable[[], Iterator[str]],
+  source: dict,
+  spec: tok_lib.Spec,
+  *,
+  shard_tokens: int,
+  workers: int,
+  val_fraction: float,
+  max_val_tokens: int,
+  max_docs: int,
+  tokenizer_train_docs: int,
+  command: list[str] | None,
+  progress_every: float,
+  log: Callable[[str], None],
+) -> dict:
+  """prepare() into the folder `out`, which exists and is empty."""
   limit = heldout.piece_limit(source.get("bytes"), val_fraction)
 
   def stream(max_documents: int = max_docs) -> Iterator[Unit]:

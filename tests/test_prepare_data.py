@@ -283,7 +283,7 @@ def test_prepare_refuses_bad_input(texts, tmp_path, run_script, args, message):
 
 def test_prepare_refuses_an_existing_folder_and_a_missing_datasets_library(texts, tmp_path):
   _prepare(texts, tmp_path / "b")
-  with pytest.raises(ValueError, match="already holds shards"):
+  with pytest.raises(ValueError, match="already exists and is not an empty folder"):
     _prepare(texts, tmp_path / "b")
   with pytest.raises(ValueError, match="nothing to train on"):
     _prepare(texts, tmp_path / "c", val_fraction=1 - 1e-12)
@@ -319,3 +319,63 @@ def test_paper_scale_trains_on_resnorm_data_and_refuses_stdlib(texts, tmp_path, 
     data.load_corpus(c.data, 256, c.train.seq_len)
   c.data.allow_stdlib = True  # asked for explicitly: the stdlib corpus at paper scale
   assert data.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
+
+
+def _words_file(path, size: int) -> None:
+  """About `size` bytes of lines of random words: a corpus with no document boundaries."""
+  rng = np.random.default_rng(0)
+  words = np.array(["".join(rng.choice(list("abcdefghij"), n)) for n in rng.integers(1, 9, 500)])
+  lines = [" ".join(rng.choice(words, 12)) + "\n" for _ in range(size // 60)]
+  path.write_text("".join(lines))
+
+
+def test_defaults_work_on_a_3mb_file_and_a_failed_run_does_not_block_the_retry(
+  tmp_path, run_script
+):
+  corpus, out = tmp_path / "corpus", tmp_path / "prepared"
+  corpus.mkdir()
+  _words_file(corpus / "a.txt", 3_000_000)
+  (corpus / "z_bad.txt").write_bytes(b"\xff\xfe not UTF-8")
+  prep = [sys.executable, "-m", "experiments.prepare_data", "--tokenizer=bytes", f"--out={out}"]
+  # Fails after shards of a.txt were written (small shards): nothing is left in the way.
+  failed = run_script([*prep, f"--input={corpus / '*.txt'}", "--shard_tokens=100000"])
+  assert failed.returncode == 2 and "not UTF-8" in failed.stderr, failed.stderr[-2000:]
+  assert len(failed.stderr.strip().splitlines()) == 1  # one line, no traceback
+  assert sorted(os.listdir(tmp_path)) == ["corpus"]  # no output, no partial folder
+  (tmp_path / ".prepared.partial-otherhost.1").mkdir()  # as a killed run leaves it
+  proc = run_script([*prep, f"--input={corpus / 'a.txt'}"])  # every other flag by default
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "partial output of another run" in proc.stdout
+  m = json.loads((out / "manifest.json").read_text())
+  files = ["manifest.json", "token_counts.npz", "train_000000.bin", "val_000000.bin"]
+  assert sorted(os.listdir(out)) == files  # bytes: no tokenizer.json
+  val, train = m["splits"]["val"]["tokens"], m["splits"]["train"]["tokens"]
+  assert 0.002 < val / (val + train) < 0.01  # the default 0.5%, by piece hash
+  assert m["held_out"]["val_fraction"] == 0.005 and m["held_out"]["max_val_tokens"] == 10**8
+  assert m["splits"]["val"]["pieces"] > 5 and m["source"]["documents"] == 1
+  corpus_ = data.load_corpus(_cfg(out), 384, 64)
+  assert len(corpus_.val) == val and corpus_.split["manifest"]["fingerprint"] == m["fingerprint"]
+  again = run_script([*prep, f"--input={corpus / 'a.txt'}"])
+  assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_an_unreachable_hub_ends_in_one_line_and_exit_2(tmp_path, run_script):
+  """--hf_dataset offline (here a stand-in `datasets` whose stream fails as the hub's does):
+  one line on stderr, exit status 2, no output folder; with a worker pool and without."""
+  fake = tmp_path / "fake" / "datasets"
+  fake.mkdir(parents=True)
+  (fake / "__init__.py").write_text(
+    '__version__ = "0"\n\n\ndef load_dataset(*args, **kwargs):\n'
+    '  raise ConnectionError("Couldn\'t reach the Hugging Face Hub\\n(offline)")\n'
+  )
+  for tokenizer, workers in (("bytes", 2), ("train:300", 1)):
+    proc = run_script(
+      [sys.executable, "-m", "experiments.prepare_data", "--hf_dataset=HuggingFaceFW/fineweb-edu",
+       f"--tokenizer={tokenizer}", f"--workers={workers}", f"--out={tmp_path / 'o'}"],
+      PYTHONPATH=str(tmp_path / "fake"),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: --hf_dataset='HuggingFaceFW/fineweb-edu'")
+    assert "ConnectionError: Couldn't reach the Hugging Face Hub (offline)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["fake"]
