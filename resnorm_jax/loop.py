@@ -1,7 +1,8 @@
 """The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
 
 Order of work: validate everything (config, data, mesh: setup.build) before anything
-compiles; restore or initialize the sharded state; compile the step ahead of time (timed);
+compiles; lock the workdir (one run at a time: workdir.py); restore or initialize the
+sharded state; compile the step ahead of time (timed);
 then train: a Trainer reads the device back once per step (one step behind) and writes
 metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
@@ -31,6 +32,7 @@ from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
 from resnorm_jax import model_def as mdl
 from resnorm_jax import sharding as shard_lib
+from resnorm_jax import workdir as workdir_lib
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.writers import MetricWriter
@@ -304,6 +306,31 @@ def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
   return default_workdir(config, overrides)
 
 
+def _agreed(ok: bool) -> bool:
+  """Process 0's `ok`, on every process (one process: `ok`)."""
+  if jax.process_count() == 1:
+    return ok
+  from jax.experimental import multihost_utils
+
+  return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
+
+
+@contextlib.contextmanager
+def _workdir_lock(workdir: str):
+  """The workdir's lock for the block, taken by process 0 alone (the workdir is one folder
+  every host sees); when it is busy every process refuses (ValueError, exit status 2)."""
+  busy: ValueError | None = None
+  with contextlib.ExitStack() as held:
+    if jax.process_index() == 0:
+      try:
+        held.enter_context(workdir_lib.hold(workdir))
+      except workdir_lib.WorkdirInUse as e:
+        busy = e
+    if not _agreed(busy is None):
+      raise busy or workdir_lib.WorkdirInUse(f"{workdir} is in use by another run (process 0)")
+    yield
+
+
 def _restore_or_init(run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str):
   """(state, start step, resumed summary fields, resumed interval losses, finished summary):
   the newest intact checkpoint, else a fresh state. A checkpoint of another experiment is
@@ -346,11 +373,27 @@ def _run(
   shard_lib.maybe_initialize_distributed(config.dist)
   signals.after_distributed_init()  # several processes: a stop is agreed by all
   run_setup = setup.build(config)  # everything validated before anything compiles
-  t, vocab = config.train, run_setup.mcfg.vocab_size
   workdir = _workdir(config, workdir, overrides)
-  corpus = data_lib.load_corpus(config.data, vocab, t.seq_len)
-  is_main = jax.process_index() == 0
+  corpus = data_lib.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+  # One run per workdir for the run's whole life, summary included; a second is refused
+  # before it reads anything: it would resume this one's checkpoint and rewrite its files.
+  with _workdir_lock(workdir):
+    return _train(run_setup, corpus, workdir, signals, argv, wall_start)
+
+
+def _train(
+  run_setup: setup.RunSetup,
+  corpus,
+  workdir: str,
+  signals: preemption.StopSignals,
+  argv: Sequence[str] | None,
+  wall_start: float,
+) -> dict:
+  """Trains in a locked workdir, resuming its checkpoint if any; writes summary.json last."""
+  config = run_setup.config
+  t, vocab = config.train, run_setup.mcfg.vocab_size
+  is_main = jax.process_index() == 0
   baselines = {
     "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
     "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),

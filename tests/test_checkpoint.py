@@ -1,4 +1,5 @@
-"""Checkpoints that never lose a run: resume, signals, kill -9, damage, refusal, divergence.
+"""Checkpoints that never lose a run: resume, signals, kill -9, damage, refusal, divergence,
+two runs in one workdir.
 
 Most tests run `python -m experiments.train` on the smoke config in a subprocess and compare
 metrics.jsonl with one uninterrupted reference run, bit for bit (every value but
@@ -14,8 +15,10 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -26,6 +29,7 @@ from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import cli, optim
 from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
+from resnorm_jax import workdir as workdir_lib
 from resnorm_jax.config_types import model_config_from
 from resnorm_jax.writers import read_metrics
 
@@ -43,12 +47,15 @@ COMMON = (
 )
 # Runs experiments.train, sending signal SIGNUM to itself when the batch of step AT is built
 # (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
+# TEST_STEP_SLEEP=S makes each batch take S seconds more (a longer run, same numbers).
 HOOKED_TRAIN = """
-import os, sys
+import os, sys, time
 from resnorm_jax import batches
-at, signum = (int(v) for v in os.environ["TEST_SIGNAL_AT"].split(":"))
+at, signum = (int(v) for v in os.environ.get("TEST_SIGNAL_AT", "-1:0").split(":"))
+pause = float(os.environ.get("TEST_STEP_SLEEP", "0"))
 get_batch = batches.get_batch
 def hooked(*args, **kwargs):
+  time.sleep(pause)
   if kwargs["step"] == at:
     os.kill(os.getpid(), signum)
   return get_batch(*args, **kwargs)
@@ -71,8 +78,7 @@ def env(tmp_path_factory):
   }
 
 
-def _train(env, workdir, steps, *extra, signal_at=None, common=COMMON):
-  """Runs a training subprocess to its end; returns the CompletedProcess (text output)."""
+def _command(workdir, steps, *extra, hooked=False, common=COMMON):
   args = [
     f"--config={os.path.join(ROOT, 'configs', 'smoke.py')}",
     f"--workdir={workdir}",
@@ -80,11 +86,15 @@ def _train(env, workdir, steps, *extra, signal_at=None, common=COMMON):
     *common,
     *extra,
   ]
+  entry = ["-c", HOOKED_TRAIN] if hooked else ["-m", "experiments.train"]
+  return [sys.executable, *entry, *args]
+
+
+def _train(env, workdir, steps, *extra, signal_at=None, common=COMMON):
+  """Runs a training subprocess to its end; returns the CompletedProcess (text output)."""
+  cmd = _command(workdir, steps, *extra, hooked=signal_at is not None, common=common)
   env = dict(env)
-  if signal_at is None:
-    cmd = [sys.executable, "-m", "experiments.train", *args]
-  else:
-    cmd = [sys.executable, "-c", HOOKED_TRAIN, *args]
+  if signal_at is not None:
     env["TEST_SIGNAL_AT"] = f"{signal_at[0]}:{int(signal_at[1])}"
   return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -202,11 +212,15 @@ def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference,
   assert not os.path.exists(os.path.join(workdir, "summary.json"))
   committed = _ckpt_steps(workdir)
   assert committed[-1] in (14, 21), committed  # 21 unless its async write was cut short
+  # The killed run's lock file is left behind, naming it; the kernel released its lock.
+  lock = os.path.join(workdir, workdir_lib.LOCK_FILE)
+  assert json.load(open(lock))["host"] == socket.gethostname()
 
   resumed = _ok(_train(env, workdir, STEPS))
   assert f"resuming from step {committed[-1]}" in resumed.stdout
   assert not glob.glob(os.path.join(workdir, "ckpt", f"*{ckpt_lib.TMP_MARKER}*"))
   assert _rows(workdir) == _rows(reference)
+  assert not os.path.exists(lock)  # the resumed run took it over and removed it at its end
 
 
 def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
@@ -302,6 +316,41 @@ def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_pa
   after = {n: open(os.path.join(workdir, n)).read() for n in before}
   assert after == before  # nothing written
   assert _ckpt_steps(workdir) == [35, 40]
+
+
+def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, tmp_path):
+  """The same command twice at once: the second is refused before compiling, the first
+  completes as if alone (its config, every logged value of the reference)."""
+  workdir = str(tmp_path / "run")
+  first = subprocess.Popen(
+    _command(workdir, STEPS, hooked=True),
+    cwd=ROOT,
+    env={**env, "TEST_STEP_SLEEP": "0.5"},  # about 20 s of training
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
+  try:
+    deadline = time.time() + 240
+    while not os.path.exists(os.path.join(workdir, "metrics.jsonl")):  # it is training
+      assert first.poll() is None and time.time() < deadline, first.communicate()[0][-3000:]
+      time.sleep(0.2)
+    config = open(os.path.join(workdir, "config.json"), "rb").read()
+    t0 = time.time()
+    second = _train(env, workdir, STEPS)
+    seconds = time.time() - t0
+    assert first.poll() is None, "the first run ended before the second was refused"
+  finally:
+    out = first.communicate(timeout=300)[0]
+  assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+  holder = f"in use by another run (pid {first.pid} on host {socket.gethostname()}, started "
+  assert holder in second.stderr and seconds < 60, (seconds, second.stderr)
+  assert "compiled in" not in second.stdout and "resuming" not in second.stdout
+  assert first.returncode == 0, out[-3000:]
+  assert open(os.path.join(workdir, "config.json"), "rb").read() == config
+  assert _summary(workdir)["status"] == "completed" and _summary(workdir)["steps"] == STEPS
+  assert _rows(workdir) == _rows(reference)
+  assert not os.path.exists(os.path.join(workdir, workdir_lib.LOCK_FILE))
 
 
 def test_changed_optimizer_structure_is_refused(reference):

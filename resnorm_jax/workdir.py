@@ -1,0 +1,118 @@
+"""One run per workdir: an OS lock on <workdir>/.lock, held for the run's life.
+
+The lock is `fcntl.flock` on <workdir>/.lock, held for the run's life. The kernel releases it
+when its process ends, however it ends (kill -9 included), so a lock left by a dead run
+never blocks the resume; while held the file names the holder (host, pid, start time) to a
+second run, which is refused. flock needs a mounted folder (local, or NFS with lock
+support): a URL workdir (gs://...) is not locked. No JAX here: with several processes the
+loop has process 0 lock alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+LOCK_FILE = ".lock"
+# flock errors meaning the filesystem cannot lock (not that another process holds it).
+_NO_LOCKING = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_UNLOCKABLE = -1
+
+
+class WorkdirInUse(ValueError):
+  """A live run holds the workdir: refused like bad input (exit status 2)."""
+
+
+def lockable(workdir: str) -> bool:
+  """Whether flock can guard `workdir`: a mounted folder, not a URL."""
+  return "://" not in workdir
+
+
+def holder() -> dict[str, Any]:
+  """What the lock file says about its holder: this process."""
+  started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+  return {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
+
+
+def describe_holder(text: str) -> str:
+  """`pid 123 on host vm, started ...` from a lock file's text (empty: not written yet)."""
+  try:
+    info = json.loads(text)
+    return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+  except (ValueError, TypeError, KeyError):
+    return "a process that has not written its name yet"
+
+
+def _read_text(path: str) -> str:
+  try:
+    with open(path) as f:
+      return f.read()
+  except OSError:
+    return ""
+
+
+def _try_lock(path: str) -> int | None:
+  """An fd holding the flock on `path` (the file that is at `path` now), None if busy."""
+  while True:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      return None
+    except BaseException:
+      os.close(fd)
+      raise
+    try:
+      same = os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+      same = False
+    if same:
+      return fd
+    # The holder removed the file between our open and flock: lock the file there now.
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def hold(workdir: str) -> Iterator[str | None]:
+  """Holds <workdir>/.lock for the block (yields its path; None where nothing is locked).
+
+  Raises WorkdirInUse, naming the holder, while a live process holds it. The file is
+  removed on release (a run that was killed leaves it, unlocked: the next run takes it).
+  """
+  if not lockable(workdir):
+    print(f"note: {workdir} is not a local folder: not locked against a second run", flush=True)
+    yield None
+    return
+  path = os.path.join(workdir, LOCK_FILE)
+  try:
+    fd = _try_lock(path)
+  except OSError as e:
+    if e.errno not in _NO_LOCKING:
+      raise
+    print(f"note: the filesystem of {workdir} cannot lock ({e.strerror}): not locked", flush=True)
+    fd = _UNLOCKABLE
+  if fd == _UNLOCKABLE:
+    yield None
+    return
+  if fd is None:
+    raise WorkdirInUse(
+      f"{workdir} is in use by another run ({describe_holder(_read_text(path))}): "
+      "wait for it to end, or use another --workdir"
+    )
+  try:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(holder()).encode(), 0)
+    yield path
+  finally:
+    # Removed while still locked: a process that opened it meanwhile sees the inode change.
+    with contextlib.suppress(OSError):
+      os.remove(path)
+    os.close(fd)  # releases the flock
