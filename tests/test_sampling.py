@@ -88,3 +88,72 @@ def test_a_config_with_an_unknown_sampler_is_refused_before_any_device():
   c.data.sampling = "shuffle"
   with pytest.raises(ValueError, match=r"data.sampling='shuffle' is not one of random, epoch"):
     setup.validate(c, vocab_size=256, platform="cpu")
+
+
+def test_a_prepared_folder_trained_two_epochs_sees_every_window_once_per_epoch(tmp_path):
+  """The batch source the loop uses, on a folder made by prepare_data (bytes)."""
+  import types
+
+  from resnorm_jax import data as data_lib
+  from resnorm_jax import prepare
+  from resnorm_jax import tokenizer as tok_lib
+
+  text = tmp_path / "doc.txt"
+  text.write_bytes(b"".join(b"line %d of a small corpus\n" % i for i in range(2000)))
+  source, documents = prepare.local_documents(str(text))
+  out = tmp_path / "prepared"
+  prepare.prepare(
+    documents,
+    source,
+    tok_lib.parse("bytes"),
+    str(out),
+    workers=1,
+    log=lambda s: None,
+    val_fraction=0.1,
+    shard_tokens=10_000,
+  )
+  cfg = types.SimpleNamespace(source="tokens", path=str(out), val_path="", val_fraction=0.1)
+  corpus = data_lib.load_corpus(cfg, 384, 32)
+  seq_len, batch_size = 32, 8
+  tokens = np.asarray(corpus.train)
+  windows = (len(tokens) - 1) // seq_len
+  steps = -(-2 * windows // batch_size)  # two epochs (and a little of the third)
+  starts = batches.epoch_starts(len(tokens), seq_len, 0, 0, steps * batch_size)
+  for epoch in (starts[:windows], starts[windows : 2 * windows]):
+    assert sorted(epoch.tolist()) == [w * seq_len for w in range(windows)]
+  # ... and those are the rows the batch source hands the loop, inputs and targets.
+  got = _epoch_batches(tokens, steps, batch_size, seq_len)
+  for step, (x, y) in enumerate(got):
+    for row, start in enumerate(starts[step * batch_size : (step + 1) * batch_size]):
+      np.testing.assert_array_equal(x[row], tokens[start : start + seq_len])
+      np.testing.assert_array_equal(y[row], tokens[start + 1 : start + seq_len + 1])
+
+
+@pytest.mark.slow
+def test_a_run_with_the_epoch_sampler_resumes_to_the_uninterrupted_losses(tmp_path, run_script):
+  """Extended in two segments (10 then 20 steps) = 20 steps at once: the epoch order is a
+  pure function of (seed, step)."""
+  import sys
+
+  from resnorm_jax.writers import read_metrics
+
+  def train(workdir, steps):
+    r = run_script(
+      [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "--config=configs/smoke.py",
+        f"--workdir={workdir}",
+        f"--config.train.steps={steps}",
+        "--config.data.sampling=epoch",
+      ]
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+
+  whole, split = tmp_path / "whole", tmp_path / "split"
+  train(whole, 20)
+  train(split, 10)
+  train(split, 20)
+  losses = lambda d: [(r["step"], r["train/loss"]) for r in read_metrics(str(d / "metrics.jsonl"))]
+  assert losses(split) == losses(whole)
