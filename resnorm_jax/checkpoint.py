@@ -309,7 +309,7 @@ class Checkpointer:
       raise CheckpointError(
         f"none of the checkpoints in {self.directory} (steps {steps}) is intact: "
         + "; ".join(f"step {s}: {m}" for s, m in damaged)
-        + ". Move the ckpt/ folder away to start from scratch."
+        + ". Use a new --workdir to start from scratch."
       )
     return None
 
@@ -370,6 +370,14 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
       f"{diff[:4]}{' ...' if len(diff) > 4 else ''} differ); changed keys: "
       f"{_describe(keys, saved_cfg, cfg) or 'none found'}. Use a new --workdir."
     )
+
+
+def saved_steps(directory: str) -> list[int]:
+  """The step folders in a checkpoint directory (intact or not); nothing is created."""
+  path = epath.Path(directory)
+  if not path.is_dir():
+    return []
+  return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit())
 
 
 def _unfinished(directory: str) -> list[str]:

@@ -1,8 +1,9 @@
 """The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
 
 Order of work: validate everything (config, data, mesh: setup.build) before anything
-compiles; lock the workdir (one run at a time: workdir.py); restore or initialize the
-sharded state; compile the step ahead of time (timed);
+compiles; lock the workdir (one run at a time: workdir.py); a completed run whose
+checkpoints are gone has nothing to do; restore or initialize the sharded state; compile
+the step ahead of time (timed);
 then train: a Trainer reads the device back once per step (one step behind) and writes
 metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
@@ -331,6 +332,16 @@ def _workdir_lock(workdir: str):
     yield
 
 
+def completed_run(config: ConfigDict, workdir: str) -> dict | None:
+  """The summary of a run completed in `workdir` at train.steps with no checkpoint left
+  (nothing to do), else None; ValueError, before anything is written, when such a run would
+  be trained to another length (never a restart from step 0 over its files). A workdir
+  with checkpoints is checked against them first (_restore_or_init)."""
+  if ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")):
+    return None
+  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=False)
+
+
 def _restore_or_init(run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str):
   """(state, start step, resumed summary fields, resumed interval losses, finished summary):
   the newest intact checkpoint, else a fresh state. A checkpoint of another experiment is
@@ -379,6 +390,11 @@ def _run(
   # One run per workdir for the run's whole life, summary included; a second is refused
   # before it reads anything: it would resume this one's checkpoint and rewrite its files.
   with _workdir_lock(workdir):
+    done = completed_run(config, workdir)
+    if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
+      print(f"already completed at step {done['steps']}: nothing to do", flush=True)
+      print(end_message(done, workdir, None), flush=True)
+      return done
     return _train(run_setup, corpus, workdir, signals, argv, wall_start)
 
 

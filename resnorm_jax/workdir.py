@@ -1,4 +1,4 @@
-"""One run per workdir: an OS lock on <workdir>/.lock, held for the run's life.
+"""One run per workdir, and one experiment: the workdir lock and what a workdir already holds.
 
 The lock is `fcntl.flock` on <workdir>/.lock, held for the run's life. The kernel releases it
 when its process ends, however it ends (kill -9 included), so a lock left by a dead run
@@ -6,6 +6,9 @@ never blocks the resume; while held the file names the holder (host, pid, start 
 second run, which is refused. flock needs a mounted folder (local, or NFS with lock
 support): a URL workdir (gs://...) is not locked. No JAX here: with several processes the
 loop has process 0 lock alone.
+
+A completed run is recognised from summary.json, so a workdir whose ckpt/ is gone is never
+retrained.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import socket
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from etils import epath
 
 LOCK_FILE = ".lock"
 # flock errors meaning the filesystem cannot lock (not that another process holds it).
@@ -116,3 +121,35 @@ def hold(workdir: str) -> Iterator[str | None]:
     with contextlib.suppress(OSError):
       os.remove(path)
     os.close(fd)  # releases the flock
+
+
+# --- what the workdir already holds ----------------------------------------------------------
+
+
+def read_json(path: str) -> Any:
+  """The content of a JSON file (local or gs://), or None when missing or unreadable."""
+  try:
+    return json.loads(epath.Path(path).read_text())
+  except (OSError, ValueError):
+    return None
+
+
+def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict | None:
+  """The summary of the run completed in `workdir` at `steps` (nothing to do), else None.
+
+  Raises ValueError for a completed run to be trained to another length with no checkpoint
+  to continue from: never a silent restart from step 0 over its files.
+  """
+  summary = read_json(os.path.join(workdir, "summary.json"))
+  if not isinstance(summary, dict) or summary.get("status") != "completed":
+    return None
+  done = summary.get("steps")
+  if done == steps:
+    return summary
+  if not has_checkpoint:
+    raise ValueError(
+      f"{workdir} holds a run completed at step {done} but no checkpoint to train it to "
+      f"step {steps} from (its ckpt/ folder is gone or empty): train.steps={done} leaves it "
+      "as it is; to train again from step 0, use a new --workdir."
+    )
+  return None  # extended from its checkpoint

@@ -1,5 +1,5 @@
 """Checkpoints that never lose a run: resume, signals, kill -9, damage, refusal, divergence,
-two runs in one workdir.
+two runs in one workdir, a completed run without its checkpoints.
 
 Most tests run `python -m experiments.train` on the smoke config in a subprocess and compare
 metrics.jsonl with one uninterrupted reference run, bit for bit (every value but
@@ -10,6 +10,7 @@ compilation cache, so each distinct program compiles once per session.
 
 import functools
 import glob
+import hashlib
 import json
 import os
 import shlex
@@ -115,6 +116,19 @@ def _rows(workdir):
 def _summary(workdir):
   with open(os.path.join(workdir, "summary.json")) as f:
     return json.load(f)
+
+
+def _hashes(workdir):
+  """{path under workdir: sha256} of every file, and every folder (None)."""
+  out = {}
+  for folder, dirs, files in os.walk(workdir):
+    for name in dirs:
+      out[os.path.relpath(os.path.join(folder, name), workdir)] = None
+    for name in files:
+      path = os.path.join(folder, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, workdir)] = hashlib.sha256(f.read()).hexdigest()
+  return out
 
 
 def _ckpt_steps(workdir):
@@ -316,6 +330,22 @@ def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_pa
   after = {n: open(os.path.join(workdir, n)).read() for n in before}
   assert after == before  # nothing written
   assert _ckpt_steps(workdir) == [35, 40]
+
+
+def test_completed_run_without_its_checkpoints_is_never_retrained(env, reference, tmp_path):
+  """ckpt/ deleted: the same command does nothing; extending it is refused, not restarted."""
+  workdir = _copy(reference, tmp_path / "run")
+  shutil.rmtree(os.path.join(workdir, "ckpt"))
+  before = _hashes(workdir)
+  again = _ok(_train(env, workdir, STEPS))
+  assert f"already completed at step {STEPS}: nothing to do" in again.stdout
+  assert _hashes(workdir) == before  # every file byte-identical, no ckpt/ created
+
+  extend = _train(env, workdir, STEPS + 10)
+  assert extend.returncode == 2, extend.stdout[-2000:] + extend.stderr[-2000:]
+  assert f"completed at step {STEPS} but no checkpoint to train it to" in extend.stderr
+  assert "starting from step 0" not in extend.stdout
+  assert _hashes(workdir) == before
 
 
 def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, tmp_path):

@@ -1,4 +1,5 @@
-"""One run per workdir: the lock (the end-to-end runs are in test_checkpoint.py)."""
+"""One run per workdir: the lock and completed runs (the end-to-end runs are in
+test_checkpoint.py)."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import sys
 
 import pytest
 
+from resnorm_jax import cli
 from resnorm_jax import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,3 +123,28 @@ def test_a_url_workdir_is_not_locked(capsys):
   with workdir_lib.hold("gs://bucket/run") as path:
     assert path is None
   assert "not locked against a second run" in capsys.readouterr().out
+
+
+# --- completed runs --------------------------------------------------------------------------
+
+
+def _completed(tmp_path, steps=20, status="completed") -> str:
+  cli.write_json(str(tmp_path / "summary.json"), {"status": status, "steps": steps})
+  return str(tmp_path)
+
+
+def test_a_completed_run_is_recognised_without_its_checkpoints(tmp_path):
+  workdir = _completed(tmp_path)
+  summary = workdir_lib.completed_summary(workdir, 20, has_checkpoint=False)
+  assert summary == {"status": "completed", "steps": 20}
+  assert workdir_lib.completed_summary(workdir, 30, has_checkpoint=True) is None  # extend it
+  for steps in (30, 10):  # no checkpoint to train it to another length from
+    with pytest.raises(ValueError, match=rf"completed at step 20 but no checkpoint.*{steps}"):
+      workdir_lib.completed_summary(workdir, steps, has_checkpoint=False)
+
+
+@pytest.mark.parametrize("status", ["interrupted", "diverged"])
+def test_an_unfinished_run_is_left_to_its_checkpoint(tmp_path, status):
+  workdir = _completed(tmp_path, status=status)
+  assert workdir_lib.completed_summary(workdir, 20, has_checkpoint=False) is None
+  assert workdir_lib.completed_summary(str(tmp_path / "none"), 20, has_checkpoint=False) is None
