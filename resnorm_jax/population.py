@@ -7,9 +7,10 @@ through the config's schedule (optim.make_optimizer's `lr`), on its own batch. t
 already keeps the state of a member whose loss or gradient is non-finite, so a diverged
 member stays frozen at its last finite state while the others go on.
 
-Measured on a 2-core CPU (docs/benchmarks.md, "A population as one program"): XLA:CPU runs
-the batched matmuls no faster than M single steps, so on a CPU this saves only per-run
-start-up; the case for it is an accelerator, where one small model leaves the chip idle.
+Measured on a 2-core CPU (docs/benchmarks.md, "A sweep as one program"): XLA:CPU runs the
+batched matmuls no faster than M single steps, so on a CPU this saves only per-run start-up;
+the case for it is an accelerator, where one small model leaves the chip idle. Members as
+ordinary run folders (checkpoints, logs, summaries): population_run.py.
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ RESULT_NEUTRAL = (
 RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "provenance")  # sections the run adds
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
+# What the members of one program (resnorm_jax/population_run.py) may differ in: the peak lr
+# (through the schedule) and the seed (init and batches).
+VMAPPED_KEYS = ("opt.lr", "seed")
+POPULATION_FILE = "population_points.json"  # a population's members, in its first's workdir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +174,40 @@ def train_command(point: Point, workdir: str, overrides: Mapping[str, Any]) -> l
   args = [sys.executable, "-m", "experiments.train", f"--config={point.config}"]
   args.append(f"--workdir={workdir}")
   return args + [f"--config.{k}={format_value(v)}" for k, v in overrides.items()]
+
+
+def vmap_groups(expected: Sequence[Mapping[str, Any]], max_size: int = 0) -> list[list[int]]:
+  """Indices of the resolved configs that can train as one program: equal apart from
+  VMAPPED_KEYS (same config file and other overrides give that). Grid order within and
+  between groups; a group larger than `max_size` (0: no cap) is split into the fewest parts
+  of at most that size, their sizes as even as possible."""
+  by_rest: dict[str, list[int]] = {}
+  for i, config in enumerate(expected):
+    rest = {k: v for k, v in _flatten(config).items() if k not in VMAPPED_KEYS}
+    by_rest.setdefault(json.dumps(rest, sort_keys=True), []).append(i)
+  groups = []
+  for members in by_rest.values():
+    parts = -(-len(members) // max_size) if max_size > 0 else 1
+    size, extra = divmod(len(members), parts)
+    start = 0
+    for k in range(parts):
+      stop = start + size + (k < extra)
+      groups.append(members[start:stop])
+      start = stop
+  return sorted(groups)
+
+
+def population_command(points_file: str) -> list[str]:
+  """The experiments.train_population command line of a population's points file."""
+  return [sys.executable, "-m", "experiments.train_population", f"--points={points_file}"]
+
+
+def population_points(
+  members: Sequence[tuple[Point, str, Mapping[str, Any]]],
+) -> list[dict[str, Any]]:
+  """experiments.train_population's points: {config, overrides, workdir} per member, from
+  (point, workdir, overrides to pass)."""
+  return [{"config": p.config, "overrides": dict(o), "workdir": w} for p, w, o in members]
 
 
 def read_json(path: str) -> Any:

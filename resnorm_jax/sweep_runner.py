@@ -1,6 +1,6 @@
 """Running a sweep's points: each job pinned to its own cores or device (`make_slots`), the
-costliest first, with progress lines and signals passed on to the running children.
-No JAX here.
+costliest first, with progress lines and signals passed on to the running children; points
+that differ only in opt.lr and seed as one population job (`population_jobs`). No JAX here.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -15,7 +16,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax import cli
-from resnorm_jax.sweep_grid import POINT_FILE, ROOT, Point, read_json
+from resnorm_jax.sweep_grid import (
+  POINT_FILE,
+  POPULATION_FILE,
+  ROOT,
+  Point,
+  population_command,
+  population_points,
+  read_json,
+  vmap_groups,
+)
 from resnorm_jax.sweep_results import format_cell, run_row
 
 INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
@@ -148,12 +158,62 @@ def log_progress(log_path: str) -> tuple[int, int, str, str] | None:
 
 @dataclasses.dataclass
 class Job:
-  """A point to run: its workdir, command and estimated cost (for order and ETA)."""
+  """A point to run: its workdir, command and estimated cost (for order and ETA).
+
+  A population (sweep --vmap) is one job whose `members` are every point it trains with its
+  workdir, the first being `point` and `workdir` (where the job's train.log goes).
+  """
 
   point: Point
   workdir: str
   command: list[str]
   cost: float = 1.0
+  members: tuple[tuple[Point, str], ...] = ()
+
+  def runs(self) -> tuple[tuple[Point, str], ...]:
+    """(point, workdir) of every run the job trains."""
+    return self.members or ((self.point, self.workdir),)
+
+  @property
+  def label(self) -> str:
+    n = len(self.runs())
+    return self.point.name if n == 1 else f"{self.point.name} and {n - 1} more (one program)"
+
+
+def population_jobs(
+  todo: Sequence[tuple[Job, Mapping[str, Any], Mapping[str, Any]]],
+  max_size: int = 0,
+  *,
+  write: bool = True,
+) -> list[Job]:
+  """The jobs of `todo` ((ordinary job, overrides, resolved config) per point) with the
+  points that differ only in opt.lr and seed merged into population jobs
+  (experiments.train_population, sweep_grid.vmap_groups), at most `max_size` members each
+  (0: no cap); a point alone in its group stays an ordinary job. Prints each population's
+  command; `write`: writes its points file and each member's sweep_point.json."""
+  jobs = []
+  for group in vmap_groups([expected for _, _, expected in todo], max_size):
+    members = [todo[i] for i in group]
+    first = members[0][0]
+    if len(members) == 1:
+      jobs.append(first)
+      continue
+    points_file = os.path.join(first.workdir, POPULATION_FILE)
+    command = population_command(points_file)
+    names = [job.point.name for job, _, _ in members]
+    print(f"population of {len(names)}: {', '.join(names)}\n  {shlex.join(command)}")
+    if write:
+      entries = [(job.point, job.workdir, overrides) for job, overrides, _ in members]
+      cli.write_json(points_file, population_points(entries))
+      log = os.path.join(first.workdir, "train.log")
+      for job, _, _ in members:
+        info = read_json(os.path.join(job.workdir, POINT_FILE)) or {}
+        info.update(command=command, population=names, log=log)
+        cli.write_json(os.path.join(job.workdir, POINT_FILE), info)
+    runs = tuple((job.point, job.workdir) for job, _, _ in members)
+    cost = sum(job.cost for job, _, _ in members)
+    jobs.append(Job(first.point, first.workdir, command, cost, members=runs))
+  return jobs
 
 
 def progress_lines(
@@ -165,11 +225,11 @@ def progress_lines(
     info = log_progress(os.path.join(job.workdir, "train.log"))
     if info is None:
       since = cli.format_duration(time.time() - t0)
-      lines.append(f"  {slot.label}: {job.point.name} starting ({since})")
+      lines.append(f"  {slot.label}: {job.label} starting ({since})")
       continue
     step, steps, loss, eta = info
     progress_cost += job.cost * step / max(steps, 1)
-    lines.append(f"  {slot.label}: {job.point.name} step {step}/{steps} loss {loss} ETA {eta}")
+    lines.append(f"  {slot.label}: {job.label} step {step}/{steps} loss {loss} ETA {eta}")
   frac = progress_cost / total_cost if total_cost else 0.0
   eta = cli.format_duration(elapsed * (1 - frac) / frac) if frac > 0.02 else "?"
   lines.insert(
@@ -212,7 +272,7 @@ def run_points(
           preexec_fn=(lambda c=slot.cpus: os.sched_setaffinity(0, c)) if slot.cpus else None,
         )
         running[job.point.name] = (job, slot, proc, log, time.time())
-        print(f"[{job.point.index + 1}] {job.point.name}: started on {slot.label}", flush=True)
+        print(f"[{job.point.index + 1}] {job.label}: started on {slot.label}", flush=True)
       if stop and not forwarded:
         for _, _, proc, _, _ in running.values():
           proc.send_signal(signal.SIGINT)
@@ -226,16 +286,18 @@ def run_points(
         del running[name]
         free.append(slot)
         done_cost += job.cost
-        codes[name] = proc.returncode
-        _record_exit(job.workdir, proc.returncode)
-        row = run_row(job.workdir)
-        print(
-          f"[{job.point.index + 1}] {name}: {row['outcome']} (exit {proc.returncode}, "
-          f"eval {format_cell(row['final_eval_loss'])}, "
-          f"no-context {format_cell(row['baseline'])}) in "
-          f"{cli.format_duration(time.time() - t0)}; log {os.path.join(job.workdir, 'train.log')}",
-          flush=True,
-        )
+        for point, workdir in job.runs():  # a population: every member's exit and outcome
+          codes[point.name] = proc.returncode
+          _record_exit(workdir, proc.returncode)
+          row = run_row(workdir)
+          print(
+            f"[{point.index + 1}] {point.name}: {row['outcome']} (exit {proc.returncode}, "
+            f"eval {format_cell(row['final_eval_loss'])}, "
+            f"no-context {format_cell(row['baseline'])}) in "
+            f"{cli.format_duration(time.time() - t0)}; "
+            f"log {os.path.join(job.workdir, 'train.log')}",
+            flush=True,
+          )
       if running and progress_every > 0 and time.time() - last_progress >= progress_every:
         last_progress = time.time()
         lines = progress_lines(running, done_cost, total_cost, last_progress - t_start)

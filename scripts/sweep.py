@@ -3,7 +3,7 @@
 python scripts/sweep.py --grid=configs/sweeps/stability_map.py [--sweep_dir=DIR]
     [--jobs=auto|N] [--threads_per_job=1] [--accelerator=cpu|gpu|tpu] [--dry_run]
     [--max_steps=N] [--set=train.eval_every=10 ...] [--filter=REGEX] [--collect_only]
-    [--stuck_margin=0.1] [--progress_every=60]
+    [--stuck_margin=0.1] [--progress_every=60] [--vmap [--vmap_max=M]]
     [--submit=slurm [--max_concurrent=N] [--sbatch_args='--partition=gpu --time=4:00:00']]
 
 A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]",
@@ -19,6 +19,14 @@ slower; pinned, small runs finish ~1.7x sooner in all (docs/benchmarks.md, secti
 CUDA_VISIBLE_DEVICES (TPU_VISIBLE_CHIPS). The longest points (estimated from depth, width,
 batch and steps) start first, so the last minutes of a sweep are not one core working alone.
 Every `--progress_every` seconds a line per running job (step, loss, ETA) and an overall ETA.
+
+`--vmap`: points that differ only in opt.lr and seed (same config file, same other overrides)
+run as one program, `python -m experiments.train_population --points=<first>/population_points.json`
+(resnorm_jax/population_run.py: one vmapped step trains them all), at most `--vmap_max` per
+program; each still writes its own ordinary run folder, and a point with no such neighbour
+runs as an ordinary job. A program is one job (with --jobs, programs run side by side); its
+log is its first point's train.log. On a 2-core CPU it is no faster than pinned jobs
+(docs/benchmarks.md, "A sweep as one program"): it is made for accelerators.
 
 A point whose workdir holds a completed or diverged run of the same config is skipped, so a
 stopped sweep continues where it was, and an interrupted point resumes from its checkpoint.
@@ -70,6 +78,7 @@ from resnorm_jax.sweep_runner import (  # noqa: E402
   Job,
   estimated_cost,
   make_slots,
+  population_jobs,
   run_points,
 )
 
@@ -91,6 +100,12 @@ def _define_flags() -> None:
   flags.DEFINE_enum("accelerator", "cpu", list(ACCELERATORS), "What --jobs spreads over.")
   flags.DEFINE_integer("parallel", None, "Old spelling of --jobs (refused with --jobs).")
   flags.DEFINE_float("progress_every", 60.0, "Seconds between progress reports; 0: none.")
+  flags.DEFINE_bool(
+    "vmap",
+    False,
+    "Points that differ only in opt.lr and seed run as one program (one vmapped step).",
+  )
+  flags.DEFINE_integer("vmap_max", 0, "Most points in one program (memory); 0: no cap.")
   flags.DEFINE_bool("dry_run", False, "Print the commands and what would be skipped; run nothing.")
   flags.DEFINE_integer("max_steps", None, "Cap train.steps of every point (quick runs).")
   flags.DEFINE_multi_string("set", [], "dotted.key=value applied to every point (repeatable).")
@@ -150,6 +165,8 @@ def main(argv: list[str]) -> int:
   if not f.collect_only:
     if f.max_steps is not None and f.max_steps < 1:
       cli.fail("--max_steps must be >= 1")
+    if f.vmap_max < 0:
+      cli.fail("--vmap_max must be >= 0 (0: no cap)")
     jobs_flag = f.jobs
     if f.parallel is not None:
       if f["jobs"].present:
@@ -164,7 +181,7 @@ def main(argv: list[str]) -> int:
       resolved = [resolve(p, extra, f.max_steps) for p in points]
     except (ValueError, re.error) as e:
       cli.fail(str(e))
-    jobs, conflicts = [], []
+    todo, conflicts = [], []  # todo: (job, overrides, resolved config) per point to run
     for p, (overrides, expected) in zip(points, resolved, strict=True):
       workdir = os.path.join(sweep_dir, p.name)
       state = run_state(workdir, expected)
@@ -178,7 +195,7 @@ def main(argv: list[str]) -> int:
       )
       info = {"name": p.name, "index": p.index, "config": p.config, "overrides": p.overrides}
       if state == "todo":
-        jobs.append(Job(p, workdir, cmd, estimated_cost(expected)))
+        todo.append((Job(p, workdir, cmd, estimated_cost(expected)), overrides, expected))
       if state == "todo" and not f.dry_run:
         os.makedirs(workdir, exist_ok=True)
         cli.write_json(os.path.join(workdir, POINT_FILE), {**info, "command": cmd})
@@ -188,12 +205,16 @@ def main(argv: list[str]) -> int:
         cli.write_json(os.path.join(workdir, POINT_FILE), info)  # for collect: its grid place
     for w in conflicts:
       print(f"conflict: {w} holds a finished run of a different config; not rerun", file=sys.stderr)
+    jobs = [job for job, _, _ in todo]
+    if f.vmap:  # points that differ only in opt.lr and seed: one program per group
+      jobs = population_jobs(todo, f.vmap_max, write=not f.dry_run)
     if f.submit:
       return _submit(jobs, sweep_dir, conflicts)
     if f.dry_run:
       return 0
     print(
-      f"{len(jobs)} points to run on {len(slots)} slots: " + ", ".join(s.label for s in slots),
+      f"{len(todo)} points in {len(jobs)} jobs to run on {len(slots)} slots: "
+      + ", ".join(s.label for s in slots),
       flush=True,
     )
     codes = run_points(jobs, slots, f.progress_every)

@@ -1,0 +1,38 @@
+"""Train runs that differ only in opt.lr and seed as one program (one vmapped step):
+
+python -m experiments.train_population --points=FILE.json
+
+FILE.json: a list of {"config": "configs/x.py[:ARG]", "overrides": {"dotted.key": value},
+"workdir": DIR}, one per member; every member writes DIR as its single run
+(`python -m experiments.train --config=... --workdir=DIR --config.k=v`) would. The same
+command resumes an interrupted population. Exit status 2 for bad input, before compiling.
+"""
+
+import sys
+
+from absl import app, flags, logging
+
+from resnorm_jax import cli
+
+_POINTS = flags.DEFINE_string(
+  "points", None, "JSON file: a list of {config, overrides, workdir}, one per member."
+)
+
+
+def main(argv):
+  if len(argv) > 1:
+    cli.fail(f"unexpected arguments {argv[1:]}")
+  logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
+  if not _POINTS.value:
+    cli.fail("--points=FILE.json is required")
+  from resnorm_jax import population_run  # imports JAX: after flags, so --help stays fast
+
+  try:
+    configs, workdirs = population_run.load_points(_POINTS.value)
+    population_run.run(configs, workdirs, argv=sys.argv[1:])
+  except ValueError as e:  # bad input (points, configs, data, checkpoints): a message, exit 2
+    cli.fail(str(e))
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=cli.parse_flags_or_exit)

@@ -1,0 +1,410 @@
+"""A sweep as one program (resnorm_jax/population_run.py, experiments/train_population.py,
+scripts/sweep.py --vmap): each member is the ordinary run its single run is.
+
+The training runs are subprocesses on one CPU device with a shared compilation cache and
+unoptimized LLVM (compiles in a third of the time; both sides of every comparison use it).
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from configs import smoke
+from resnorm_jax import population_run, sweep_grid, sweep_runner
+from resnorm_jax.writers import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 12
+# checkpoint_every=5 is not a multiple of log_every=2: a resume starts mid log interval.
+COMMON = {
+  "train.steps": STEPS,
+  "train.log_every": 2,
+  "train.eval_every": 4,
+  "train.checkpoint_every": 5,
+}
+STABLE = [(1e-3, 0), (4e-3, 0), (1e-3, 1)]  # (lr, seed): lr alone and seed alone differ
+WILD = [(1e-3, 0), (1e9, 0), (1e-3, 1)]  # member 1 diverges
+# Members against their single runs: every logged value (losses, norms, per-layer
+# statistics) within this. The batched matmuls sum in another order, so a step's result
+# differs in the last bits (float32: 6e-8 relative) and Adam's normalised updates carry the
+# difference on. Measured over these 12 steps: at most 2.5e-7 relative in any logged value
+# (Post-LN and Pre-LN, default and unoptimised LLVM). 2e-5 leaves two orders of magnitude for
+# other kernels; here another lr or seed moves the final eval loss by 0.06 nats or more.
+RTOL = ATOL = 2e-5
+TIMING = ("tokens_per_second", "step_seconds")
+# Runs single runs (loop.run) and populations (population_run.run) of points files.
+DRIVER = """
+import json, sys
+from resnorm_jax import loop, population_run
+spec = json.load(open(sys.argv[1]))
+for path in spec["singles"]:
+  for config, workdir in zip(*population_run.load_points(path)):
+    loop.run(config, workdir)
+for path in spec["populations"]:
+  population_run.run(*population_run.load_points(path))
+"""
+# experiments.train_population sending signal SIGNUM to itself when the batches of step AT
+# are built (while step AT+1 is being prepared): a real signal at a chosen step.
+HOOKED_POPULATION = """
+import os
+from resnorm_jax import batches
+at, signum = (int(v) for v in os.environ["TEST_SIGNAL_AT"].split(":"))
+get_batch, sent = batches.get_batch, []
+def hooked(*args, **kwargs):
+  if kwargs["step"] == at and not sent:  # once: every member draws the batch of step AT
+    sent.append(signum)
+    os.kill(os.getpid(), signum)
+  return get_batch(*args, **kwargs)
+batches.get_batch = hooked
+from absl import app
+from experiments import train_population
+from resnorm_jax import cli
+app.run(train_population.main, flags_parser=cli.parse_flags_or_exit)
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+  cache = tmp_path_factory.mktemp("jax_cache")
+  return {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "XLA_FLAGS": "--xla_backend_optimization_level=0",
+    "JAX_COMPILATION_CACHE_DIR": str(cache),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  }
+
+
+def _points(config: str, members, folder, **overrides) -> list[dict]:
+  return [
+    {
+      "config": config,
+      "overrides": {**COMMON, **overrides, "opt.lr": lr, "seed": seed},
+      "workdir": str(folder / f"lr{lr:g}-s{seed}"),
+    }
+    for lr, seed in members
+  ]
+
+
+def _write(path, obj) -> str:
+  with open(path, "w") as f:
+    json.dump(obj, f)
+  return str(path)
+
+
+def _ok(proc):
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  return proc
+
+
+def _python(env, args, **extra_env):
+  return subprocess.run(
+    [sys.executable, *args],
+    cwd=ROOT,
+    env={**env, **extra_env},
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+
+
+def _drive(env, tmp, singles, populations):
+  """Runs the single runs and populations (lists of points) in one subprocess."""
+  spec = {
+    "singles": [_write(tmp / f"single{i}.json", p) for i, p in enumerate(singles)],
+    "populations": [_write(tmp / f"pop{i}.json", p) for i, p in enumerate(populations)],
+  }
+  return _ok(_python(env, ["-c", DRIVER, _write(tmp / "spec.json", spec)]))
+
+
+def _rows(workdir):
+  """metrics.jsonl without the wall-clock fields."""
+  rows = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+  return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def _json(workdir, name):
+  with open(os.path.join(workdir, name)) as f:
+    return json.load(f)
+
+
+def _ckpt_steps(workdir):
+  return sorted(int(n) for n in os.listdir(os.path.join(workdir, "ckpt")) if n.isdigit())
+
+
+def _assert_close_rows(got, want, rtol=RTOL, atol=ATOL):
+  """The same logged steps and keys; every value within the tolerance."""
+  assert [r["step"] for r in got] == [r["step"] for r in want]
+  for g, w in zip(got, want, strict=True):
+    assert set(g) == set(w), (g["step"], set(g) ^ set(w))
+    for key in w:
+      np.testing.assert_allclose(g[key], w[key], rtol=rtol, atol=atol, err_msg=f"{key}@{g['step']}")
+
+
+def _largest_relative_difference(got, want, keys=("train/loss", "eval/loss")) -> float:
+  return max(
+    abs(g[k] - w[k]) / abs(w[k])
+    for g, w in zip(got, want, strict=True)
+    for k in keys
+    if k in w and np.isfinite(w[k])
+  )
+
+
+def _runs(env, tmp, variant: str, wild: bool):
+  """Single runs of the stable members (and of the wild one), the stable population and
+  (wild) the population with a diverging member, as {kind: [workdir per member]}."""
+  config = f"configs/{variant}_96L.py:smoke"
+  folders = {k: tmp / k for k in ("single", "stable", "wild")}
+  singles = [_points(config, STABLE, folders["single"])]
+  pops = [_points(config, STABLE, folders["stable"])]
+  if wild:
+    singles.append(_points(config, WILD[1:2], folders["single"]))
+    pops.append(_points(config, WILD, folders["wild"]))
+  _drive(env, tmp, singles, pops)
+  out = {k: [p["workdir"] for p in _points(config, STABLE, f)] for k, f in folders.items()}
+  out["wild"] = [p["workdir"] for p in _points(config, WILD, folders["wild"])]
+  out["single_wild"] = _points(config, WILD[1:2], folders["single"])[0]["workdir"]
+  out["config"] = config
+  return out
+
+
+@pytest.fixture(scope="module")
+def postnorm(env, tmp_path_factory):
+  return _runs(env, tmp_path_factory.mktemp("postnorm"), "postnorm", wild=True)
+
+
+@pytest.fixture(scope="module")
+def prenorm(env, tmp_path_factory):
+  return _runs(env, tmp_path_factory.mktemp("prenorm"), "prenorm", wild=False)
+
+
+# --- members are their single runs ---------------------------------------------------------
+
+
+@pytest.mark.slow  # single runs and populations, in a subprocess per variant
+@pytest.mark.parametrize("variant", ["postnorm", "prenorm"])
+def test_members_write_their_single_runs_folders(variant, request):
+  runs = request.getfixturevalue(variant)
+  worst = 0.0
+  for member, single in zip(runs["stable"], runs["single"], strict=True):
+    got, want = _rows(member), _rows(single)
+    _assert_close_rows(got, want)
+    worst = max(worst, _largest_relative_difference(got, want))
+    assert _json(member, "config.json") == _json(single, "config.json")
+    summary, single_summary = _json(member, "summary.json"), _json(single, "summary.json")
+    assert set(summary) - set(single_summary) == {"population_size"}
+    assert set(single_summary) <= set(summary)
+    assert summary["population_size"] == len(STABLE)
+    for key in ("status", "steps", "outcome", "escape_step", "diverged_step", "data_split"):
+      assert summary[key] == single_summary[key], key
+    for key in ("final_train_loss", "final_eval_loss", "best_eval_loss"):
+      assert summary[key] == pytest.approx(single_summary[key], rel=RTOL, abs=ATOL), key
+    assert summary["tokens_per_second"] > 0 and summary["compile_seconds"] > 0
+    assert _ckpt_steps(member) == _ckpt_steps(single) == [10, 12]
+    names = sorted(os.listdir(member))
+    assert any(n.endswith(".hparams") for n in names) and "metrics.jsonl" in names
+  print(f"{variant}: largest relative difference of a member's loss: {worst:.2e}")
+  losses = [_json(m, "summary.json")["final_eval_loss"] for m in runs["stable"]]
+  assert len(set(losses)) == len(losses)  # lr alone and seed alone change the run
+
+
+@pytest.mark.slow  # uses the Post-LN runs
+def test_a_diverging_member_is_recorded_and_leaves_the_others_unchanged(postnorm):
+  stable, wild = postnorm["stable"], postnorm["wild"]
+  for i in (0, 2):  # the same population size and program: bit for bit
+    assert _rows(wild[i]) == _rows(stable[i])
+    assert _json(wild[i], "summary.json")["status"] == "completed"
+  summary, single = _json(wild[1], "summary.json"), _json(postnorm["single_wild"], "summary.json")
+  assert summary["status"] == "diverged" and summary["outcome"] == "diverged"
+  assert summary["diverged_step"] == single["diverged_step"] is not None
+  assert summary["steps"] == single["steps"] < STEPS
+  rows = _rows(wild[1])
+  assert rows[-1]["step"] == summary["diverged_step"] and not np.isfinite(rows[-1]["train/loss"])
+  assert not os.path.exists(os.path.join(wild[1], "ckpt")) or all(
+    s <= summary["steps"] for s in _ckpt_steps(wild[1])
+  )
+
+
+# --- interrupted and resumed -----------------------------------------------------------------
+
+
+@pytest.mark.slow  # four training subprocesses
+def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, postnorm, tmp_path):
+  points = _points(postnorm["config"], STABLE, tmp_path / "run")
+  points_file = _write(tmp_path / "points.json", points)
+  cmd = ["-m", "experiments.train_population", f"--points={points_file}"]
+  hooked = ["-c", HOOKED_POPULATION, f"--points={points_file}"]
+  stopped = _ok(_python(env, hooked, TEST_SIGNAL_AT=f"7:{int(signal.SIGTERM)}"))
+  assert "signal 15: saving a checkpoint" in stopped.stdout
+  assert f"resume: python -m experiments.train_population --points={points_file}" in stopped.stdout
+  workdirs = [p["workdir"] for p in points]
+  for w in workdirs:
+    summary = _json(w, "summary.json")
+    assert (summary["status"], summary["steps"]) == ("interrupted", 8)
+    assert _ckpt_steps(w) == [5, 8]
+  copies = [shutil.copytree(w, str(tmp_path / "copy" / os.path.basename(w))) for w in workdirs]
+
+  _ok(_python(env, cmd))  # the same command: every member from step 8, bit for bit
+  for w, reference in zip(workdirs, postnorm["stable"], strict=True):
+    assert _rows(w) == _rows(reference)
+    assert _json(w, "summary.json")["status"] == "completed"
+
+  # Members at different steps, one completed by its single run from the population's
+  # checkpoint: member 1 back at step 5, member 2 finished by experiments.train.
+  shutil.rmtree(os.path.join(copies[1], "ckpt", "8"))
+  lr, seed = STABLE[2]
+  overrides = [f"--config.{k}={v}" for k, v in {**COMMON, "opt.lr": lr, "seed": seed}.items()]
+  single = ["-m", "experiments.train", f"--config={postnorm['config']}", f"--workdir={copies[2]}"]
+  assert "resuming from step 8" in _ok(_python(env, single + overrides)).stdout
+  finished = _json(copies[2], "summary.json")
+  points_file = _write(
+    tmp_path / "copies.json", _points(postnorm["config"], STABLE, tmp_path / "copy")
+  )
+  resumed = _ok(_python(env, ["-m", "experiments.train_population", f"--points={points_file}"]))
+  out = resumed.stdout
+  assert "population of 1 from step 5" in out and "population of 1 from step 8" in out, out
+  assert f"[{os.path.basename(copies[2])}] already completed at step {STEPS}" in out
+  assert _json(copies[2], "summary.json") == finished  # not rewritten
+  for w, reference in zip(copies, postnorm["stable"], strict=True):
+    _assert_close_rows(_rows(w), _rows(reference))
+    assert _json(w, "summary.json")["status"] == "completed"
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_members_must_differ_only_in_lr_and_seed(tmp_path):
+  a, b = smoke.get_config(), smoke.get_config()
+  b.opt.lr, b.seed = 2e-3, 5
+  population_run.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
+  b.model.num_layers, b.name = 3, "other"
+  with pytest.raises(ValueError, match="these keys differ: model.num_layers, name"):
+    population_run.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
+  with pytest.raises(ValueError, match="share a workdir"):
+    population_run.check_members([a, a], [str(tmp_path / "a"), str(tmp_path / "a")])
+  with pytest.raises(ValueError, match="one per member"):
+    population_run.check_members([a], [])
+
+
+@pytest.mark.slow  # starts experiments.train_population
+def test_train_population_refuses_bad_points_with_exit_2(env, tmp_path):
+  good = {"config": "configs/smoke.py", "workdir": str(tmp_path / "a")}
+  cases = {
+    "differ": [
+      good,
+      {**good, "overrides": {"train.batch_size": 4}, "workdir": str(tmp_path / "b")},
+    ],
+    "key": [{**good, "overrides": {"opt.lrr": 1.0}}],
+    "shape": [{"config": "configs/smoke.py"}],
+  }
+  messages = {
+    "differ": "these keys differ: train.batch_size",
+    "key": "opt.lrr",
+    "shape": "expected {'config', 'workdir', 'overrides'}",
+  }
+  for name, points in cases.items():
+    path = _write(tmp_path / f"{name}.json", points)
+    proc = _python(env, ["-m", "experiments.train_population", f"--points={path}"])
+    assert proc.returncode == 2, (name, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert messages[name] in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not os.path.exists(tmp_path / "a" / "ckpt")  # refused before anything ran
+
+
+# --- the sweep -------------------------------------------------------------------------------
+
+
+def _grid_point(name, lr, seed, **overrides):
+  return {
+    "config": "configs/smoke.py",
+    "name": name,
+    "overrides": {"opt.lr": lr, "seed": seed, **overrides},
+  }
+
+
+def test_vmap_groups_points_that_differ_only_in_lr_and_seed():
+  grid = [_grid_point(f"p{lr}-{s}", lr, s) for lr in (1e-3, 2e-3) for s in (0, 1)]
+  grid += [_grid_point("deep", 1e-3, 0, **{"model.num_layers": 3})]
+  grid += [_grid_point("default_lr", 1e-3, 2)]
+  grid[-1]["overrides"].pop("opt.lr")  # the config's own lr: still the same program
+  points = sweep_grid.parse_points(grid)
+  expected = [sweep_grid.resolve(p, {}, None)[1] for p in points]
+  assert sweep_grid.vmap_groups(expected) == [[0, 1, 2, 3, 5], [4]]
+  assert sweep_grid.vmap_groups(expected, max_size=2) == [[0, 1], [2, 3], [4], [5]]
+  assert sweep_grid.vmap_groups(expected, max_size=4) == [[0, 1, 2], [3, 5], [4]]
+  assert sweep_grid.vmap_groups([]) == []
+
+
+@pytest.mark.slow  # starts child processes
+def test_population_jobs_record_every_member(tmp_path):
+  grid = [_grid_point(f"p{s}", 1e-3, s) for s in (0, 1)] + [_grid_point("deep", 1e-3, 0)]
+  grid[-1]["overrides"]["model.num_layers"] = 3
+  todo = []
+  for p in sweep_grid.parse_points(grid):
+    overrides, expected = sweep_grid.resolve(p, {}, None)
+    workdir = str(tmp_path / p.name)
+    os.makedirs(workdir)
+    with open(os.path.join(workdir, sweep_grid.POINT_FILE), "w") as f:
+      json.dump({"name": p.name, "index": p.index}, f)
+    todo.append((sweep_runner.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
+  jobs = sweep_runner.population_jobs(todo)
+  assert [j.label for j in jobs] == ["p0 and 1 more (one program)", "deep"]
+  population, single = jobs
+  assert single is todo[2][0] and population.cost == 2.0
+  assert population.command[-1] == f"--points={tmp_path / 'p0' / sweep_grid.POPULATION_FILE}"
+  points = json.load(open(tmp_path / "p0" / sweep_grid.POPULATION_FILE))
+  assert [p["workdir"] for p in points] == [str(tmp_path / "p0"), str(tmp_path / "p1")]
+  assert [p["overrides"]["seed"] for p in points] == [0, 1]
+  for name in ("p0", "p1"):
+    info = json.load(open(tmp_path / name / sweep_grid.POINT_FILE))
+    assert info["command"] == population.command and info["population"] == ["p0", "p1"]
+  # The runner records the population's exit in every member's folder.
+  ok = [sys.executable, "-c", "print('step 3/3 | loss 1.0 | ETA 0m00s')"]
+  population.command = ok
+  single.command = ok
+  codes = sweep_runner.run_points(jobs, [sweep_runner.Slot("0", None, {})], progress_every=0)
+  assert codes == {"p0": 0, "p1": 0, "deep": 0}
+  for name in ("p0", "p1", "deep"):
+    assert json.load(open(tmp_path / name / sweep_grid.POINT_FILE))["returncode"] == 0
+  assert sweep_runner.log_progress(str(tmp_path / "p0" / "train.log"))[:2] == (3, 3)
+
+
+@pytest.mark.slow  # three sweeps of training runs
+def test_sweep_vmap_runs_a_grid_as_one_program(env, tmp_path, read_csv):
+  grid = tmp_path / "grid.py"
+  grid.write_text(
+    "GRID = [\n"
+    + "".join(
+      f'  {{"config": "configs/smoke.py", "name": "lr{lr}-s{s}", '
+      f'"overrides": {{"opt.lr": {lr}, "seed": {s}}}}},\n'
+      for lr in (1e-3, 4e-3)
+      for s in (0, 1)
+    )
+    + "]\n"
+  )
+  sweep = ["scripts/sweep.py", f"--grid={grid}", "--progress_every=0"]
+  vmapped = _ok(_python(env, [*sweep, f"--sweep_dir={tmp_path / 'vmap'}", "--vmap"]))
+  assert "4 points in 1 jobs" in vmapped.stdout and vmapped.stdout.count("started on") == 1
+  plain = _ok(_python(env, [*sweep, f"--sweep_dir={tmp_path / 'plain'}", "--jobs=auto"]))
+  assert plain.stdout.count("started on") == 4
+  names = [f"lr{lr}-s{s}" for lr in (0.001, 0.004) for s in (0, 1)]
+  for name in names:
+    info = json.load(open(tmp_path / "vmap" / name / sweep_grid.POINT_FILE))
+    assert info["returncode"] == 0 and info["population"] == names
+    assert _json(tmp_path / "vmap" / name, "summary.json")["status"] == "completed"
+  log = tmp_path / "vmap" / names[0] / "train.log"
+  assert sweep_runner.log_progress(str(log))[:2] == (20, 20)
+  rows = {r["name"]: r for r in read_csv(tmp_path / "vmap" / "results.csv")}
+  want = {r["name"]: r for r in read_csv(tmp_path / "plain" / "results.csv")}
+  assert sorted(rows) == sorted(want) == sorted(names)
+  for name in names:
+    assert rows[name]["outcome"] == want[name]["outcome"]
+    for key in ("final_eval_loss", "best_eval_loss", "final_train_loss"):
+      assert abs(float(rows[name][key]) - float(want[name][key])) < 2e-3, (name, key)
+  again = _ok(_python(env, [*sweep, f"--sweep_dir={tmp_path / 'vmap'}", "--vmap"]))
+  assert again.stdout.count(": done") == 4 and "0 points in 0 jobs" in again.stdout
