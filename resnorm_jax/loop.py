@@ -1,9 +1,9 @@
 """The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
 
 Order of work: validate everything (config, data, mesh: setup.build) before anything
-compiles; lock the workdir (one run at a time: workdir.py); a completed run whose
-checkpoints are gone has nothing to do; restore or initialize the sharded state; compile
-the step ahead of time (timed);
+compiles; lock the workdir (one run at a time: workdir.py) and refuse another experiment or
+say a completed run has nothing to do, before anything is written; restore or initialize
+the sharded state; compile the step ahead of time (timed);
 then train: a Trainer reads the device back once per step (one step behind) and writes
 metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
@@ -86,16 +86,6 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
   if summary["status"] == "interrupted" and argv:
     lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
   return "\n".join(lines)
-
-
-def finished_summary(workdir: str, checkpoint_step: int, steps: int) -> dict | None:
-  """The summary of a run already completed in `workdir` at `steps`, else None."""
-  try:
-    summary = json.loads(epath.Path(workdir, "summary.json").read_text())
-  except (OSError, json.JSONDecodeError):
-    return None
-  done = summary.get("status") == "completed" and summary.get("steps") == steps
-  return summary if done and checkpoint_step == steps else None
 
 
 def run(
@@ -333,29 +323,28 @@ def _workdir_lock(workdir: str):
 
 
 def completed_run(config: ConfigDict, workdir: str) -> dict | None:
-  """The summary of a run completed in `workdir` at train.steps with no checkpoint left
-  (nothing to do), else None; ValueError, before anything is written, when such a run would
-  be trained to another length (never a restart from step 0 over its files). A workdir
-  with checkpoints is checked against them first (_restore_or_init)."""
-  if ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")):
-    return None
-  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=False)
+  """The summary of the run `config` completed in `workdir` (nothing to do), else None.
+
+  Raises ValueError, before anything is written, when the workdir holds another experiment
+  (its config.json; names the differing keys) or a completed run this one cannot continue.
+  """
+  workdir_lib.check_same_experiment(workdir, config.to_dict())
+  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
 
 
 def _restore_or_init(run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str):
-  """(state, start step, resumed summary fields, resumed interval losses, finished summary):
-  the newest intact checkpoint, else a fresh state. A checkpoint of another experiment is
-  refused (ValueError naming the keys) before anything is written."""
+  """(state, start step, resumed summary fields, resumed interval losses): the newest intact
+  checkpoint, else a fresh state. A checkpoint of another experiment is refused (ValueError
+  naming the keys) before anything is written."""
   restored = checkpointer.restore_latest(run_setup.abstract, config_dict)
   if restored is None:
     if epath.Path(workdir, "metrics.jsonl").exists():
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
-    return run_setup.init_state(), 0, {}, [], None
+    return run_setup.init_state(), 0, {}, []
   state, meta, start = restored
-  done = finished_summary(workdir, start, run_setup.config.train.steps)
-  if done is None:
-    print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
-  return (state, start, *ckpt_lib.resumed_run(meta), done)
+  print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
+  return (state, start, *ckpt_lib.resumed_run(meta))
 
 
 def _banner(run_setup: setup.RunSetup, corpus, baselines: dict, extra: dict) -> str:
@@ -428,13 +417,9 @@ def _train(
   with contextlib.ExitStack() as resources:  # closed on every exit path, errors included
     checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
     resources.callback(checkpointer.close)
-    state, start, resumed, interval, done = _restore_or_init(
+    state, start, resumed, interval = _restore_or_init(
       run_setup, checkpointer, config_dict, workdir
     )
-    if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
-      print(f"already completed at step {start}: nothing to do", flush=True)
-      print(end_message(done, workdir, None), flush=True)
-      return done
     resolved = resolved_config(config, corpus.split)
     if is_main:
       if start > 0:  # resuming: say if the code changed since the run's config.json was written

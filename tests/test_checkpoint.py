@@ -348,6 +348,19 @@ def test_completed_run_without_its_checkpoints_is_never_retrained(env, reference
   assert _hashes(workdir) == before
 
 
+@pytest.mark.parametrize("steps", [STEPS, STEPS + 10])
+def test_another_config_in_a_completed_workdir_is_refused(env, reference, tmp_path, steps):
+  """Same model, data and seed under another name: not "already completed" with the other
+  run's numbers (STEPS), nor a resume of its checkpoint (STEPS + 10)."""
+  workdir = _copy(reference, tmp_path / "run")
+  before = _hashes(workdir)
+  proc = _train(env, workdir, steps, "--config.name=xiong_rescue")
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert "differing keys: name ('smoke' -> 'xiong_rescue')" in proc.stderr
+  assert "already completed" not in proc.stdout and "resuming" not in proc.stdout
+  assert _hashes(workdir) == before  # nothing written, checkpoints included
+
+
 def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, tmp_path):
   """The same command twice at once: the second is refused before compiling, the first
   completes as if alone (its config, every logged value of the reference)."""

@@ -1,5 +1,5 @@
-"""One run per workdir: the lock and completed runs (the end-to-end runs are in
-test_checkpoint.py)."""
+"""One run per workdir and one experiment: the lock, run identity, completed runs (no JAX;
+the end-to-end runs are in test_checkpoint.py)."""
 
 import json
 import os
@@ -22,6 +22,12 @@ with workdir.hold(sys.argv[1]):
   print("held", flush=True)
   sys.stdin.read()
 """
+
+
+def _config(spec: str, **overrides) -> dict:
+  config = cli.load_config_file(os.path.join(ROOT, spec))
+  config.update_from_flattened_dict(overrides)
+  return json.loads(json.dumps(config.to_dict(), default=str))
 
 
 # --- the lock ------------------------------------------------------------------------------
@@ -123,6 +129,56 @@ def test_a_url_workdir_is_not_locked(capsys):
   with workdir_lib.hold("gs://bucket/run") as path:
     assert path is None
   assert "not locked against a second run" in capsys.readouterr().out
+
+
+# --- run identity --------------------------------------------------------------------------
+
+
+def test_another_named_config_is_another_experiment():
+  """Same model, data and seed: xiong_rescue:smoke is not postnorm_96L:smoke."""
+  postnorm = _config("configs/postnorm_96L.py:smoke")
+  xiong = _config("configs/xiong_rescue.py:smoke")
+  assert workdir_lib.changed_keys(postnorm, xiong) == ["name", "opt.warmup_steps"]
+  renamed = _config("configs/postnorm_96L.py:smoke", name="other")
+  assert workdir_lib.changed_keys(postnorm, renamed) == ["name"]
+
+
+def test_a_rerun_may_extend_the_run_and_change_logging_or_layout_only():
+  recorded = _config("configs/smoke.py")
+  same = {
+    "train.steps": 400,
+    "train.log_every": 1,
+    "train.checkpoint_every": 3,
+    "diag.per_layer": False,
+    "model.remat": "full",
+    "mesh.data": 2,
+  }
+  assert workdir_lib.changed_keys(recorded, _config("configs/smoke.py", **same)) == []
+  other = _config("configs/smoke.py", **{"opt.lr": 2e-3, "seed": 1, "train.batch_size": 4})
+  assert workdir_lib.changed_keys(recorded, other) == ["opt.lr", "seed", "train.batch_size"]
+
+
+def test_config_json_from_before_a_schema_change_is_the_same_experiment():
+  """A key added since (at its default) and a key that moved (at its new place)."""
+  config = _config("configs/smoke.py")
+  old = json.loads(json.dumps(config))
+  del old["model"]["hyperconn_rate"]
+  old["train"]["dtype"] = old["model"].pop("dtype")
+  old["resolved_model"], old["data_split"] = {"alpha": 1.0}, {"method": "tail"}
+  assert workdir_lib.changed_keys(old, config) == []
+  changed = _config("configs/smoke.py", **{"model.hyperconn_rate": 2})
+  assert workdir_lib.changed_keys(old, changed) == ["model.hyperconn_rate"]
+
+
+def test_another_experiment_is_refused_naming_the_keys(tmp_path):
+  cli.write_json(str(tmp_path / "config.json"), _config("configs/postnorm_96L.py:smoke"))
+  workdir_lib.check_same_experiment(str(tmp_path), _config("configs/postnorm_96L.py:smoke"))
+  with pytest.raises(ValueError) as e:
+    workdir_lib.check_same_experiment(str(tmp_path), _config("configs/xiong_rescue.py:smoke"))
+  msg = str(e.value)
+  assert "name ('postnorm_96L-smoke' -> 'xiong_rescue-smoke')" in msg
+  assert "opt.warmup_steps (0 -> 2)" in msg and "new --workdir" in msg
+  workdir_lib.check_same_experiment(str(tmp_path / "empty"), {"name": "x"})  # holds none
 
 
 # --- completed runs --------------------------------------------------------------------------
