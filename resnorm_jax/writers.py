@@ -265,7 +265,7 @@ class MetricWriter:
     """Flushes metrics.jsonl and the TensorBoard events (a gs:// workdir: uploads both)."""
     if self.enabled:
       self._file.flush()
-      self._tb.flush()
+      _drain(self._tb)
       if self._staged:
         self._sync()
 
@@ -280,6 +280,25 @@ class MetricWriter:
       self._tb.close()
       for staging in self._staged.values():
         staging.close()
+
+
+def _drain(tb) -> None:
+  """Writes every event tensorboardX has queued to its file, then flushes it.
+
+  tensorboardX's flush() only flushes the file: events still in its queue are written later by
+  its worker thread, so a flush followed by an upload could miss the last scalars (seen under
+  load). Stopping the worker processes the queue up to its stop signal (FIFO); a new worker on
+  the same queue and file then carries on. Private to tensorboardX 2.6 (pinned).
+  """
+  from tensorboardX.event_file_writer import _EventLoggerThread
+
+  writer = tb._get_file_writer().event_writer
+  if writer._closed:
+    return
+  writer._worker.stop()
+  writer._ev_writer.flush()
+  writer._worker = _EventLoggerThread(writer._event_queue, writer._ev_writer, writer._flush_secs)
+  writer._worker.start()
 
 
 def _staging(workdir: str, logdir: str) -> dict[str, fs.Staging]:
