@@ -41,13 +41,20 @@ def tiny_model(shape: dict = TINY, **model):
   return Transformer(tiny_config(shape, **model), rngs=nnx.Rngs(params=0))
 
 
+def pytest_collection_modifyitems(items):
+  """A test that takes `run_script` starts a process: it is `slow` without saying so."""
+  for item in items:
+    if "run_script" in getattr(item, "fixturenames", ()):
+      item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def run_script():
   """run(argv, timeout=120, **env): argv from the repository root, output captured.
 
   A `.py` first argument runs with this Python. The child sees one CPU device and LLVM
   without optimizations (it compiles in a third of the time; the numbers these runs print
-  need only be finite), plus `env`.
+  need only be finite), plus `env`. Every test that takes this fixture is marked `slow`.
   """
 
   def run(argv: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:

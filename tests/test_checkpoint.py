@@ -182,6 +182,7 @@ def _restore(workdir, config=None):
 # --- resume equivalence ------------------------------------------------------------------
 
 
+@pytest.mark.slow  # training processes
 def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, reference, tmp_path):
   """20 steps (finished) -> extended to 40 and SIGTERM'd after step 27 -> resumed to 40."""
   workdir = str(tmp_path / "run")
@@ -218,6 +219,7 @@ def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, refe
   assert _rows(workdir) == _rows(reference)
 
 
+@pytest.mark.slow  # training processes
 def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference, tmp_path):
   """SIGKILL right after the step-21 save started (maybe mid-write), then resume."""
   workdir = str(tmp_path / "run")
@@ -237,6 +239,7 @@ def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference,
   assert not os.path.exists(lock)  # the resumed run took it over and removed it at its end
 
 
+@pytest.mark.slow  # reference: a training process
 def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
   state, meta, step = _restore(reference)
   assert step == STEPS
@@ -283,6 +286,7 @@ def _garbled_meta(step_dir):
     f.write('{"leaves": ')
 
 
+@pytest.mark.slow  # reference: a training process
 @pytest.mark.parametrize("damage", [_truncate, _flip_one_bit, _no_commit_marker, _garbled_meta])
 def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, capsys, damage):
   workdir = _copy(reference, tmp_path / "run")
@@ -300,6 +304,7 @@ def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, c
   assert _ckpt_steps(workdir) == [35, 40]
 
 
+@pytest.mark.slow  # reference: a training process
 def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
   workdir = _copy(reference, tmp_path / "run")
   ckpt = os.path.join(workdir, "ckpt")
@@ -310,6 +315,7 @@ def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
   assert sorted(os.listdir(ckpt)) == ["35"]
 
 
+@pytest.mark.slow  # reference: a training process
 def test_all_checkpoints_damaged_is_refused_not_restarted(reference, tmp_path):
   workdir = _copy(reference, tmp_path / "run")
   _flip_one_bit(os.path.join(workdir, "ckpt", "40"))
@@ -321,6 +327,7 @@ def test_all_checkpoints_damaged_is_refused_not_restarted(reference, tmp_path):
 # --- refusal -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # training processes
 def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_path):
   workdir = _copy(reference, tmp_path / "run")
   before = {n: open(os.path.join(workdir, n)).read() for n in ("config.json", "metrics.jsonl")}
@@ -332,6 +339,7 @@ def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_pa
   assert _ckpt_steps(workdir) == [35, 40]
 
 
+@pytest.mark.slow  # training processes
 def test_completed_run_without_its_checkpoints_is_never_retrained(env, reference, tmp_path):
   """ckpt/ deleted: the same command does nothing; extending it is refused, not restarted."""
   workdir = _copy(reference, tmp_path / "run")
@@ -348,6 +356,7 @@ def test_completed_run_without_its_checkpoints_is_never_retrained(env, reference
   assert _hashes(workdir) == before
 
 
+@pytest.mark.slow  # training processes
 @pytest.mark.parametrize("steps", [STEPS, STEPS + 10])
 def test_another_config_in_a_completed_workdir_is_refused(env, reference, tmp_path, steps):
   """Same model, data and seed under another name: not "already completed" with the other
@@ -361,6 +370,7 @@ def test_another_config_in_a_completed_workdir_is_refused(env, reference, tmp_pa
   assert _hashes(workdir) == before  # nothing written, checkpoints included
 
 
+@pytest.mark.slow  # training processes
 def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, tmp_path):
   """The same command twice at once: the second is refused before compiling, the first
   completes as if alone (its config, every logged value of the reference)."""
@@ -396,6 +406,7 @@ def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, 
   assert not os.path.exists(os.path.join(workdir, workdir_lib.LOCK_FILE))
 
 
+@pytest.mark.slow  # reference: a training process
 def test_changed_optimizer_structure_is_refused(reference):
   config = _config(opt__name="sgd")
   with pytest.raises(ValueError, match=r"opt\.name \('adam' -> 'sgd'\)"):
@@ -466,6 +477,7 @@ def test_checkpoint_predating_the_move_of_model_settings_resumes():
 # --- divergence and signals ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # training processes
 def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
   """SGD at a ramping lr on a norm-free model blows up after a few steps."""
   workdir = str(tmp_path / "run")
@@ -516,6 +528,7 @@ with StopSignals() as signals:
 """
 
 
+@pytest.mark.slow  # a training process
 def test_second_signal_exits_at_once(env):
   proc = subprocess.run(
     [sys.executable, "-c", SECOND_SIGNAL],

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from resnorm_jax import escape, outcome, sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,6 +151,7 @@ def test_results_tables_carry_escape_and_diverged_steps(tmp_path):
   assert "escape_step | diverged_step" in open(md_path).read()
 
 
+@pytest.mark.slow  # runs scripts/rederive_escape.py
 def test_rederive_escape_writes_summaries_and_a_table_once(tmp_path, read_csv):
   rows = [{"step": 50, "train/loss": 3.5, "eval/loss": 3.4}]
   rows += [{"step": 100, "train/loss": 2.5, "eval/loss": 2.6}]

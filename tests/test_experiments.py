@@ -95,6 +95,7 @@ def _layer_norms(g_LxAxB) -> np.ndarray:
   return np.sqrt(np.sum(np.square(np.asarray(g_LxAxB, np.float64)), axis=(1, 2)))
 
 
+@pytest.mark.slow  # cli fixture: the experiments' command lines in processes
 def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model, read_csv):
   """The CLI's per-layer norms (expected_grad_norms: a scan summing per-batch gradients of
   the FFN kernels) against a jax.grad of the whole model, computed here."""
@@ -191,6 +192,7 @@ def test_early_update():
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the cli fixture's processes
 def test_grad_norms_at_init_cli(cli, read_csv):
   proc, out = cli["grad"]
   code, log = _finish(proc)
@@ -215,6 +217,7 @@ def test_grad_norms_at_init_cli(cli, read_csv):
     assert os.path.getsize(out / "grad" / png) > 1000
 
 
+@pytest.mark.slow  # the cli fixture's processes
 def test_model_update_cli(cli, read_csv):
   proc, out = cli["update"]
   code, log = _finish(proc)
@@ -236,6 +239,7 @@ def test_model_update_cli(cli, read_csv):
     assert os.path.getsize(out / "update" / png) > 1000
 
 
+@pytest.mark.slow  # the cli fixture's processes
 def test_grad_flow_cli(cli, read_csv):
   proc, out = cli["flow"]
   code, log = _finish(proc)
@@ -282,6 +286,7 @@ def test_grad_flow_ratios():
   assert repro.grad_flow_ratios(rows) == {"a": 4.0, "b": 0.25}
 
 
+@pytest.mark.slow  # the cli fixture's processes
 def test_experiment_cli_bad_input_exits_2(cli):
   for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0"), ("bad_group", "normz")):
     code, log = _finish(cli[name][0])

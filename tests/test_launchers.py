@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test runs a launcher script in a child process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER = "configs/postnorm_96L.py:paper"
 TRAIN = ["-m", "experiments.train", f"--config={PAPER}"]

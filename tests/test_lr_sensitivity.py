@@ -106,6 +106,7 @@ def test_sensitivity_table_needs_five_lrs():
   assert none["lr_sensitivity"] == pytest.approx(0.0)
 
 
+@pytest.mark.slow  # runs scripts/lr_sensitivity.py
 def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
   runs = tmp_path / "runs"
   losses = {1e-3: 2.4, 2e-3: 2.2, 4e-3: 2.1, 8e-3: 2.15, 1.6e-2: 2.6, 3.2e-2: math.nan}
@@ -155,6 +156,7 @@ def test_escaped_fraction_is_a_step_function_over_seeds():
   assert lrs.escaped_fraction([], 500) == []
 
 
+@pytest.mark.slow  # runs scripts/budget.py
 def test_budget_script_on_a_tiny_run_tree(tmp_path, read_csv):
   runs = tmp_path / "budget" / "runs"
   for seed, escape_at in ((0, 200), (1, 400), (2, None)):

@@ -161,6 +161,7 @@ def runs(tmp_path_factory):
   return single, multi, first_steps, [open(log).read() for log in logs]
 
 
+@pytest.mark.slow  # runs fixture: two-process and one-process training
 def test_two_processes_match_one_and_resume(runs):
   single, multi, first_steps, second_logs = runs
   ref_steps, ref_losses, ref_evals = _losses(single)
@@ -180,6 +181,7 @@ def test_two_processes_match_one_and_resume(runs):
     assert "'fsdp': 2" in log  # one mesh over both processes' devices
 
 
+@pytest.mark.slow  # the runs fixture's processes
 def test_process_zero_writes_checkpoints_shared(runs):
   """Process 0 alone writes summary and TensorBoard; both write their checkpoint shards."""
   _, multi, _, _ = runs
@@ -263,6 +265,7 @@ STOP_ARGS = (
 )
 
 
+@pytest.mark.slow  # two training processes
 def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_path):
   env = _env(str(tmp_path / "jax_cache"))
   env["TEST_STEP_SLEEP"] = "0.05"  # both processes: steps as long as the agreement needs
@@ -300,6 +303,7 @@ def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_
   assert json.load(open(os.path.join(multi, "summary.json")))["status"] == "completed"
 
 
+@pytest.mark.slow  # two training processes
 def test_kill9_of_one_process_ends_the_other_with_a_message(tmp_path):
   env = _env(str(tmp_path / "jax_cache"))
   env["TEST_STEP_SLEEP"] = "0.05"

@@ -38,6 +38,7 @@ def _single_run(c, lr: float, seed: int, inputs, targets) -> list[float]:
   return losses
 
 
+@pytest.mark.slow  # a population and its 3 single runs, compiled, per variant
 @pytest.mark.parametrize("variant", ["postnorm", "prenorm", "deepnorm"])
 def test_members_train_as_their_single_runs(variant):
   c = _config(variant)

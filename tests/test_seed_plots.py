@@ -99,6 +99,7 @@ def test_a_committed_run_of_each_loop():
   assert abs(deepnet["final"][1] - deepnet["eval"][1][-1]) > 0.01
 
 
+@pytest.mark.slow  # runs scripts/plot_curves.py
 def test_seed_figures_and_their_command_line(tmp_path):
   runs = [
     _run(

@@ -243,6 +243,7 @@ def _same_spec(a, b):
   assert a.spec == b.spec and a.mesh.shape == b.mesh.shape, (a, b)
 
 
+@pytest.mark.slow  # runs experiments.aot_memory
 def test_aot_memory_reports_sharded_state_without_allocating():
   """experiments.aot_memory on 4 CPU devices, fsdp=4: per-device argument bytes are the
   state's shards plus the batch's, the donated state aliases the output, nothing allocated."""

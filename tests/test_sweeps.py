@@ -219,6 +219,7 @@ def test_collect_results_and_seed_groups(tmp_path, read_csv):
   assert cells[2][("postnorm", 6)][0] == "trained"  # the most common status of the 4 runs
 
 
+@pytest.mark.slow  # starts child processes
 def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
   """SIGINT to the sweep reaches each running child once; pending points never start."""
   child = (
@@ -255,6 +256,7 @@ def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs scripts/sweep.py (training runs) and the plots
 def test_sweep_and_plot_cli(tmp_path, read_csv):
   out = tmp_path
   grid = out / "grid.py"
@@ -311,6 +313,7 @@ def test_sweep_and_plot_cli(tmp_path, read_csv):
   assert os.path.getsize(map_png) > 1000
 
 
+@pytest.mark.slow  # two sweeps of training runs
 def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
   """--jobs=2 (each point pinned to one core, single-threaded XLA) gives the same results
   as --jobs=1 (one point at a time on every core)."""
@@ -399,6 +402,7 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
   assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)
 
 
+@pytest.mark.slow  # runs scripts/sweep.py
 def test_boundary_cli_writes_every_seed_s_points_in_one_results_csv(tmp_path):
   """--boundary=A,B writes results.csv beside the figure: the counted runs of both sweeps
   (seed column kept); a symlink there is replaced, not written through; a figure inside a

@@ -107,6 +107,7 @@ def _groups_request(*col_params) -> dict:
   }
 
 
+@pytest.mark.slow  # board: two training runs and a TensorBoard server
 def test_runs_are_listed_by_readable_names(board):
   base, _, names = board
   runs = _get(base, "/data/runs")
@@ -114,6 +115,7 @@ def test_runs_are_listed_by_readable_names(board):
   assert re.fullmatch(NAME.format(12), names[12]) and re.fullmatch(NAME.format(2), names[2])
 
 
+@pytest.mark.slow  # the board fixture's runs and server
 def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   base, _, names = board
   tags = _get(base, "/data/plugin/scalars/tags")
@@ -133,6 +135,7 @@ def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   assert [p[1] for p in points][-1] == 6 and all(math.isfinite(p[2]) for p in points)
 
 
+@pytest.mark.slow  # the board fixture's runs and server
 def test_per_layer_statistics_are_images(board):
   base, _, names = board
   tags = _get(base, "/data/plugin/images/tags")[names[12]]
@@ -147,6 +150,7 @@ def test_per_layer_statistics_are_images(board):
   assert image.format == "PNG" and image.width > 400 and image.height > 200
 
 
+@pytest.mark.slow  # the board fixture's runs and server
 def test_hparams_filter_and_sort_by_final_loss(board):
   base, logdir, names = board
   experiment = _get(base, "/data/plugin/hparams/experiment", {"experimentName": ""})

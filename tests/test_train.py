@@ -44,6 +44,7 @@ def smoke_run(tmp_path_factory):
   return workdir, proc
 
 
+@pytest.mark.slow  # smoke_run: a training process
 def test_workdir_contract(smoke_run):
   workdir, proc = smoke_run
   for name in ("config.json", "metrics.jsonl", "summary.json"):
@@ -93,6 +94,7 @@ def test_workdir_contract(smoke_run):
   assert "resume:" not in end
 
 
+@pytest.mark.slow  # a training process
 @pytest.mark.parametrize(
   "override, needle",
   [
@@ -115,6 +117,7 @@ def test_bad_input_exits_2_with_message(override, needle, tmp_path):
   assert not os.path.exists(tmp_path / "ckpt")  # refused before anything ran
 
 
+@pytest.mark.slow  # a training process
 def test_unknown_variant_lists_valid_values(tmp_path):
   proc = train(
     "--config=configs/smoke.py", f"--workdir={tmp_path}", "--config.model.norm_position=middle"
@@ -123,6 +126,7 @@ def test_unknown_variant_lists_valid_values(tmp_path):
   assert "model.norm_position='middle'" in proc.stderr and "peri" in proc.stderr
 
 
+@pytest.mark.slow  # a training process
 @pytest.mark.parametrize(
   "old, new",
   [
@@ -139,6 +143,7 @@ def test_moved_key_is_refused_naming_the_new_key(tmp_path, old, new):
   assert not os.listdir(tmp_path)  # refused before anything ran
 
 
+@pytest.mark.slow  # a training process
 def test_divergence_is_a_result(tmp_path):
   proc = train(
     "--config=configs/smoke.py",
@@ -224,6 +229,7 @@ def test_named_config_smoke_runs(name, tmp_path):
     assert flat[0] == 1.0 and all(b > a for a, b in zip(flat[:-1], flat[1:], strict=True)), omega
 
 
+@pytest.mark.slow  # a training process
 def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
   """Through the real loop: a held-out file of bytes the training split never contains.
 

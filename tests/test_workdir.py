@@ -47,6 +47,7 @@ def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):
     pass
 
 
+@pytest.mark.slow  # a lock-holding process
 def test_a_lock_file_left_by_a_dead_process_does_not_block(tmp_path):
   """The kernel drops a dead process's flock: its file (as kill -9 leaves it) is taken over."""
   holder = subprocess.Popen(
@@ -76,6 +77,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
+@pytest.mark.slow  # lock-holding processes
 def test_with_two_processes_process_0_locks_and_both_refuse_a_busy_workdir(tmp_path):
   """Process 0 finds the workdir held by another run: both processes exit 2 at once (the
   other one never locks: it would refuse every two-process run, test_multiprocess.py)."""
