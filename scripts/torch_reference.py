@@ -8,12 +8,15 @@ GELU MLP of 4d, learned positions, tied embeddings, no linear biases, causal
 scaled_dot_product_attention, AdamW (weight decay 0.1 on matrices, b2 0.99), gradient
 clipping at 1.0; one training iteration = sample a batch, forward, backward, clip, step, and
 read the loss (nanoGPT with --log_interval=1). A same-machine baseline for the JAX step.
-Not a dependency of the library: `pip install torch` by hand to run it.
+Not a dependency of the library, and it imports nothing from it (the standard library, torch
+and numpy only: tests/test_standalone_scripts.py): `pip install torch numpy` in any Python 3
+environment and run it from anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -27,11 +30,16 @@ from torch import nn
 from torch.nn import functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from resnorm_jax import cli  # noqa: E402  (no JAX: JSON writing only)
-
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")  # shipped: data/README.md
+
+
+def write_json(path: str, obj: dict) -> None:
+  """Indented, key-sorted JSON renamed into place, as the project's own result files; kept
+  here so that the script needs nothing but torch and numpy."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(obj, f, indent=2, sort_keys=True, default=str)
+  os.replace(path + ".tmp", path)
 
 
 class SelfAttention(nn.Module):
@@ -172,7 +180,7 @@ def main() -> None:
     f"load {r['loadavg'][0]:.2f} -> {r['loadavg'][1]:.2f}; loss {loss_value:.3f}"
   )
   if a.out:
-    cli.write_json(a.out, r)
+    write_json(a.out, r)
 
 
 if __name__ == "__main__":
