@@ -1,7 +1,8 @@
 """Train one config: python -m experiments.train --config=configs/postnorm_96L.py [--workdir=DIR]
 
 Overrides: --config.model.num_layers=24 --config.opt.warmup_steps=0 ... (a locked config:
-misspelt keys and wrong types are refused). Exit status 2 for bad input, before compiling.
+misspelt keys and wrong types are refused). Exit status 2 for bad input, before compiling;
+1 for a run that failed (an I/O fault such as a full disk: resumable by the same command).
 """
 
 import sys
@@ -29,9 +30,14 @@ def main(argv):
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
+    summary = loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))
+  except loop.RunFailed as e:  # an I/O fault before training: one line
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(loop.EXIT_FAILED)
+  if summary["status"] == "failed":  # an I/O fault while training: its line is printed
+    sys.exit(loop.EXIT_FAILED)
 
 
 if __name__ == "__main__":

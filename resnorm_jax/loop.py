@@ -9,6 +9,9 @@ metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
 with status "diverged" (a result, not a crash); SIGTERM/SIGINT save at the current step and
 end with "interrupted" (with several processes, at the same step on all: preemption.py).
+An I/O fault (a full disk, a failed checkpoint save: noticed at the step after the save
+ended) ends it with status "failed": one line naming the file and the free space,
+metrics.jsonl cut back to the checkpoint it resumes from, summary.json if it can be written.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, escape, preemption, provenance, setup, unigram
+from resnorm_jax import admin, cli, escape, fs, preemption, provenance, setup, unigram
 from resnorm_jax import batches as batches_lib
 from resnorm_jax import checkpoint as ckpt_lib
 from resnorm_jax import data as data_lib
@@ -51,6 +54,13 @@ def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
     out["data_split"] = dict(data_split)
   out["provenance"] = provenance.collect()  # commit, package versions, host
   return json.loads(json.dumps(out, default=str))
+
+
+EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
+
+
+class RunFailed(RuntimeError):
+  """An I/O fault before training started (writing config.json, the checkpoint folder)."""
 
 
 def final_eval_batches(train_cfg: ConfigDict) -> int:
@@ -83,7 +93,7 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
     f"  summary: {os.path.join(workdir, 'summary.json')}",
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
   ]
-  if summary["status"] == "interrupted" and argv:
+  if summary["status"] in ("interrupted", "failed") and argv:
     lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
   return "\n".join(lines)
 
@@ -131,6 +141,10 @@ class RunLog:
     self.final_evals: dict[int, float] = {}
     self.train_time, self.timed_steps = 0.0, 0
     self.t_last = time.time()
+    # Wall and compile time of the whole run: the earlier segments' (from the checkpoint)
+    # plus this one's, which the loop sets (wall_start, compile_seconds).
+    self.earlier = {k: resumed.get(k) or 0.0 for k in ("wall_seconds", "compile_seconds")}
+    self.wall_start, self.compile_seconds = time.time(), 0.0
 
   @contextlib.contextmanager
   def paused(self):
@@ -153,6 +167,8 @@ class RunLog:
     loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
     if not (math.isfinite(loss) and math.isfinite(gnorm)):
       print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
+      if self.interval_losses:  # the finite steps since the last logged row: the latest loss
+        self.last_train = float(np.mean(self.interval_losses))
       self.writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
       return False
     self.interval_losses.append(loss)
@@ -180,7 +196,7 @@ class RunLog:
       row["eval/loss"] = self.evals.pop(n)
     if n in self.final_evals:
       row["eval/final_loss"] = self.final_evals.pop(n)
-    with self.paused():  # drawing the depth images is not training time
+    with self.paused(), _naming(self.writer):  # drawing the depth images is not training time
       self.writer.write(n, row)
     eta = (self.t.steps - n) * dt / max(k, 1)
     ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
@@ -199,10 +215,29 @@ class RunLog:
       "final_eval_tokens": self.last_eval_tokens,
     }
 
+  def totals(self) -> dict:
+    """Wall and compile seconds of the whole run so far, every segment of it."""
+    return {
+      "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
+      "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
+    }
+
   def tokens_per_second(self) -> float | None:
     if not self.train_time:
       return None
     return self.timed_steps * self.tokens_per_step / self.train_time
+
+
+@contextlib.contextmanager
+def _naming(writer: MetricWriter):
+  """A write error without a file name (a full disk: file.write says only ENOSPC) names
+  metrics.jsonl, the file the writer writes on the caller's thread."""
+  try:
+    yield
+  except OSError as e:
+    if e.filename is None and getattr(writer, "path", None):
+      e.filename = writer.path
+    raise
 
 
 class Trainer:
@@ -219,6 +254,7 @@ class Trainer:
     # of the same stream, up to train.final_eval_tokens tokens.
     self.n_final_eval = final_eval_batches(t)
     self.eval_batches = [batches.held_out(i) for i in range(t.eval_batches)]
+    self.reached = 0  # the last step dispatched
 
   def evaluate(self, state, n_batches: int) -> float:
     """Mean held-out loss on the first n_batches batches; not training time."""
@@ -235,6 +271,9 @@ class Trainer:
     extended later has the same curve as one run to the end at once; the verdict's
     final_eval_loss adds the rest of the final_eval_tokens at the last step."""
     t = self.config.train
+    # Step n may still be running: its compute is training time, not eval time (an eval
+    # row's tokens/s was 15x too high).
+    jax.block_until_ready(state)
     self.log.record_eval(n, self.evaluate(state, t.eval_batches), t.eval_batches)
     if n == t.steps and self.n_final_eval > t.eval_batches:
       loss = self.evaluate(state, self.n_final_eval)
@@ -242,9 +281,11 @@ class Trainer:
 
   def save(self, state) -> None:
     """Saves the state (its step already logged); blocking time is not training time."""
-    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, self.log.results())
+    results = {**self.log.results(), **self.log.totals()}
+    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results)
     with self.log.paused():
-      self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
+      with _naming(self.log.writer):
+        self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
       self.checkpointer.save(state, meta, force=True)
 
   def train(self, state, start: int):
@@ -252,11 +293,13 @@ class Trainer:
     diverged (the last finite checkpoint kept). Step n's metrics are read while n+1 runs."""
     t = self.config.train
     status, stop, pending = "completed", t.steps, None
+    self.reached = start
     if self.signals.should_stop(start):  # signalled during setup or compilation: no training
       status, stop = "interrupted", start
     for step in range(start, stop):
       state, metrics = self.step_fn(state, self.batches.train(step))
-      n = step + 1
+      n = self.reached = step + 1
+      self.checkpointer.check()  # a save that ended in an error stops the run here
       if pending is not None and not self.log.record_step(*pending):
         return state, "diverged"
       pending = (n, metrics)
@@ -315,7 +358,7 @@ def _workdir_lock(workdir: str):
     if jax.process_index() == 0:
       try:
         held.enter_context(workdir_lib.hold(workdir))
-      except workdir_lib.WorkdirInUse as e:
+      except ValueError as e:  # in use, or not writable
         busy = e
     if not _agreed(busy is None):
       raise busy or workdir_lib.WorkdirInUse(f"{workdir} is in use by another run (process 0)")
@@ -375,7 +418,7 @@ def _run(
   run_setup = setup.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
   corpus = data_lib.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
-  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+  workdir_lib.make_writable(workdir)  # a read-only or unmakeable folder: bad input, exit 2
   # One run per workdir for the run's whole life, summary included; a second is refused
   # before it reads anything: it would resume this one's checkpoint and rewrite its files.
   with _workdir_lock(workdir):
@@ -385,6 +428,49 @@ def _run(
       print(end_message(done, workdir, None), flush=True)
       return done
     return _train(run_setup, corpus, workdir, signals, argv, wall_start)
+
+
+class IOFaults:
+  """The first I/O fault of a run's training or clean-up (a full disk, a failed save)."""
+
+  def __init__(self):
+    self.error: BaseException | None = None
+
+  @contextlib.contextmanager
+  def caught(self):
+    try:
+      yield
+    except (ckpt_lib.SaveFailed, OSError) as e:
+      if self.error is None:
+        self.error = e
+
+  def close(self, close_fn) -> None:
+    """Calls close_fn (an ExitStack callback); its I/O fault is kept, not raised."""
+    with self.caught():
+      close_fn()
+
+  def message(self, workdir: str) -> str:
+    if isinstance(self.error, ckpt_lib.SaveFailed):
+      return str(self.error)
+    return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
+
+
+def cut_metrics(path: str, last_step: int) -> None:
+  """Drops metrics.jsonl's rows after `last_step` (and a torn line) in place: a truncate
+  needs no free space, where a rewrite would need the file's size again."""
+  if fs.is_remote(path) or not os.path.exists(path):
+    return
+  with open(path, "r+b") as f:
+    offset = 0
+    for line in f:
+      try:
+        step = json.loads(line).get("step")
+      except (ValueError, AttributeError):
+        step = None
+      if not isinstance(step, int) or step > last_step:
+        f.truncate(offset)
+        return
+      offset += len(line)
 
 
 def _train(
@@ -414,19 +500,34 @@ def _train(
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
   config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
+  faults = IOFaults()
   with contextlib.ExitStack() as resources:  # closed on every exit path, errors included
-    checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
-    resources.callback(checkpointer.close)
+    try:
+      checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+    except OSError as e:
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "creating ckpt/")) from e
+    resources.callback(faults.close, checkpointer.close)
     state, start, resumed, interval = _restore_or_init(
       run_setup, checkpointer, config_dict, workdir
     )
     resolved = resolved_config(config, corpus.split)
-    if is_main:
-      if start > 0:  # resuming: say if the code changed since the run's config.json was written
-        note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
-        if note:
-          print(note, flush=True)
-      cli.write_json(os.path.join(workdir, "config.json"), resolved)
+    try:
+      if is_main:
+        if start > 0:  # resuming: say if the code changed since config.json was written
+          note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
+          if note:
+            print(note, flush=True)
+        cli.write_json(os.path.join(workdir, "config.json"), resolved)
+      writer = MetricWriter(
+        workdir,
+        enabled=is_main,
+        truncate_after=start,
+        profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
+        no_context_loss=baselines["heldout_unigram_entropy"],  # a model without context
+      )
+    except OSError as e:  # nothing trained yet: one line, no summary to write
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing the run's files")) from e
+    resources.callback(faults.close, writer.close)
     batches = setup.batches(run_setup, corpus)
     extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
     compile_start = time.time()
@@ -434,15 +535,8 @@ def _train(
     extra["compile_seconds"] = time.time() - compile_start
     eval_fn = run_setup.compile_eval()
     print(_banner(run_setup, corpus, baselines, extra), flush=True)
-    writer = MetricWriter(
-      workdir,
-      enabled=is_main,
-      truncate_after=start,
-      profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
-      no_context_loss=baselines["heldout_unigram_entropy"],  # a model without context
-    )
-    resources.callback(writer.close)
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
     trainer = Trainer(
       run_setup,
       batches,
@@ -453,28 +547,46 @@ def _train(
       step_fn=step_fn,
       eval_fn=eval_fn,
     )
-    state, status = trainer.train(state, start)
-    final_step = int(jax.device_get(state.step))
+    with faults.caught():
+      state, status = trainer.train(state, start)
+    final_step = trainer.reached if faults.error else int(jax.device_get(state.step))
   summary = {
-    "status": status,
+    "status": status if faults.error is None else "failed",
     "steps": final_step,
     **log.results(),
     **baselines,
     "data_split": corpus.split,
     "tokens_per_second": log.tokens_per_second(),
-    "compile_seconds": extra["compile_seconds"],
-    "wall_seconds": time.time() - wall_start,
+    **log.totals(),
     "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
     "config_name": config.name,
     "devices": extra["devices"],
     "provenance": resolved["provenance"],
   }
+  if faults.error is not None:
+    # What the workdir holds is the newest saved checkpoint: the curve is cut back to it.
+    saved = checkpointer.committed_steps()
+    summary["steps"] = saved[-1] if saved else 0
+    summary["failed_at_step"] = final_step
+    if is_main:
+      with contextlib.suppress(OSError):
+        cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
+    print(
+      f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
+      f"then the same command resumes from step {summary['steps']}",
+      flush=True,
+    )
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   # When the eval loss left the plateau for good and when the run blew up, from the whole
   # curve (metrics.jsonl holds every segment of a resumed or extended run).
   summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
   if is_main:
-    cli.write_json(os.path.join(workdir, "summary.json"), summary)
-    hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
+    try:
+      cli.write_json(os.path.join(workdir, "summary.json"), summary)
+      hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
+    except OSError as e:
+      if faults.error is None:
+        raise
+      print(f"error: {ckpt_lib.describe_io_error(e, workdir, 'writing summary.json')}", flush=True)
   print(end_message(summary, workdir, argv), flush=True)
   return summary

@@ -36,10 +36,29 @@ MAY_CHANGE = ("train.steps", "model.remat", "model.scan_unroll", "mesh.")
 # flock errors meaning the filesystem cannot lock (not that another process holds it).
 _NO_LOCKING = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _UNLOCKABLE = -1
+# Errors meaning the folder cannot be made or written at all: bad input (exit 2), not a fault.
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
 
 
 class WorkdirInUse(ValueError):
   """A live run holds the workdir: refused like bad input (exit status 2)."""
+
+
+def not_writable(workdir: str, e: OSError) -> ValueError:
+  """The bad-input error of a workdir that cannot be made or written (`e` says why)."""
+  where = f" ({e.filename})" if e.filename and e.filename != workdir else ""
+  return ValueError(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
+
+
+def make_writable(workdir: str) -> None:
+  """Creates `workdir` (and its parents); ValueError when it cannot be made: a read-only
+  disk, no permission, a file in its place."""
+  try:
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    if e.errno in _NOT_WRITABLE:
+      raise not_writable(workdir, e) from None
+    raise
 
 
 def lockable(workdir: str) -> bool:
@@ -107,6 +126,8 @@ def hold(workdir: str) -> Iterator[str | None]:
   try:
     fd = _try_lock(path)
   except OSError as e:
+    if e.errno in _NOT_WRITABLE:  # the lock file is the run's first write in the folder
+      raise not_writable(workdir, e) from None
     if e.errno not in _NO_LOCKING:
       raise
     print(f"note: the filesystem of {workdir} cannot lock ({e.strerror}): not locked", flush=True)

@@ -49,9 +49,20 @@ COMMON = (
 # Runs experiments.train, sending signal SIGNUM to itself when the batch of step AT is built
 # (i.e. while step AT+1 is being prepared): a real signal at a chosen step, no polling race.
 # TEST_STEP_SLEEP=S makes each batch take S seconds more (a longer run, same numbers).
+# TEST_ENOSPC_FROM=N: every checkpoint save from step N on fails with ENOSPC (a full disk),
+# in orbax's background thread, where a real one fails.
 HOOKED_TRAIN = """
-import os, sys, time
+import errno, os, sys, time
+from orbax.checkpoint._src.handlers import json_checkpoint_handler as jch
 from resnorm_jax import batches
+full_from = int(os.environ.get("TEST_ENOSPC_FROM", "0"))
+save_fn = jch.JsonCheckpointHandler._save_fn
+async def full_disk(self, x, directory):
+  step = directory.parent.name.split(".")[0]
+  if full_from and step.isdigit() and int(step) >= full_from:
+    raise OSError(errno.ENOSPC, "No space left on device", str(directory / "metadata"))
+  return await save_fn(self, x, directory)
+jch.JsonCheckpointHandler._save_fn = full_disk
 at, signum = (int(v) for v in os.environ.get("TEST_SIGNAL_AT", "-1:0").split(":"))
 pause = float(os.environ.get("TEST_STEP_SLEEP", "0"))
 get_batch = batches.get_batch
@@ -91,12 +102,15 @@ def _command(workdir, steps, *extra, hooked=False, common=COMMON):
   return [sys.executable, *entry, *args]
 
 
-def _train(env, workdir, steps, *extra, signal_at=None, common=COMMON):
+def _train(env, workdir, steps, *extra, signal_at=None, enospc_from=None, common=COMMON):
   """Runs a training subprocess to its end; returns the CompletedProcess (text output)."""
-  cmd = _command(workdir, steps, *extra, hooked=signal_at is not None, common=common)
+  hooked = signal_at is not None or enospc_from is not None
+  cmd = _command(workdir, steps, *extra, hooked=hooked, common=common)
   env = dict(env)
   if signal_at is not None:
     env["TEST_SIGNAL_AT"] = f"{signal_at[0]}:{int(signal_at[1])}"
+  if enospc_from is not None:
+    env["TEST_ENOSPC_FROM"] = str(enospc_from)
   return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -277,6 +291,17 @@ def _flip_one_bit(step_dir):
     f.write(bytes([byte ^ 0x10]))
 
 
+def _flipped_bit_in_meta(step_dir):
+  """best_eval_loss's first digit with its lowest bit flipped: still valid JSON, another
+  number (the issue's 4.4561 -> 0.4561 was one such flip)."""
+  path = os.path.join(step_dir, "meta", "metadata")
+  text = open(path).read()
+  at = text.index('"best_eval_loss": ') + len('"best_eval_loss": ')
+  assert text[at].isdigit()
+  with open(path, "w") as f:
+    f.write(text[:at] + chr(ord(text[at]) ^ 1) + text[at + 1 :])
+
+
 def _no_commit_marker(step_dir):
   os.remove(os.path.join(step_dir, ckpt_lib.COMMIT_MARKER))
 
@@ -287,7 +312,9 @@ def _garbled_meta(step_dir):
 
 
 @pytest.mark.slow  # reference: a training process
-@pytest.mark.parametrize("damage", [_truncate, _flip_one_bit, _no_commit_marker, _garbled_meta])
+@pytest.mark.parametrize(
+  "damage", [_truncate, _flip_one_bit, _flipped_bit_in_meta, _no_commit_marker, _garbled_meta]
+)
 def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, capsys, damage):
   workdir = _copy(reference, tmp_path / "run")
   damage(os.path.join(workdir, "ckpt", "40"))
@@ -302,6 +329,62 @@ def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, c
   assert checkpointer.save(state.replace(step=state.step + 5), meta)
   checkpointer.close()
   assert _ckpt_steps(workdir) == [35, 40]
+
+
+@pytest.mark.slow  # reference: a training process
+def test_a_flipped_bit_in_the_metadata_is_reported_and_skipped(reference, tmp_path, capsys):
+  """The resumed run took best_eval_loss from meta: 4.4561 became 0.4561 without a word."""
+  workdir = _copy(reference, tmp_path / "run")
+  _flipped_bit_in_meta(os.path.join(workdir, "ckpt", "40"))
+  _, meta, step = _restore(workdir)
+  out = capsys.readouterr().out
+  assert step == 35
+  (eval_20,) = [r["eval/loss"] for r in _rows(reference) if r["step"] == 20]
+  assert meta["summary"]["best_eval_loss"] == eval_20  # the only eval before step 35
+  (line,) = [ln for ln in out.splitlines() if "step 40 is damaged" in ln]
+  assert "meta does not match its sha256" in line
+
+
+def test_meta_from_before_checksums_is_read_and_a_lost_checksum_is_damage():
+  meta = {"leaves": {}, "summary": {"best_eval_loss": 4.4561}}
+  ckpt_lib.check_meta(meta)  # written before checksums: read as it is
+  sealed = ckpt_lib.sealed(meta)
+  ckpt_lib.check_meta(json.loads(json.dumps(sealed)))  # what a save writes reads back
+  for damaged in (
+    {**sealed, "summary": {"best_eval_loss": 0.4561}},
+    {k: v for k, v in sealed.items() if k != ckpt_lib.META_CHECKSUM},  # the key's name hit
+  ):
+    with pytest.raises(ValueError, match="sha256"):
+      ckpt_lib.check_meta(damaged)
+
+
+@pytest.mark.slow  # training processes
+def test_full_disk_fails_the_run_in_one_line_and_the_same_command_resumes_it(
+  env, reference, tmp_path
+):
+  """Every save from step 21 on fails in orbax's thread (ENOSPC). It used to be noticed at
+  the next save (step 28, a whole interval later), with ~460 lines of tracebacks, exit 2
+  (bad input), no summary.json and metrics.jsonl ahead of every checkpoint."""
+  workdir = str(tmp_path / "run")
+  proc = _train(env, workdir, STEPS, enospc_from=21)
+  out = proc.stdout + proc.stderr
+  assert proc.returncode == 1, out[-3000:]
+  assert "Traceback" not in out, out[-3000:]
+  (line,) = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+  assert "saving the checkpoint of step 21 failed: No space left on device" in line
+  assert "/ckpt/21." in line and "MB free of" in line and "resumes from step 14" in line
+  summary = _summary(workdir)
+  assert summary["status"] == "failed" and summary["steps"] == 14
+  assert 21 < summary["failed_at_step"] < 28  # at the step after the save ended
+  assert _ckpt_steps(workdir) == [7, 14]
+  assert [r["step"] for r in _rows(workdir)] == [5, 10]  # never ahead of checkpoint 14
+  (resume,) = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("resume:")]
+  assert resume.strip().endswith(f"--workdir={workdir}")
+
+  resumed = _ok(_train(env, workdir, STEPS))  # space freed
+  assert "resuming from step 14" in resumed.stdout
+  assert _rows(workdir) == _rows(reference)
+  assert _summary(workdir)["status"] == "completed"
 
 
 @pytest.mark.slow  # reference: a training process
