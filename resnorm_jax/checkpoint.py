@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from etils import epath
 
-from resnorm_jax import cli
+from resnorm_jax import cli, data_fingerprint
 from resnorm_jax.train_step import TrainState
 
 # Keys whose change makes a checkpoint belong to another experiment. train.steps,
@@ -172,17 +172,26 @@ def frozen_config(config_dict: dict) -> dict[str, Any]:
   return keep
 
 
-def run_meta(config_dict: dict, interval_losses: list[float], summary: dict) -> dict:
+def run_meta(
+  config_dict: dict,
+  interval_losses: list[float],
+  summary: dict,
+  data_files: dict | None = None,
+) -> dict:
   """What a checkpoint stores about its run besides the state (the leaf table is added by
   Checkpointer.save): the frozen config (refusing another experiment on resume), the full
   config (naming changed keys), the losses of the log interval the checkpoint cuts (exact
-  floats: the resumed interval mean is identical) and the summary fields so far."""
-  return {
+  floats: the resumed interval mean is identical), the summary fields so far and the data's
+  fingerprint (data_fingerprint.py: a resume on changed data is refused)."""
+  meta = {
     "frozen_config": frozen_config(config_dict),
     "config": flat_config(config_dict),
     "interval_losses": list(interval_losses),
     "summary": dict(summary),
   }
+  if data_files:
+    meta["data_files"] = data_files
+  return meta
 
 
 def resumed_run(meta: dict) -> tuple[dict, list[float]]:
@@ -378,12 +387,16 @@ class Checkpointer:
     check_meta(meta)
     return meta
 
-  def restore_latest(self, abstract_state: TrainState, config_dict: dict | None = None):
+  def restore_latest(
+    self, abstract_state: TrainState, config_dict: dict | None = None, data_files=None
+  ):
     """(state, meta, step) of the newest checkpoint that reads back intact, or None if none.
 
     Raises ValueError when the checkpoint belongs to a different experiment (a changed
     frozen key, or a state whose leaves differ from this config's), naming the changed
-    keys. A damaged checkpoint (uncommitted, truncated, corrupted) is reported, moved to
+    keys, or to other data (`data_files`, this run's data fingerprint, against the one the
+    checkpoint recorded: a checkpoint from before fingerprints is not compared). A damaged
+    checkpoint (uncommitted, truncated, corrupted) is reported, moved to
     ckpt/damaged/, and the previous one is tried; if checkpoints exist but none is intact,
     raises CheckpointError: never a silent start from scratch.
     """
@@ -406,6 +419,8 @@ class Checkpointer:
         continue
       if config_dict is not None:
         check_compatible(meta, config_dict, abstract_state, self.directory)
+      if data_files and meta.get("data_files"):
+        check_same_data(meta, data_files, self.directory, step)
       try:
         restored = self.manager.restore(
           step,
@@ -505,6 +520,18 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
       f"{directory} holds a checkpoint whose state does not fit this config (leaves "
       f"{diff[:4]}{' ...' if len(diff) > 4 else ''} differ); changed keys: "
       f"{_describe(keys, saved_cfg, cfg) or 'none found'}. Use a new --workdir."
+    )
+
+
+def check_same_data(meta: dict, data_files: dict, directory: str, step: int) -> None:
+  """Raises ValueError naming the files whose content changed since the checkpoint."""
+  changed = data_fingerprint.changes(meta["data_files"], data_files)
+  if changed:
+    shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    raise ValueError(
+      f"the data changed since the checkpoint of step {step} in {directory} was written: "
+      f"{shown}. Resuming would train one run on two corpora: restore the data, or use a "
+      "new --workdir."
     )
 
 

@@ -8,8 +8,9 @@ or with `data.split=hash` pieces chosen by a hash of their bytes, resnorm_jax.he
 nothing is scanned at start). Several shards are read memory-mapped as one view
 (shards.ShardedTokens), never copied. A prepared folder at a URL (`data.path=gs://...`) is
 copied once into a local cache, $RESNORM_DATA_CACHE (default ~/.cache/resnorm_jax/data),
-checked against its manifest. Batches of them are batches.py; the no-context baseline's
-statistics unigram.py.
+checked against its manifest. Every source carries a fingerprint of the files it read
+(data_fingerprint.py: sizes and sha256s), which a resumed run compares with its checkpoint's.
+Batches of them are batches.py; the no-context baseline's statistics unigram.py.
 """
 
 import dataclasses
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 from etils import epath
 
-from resnorm_jax import fs, heldout
+from resnorm_jax import data_fingerprint, fs, heldout
 from resnorm_jax import shards as shards_lib
 from resnorm_jax.shards import (  # noqa: F401  (re-exported: the llm.c format's constants)
   LLMC_DTYPES,
@@ -51,12 +52,14 @@ class Corpus:
   `split` says how the held-out part was made (recorded in config.json and summary.json):
   `method` (`by_file_hash`, `tail`, `val_path`), the token counts of both splits, the
   file counts and how many files matched by `data.val_path` were left out of training.
+  `fingerprint`: what the data is (data_fingerprint.py), in config.json and checkpoints.
   """
 
   train: np.ndarray
   val: np.ndarray
   description: str
   split: dict = dataclasses.field(default_factory=dict)
+  fingerprint: dict = dataclasses.field(default_factory=dict)
 
 
 def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
@@ -148,7 +151,8 @@ def _load_stdlib(val_fraction: float) -> Corpus:
   split = _split_info(
     "by_file_hash", train, val, train_files=len(train_parts), val_files=len(val_parts)
   )
-  corpus = Corpus(train=train, val=val, description=description, split=split)
+  record = {"name": f"the stdlib corpus of {root}", **data_fingerprint.bytes_record(train, val)}
+  corpus = Corpus(train, val, description, split, fingerprint={"corpus": record})
   _STDLIB_CACHE[key] = corpus
   return corpus
 
@@ -209,6 +213,11 @@ def _expand(pattern: str, key: str) -> list[str]:
   """Sorted files matching a path or glob; DataError when nothing matches."""
   if not pattern:
     raise DataError(f"{key} is empty: expected a file path or glob")
+  if os.path.isdir(os.path.expanduser(pattern)):
+    raise DataError(
+      f"{key}={pattern!r} is a folder: give a file or a glob of files "
+      f"({os.path.join(pattern, '*.txt')!r})"
+    )
   paths = sorted(
     p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)
   )
@@ -250,7 +259,8 @@ def _load_text(path: str, val_path: str, val_fraction: float, how: str = "tail")
     f"text {path!r} ({len(paths)} files; {held}): "
     f"train {len(train):,} bytes, val {len(val):,} bytes"
   )
-  return Corpus(train=train, val=val, description=description, split=split)
+  files = data_fingerprint.files_record([*paths, *val_paths])
+  return Corpus(train, val, description, split, fingerprint={"files": files})
 
 
 def _hashed_text(paths: list[str], val_fraction: float):
@@ -409,7 +419,9 @@ def _load_prepared(
     f"{manifest['fingerprint']}; {len(train_paths)} train shards, {len(val_paths)} held out): "
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
-  return Corpus(train=train, val=val, description=description, split=split)
+  files = data_fingerprint.files_record([*train_paths, *val_paths], root=folder)
+  fingerprint = {"manifest": manifest["fingerprint"], "files": files}
+  return Corpus(train, val, description, split, fingerprint=fingerprint)
 
 
 def _manifest_counts(folder: str, manifest: dict) -> dict[str, np.ndarray]:
@@ -456,7 +468,8 @@ def _load_tokens(
     f"tokens {path!r} ({len(paths)} shards, {tokens.dtype}; {held}): "
     f"train {len(train):,} tokens, val {len(val):,} tokens"
   )
-  return Corpus(train=train, val=val, description=description, split=split)
+  files = data_fingerprint.files_record([*paths, *val_paths])
+  return Corpus(train, val, description, split, fingerprint={"files": files})
 
 
 def _load_remote(url: str, val_path: str, vocab_size: int) -> Corpus:

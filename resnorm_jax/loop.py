@@ -42,9 +42,13 @@ from resnorm_jax.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.writers import MetricWriter
 
 
-def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
+def resolved_config(
+  config: ConfigDict, data_split: dict | None = None, data_files: dict | None = None
+) -> dict:
   """The run's config plus the constants the model resolved (alpha, beta, final norm) and,
-  when given, how the corpus was split (`data_split`: method and sizes of both splits)."""
+  when given, how the corpus was split (`data_split`: method and sizes of both splits) and
+  what the data is (`data_files`: data_fingerprint.py). Sections the run adds are listed in
+  sweep_grid.RECORDED_NOT_CONFIG."""
   out = config.to_dict()
   mcfg = model_config_from(config)
   out["resolved_model"] = vars(mcfg).copy()
@@ -52,6 +56,8 @@ def resolved_config(config: ConfigDict, data_split: dict | None = None) -> dict:
   out["resolved_model"].update(admin.resolved(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
   if data_split is not None:
     out["data_split"] = dict(data_split)
+  if data_files:
+    out["data_files"] = dict(data_files)
   out["provenance"] = provenance.collect()  # commit, package versions, host
   return json.loads(json.dumps(out, default=str))
 
@@ -70,6 +76,15 @@ def final_eval_batches(train_cfg: ConfigDict) -> int:
   return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
 
 
+def eval_tokens(train_cfg: ConfigDict) -> dict[str, int]:
+  """Tokens of the periodic eval (eval/loss) and of the end-of-run eval (eval/final_loss)."""
+  per_batch = train_cfg.batch_size * train_cfg.seq_len
+  return {
+    "periodic": train_cfg.eval_batches * per_batch,
+    "final": final_eval_batches(train_cfg) * per_batch,
+  }
+
+
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
   """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
 
@@ -83,12 +98,21 @@ def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = No
 def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
   """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
   r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
+  on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
   baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
   tps = summary.get("tokens_per_second")
+  # Each eval beside its own kind: the end-of-run eval (the verdict's, judged against the
+  # held-out no-context loss) and the periodic eval with its best (a smaller eval set).
+  periodic = f"best periodic eval {r(summary.get('best_eval_loss'))}"  # a summary from before
+  if "periodic_eval_loss" in summary:
+    periodic = (
+      f"periodic eval {r(summary['periodic_eval_loss'])}{on('periodic_eval_tokens')} "
+      f"(best {r(summary.get('best_eval_loss'))})"
+    )
   lines = [
     f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
-    f"train {r(summary.get('final_train_loss'))}, eval {r(summary.get('final_eval_loss'))} "
-    f"(best {r(summary.get('best_eval_loss'))}), no-context {r(baseline, '.3f')}, "
+    f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
+    f"{on('final_eval_tokens')} (no-context {r(baseline, '.3f')}); {periodic}; "
     f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
     f"  summary: {os.path.join(workdir, 'summary.json')}",
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
@@ -135,6 +159,8 @@ class RunLog:
     self.best_eval = math.inf if best is None else best
     self.last_eval = resumed.get("final_eval_loss")
     self.last_eval_tokens = resumed.get("final_eval_tokens")
+    self.periodic_eval = resumed.get("periodic_eval_loss")  # the last one, beside its best
+    self.periodic_eval_tokens = resumed.get("periodic_eval_tokens")
     # Eval losses by step, measured when that step's state exists and written with that
     # step's row; the end-of-run eval (final_eval_tokens) apart.
     self.evals: dict[int, float] = {}
@@ -161,6 +187,7 @@ class RunLog:
     self.last_eval, self.last_eval_tokens = loss, self.tokens_per_step * batches
     if not final:
       self.best_eval = min(self.best_eval, loss)
+      self.periodic_eval, self.periodic_eval_tokens = loss, self.last_eval_tokens
 
   def record_step(self, n: int, metrics) -> bool:
     """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
@@ -207,12 +234,17 @@ class RunLog:
     )
 
   def results(self) -> dict:
-    """The losses so far: what a checkpoint keeps and the summary reports."""
+    """The losses so far: what a checkpoint keeps and the summary reports. final_eval_loss:
+    the last eval, at the last step the end-of-run one (final_eval_tokens tokens);
+    best_eval_loss and periodic_eval_loss: the best and the last periodic eval (the
+    eval/loss curve, periodic_eval_tokens tokens)."""
     return {
       "final_train_loss": self.last_train,
       "final_eval_loss": self.last_eval,
       "best_eval_loss": None if math.isinf(self.best_eval) else self.best_eval,
       "final_eval_tokens": self.last_eval_tokens,
+      "periodic_eval_loss": self.periodic_eval,
+      "periodic_eval_tokens": self.periodic_eval_tokens,
     }
 
   def totals(self) -> dict:
@@ -248,6 +280,7 @@ class Trainer:
     self.checkpointer: ckpt_lib.Checkpointer = kw["checkpointer"]
     self.signals: preemption.StopSignals = kw["signals"]
     self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
+    self.data_files: dict | None = kw.get("data_files")  # the data's fingerprint, too
     self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
     t = self.config.train
     # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
@@ -282,7 +315,7 @@ class Trainer:
   def save(self, state) -> None:
     """Saves the state (its step already logged); blocking time is not training time."""
     results = {**self.log.results(), **self.log.totals()}
-    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results)
+    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results, self.data_files)
     with self.log.paused():
       with _naming(self.log.writer):
         self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
@@ -376,11 +409,13 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
 
 
-def _restore_or_init(run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str):
+def _restore_or_init(
+  run_setup: setup.RunSetup, checkpointer, config_dict: dict, workdir: str, data_files: dict
+):
   """(state, start step, resumed summary fields, resumed interval losses): the newest intact
-  checkpoint, else a fresh state. A checkpoint of another experiment is refused (ValueError
-  naming the keys) before anything is written."""
-  restored = checkpointer.restore_latest(run_setup.abstract, config_dict)
+  checkpoint, else a fresh state. A checkpoint of another experiment, or of other data, is
+  refused (ValueError naming the keys or files) before anything is written."""
+  restored = checkpointer.restore_latest(run_setup.abstract, config_dict, data_files)
   if restored is None:
     if epath.Path(workdir, "metrics.jsonl").exists():
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
@@ -508,9 +543,9 @@ def _train(
       raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "creating ckpt/")) from e
     resources.callback(faults.close, checkpointer.close)
     state, start, resumed, interval = _restore_or_init(
-      run_setup, checkpointer, config_dict, workdir
+      run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
     )
-    resolved = resolved_config(config, corpus.split)
+    resolved = resolved_config(config, corpus.split, corpus.fingerprint)
     try:
       if is_main:
         if start > 0:  # resuming: say if the code changed since config.json was written
@@ -523,7 +558,9 @@ def _train(
         enabled=is_main,
         truncate_after=start,
         profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
-        no_context_loss=baselines["heldout_unigram_entropy"],  # a model without context
+        # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
+        no_context_loss=baselines[EVAL_SET_BASELINE],
+        eval_tokens=eval_tokens(t),
       )
     except OSError as e:  # nothing trained yet: one line, no summary to write
       raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing the run's files")) from e
@@ -544,6 +581,7 @@ def _train(
       checkpointer=checkpointer,
       signals=signals,
       config_dict=config_dict,
+      data_files=corpus.fingerprint,
       step_fn=step_fn,
       eval_fn=eval_fn,
     )

@@ -1,7 +1,9 @@
 """Token shards on disk: llm.c's format, a multi-shard view, and the folder's manifest.json.
 
 A shard is 256 little-endian int32 (magic 20240520, version 1: uint16 tokens or 2: uint32,
-token count) then the tokens. `python -m experiments.prepare_data` writes a folder of them:
+token count) then the tokens; a file without the header is nanoGPT's raw uint16 (raw uint32,
+which nothing tells apart from it but its zeros, is refused).
+`python -m experiments.prepare_data` writes a folder of them:
 `val_000000.bin ...`, `train_000000.bin ...`, `token_counts.npz` (how often each id occurs
 in each split) and `manifest.json` (tokenizer, vocabulary size, token and document counts
 per split, each file's size and sha256, the source, and a fingerprint over all of that).
@@ -91,7 +93,21 @@ def read_shard(path: str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", offset=LLMC_HEADER_BYTES, shape=(count,))
   if size % 2:
     raise DataError(f"raw uint16 token shard {path!r} has an odd size of {size} bytes")
+  _refuse_raw_uint32(path, size)
   return np.memmap(path, dtype="<u2", mode="r")
+
+
+def _refuse_raw_uint32(path: str, size: int, words: int = 1 << 16) -> None:
+  """DataError for a headerless file of uint32 tokens, which reads as uint16 with every other
+  token 0 (the high halves). Checked on the first `words` uint16 words (at least 128): every
+  odd one 0 and some even one not, which no real uint16 token stream is."""
+  head = np.fromfile(path, dtype="<u2", count=min(words, size // 2))
+  if len(head) >= 128 and not head[1::2].any() and head[0::2].any():
+    raise DataError(
+      f"{path!r} has no llm.c header and every other uint16 in it is 0: uint32 tokens, which "
+      "would train as uint16 with every other token 0. Write it as an llm.c shard (a header; "
+      "version 2 for uint32: resnorm_jax.shards.write_shard, or experiments.prepare_data)"
+    )
 
 
 class ShardedTokens:

@@ -37,7 +37,8 @@ RESULT_NEUTRAL = (
   "diag.",
   "dist.",
 )
-RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "provenance")  # sections the run adds
+# Sections the run adds to config.json (loop.resolved_config).
+RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "data_files", "provenance")
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
 # What the members of one program (resnorm_jax/population_run.py) may differ in: the peak lr

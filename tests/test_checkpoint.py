@@ -27,7 +27,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import cli, optim
+from resnorm_jax import cli, optim, sweep_grid
 from resnorm_jax import model_def as mdl
 from resnorm_jax import train_step as ts
 from resnorm_jax import workdir as workdir_lib
@@ -420,6 +420,33 @@ def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_pa
   after = {n: open(os.path.join(workdir, n)).read() for n in before}
   assert after == before  # nothing written
   assert _ckpt_steps(workdir) == [35, 40]
+
+
+@pytest.mark.slow  # training processes
+def test_an_edited_corpus_is_refused_on_resume_naming_the_file(env, tmp_path):
+  """A text corpus edited under the same path (same size) resumed silently: two corpora in
+  one run. Now refused before anything compiles or is written, naming the file; the
+  fingerprint is in config.json, in a section the sweeps do not compare."""
+  corpus = tmp_path / "corpus.txt"
+  shutil.copy(os.path.join(ROOT, "data", "tinyshakespeare.txt"), corpus)
+  workdir = str(tmp_path / "run")
+  data = ("--config.data.source=text", f"--config.data.path={corpus}")
+  _ok(_train(env, workdir, 10, *data))
+  recorded = json.load(open(os.path.join(workdir, "config.json")))["data_files"]
+  assert list(recorded["files"]) == [str(corpus)]
+  assert "data_files" in sweep_grid.RECORDED_NOT_CONFIG
+  text = corpus.read_bytes()
+  corpus.write_bytes(text[:1000] + text[1000:1001].swapcase() + text[1001:])
+  before = _hashes(workdir)
+  proc = _train(env, workdir, 20, *data)
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  (line,) = proc.stderr.strip().splitlines()
+  assert "the data changed since the checkpoint of step 10" in line
+  assert f"{corpus} (sha256 " in line
+  assert "compiled in" not in proc.stdout
+  assert _hashes(workdir) == before
+  corpus.write_bytes(text)  # put back: the run goes on
+  assert "resuming from step 10" in _ok(_train(env, workdir, 20, *data)).stdout
 
 
 @pytest.mark.slow  # training processes

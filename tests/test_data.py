@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from resnorm_jax import batches, data, heldout, unigram
+from resnorm_jax import batches, data, data_fingerprint, heldout, unigram
 
 
 def _cfg(
@@ -363,3 +363,67 @@ def test_unigram_entropy():
   assert unigram.unigram_entropy(tokens, 256, chunk=4) == pytest.approx(expected)
   with pytest.raises(data.DataError, match="token id 9"):
     unigram.unigram_entropy(np.array([9]), 4)
+
+
+# --- fingerprints: what the data is, for a resume ------------------------------------------
+
+
+def test_every_source_fingerprints_the_files_it_reads(tmp_path, stdlib):
+  text = tmp_path / "corpus.txt"
+  text.write_bytes(b"hello world\n" * 100)
+  before = data.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
+  assert set(before["files"]) == {str(text)} and before["files"][str(text)]["size"] == 1200
+  os.utime(text, (1, 1))  # touched (or copied): the same data
+  assert (
+    data_fingerprint.changes(before, data.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint)
+    == []
+  )
+  text.write_bytes(b"hello world\n" * 99 + b"hello World\n")  # edited under the same path and size
+  after = data.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
+  (change,) = data_fingerprint.changes(before, after)
+  assert change.startswith(f"{text} (sha256 ")
+  # Raw and llm.c shards, without a manifest: each file (train and held out) by itself.
+  TOKENS.tofile(tmp_path / "train.bin")
+  _write_llmc(tmp_path / "val.bin", TOKENS[:100])
+  cfg = _cfg("tokens", str(tmp_path / "train.bin"), str(tmp_path / "val.bin"))
+  shards = data.load_corpus(cfg, 1000, 8).fingerprint
+  assert sorted(shards["files"]) == [str(tmp_path / "train.bin"), str(tmp_path / "val.bin")]
+  _write_llmc(tmp_path / "val.bin", TOKENS[:99])
+  (change,) = data_fingerprint.changes(shards, data.load_corpus(cfg, 1000, 8).fingerprint)
+  assert change == f"{tmp_path / 'val.bin'} (size 1224 -> 1222 bytes)"
+  # The stdlib corpus: one record over its bytes, by content (not by where Python lives).
+  record = stdlib.fingerprint["corpus"]
+  digest = hashlib.sha256(stdlib.train.tobytes() + stdlib.val.tobytes()).hexdigest()
+  assert record["sha256"] == digest and record["size"] == len(stdlib.train) + len(stdlib.val)
+  moved = {"corpus": {**record, "name": "elsewhere"}}
+  assert data_fingerprint.changes(stdlib.fingerprint, moved) == []
+  # A fingerprint from before fingerprints (none) is not compared.
+  assert data_fingerprint.changes({}, after) == []
+
+
+def test_large_files_are_fingerprinted_by_samples(tmp_path, monkeypatch):
+  monkeypatch.setattr(data_fingerprint, "FULL_HASH_BYTES", 1 << 16)
+  path = tmp_path / "big.bin"
+  blob = np.random.default_rng(0).integers(0, 255, 1 << 20, dtype=np.uint8)
+  blob.tofile(path)
+  record = data_fingerprint.file_record(str(path))
+  assert record["sampled"] and record["size"] == 1 << 20
+  blob[-1] ^= 1  # the last sample holds the last byte
+  blob.tofile(path)
+  assert data_fingerprint.file_record(str(path))["sha256"] != record["sha256"]
+
+
+def test_raw_uint32_tokens_without_a_header_are_refused(tmp_path):
+  """They read as uint16 with every other token 0 (the high halves)."""
+  (TOKENS.astype("<u4")).tofile(tmp_path / "u32.bin")
+  with pytest.raises(data.DataError, match=r"u32.bin.*no llm.c header.*every other uint16"):
+    data.load_corpus(_cfg("tokens", str(tmp_path / "u32.bin")), 1000, 8)
+  TOKENS.tofile(tmp_path / "u16.bin")  # nanoGPT's raw uint16 still reads
+  c = data.load_corpus(_cfg("tokens", str(tmp_path / "u16.bin")), 1000, 8)
+  np.testing.assert_array_equal(np.concatenate([c.train, c.val]), TOKENS)
+
+
+def test_a_folder_given_as_text_data_is_named_as_a_folder(tmp_path):
+  (tmp_path / "a.txt").write_bytes(b"x" * 1000)
+  with pytest.raises(data.DataError, match=r"data.path=.* is a folder: give a file or a glob"):
+    data.load_corpus(_cfg("text", str(tmp_path)), 256, 8)
