@@ -162,6 +162,7 @@ def _tree(folder) -> list[str]:
   return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # two training runs (25 steps)
 def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs, monkeypatch):
   """Train from a gs:// data folder into a gs:// workdir, then resume it longer: config.json,
   summary.json, metrics.jsonl, the TensorBoard curves and hparams all land in the bucket,

@@ -203,6 +203,7 @@ def test_required_configs_exist():
   assert required <= set(NAMED)
 
 
+@pytest.mark.slow  # nine training runs (test_golden_losses.py trains every named config)
 @pytest.mark.parametrize(
   "name",
   [

@@ -1,0 +1,97 @@
+"""Every named config trains to the losses recorded in tests/data/golden_losses.json.
+
+scripts/golden_losses.py records the file: 6 steps of every named config at smoke scale
+(2 layers, width 32) and of the extra points (remat, scan unroll, bfloat16, the nanoGPT
+shape), every logged train, eval and final-eval loss and gradient norm. Here they are trained
+again in a process of their own, as when the file was recorded (one CPU device and XLA's
+default flags, not this suite's 8 fake devices), and compared value by value: equal, or
+within TOLERANCE_ULPS float32 ulps of the recorded value. Another machine's build of XLA
+moves a value by an ulp (on the 2-core CPU these numbers were checked on, 26 of the 27
+entries are bit-identical; hyperconn_96L:smoke's eval losses at steps 3 and 6 and its
+gradient norm at step 3 are one ulp off, already at the commit that recorded them); a change
+to the model, the data or the loop moves them by far more. To check a refactor bit for bit,
+run `python scripts/golden_losses.py` where the file was recorded.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from scripts import golden_losses
+
+TOLERANCE_ULPS = 4
+# Trains every point of golden_losses.points() and writes {label: losses} to argv[1].
+CHILD = """
+import json, sys
+from absl import logging
+sys.path.insert(0, "scripts")
+import golden_losses
+logging.set_verbosity(logging.WARNING)
+out = {label: golden_losses.losses(spec, o) for label, spec, o in golden_losses.points()}
+with open(sys.argv[1], "w") as f:
+  json.dump(out, f)
+"""
+
+
+def _golden() -> dict:
+  with open(golden_losses.GOLDEN) as f:
+    return json.load(f)
+
+
+def test_every_named_config_has_a_recorded_entry_and_every_entry_a_config():
+  labels = [label for label, _, _ in golden_losses.points()]
+  assert sorted(labels) == sorted(_golden())
+  names = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "configs", "*.py"))}
+  assert names - {"base", "__init__"} <= {label.split(":")[0] for label in labels}
+
+
+def _off(now: dict, golden: dict) -> list[str]:
+  """'step key: now vs golden' for each value that differs by more than TOLERANCE_ULPS."""
+  assert now.keys() == golden.keys()
+  off = []
+  for step, values in golden.items():
+    assert now[step].keys() == values.keys(), step
+    for key, want in values.items():
+      got = now[step][key]
+      ulp = float(np.spacing(np.float32(abs(want))))
+      if got != want and not abs(got - want) <= TOLERANCE_ULPS * ulp:
+        off.append(f"{step} {key}: {got!r} vs {want!r}")
+  return off
+
+
+@pytest.mark.slow  # 27 short training runs
+def test_every_named_config_trains_to_its_golden_losses(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env["JAX_PLATFORMS"] = "cpu"
+  out = tmp_path / "losses.json"
+  proc = subprocess.run(
+    [sys.executable, "-c", CHILD, str(out)],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=3600,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(out) as f:
+    now = json.load(f)
+  golden = _golden()
+  assert sorted(now) == sorted(golden)
+  off = {label: _off(now[label], golden[label]) for label in golden}
+  assert not any(off.values()), {label: o for label, o in off.items() if o}
+
+
+def test_the_comparison_takes_an_ulp_and_refuses_more():
+  golden = {"3": {"eval/loss": 5.868418216705322}, "summary": {"steps": 6}}
+  ulp = float(np.spacing(np.float32(5.868418216705322)))
+  near = {"3": {"eval/loss": 5.868418216705322 + ulp}, "summary": {"steps": 6}}
+  far = {"3": {"eval/loss": 5.868418216705322 + 1e-5}, "summary": {"steps": 6}}
+  assert _off(golden, golden) == [] and _off(near, golden) == []
+  assert _off(far, golden) == ["3 eval/loss: 5.868428216705322 vs 5.868418216705322"]
+  assert _off({"3": near["3"], "summary": {"steps": 5}}, golden) == ["summary steps: 5 vs 6"]
