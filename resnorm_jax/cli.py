@@ -181,6 +181,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     refuse_moved_keys(
       a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")
     )
+    _refuse_missing_config_file(argv)
     return flags.FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
@@ -192,6 +193,21 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
       msg = f"unknown config key in {key!r}: {msg}"
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def _refuse_missing_config_file(argv: Sequence[str]) -> None:
+  """ValueError naming a --config=FILE[:ARG] whose file does not exist (config_flags loads it
+  lazily and raises an OSError with a traceback at the first use)."""
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      spec = a[len("--config=") :]
+    elif a == "--config" and i + 1 < len(argv):
+      spec = argv[i + 1]
+    else:
+      continue
+    path = spec.partition(":")[0]
+    if not os.path.isfile(path):
+      raise ValueError(f"--config={spec}: config file {path!r} not found")
 
 
 def _coerce_variant(key: str, old, text: str):

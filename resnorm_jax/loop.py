@@ -490,22 +490,47 @@ class IOFaults:
     return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
 
 
+def unreadable_rows(path: str) -> list[int | None]:
+  """For each line of metrics.jsonl that does not parse as a row, the step of the row before
+  it (None: the first line); a torn last line (a kill mid-write, a step the resume redoes)
+  is not counted."""
+  if fs.is_remote(path) or not os.path.exists(path):
+    return []
+  with open(path, "rb") as f:
+    lines = f.read().split(b"\n")
+  if lines and lines[-1] == b"":
+    lines.pop()
+  out, before = [], None
+  for i, line in enumerate(lines):
+    try:
+      step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+      step = None
+    if isinstance(step, int):
+      before = step
+    elif i < len(lines) - 1:
+      out.append(before)
+  return out
+
+
 def cut_metrics(path: str, last_step: int) -> None:
-  """Drops metrics.jsonl's rows after `last_step` (and a torn line) in place: a truncate
-  needs no free space, where a rewrite would need the file's size again."""
+  """Drops metrics.jsonl's rows after `last_step` (and a torn line after the last row kept)
+  in place: a truncate needs no free space, where a rewrite would need the file's size."""
   if fs.is_remote(path) or not os.path.exists(path):
     return
   with open(path, "r+b") as f:
-    offset = 0
+    offset = keep = 0  # keep: the end of the last row at or before last_step
     for line in f:
+      offset += len(line)
       try:
         step = json.loads(line).get("step")
       except (ValueError, AttributeError):
-        step = None
-      if not isinstance(step, int) or step > last_step:
-        f.truncate(offset)
-        return
-      offset += len(line)
+        continue  # kept between good rows (a resume reports it), cut after the last one
+      if isinstance(step, int):
+        if step > last_step:
+          break
+        keep = offset
+    f.truncate(keep)
 
 
 def _train(
@@ -553,6 +578,17 @@ def _train(
           if note:
             print(note, flush=True)
         cli.write_json(os.path.join(workdir, "config.json"), resolved)
+        # Lines the writer's truncation drops without a word; rows up to the checkpoint are
+        # not trained again, so the curve keeps a gap there.
+        path = os.path.join(workdir, "metrics.jsonl")
+        lost = [s for s in unreadable_rows(path) if s is None or s < start] if start else []
+        if lost:
+          print(
+            f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
+            f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
+            "dropped, the curve has a gap there",
+            flush=True,
+          )
       writer = MetricWriter(
         workdir,
         enabled=is_main,

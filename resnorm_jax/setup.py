@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,20 @@ PyTree = Any
 Batch = tuple[jax.Array, jax.Array]
 # XLA's memory_analysis fields, per device.
 MEMORY_KINDS = ("argument", "output", "alias", "temp", "generated_code")
+
+
+def validate_finite(config: ConfigDict) -> None:
+  """Refuses an infinite or NaN float anywhere in the config (opt.lr=inf, model.init_std=inf
+  passed every range check: inf > 0), naming the key."""
+
+  def walk(node, prefix: str) -> None:
+    for key, value in node.items():
+      if isinstance(value, (dict, ConfigDict)):
+        walk(value, f"{prefix}{key}.")
+      elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{prefix}{key}={value!r} must be a finite number")
+
+  walk(config, "")
 
 
 def validate_train(config: ConfigDict) -> None:
@@ -74,6 +89,7 @@ def validate(
   `vocab_size` and `platform` as in `model_config_from` (default: from the data and JAX's
   backend). The mesh and the batch's divisibility by it depend on the devices: `build`.
   """
+  validate_finite(config)
   mcfg = model_config_from(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
   sampling = config.data.get("sampling", "random")

@@ -1,0 +1,166 @@
+"""The quieter ways a run lost or misreported work (issue 29, item 7): the bookkeeping of a
+diverged or resumed run, eval rows' speed, metrics.jsonl's lines and mode, non-finite config
+values, an unwritable workdir, a missing config file. The full-disk and damaged-checkpoint
+runs are in test_checkpoint.py."""
+
+import errno
+import json
+import os
+import stat
+import sys
+import time
+
+import pytest
+
+from configs import smoke
+from resnorm_jax import cli, loop, setup
+from resnorm_jax import workdir as workdir_lib
+from resnorm_jax.writers import MetricWriter
+
+
+class _Rows:
+  """A MetricWriter stand-in that keeps the rows."""
+
+  def __init__(self):
+    self.rows = []
+
+  def write(self, step, row):
+    self.rows.append((step, row))
+
+  def flush(self):
+    pass
+
+
+def _log(resumed=None, interval=()):
+  config = smoke.get_config()
+  return loop.RunLog(config, lambda n: 1e-3, _Rows(), resumed or {}, list(interval))
+
+
+def _metrics(loss):
+  return {"loss": loss, "grad_norm": 1.0}
+
+
+def test_a_diverged_run_keeps_its_last_finite_train_loss():
+  """log_every=5: steps 1-3 finite, step 4 NaN. final_train_loss was null."""
+  log = _log()
+  assert all(log.record_step(n, _metrics(loss)) for n, loss in ((1, 3.0), (2, 2.0), (3, 1.0)))
+  assert not log.record_step(4, _metrics(float("nan")))
+  assert log.results()["final_train_loss"] == 2.0  # the mean of the finite steps since a row
+
+
+class _Pending:
+  """A state whose step is still running on the device for `seconds`."""
+
+  def __init__(self, seconds):
+    self.done = time.time() + seconds
+
+  def block_until_ready(self):
+    time.sleep(max(0.0, self.done - time.time()))
+    return self
+
+
+def test_an_eval_does_not_count_its_step_as_eval_time():
+  """The step's compute finished inside the eval's pause: eval rows showed 15x the speed."""
+  log = _log()
+  t = smoke.get_config().train
+  trainer = loop.Trainer.__new__(loop.Trainer)
+  trainer.config, trainer.log, trainer.n_final_eval = smoke.get_config(), log, t.eval_batches
+  trainer.eval_batches = [None] * t.eval_batches
+  trainer.eval_fn = lambda state, batch: float(state.block_until_ready() is not None)
+  log.t_last = time.time()
+  trainer.evaluate_at(_Pending(0.3), n=1)
+  # The 0.3 s of the step stay in the interval's training time; the eval's own time is out.
+  assert time.time() - log.t_last >= 0.3
+
+
+def test_wall_and_compile_seconds_add_up_over_the_segments_of_a_resumed_run():
+  log = _log(resumed={"wall_seconds": 100.0, "compile_seconds": 7.0})
+  log.wall_start, log.compile_seconds = time.time() - 5.0, 2.0
+  totals = log.totals()
+  assert totals["compile_seconds"] == 9.0
+  assert 105.0 <= totals["wall_seconds"] < 110.0
+  assert _log().totals()["compile_seconds"] == 0.0  # a first segment: its own
+
+
+def test_unreadable_metrics_lines_are_found_and_a_failed_run_is_cut_in_place(tmp_path):
+  path = tmp_path / "metrics.jsonl"
+  rows = [json.dumps({"step": s, "train/loss": 1.0}) for s in (5, 10, 15, 20)]
+  path.write_text("\n".join([rows[0], '{"step": 1', rows[1], "\x00\x00", *rows[2:], '{"st']))
+  assert loop.unreadable_rows(str(path)) == [5, 10]  # the torn last line is a redone step
+  os.chmod(path, 0o644)
+  loop.cut_metrics(str(path), 12)
+  assert path.read_text() == "\n".join([rows[0], '{"step": 1', rows[1]]) + "\n"
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+
+
+def test_metrics_jsonl_keeps_its_mode_when_a_resume_truncates_it(tmp_path):
+  first = MetricWriter(str(tmp_path))
+  first.write(5, {"train/loss": 1.0})
+  first.write(10, {"train/loss": 0.5})
+  first.close()
+  path = tmp_path / "metrics.jsonl"
+  os.chmod(path, 0o644)  # readable by a TensorBoard server or a colleague
+  resumed = MetricWriter(str(tmp_path), truncate_after=5)
+  resumed.close()
+  assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [5]
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o644  # a temporary file's 0600 before
+
+
+@pytest.mark.parametrize("key", ["opt.lr", "model.init_std", "opt.eps", "model.norm_eps"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_config_values_are_refused_naming_the_key(key, value):
+  config = smoke.get_config()
+  config.update_from_flattened_dict({key: value})
+  with pytest.raises(ValueError, match=rf"{key}=(inf|-inf|nan) must be a finite number"):
+    setup.validate(config)
+
+
+def test_a_missing_config_file_is_one_line_and_exit_2(capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.parse_flags_or_exit(["train", "--config=/no/such/config.py:smoke"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert (
+    err == "error: --config=/no/such/config.py:smoke: config file '/no/such/config.py' not found\n"
+  )
+
+
+def test_an_unwritable_workdir_is_bad_input(tmp_path, monkeypatch):
+  (tmp_path / "file").write_text("")
+  with pytest.raises(ValueError, match=r"--workdir=.*file/run cannot be written: Not a directory"):
+    workdir_lib.make_writable(str(tmp_path / "file" / "run"))
+
+  # A read-only folder (a read-only mount, or no permission: root ignores mode bits here).
+  def read_only(path, *args, **kwargs):
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+
+  monkeypatch.setattr(workdir_lib.os, "open", read_only)
+  with pytest.raises(ValueError, match="cannot be written: Read-only file system"):
+    with workdir_lib.hold(str(tmp_path)):
+      pass
+
+
+@pytest.mark.slow  # a training process
+def test_an_unwritable_workdir_exits_2_in_one_line_before_compiling(run_script, tmp_path):
+  (tmp_path / "file").write_text("")
+  proc = run_script(
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=configs/smoke.py",
+      f"--workdir={tmp_path / 'file' / 'run'}",
+    ]
+  )
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines() == [
+    f"error: --workdir={tmp_path / 'file' / 'run'} cannot be written: Not a directory"
+  ]
+  assert "compiled in" not in proc.stdout
+
+
+def test_failed_is_not_bad_input():
+  assert loop.EXIT_FAILED not in (0, 2)
+  summary = {"status": "failed", "steps": 14, "outcome": "unknown"}
+  message = loop.end_message(summary, "/w", ["--config=c.py"])
+  assert "resume:  python -m experiments.train --config=c.py --workdir=/w" in message
