@@ -2,21 +2,30 @@
 
 Hparams: the config axes (norm, norm_position, residual, ..., lr, warmup_steps, seed) and the
 run's outcome (trained / stuck / diverged / interrupted). Metrics: TensorBoard takes the last
-value of each scalar tag of the run: `eval/loss` (final eval loss), `eval/min_loss` (best),
-`eval/no_context_loss`, `train/loss`, ... so the table sorts by final loss and every number
-in it is also a curve.
+value of each scalar tag of the run and lists the tags in sorted order, showing the first
+five. Those five are the numbers runs are compared by, written here at the end of each run
+segment under `compare/` (sorting before `eval/` and `train/`), from summary.json:
+  compare/best_periodic_eval_loss  best_eval_loss: the lowest periodic eval (eval/loss's set)
+  compare/escape_step              escape_step: when the periodic eval left the plateau for
+                                   good (absent for a run that never did)
+  compare/final_eval_loss          final_eval_loss: the end-of-run eval (final_eval_tokens),
+                                   the verdict's number
+  compare/no_context_loss          heldout_unigram_entropy: what the verdict judges it against
+  compare/tokens_per_second        tokens_per_second: training throughput
+Every other tag (eval/loss, eval/final_loss, train/loss, ...) stays a column one tick away.
 
 Only the session's start and end are written, no experiment summary: TensorBoard then
 builds the experiment from all runs, with discrete domains of the values seen and the axes
 that differ between runs first (its table shows five columns at first, then the
-alphabetical rest); an experiment summary would fix the columns alphabetically. The metrics
-it lists start with the `eval/` and `train/` tags, in tag order.
+alphabetical rest); an experiment summary would fix the columns alphabetically and the
+metrics to one run's list.
 
 Written at the end of each run segment through tensorboardX's file writer, as the hparams
 plugin's protos, into an event file of its own beside the run's curves
 (`writers.HPARAMS_SUFFIX`): TensorBoard keeps the first hparams it reads from a run, so the
 file is replaced, not appended to, when a run resumes. Not `SummaryWriter.add_hparams`,
 which opens a sub-run per call. A gs:// workdir: written locally, then uploaded (resnorm_jax.fs).
+scripts/export_tensorboard.py writes the same file for a committed run (`write_run`).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax import config_types as ct
 from resnorm_jax import fs, writers
+from resnorm_jax.outcome import is_finite_number
 
 # (hparam, dotted config key)
 AXES = (
@@ -60,6 +70,27 @@ AXES = (
 )
 FINAL_NORM = "final_norm"  # resolved by the model ("auto": on for pre/peri), a bool
 OUTCOME = "outcome"
+# (metric tag, summary.json key, what it is): the HParams table's first five metric columns.
+COMPARE = (
+  ("compare/best_periodic_eval_loss", "best_eval_loss", "Lowest periodic eval loss (eval/loss)."),
+  (
+    "compare/escape_step",
+    "escape_step",
+    "First step from which the periodic eval loss stayed below its no-context loss by the "
+    "stuck margin (resnorm_jax.outcome); absent for a run that never escaped.",
+  ),
+  (
+    "compare/final_eval_loss",
+    "final_eval_loss",
+    "End-of-run eval loss (final_eval_tokens held-out tokens): the verdict's number.",
+  ),
+  (
+    "compare/no_context_loss",
+    "heldout_unigram_entropy",
+    "Held-out no-context loss: what the verdict judges the final eval loss against.",
+  ),
+  ("compare/tokens_per_second", "tokens_per_second", "Training throughput, evals excluded."),
+)
 # The status filter of the dashboard knows no ABORTED: an interrupted run stays UNKNOWN.
 _STATUS = {"completed": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE"}
 
@@ -72,13 +103,19 @@ def _get(config: ConfigDict, dotted: str) -> Any:
 
 
 def run_hparams(config: ConfigDict, summary: Mapping[str, Any]) -> dict[str, Any]:
-  """{hparam: str | float | bool}: the axes of `config` and the summary's outcome."""
+  """{hparam: str | float | bool}: the axes of `config` and the summary's outcome.
+
+  `config`: the run's, or its config.json as a ConfigDict (its resolved_model is read
+  there, not resolved again: a committed run's config may predate today's checks)."""
   out: dict[str, Any] = {}
   for name, key in AXES:
     value = _get(config, key)
     if isinstance(value, (str, bool, int, float)):
       out[name] = value
-  out[FINAL_NORM] = bool(ct.model_config_from(config).final_norm)
+  resolved = _get(config, "resolved_model.final_norm")
+  if not isinstance(resolved, bool):
+    resolved = ct.model_config_from(config).final_norm
+  out[FINAL_NORM] = bool(resolved)
   out[OUTCOME] = str(summary.get("outcome") or summary.get("status") or "unknown")
   return out
 
@@ -121,15 +158,33 @@ def summaries(hparams: Mapping[str, Any], status: str) -> list:
   ]
 
 
-def write(workdir: str, hparams: Mapping[str, Any], status: str, step: int) -> str:
-  """Replaces the run's hparams event file; returns its path."""
+def compare_scalars(summary: Mapping[str, Any]) -> list:
+  """The `compare/` scalars of a summary (`COMPARE`), those it has a finite number for."""
+  from tensorboardX.summary import scalar
+
+  return [
+    scalar(tag, float(summary[key]), summary_description=text)
+    for tag, key, text in COMPARE
+    if is_finite_number(summary.get(key))
+  ]
+
+
+def write(
+  workdir: str,
+  hparams: Mapping[str, Any],
+  status: str,
+  step: int,
+  summary: Mapping[str, Any] | None = None,
+) -> str:
+  """Replaces the run's hparams event file (with the `compare/` scalars of `summary`, at
+  `step`); returns its path."""
   from tensorboardX.writer import FileWriter
 
   logdir = writers.tb_dir(workdir)
   writers.remove_hparams_files(logdir)
   with fs.writable_folder(logdir) as local:
     w = FileWriter(local, filename_suffix=writers.HPARAMS_SUFFIX)
-    for s in summaries(hparams, status):
+    for s in summaries(hparams, status) + compare_scalars(summary or {}):
       w.add_summary(s, global_step=int(step))
     w.close()
     (name,) = [n for n in os.listdir(local) if writers.is_hparams_file(n)]
@@ -138,6 +193,5 @@ def write(workdir: str, hparams: Mapping[str, Any], status: str, step: int) -> s
 
 def write_run(workdir: str, config: ConfigDict, summary: Mapping[str, Any]) -> str:
   """The end of a run segment: its axes, outcome and status into TensorBoard's HParams."""
-  return write(
-    workdir, run_hparams(config, summary), str(summary.get("status")), summary.get("steps") or 0
-  )
+  status, steps = str(summary.get("status")), summary.get("steps") or 0
+  return write(workdir, run_hparams(config, summary), status, steps, summary)

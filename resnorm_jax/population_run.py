@@ -353,7 +353,8 @@ def _train_group(shared: Shared, group: Sequence[Member], signals) -> None:
       m.workdir,
       truncate_after=m.start,
       profile_every=config.train.eval_every,  # depth images redrawn at each evaluation
-      no_context_loss=shared.baselines["heldout_unigram_entropy"],
+      no_context_loss=shared.baselines[EVAL_SET_BASELINE],  # the periodic eval set's plateau
+      eval_tokens=loop.eval_tokens(config.train),
     )
     schedule = optim.make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
     m.log = loop.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)

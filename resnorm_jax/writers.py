@@ -8,10 +8,11 @@ visible; read the file with Python's `json`, strict JSON parsers refuse them.
 
 TensorBoard: the events go straight into the workdir, so `tensorboard --logdir runs/` lists
 each run by its folder name. Tags sort so the loss comes first in the Time Series tab:
-`eval/...` (loss, lowest loss so far, no-context loss), `train/...` (loss, lr, norms, speed), then
-`train_depth/<stat>` (one layer x step image per per-layer statistic) and
-`train_layers/<stat>/layer_<i>` (first, quarter, middle, last layer as scalars): a few
-dozen cards at any depth. A workdir from before (events in `tb/`) keeps writing there.
+`eval/...`, `train/...` (loss, lr, norms, speed), then `train_depth/<stat>` (one layer x step
+image per per-layer statistic) and `train_layers/<stat>/layer_<i>` (first, quarter, middle,
+last layer as scalars): a few dozen cards at any depth, written by resnorm_jax.tb_events
+(the two evals' names, the Custom Scalars layout). A workdir from before (events in `tb/`)
+keeps writing there.
 
 Every path goes through resnorm_jax.fs (etils.epath). A gs:// workdir: both files are written
 in a local staging folder and uploaded whole every `sync_seconds`, at `flush()` (the loop
@@ -32,6 +33,7 @@ import numpy as np
 from etils import epath
 
 from resnorm_jax import depth_profile, fs
+from resnorm_jax.tb_events import Events
 
 HPARAMS_SUFFIX = ".hparams"  # the event file of resnorm_jax.hparams, replaced on resume
 EVENTS_PREFIX = "events.out.tfevents."
@@ -58,11 +60,6 @@ def remove_hparams_files(logdir: str) -> None:
     for path in folder.iterdir():
       if is_hparams_file(path.name):
         path.unlink()
-
-
-def _layer_width(n: int) -> int:
-  """Digits for per-layer suffixes: at least 3 (`layer_012`), more past 999 layers."""
-  return max(3, len(str(n - 1)))
 
 
 def _floats(array: np.ndarray) -> list[float]:
@@ -151,18 +148,14 @@ def _step_of(line: str) -> int | None:
   return step if isinstance(step, int) else None
 
 
-def tb_tag(key: str) -> str:
-  """The TensorBoard tag of a metrics.jsonl key: `lr` -> `train/lr`; `eval/loss` stays."""
-  return key if "/" in key else f"train/{key}"
-
-
 class MetricWriter:
   """Appends one JSON line and TensorBoard summaries per `write`; a no-op when not enabled.
 
   `profile_every`: log steps that are multiples of it also redraw the depth images (and
   close() draws the last one); None: only close(). `no_context_loss`: drawn as
-  `eval/no_context_loss` beside every eval loss. `sync_seconds`: how often a gs:// workdir's
-  files are uploaded between flushes.
+  `eval/no_context_loss` beside every eval loss (the periodic eval set's). `eval_tokens`:
+  {"periodic": n, "final": n} tokens of the two evals, named in the eval tags' descriptions.
+  `sync_seconds`: how often a gs:// workdir's files are uploaded between flushes.
   """
 
   def __init__(
@@ -173,52 +166,47 @@ class MetricWriter:
     *,
     profile_every: int | None = None,
     no_context_loss: float | None = None,
+    eval_tokens: Mapping[str, int | None] | None = None,
     sync_seconds: float = SYNC_SECONDS,
   ):
     self.enabled = enabled
     self._file = None
-    self._tb = None
+    self._events: Events | None = None
     if not enabled:
       return
-    import tensorboardX  # only process 0 pays for the import
-
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
     self.path = os.path.join(workdir, METRICS)
-    self.profile_every = profile_every
-    self.no_context_loss = no_context_loss
     self.sync_seconds = sync_seconds
-    self.history = depth_profile.DepthHistory()
-    self._best_eval = float("inf")
-    self._drawn_step: int | None = None
     logdir = tb_dir(workdir)
     # A gs:// workdir: metrics.jsonl and the events are written locally, uploaded by _sync.
     self._staged = _staging(workdir, logdir) if fs.is_remote(workdir) else {}
     local = self._staged[workdir].local if self._staged else workdir
     local_metrics = os.path.join(local, METRICS)
     exists = self._staged[workdir].pull(METRICS) if self._staged else os.path.exists(self.path)
+    remove_hparams_files(logdir)  # an earlier segment's end; this one writes its own
+    self._events = Events(
+      self._staged[logdir].local if self._staged else logdir,
+      purge_step=None if truncate_after is None else truncate_after + 1,
+      profile_every=profile_every,
+      no_context_loss=no_context_loss,
+      eval_tokens=eval_tokens,
+    )
     if truncate_after is not None and exists:
       _truncate(local_metrics, truncate_after)
       for record in read_metrics(local_metrics):  # what the resumed run's images start from
-        self._remember(record["step"], record)
+        self._events.remember(record["step"], record)
     self._file = open(local_metrics, "a")
-    remove_hparams_files(logdir)  # an earlier segment's end; this one writes its own
-    # purge_step hides the TensorBoard events a preempted run logged after its checkpoint.
-    purge = None if truncate_after is None else truncate_after + 1
-    local_tb = self._staged[logdir].local if self._staged else logdir
-    self._tb = tensorboardX.SummaryWriter(local_tb, purge_step=purge)
     self._synced = time.monotonic()
     if self._staged:  # a truncated metrics.jsonl replaces the bucket's at once, as locally
       self._sync()
 
-  def _remember(self, step: int, flat: Mapping[str, Any]) -> dict[str, list[float]]:
-    """Keeps the best eval loss and the per-layer arrays; returns the arrays."""
-    arrays = {k: v for k, v in flat.items() if isinstance(v, list)}
-    if arrays:
-      self.history.add(step, arrays)
-    loss = flat.get("eval/loss")
-    if isinstance(loss, float) and loss < self._best_eval:
-      self._best_eval = loss
-    return arrays
+  @property
+  def history(self) -> depth_profile.DepthHistory:
+    return self._events.history
+
+  @property
+  def _tb(self):
+    return self._events.tb
 
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
     """Appends `{"step": step, **flat metrics}` and logs it to TensorBoard."""
@@ -228,31 +216,14 @@ class MetricWriter:
     flat = flatten_metrics(metrics)
     self._file.write(json.dumps({"step": step, **flat}) + "\n")
     self._file.flush()
-    arrays = self._remember(step, flat)
-    for key, value in flat.items():
-      if not isinstance(value, list):
-        self._tb.add_scalar(tb_tag(key), value, step)
-    if "eval/loss" in flat:
-      self._tb.add_scalar("eval/min_loss", self._best_eval, step)  # best_eval_loss
-      if self.no_context_loss is not None:
-        self._tb.add_scalar("eval/no_context_loss", self.no_context_loss, step)
-    for name, values in arrays.items():
-      width = _layer_width(len(values))
-      for i in depth_profile.chosen_layers(len(values)):
-        self._tb.add_scalar(f"train_layers/{name}/layer_{i:0{width}d}", values[i], step)
-    if arrays and self.profile_every and step % self.profile_every == 0:
-      self.draw_depth(step)
+    self._events.write(step, flat)
     if self._staged and time.monotonic() - self._synced >= self.sync_seconds:
       self._tb.flush()
       self._sync()
 
   def draw_depth(self, step: int) -> None:
     """One image per per-layer statistic: its history by layer and step, up to `step`."""
-    for name in self.history.columns:
-      steps, values = self.history.matrix(name)
-      image = depth_profile.render(name, steps, values)
-      self._tb.add_image(f"train_depth/{name}", image, step, dataformats="HWC")
-    self._drawn_step = step
+    self._events.draw_depth(step)
 
   def _sync(self) -> None:
     """A gs:// workdir: uploads metrics.jsonl and the event files that changed."""
@@ -273,11 +244,8 @@ class MetricWriter:
     """Draws the depth images of the last step, flushes and closes; later calls are no-ops."""
     if self.enabled:
       self.enabled = False
-      latest = self.history.latest
-      if latest is not None and latest[0] != self._drawn_step:
-        self.draw_depth(latest[0])
       self._file.close()
-      self._tb.close()
+      self._events.close()
       for staging in self._staged.values():
         staging.close()
 

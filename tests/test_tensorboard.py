@@ -22,6 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AXES = ("norm", "norm_position", "residual", "block", "init", "num_layers", "d_model", "lr")
 AXES += ("warmup_steps", "schedule", "seed", "final_norm", "outcome")
 METRICS = {"eval/loss", "eval/min_loss", "eval/no_context_loss", "train/loss"}
+# The HParams table's first five metric columns (hparams.COMPARE), escape_step once it exists.
+COMPARE = ["compare/best_periodic_eval_loss", "compare/escape_step", "compare/final_eval_loss"]
+COMPARE += ["compare/no_context_loss", "compare/tokens_per_second"]
 NAME = r"postnorm_96L-smoke-L{}-steps6-\d{{8}}-\d{{6}}"
 
 
@@ -127,9 +130,14 @@ def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   assert stream == [f"train_layers/stream_rms/layer_{i:03d}" for i in (0, 3, 6, 11)]
   # 2 -> 12 layers adds only a quarter and a middle layer to each statistic: at most 4 per
   # statistic at any depth, the rest fixed.
-  assert len(deep) - len(shallow) == 2 * len(stats) and len(deep) <= 12 + 4 * len(stats)
-  # The loss groups sort first in the Time Series tab: eval/, then train/.
-  assert sorted({t.split("/")[0] for t in deep})[:2] == ["eval", "train"]
+  assert len(deep) - len(shallow) == 2 * len(stats)
+  assert len(deep) <= 12 + len(COMPARE) + 4 * len(stats)
+  # The five numbers runs are compared by, then the loss groups: eval/, then train/.
+  assert sorted({t.split("/")[0] for t in deep})[:3] == ["compare", "eval", "train"]
+  # Each eval card says which eval it is (its info icon).
+  info = _get(base, "/data/plugin/scalars/tags")[names[12]]
+  assert "Periodic eval" in info["eval/loss"]["description"]
+  assert "End-of-run eval" in info["eval/final_loss"]["description"]
   q = urllib.parse.urlencode({"run": names[12], "tag": "train/loss"})
   points = _get(base, f"/data/plugin/scalars/scalars?{q}")  # [[wall time, step, value]]
   assert [p[1] for p in points][-1] == 6 and all(math.isfinite(p[2]) for p in points)
@@ -160,9 +168,13 @@ def test_hparams_filter_and_sort_by_final_loss(board):
   assert experiment["hparamInfos"][0]["name"] == "num_layers" and infos["num_layers"]["differs"]
   assert infos["norm_position"]["domainDiscrete"] == ["post"]  # the values seen
   metric_tags = [m["name"]["tag"] for m in experiment["metricInfos"]]
-  # The eval group first (eval/final_loss is the end-of-run eval on final_eval_tokens).
-  assert set(metric_tags[:4]) == METRICS - {"train/loss"} | {"eval/final_loss"}
-  assert "train/loss" in metric_tags[:6]
+  # The dashboard shows the first five metrics: the compare/ group (no escape step in six
+  # steps), then the eval group (eval/final_loss is the end-of-run eval).
+  with open(os.path.join(logdir, names[12], "summary.json")) as f:
+    escaped = json.load(f)["escape_step"] is not None
+  compare = [t for t in COMPARE if escaped or t != "compare/escape_step"]
+  assert metric_tags[: len(compare)] == compare
+  assert metric_tags[len(compare)] == "eval/final_loss"
   # "norm_position=post, num_layers=12", sorted by final eval loss: the deep run alone.
   groups = _get(
     base,
@@ -182,20 +194,46 @@ def test_hparams_filter_and_sort_by_final_loss(board):
   assert group["sessions"][0]["status"] == "STATUS_SUCCESS"
   metrics = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
   # of every scalar tag, the end metrics: the end-of-run eval (final_eval_tokens) is
-  # eval/final_loss; eval/loss is the last periodic eval
-  metrics = {tag: metrics[tag] for tag in METRICS | {"eval/final_loss"}}
-  baseline = summary.get("heldout_unigram_entropy", summary["unigram_entropy"])
+  # eval/final_loss; eval/loss is the last periodic eval, drawn beside its own eval set's
+  # no-context loss; compare/ holds the summary's numbers
+  metrics = {tag: metrics[tag] for tag in METRICS | {"eval/final_loss"} | set(compare)}
+  baseline = summary["heldout_unigram_entropy"]
   rows = [json.loads(line) for line in open(os.path.join(logdir, names[12], "metrics.jsonl"))]
   assert metrics == pytest.approx(
     {
       "eval/final_loss": summary["final_eval_loss"],
       "eval/loss": [r for r in rows if "eval/loss" in r][-1]["eval/loss"],
       "eval/min_loss": summary["best_eval_loss"],
-      "eval/no_context_loss": baseline,
+      "eval/no_context_loss": summary["periodic_eval_no_context_loss"],
       "train/loss": summary["final_train_loss"],
+      "compare/best_periodic_eval_loss": summary["best_eval_loss"],
+      "compare/final_eval_loss": summary["final_eval_loss"],
+      "compare/no_context_loss": baseline,
+      "compare/tokens_per_second": summary["tokens_per_second"],
     },
     rel=1e-6,  # TensorBoard keeps float32
   )
+
+
+@pytest.mark.slow  # the board fixture's runs and server
+def test_custom_scalars_put_the_baseline_on_the_loss_chart(board):
+  """The Custom Scalars tab: one layout however many runs wrote it, the loss category
+  first, its first chart the periodic eval loss and its no-context baseline, both curves
+  there for every run."""
+  base, _, names = board
+  layout = _get(base, "/data/plugin/custom_scalars/layout")
+  assert [c["title"] for c in layout["category"]][0] == "loss"
+  assert len({c["title"] for c in layout["category"]}) == len(layout["category"])
+  chart = layout["category"][0]["chart"][0]
+  regexes = chart["multiline"]["tag"]
+  assert regexes == [r"^eval/loss$", r"^eval/no_context_loss$"]
+  for run in names.values():
+    for regex in regexes:
+      q = urllib.parse.urlencode({"run": run, "tag": regex})
+      got = _get(base, f"/data/plugin/custom_scalars/scalars?{q}")
+      assert got["regex_valid"] and len(got["tag_to_events"]) == 1, (run, regex)
+      (points,) = got["tag_to_events"].values()
+      assert points[-1][1] == 6
 
 
 # --- the pieces ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import glob
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -193,3 +194,86 @@ def test_render_marks_non_positive_values_and_has_the_size():
   image = depth_profile.render("g", [5, 10], values, size=(4.0, 2.0), dpi=50)
   assert image.shape == (100, 200, 3) and image.dtype == np.uint8
   assert image.std() > 10  # something was drawn
+
+
+def test_custom_scalars_layout_puts_the_baseline_on_the_loss_chart(tmp_path):
+  """Each run writes the Custom Scalars layout: its first category's first chart is the
+  periodic eval loss with its no-context baseline; every chart's tags exist in a run."""
+  from tensorboard.backend.event_processing import event_accumulator
+  from tensorboard.plugins.custom_scalar import layout_pb2, metadata
+
+  w = writers.MetricWriter(str(tmp_path), no_context_loss=3.3)
+  w.write(10, {"train/loss": 4.0, "lr": 1e-3, "grad_norm": 1.0, "update_norm": 0.1})
+  w.write(20, {"train/loss": 3.5, "eval/loss": 3.6, "eval/final_loss": 3.55})
+  w.close()
+  acc = event_accumulator.EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+  acc.Reload()
+  (event,) = acc.Tensors(metadata.CONFIG_SUMMARY_TAG)
+  layout = layout_pb2.Layout()
+  layout.ParseFromString(event.tensor_proto.string_val[0])
+  first = layout.category[0]
+  assert first.title == "loss"
+  assert list(first.chart[0].multiline.tag) == [r"^eval/loss$", r"^eval/no_context_loss$"]
+  tags = acc.Tags()["scalars"]
+  for category in layout.category:
+    for chart in category.chart:
+      for regex in chart.multiline.tag:
+        assert any(re.match(regex, t) for t in tags), regex
+
+
+def test_eval_tags_say_which_eval_they_are(tmp_path):
+  """Each eval card's info icon names its eval set (read as TensorBoard reads it)."""
+  from tensorboard.backend.event_processing import plugin_event_accumulator as event_accumulator
+
+  w = writers.MetricWriter(
+    str(tmp_path), no_context_loss=3.3, eval_tokens={"periodic": 8192, "final": 16384}
+  )
+  w.write(20, {"train/loss": 3.5, "eval/loss": 3.6, "eval/final_loss": 3.55})
+  w.close()
+  acc = event_accumulator.EventAccumulator(str(tmp_path))
+  acc.Reload()
+  tags = acc.Tags()["tensors"]  # old-style scalars migrated, as the server does
+  text = {t: acc.SummaryMetadata(t).summary_description for t in tags}
+  assert "Periodic eval" in text["eval/loss"] and "8,192 tokens" in text["eval/loss"]
+  assert "End-of-run eval" in text["eval/final_loss"] and "16,384" in text["eval/final_loss"]
+  assert "periodic" in text["eval/min_loss"] and "plateau" in text["eval/no_context_loss"]
+  assert text["train/loss"] == ""
+
+
+def test_hparams_file_carries_the_compare_scalars(tmp_path):
+  """The five numbers runs are compared by sort first among the run's scalar tags (the
+  HParams table shows the first five metrics); a run that never escaped has no escape step."""
+  from tensorboard.backend.event_processing import event_accumulator
+
+  from resnorm_jax import hparams
+
+  summary = {
+    "status": "completed",
+    "steps": 40,
+    "final_eval_loss": 2.5,
+    "best_eval_loss": 2.4,
+    "heldout_unigram_entropy": 3.2,
+    "tokens_per_second": 1000.0,
+    "escape_step": None,
+  }
+  w = writers.MetricWriter(str(tmp_path), no_context_loss=3.3)
+  w.write(40, {"train/loss": 2.0, "eval/loss": 2.4, "eval/final_loss": 2.5})
+  w.close()
+  hparams.write(str(tmp_path), {"norm": "layernorm"}, "completed", 40, summary)
+  acc = event_accumulator.EventAccumulator(str(tmp_path))
+  acc.Reload()
+  tags = sorted(acc.Tags()["scalars"])
+  assert tags[:4] == [
+    "compare/best_periodic_eval_loss",
+    "compare/final_eval_loss",
+    "compare/no_context_loss",
+    "compare/tokens_per_second",
+  ]
+  assert acc.Scalars("compare/final_eval_loss")[0].step == 40
+  assert acc.Scalars("compare/no_context_loss")[0].value == pytest.approx(3.2)
+  hparams.write(
+    str(tmp_path), {"norm": "layernorm"}, "completed", 40, {**summary, "escape_step": 7}
+  )
+  acc = event_accumulator.EventAccumulator(str(tmp_path))
+  acc.Reload()
+  assert sorted(acc.Tags()["scalars"])[1] == "compare/escape_step"

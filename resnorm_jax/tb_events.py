@@ -1,0 +1,152 @@
+"""A run's TensorBoard events: scalars, per-layer scalars and depth images, the two evals
+named for what they are, and the Custom Scalars layout.
+
+The two evals, named the same in metrics.jsonl and TensorBoard (each eval card's info icon
+says which it is, `DESCRIPTIONS`):
+  eval/loss        the periodic eval: the first train.eval_batches held-out batches (the same
+                   tokens each time, 8,192 at full scale), every train.eval_every steps;
+  eval/min_loss    the lowest eval/loss so far (summary.json `best_eval_loss`: same eval set);
+  eval/no_context_loss  that eval set's no-context loss, the plateau of eval/loss;
+  eval/final_loss  the end-of-run eval: train.final_eval_tokens held-out tokens (16,384), at the
+                   last step only (summary.json `final_eval_loss`: the verdict's number).
+
+Custom Scalars (`LAYOUT`, written by every run and by scripts/export_tensorboard.py): the
+periodic eval loss with its no-context baseline on one chart, train and eval loss on
+another; TensorBoard merges the identical layouts of all runs into one.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from resnorm_jax import depth_profile
+
+# What each eval tag is, shown by its card's info icon; {periodic} and {final}: the token
+# counts ("8,192 tokens, ", "16,384 "), empty where the writer was not told them.
+DESCRIPTIONS = {
+  "eval/loss": "Periodic eval: mean loss on the first train.eval_batches held-out batches "
+  "({periodic}the same tokens each time), every train.eval_every steps.",
+  "eval/min_loss": "Lowest periodic eval loss so far (eval/loss's eval set; summary.json "
+  "best_eval_loss).",
+  "eval/no_context_loss": "No-context loss of the periodic eval set: the train split's "
+  "token frequencies scored on its tokens, the plateau of eval/loss (summary.json "
+  "periodic_eval_no_context_loss).",
+  "eval/final_loss": "End-of-run eval: mean loss on {final} held-out tokens "
+  "(train.final_eval_tokens), at the last step only; summary.json final_eval_loss, the "
+  "number the run's verdict uses. A larger eval set than eval/loss.",
+}
+# The Custom Scalars tab: {category: {chart: ["Multiline", [tag regex, ...]]}}; the baseline
+# on the loss chart answers "is this run below the plateau?" in one card.
+LAYOUT = {
+  "loss": {
+    "periodic eval loss and its no-context baseline": [
+      "Multiline",
+      [r"^eval/loss$", r"^eval/no_context_loss$"],
+    ],
+    "train loss, periodic and end-of-run eval loss": [
+      "Multiline",
+      [r"^train/loss$", r"^eval/loss$", r"^eval/final_loss$"],
+    ],
+  },
+  "optimizer": {
+    "learning rate": ["Multiline", [r"^train/lr$"]],
+    "gradient and update norms": ["Multiline", [r"^train/grad_norm$", r"^train/update_norm$"]],
+  },
+}
+
+
+def _layer_width(n: int) -> int:
+  """Digits for per-layer suffixes: at least 3 (`layer_012`), more past 999 layers."""
+  return max(3, len(str(n - 1)))
+
+
+def tb_tag(key: str) -> str:
+  """The TensorBoard tag of a metrics.jsonl key: `lr` -> `train/lr`; `eval/loss` stays."""
+  return key if "/" in key else f"train/{key}"
+
+
+def _describe(tag: str, eval_tokens: Mapping[str, int | None]) -> str:
+  """The info-icon text of an eval tag ("" for any other tag)."""
+  periodic, final = eval_tokens.get("periodic"), eval_tokens.get("final")
+  return DESCRIPTIONS.get(tag, "").format(
+    periodic="" if periodic is None else f"{periodic:,} tokens, ",
+    final="" if final is None else f"{final:,} ",
+  )
+
+
+class Events:
+  """A run's TensorBoard events: each scalar by `tb_tag`, the eval group, per-layer scalars
+  and depth images, and the Custom Scalars layout. MetricWriter and
+  scripts/export_tensorboard.py (committed runs) both write through it.
+
+  `eval_tokens`: {"periodic": tokens, "final": tokens} of the two evals, for the descriptions.
+  `filename_suffix`: of the event file (an exported run's are told from a run's own by it).
+  """
+
+  def __init__(
+    self,
+    logdir: str,
+    *,
+    purge_step: int | None = None,
+    profile_every: int | None = None,
+    no_context_loss: float | None = None,
+    eval_tokens: Mapping[str, int | None] | None = None,
+    filename_suffix: str = "",
+  ):
+    import tensorboardX  # only process 0 pays for the import
+
+    self.profile_every = profile_every
+    self.no_context_loss = no_context_loss
+    self.eval_tokens = dict(eval_tokens or {})
+    self.history = depth_profile.DepthHistory()
+    self.best_eval = float("inf")
+    self.drawn_step: int | None = None
+    # purge_step hides the events a preempted run logged after its checkpoint.
+    self.tb = tensorboardX.SummaryWriter(
+      logdir, purge_step=purge_step, filename_suffix=filename_suffix
+    )
+    self.tb.add_custom_scalars(LAYOUT)  # every segment: identical layouts merge into one
+
+  def remember(self, step: int, flat: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Keeps the best eval loss and the per-layer arrays; returns the arrays."""
+    arrays = {k: v for k, v in flat.items() if isinstance(v, list)}
+    if arrays:
+      self.history.add(step, arrays)
+    loss = flat.get("eval/loss")
+    if isinstance(loss, float) and loss < self.best_eval:
+      self.best_eval = loss
+    return arrays
+
+  def _scalar(self, tag: str, value: float, step: int) -> None:
+    self.tb.add_scalar(tag, value, step, summary_description=_describe(tag, self.eval_tokens))
+
+  def write(self, step: int, flat: Mapping[str, Any]) -> None:
+    """One logged step's flat metrics (flatten_metrics) as scalars, layers and images."""
+    arrays = self.remember(step, flat)
+    for key, value in flat.items():
+      if not isinstance(value, list):
+        self._scalar(tb_tag(key), value, step)
+    if "eval/loss" in flat:
+      self._scalar("eval/min_loss", self.best_eval, step)  # best_eval_loss
+      if self.no_context_loss is not None:
+        self._scalar("eval/no_context_loss", self.no_context_loss, step)
+    for name, values in arrays.items():
+      width = _layer_width(len(values))
+      for i in depth_profile.chosen_layers(len(values)):
+        self.tb.add_scalar(f"train_layers/{name}/layer_{i:0{width}d}", values[i], step)
+    if arrays and self.profile_every and step % self.profile_every == 0:
+      self.draw_depth(step)
+
+  def draw_depth(self, step: int) -> None:
+    """One image per per-layer statistic: its history by layer and step, up to `step`."""
+    for name in self.history.columns:
+      steps, values = self.history.matrix(name)
+      image = depth_profile.render(name, steps, values)
+      self.tb.add_image(f"train_depth/{name}", image, step, dataformats="HWC")
+    self.drawn_step = step
+
+  def close(self) -> None:
+    """Draws the depth images of the last step (if not drawn yet), then closes the file."""
+    latest = self.history.latest
+    if latest is not None and latest[0] != self.drawn_step:
+      self.draw_depth(latest[0])
+    self.tb.close()
