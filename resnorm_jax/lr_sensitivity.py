@@ -201,6 +201,10 @@ def sensitivity_table(
       best_loss=best["mean"],
       boundary_lr=boundary_lr(curve, cap),
     )
+    if row["boundary_lr"] is None:
+      # Every lr on the plateau: the formula gives ~0 (every loss at the cap), which reads as
+      # "insensitive"; the best of plateau losses is no best lr.
+      row["best_lr"] = None
     missing = [lr for lr in grid if lr not in {p["lr"] for p in curve}]
     notes = [f"partial: {len(curve)} of {len(curve) + len(missing)} lrs"] if missing else []
     row["note"] = "; ".join(notes + (["no lr trained"] if row["boundary_lr"] is None else []))
@@ -290,8 +294,12 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
   """LR sensitivity against depth, a line per variant; the boundary lr beside it."""
   plt = pyplot()
   fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
-  done = [t for t in table if t["lr_sensitivity"] is not None]
-  depths = sorted({t["num_layers"] for t in done})
+  computed = [t for t in table if t["lr_sensitivity"] is not None]
+  # A curve with no lr off the plateau has a sensitivity of ~0 by construction: drawn as a
+  # labelled cross, not as a measured point of its line.
+  done = [t for t in computed if t["boundary_lr"] is not None]
+  untrained = [t for t in computed if t["boundary_lr"] is None]
+  depths = sorted({t["num_layers"] for t in computed})
   variants = variant_order(t["variant"] for t in done)
   for i, variant in enumerate(variants):
     pts = [t for t in done if t["variant"] == variant]
@@ -314,7 +322,28 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
     )
     best = [t["best_lr"] for t in pts]
     right.plot([x * shift for x in xs], best, ":s", mfc="white", color=color, alpha=0.7)
+  for t in untrained:
+    color = variant_color(t["variant"])
+    left.plot(t["num_layers"], t["lr_sensitivity"], "x", color=color, ms=9, mew=2)
+    left.annotate(
+      f"{t['variant']}: no lr trained",
+      (t["num_layers"], t["lr_sensitivity"]),
+      textcoords="offset points",
+      xytext=(-6, 8),
+      ha="right",
+      fontsize="small",
+      color=color,
+    )
   lrs = sorted({t[k] for t in done for k in ("best_lr", "boundary_lr") if t[k]})
+  for t in untrained:  # no boundary to draw: named at the foot of its depth
+    right.annotate(
+      f"{t['variant']}: none",
+      (t["num_layers"], 0.02),
+      xycoords=("data", "axes fraction"),
+      ha="right",
+      fontsize="small",
+      color=variant_color(t["variant"]),
+    )
   left.set(ylabel="LR sensitivity (nats)", title="E_lr[min(loss, baseline)] - min_lr loss")
   right.set(yscale="log", ylabel="peak lr", title="largest lr within 0.1 nats of the best")
   right.set_yticks(lrs, [lr_label(lr) for lr in lrs])
@@ -328,7 +357,7 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
   if any(t["note"].startswith("partial") for t in done):
     left.plot([], [], "o", color="0.35", mfc="white", label="partial curve (lrs to run)")
     left.legend(fontsize="small")
-  if not done:
+  if not computed:
     left.text(
       0.5, 0.5, f"no curve with >= {MIN_LRS} lrs yet", ha="center", transform=left.transAxes
     )

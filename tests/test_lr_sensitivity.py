@@ -104,6 +104,7 @@ def test_sensitivity_table_needs_five_lrs():
   (none,) = lrs.sensitivity_table(stuck)
   assert none["boundary_lr"] is None and none["note"] == "no lr trained"
   assert none["lr_sensitivity"] == pytest.approx(0.0)
+  assert none["best_lr"] is None  # the least bad plateau loss is no best lr
 
 
 @pytest.mark.slow  # runs scripts/lr_sensitivity.py
