@@ -106,7 +106,7 @@ def run_hparams(config: ConfigDict, summary: Mapping[str, Any]) -> dict[str, Any
   """{hparam: str | float | bool}: the axes of `config` and the summary's outcome.
 
   `config`: the run's, or its config.json as a ConfigDict (its resolved_model is read
-  there, not resolved again: a committed run's config may predate today's checks)."""
+  there, not resolved again: a committed run's config may predate the current checks)."""
   out: dict[str, Any] = {}
   for name, key in AXES:
     value = _get(config, key)

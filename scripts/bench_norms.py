@@ -9,7 +9,7 @@ jit(jax.vjp) of the norm, as inside a model. Timed per call after warm-up (media
 over --reps calls, each blocked; the two norms' calls alternate, so both see the same machine
 load). The RMSNorm claim to test (Zhang & Sennrich 2019): 7%-64% faster than LayerNorm.
 
-Until session 5 this timed value_and_grad of sum(norm(x)): the output gradient was then a
+Its first version timed value_and_grad of sum(norm(x)): the output gradient was then a
 constant 1 that XLA folded into the backward pass, which no norm in a model sees.
 """
 

@@ -179,7 +179,7 @@ def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_pat
   c.data.source, c.data.path = "tokens", str(tmp_path / "nothing_here.bin")
   with pytest.raises(data.DataError, match="manifest.json"):
     model_config_from(c)
-  assert base.get_config().model.vocab_size == 256  # today's default is unchanged
+  assert base.get_config().model.vocab_size == 256  # the current default is unchanged
 
 
 def test_manifest_spares_the_scan_and_guards_the_files(texts, tmp_path, monkeypatch):

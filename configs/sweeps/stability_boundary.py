@@ -12,7 +12,7 @@ its end-of-run eval loss is 0.1 nats or more below the held-out unigram cross-en
 
 Cost on one pinned core: ~0.5 min per 6-layer point, 1 at 12, 2 at 24, 4 at 48, 8-10 at
 96 (the full grid is 13 x 5 x 7 x 2 = 910 points, 490 of them the first seven variants'; the
-sweep skips finished ones, so it runs across sessions; docs/results.md says which were run).
+sweep skips finished ones, so it can be run in parts; docs/results.md says which were run).
 """
 
 VARIANTS = (

@@ -41,6 +41,7 @@ CORE = [_point(c, 1e-3, w, seed=s) for s in (0, 1, 2) for c in CORPORA for w in 
 LR = [_point(c, lr, w) for c in CORPORA for lr, w in ((5e-4, 0), (2e-3, 0), (2e-3, 1000))]
 SCHEDULE = [_point(c, 1e-3, w, "inverse_sqrt") for c in CORPORA for w in (0, 1000)]
 DEPTH = [_point(c, 1e-3, w, layers=24) for c in CORPORA for w in (0, 1000)]
-# At 24 layers 1,000 warmup steps do not rescue lr 1e-3 (stdlib, session 9): a lower peak lr.
+# At 24 layers 1,000 warmup steps do not rescue lr 1e-3 (stdlib, seed 0;
+# docs/xiong_rescue/runs/results.csv): a lower peak lr.
 DEPTH_LR = [_point(c, 2.5e-4, w, layers=24) for c in CORPORA for w in (0, 1000)]
 GRID = CORE + LR + SCHEDULE + DEPTH + DEPTH_LR
