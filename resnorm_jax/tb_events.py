@@ -116,37 +116,40 @@ class Events:
       self.best_eval = loss
     return arrays
 
-  def _scalar(self, tag: str, value: float, step: int) -> None:
-    self.tb.add_scalar(tag, value, step, summary_description=_describe(tag, self.eval_tokens))
+  def _scalar(self, tag: str, value: float, step: int, walltime: float | None) -> None:
+    text = _describe(tag, self.eval_tokens)
+    self.tb.add_scalar(tag, value, step, walltime=walltime, summary_description=text)
 
-  def write(self, step: int, flat: Mapping[str, Any]) -> None:
-    """One logged step's flat metrics (flatten_metrics) as scalars, layers and images."""
+  def write(self, step: int, flat: Mapping[str, Any], walltime: float | None = None) -> None:
+    """One logged step's flat metrics (flatten_metrics) as scalars, layers and images;
+    `walltime`: when it was logged (default now; an exported run's is reconstructed)."""
     arrays = self.remember(step, flat)
     for key, value in flat.items():
       if not isinstance(value, list):
-        self._scalar(tb_tag(key), value, step)
+        self._scalar(tb_tag(key), value, step, walltime)
     if "eval/loss" in flat:
-      self._scalar("eval/min_loss", self.best_eval, step)  # best_eval_loss
+      self._scalar("eval/min_loss", self.best_eval, step, walltime)  # best_eval_loss
       if self.no_context_loss is not None:
-        self._scalar("eval/no_context_loss", self.no_context_loss, step)
+        self._scalar("eval/no_context_loss", self.no_context_loss, step, walltime)
     for name, values in arrays.items():
       width = _layer_width(len(values))
       for i in depth_profile.chosen_layers(len(values)):
-        self.tb.add_scalar(f"train_layers/{name}/layer_{i:0{width}d}", values[i], step)
+        tag = f"train_layers/{name}/layer_{i:0{width}d}"
+        self.tb.add_scalar(tag, values[i], step, walltime=walltime)
     if arrays and self.profile_every and step % self.profile_every == 0:
-      self.draw_depth(step)
+      self.draw_depth(step, walltime)
 
-  def draw_depth(self, step: int) -> None:
+  def draw_depth(self, step: int, walltime: float | None = None) -> None:
     """One image per per-layer statistic: its history by layer and step, up to `step`."""
     for name in self.history.columns:
       steps, values = self.history.matrix(name)
       image = depth_profile.render(name, steps, values)
-      self.tb.add_image(f"train_depth/{name}", image, step, dataformats="HWC")
+      self.tb.add_image(f"train_depth/{name}", image, step, walltime, dataformats="HWC")
     self.drawn_step = step
 
-  def close(self) -> None:
+  def close(self, walltime: float | None = None) -> None:
     """Draws the depth images of the last step (if not drawn yet), then closes the file."""
     latest = self.history.latest
     if latest is not None and latest[0] != self.drawn_step:
-      self.draw_depth(latest[0])
+      self.draw_depth(latest[0], walltime)
     self.tb.close()

@@ -1,0 +1,160 @@
+"""Committed runs into TensorBoard: metrics.jsonl, config.json and summary.json of every run
+folder under the given paths become TensorBoard events, HParams and the Custom Scalars layout,
+the same a live run writes (resnorm_jax.tb_events, resnorm_jax.hparams).
+
+python scripts/export_tensorboard.py docs/deepnet_panel [MORE ...] [--logdir=OUT]
+tensorboard --logdir docs/deepnet_panel      (or --logdir OUT)
+
+Without --logdir the events go beside each run's metrics.jsonl (under docs/ they are
+gitignored: the script makes them again on demand); with --logdir into OUT/<the run's path
+below the given folder>. Idempotent: a second export replaces the first's files
+(`*.export` and `*.hparams` event files), nothing else. A run folder that holds a live run's
+own event files is left alone in place (export it with --logdir). Wall times are
+reconstructed from each row's step_seconds, ending at the time of export. A run whose
+summary predates `periodic_eval_no_context_loss` draws the held-out no-context loss as
+its baseline instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from resnorm_jax import writers  # noqa: E402
+
+SUFFIX = ".export"  # the event files this script writes (and replaces)
+
+
+def run_folders(path: str) -> list[str]:
+  """Every folder at or under `path` holding a metrics.jsonl (checkpoints not searched)."""
+  found = []
+  for folder, subdirs, files in os.walk(path):
+    subdirs[:] = sorted(d for d in subdirs if d not in ("ckpt", "tb"))
+    if writers.METRICS in files:
+      found.append(folder)
+  return found
+
+
+def _own_events(folder: str) -> list[str]:
+  """Event files in `folder` that a run wrote (not this script's, not an hparams file)."""
+  if not os.path.isdir(folder):
+    return []
+  return [
+    n
+    for n in os.listdir(folder)
+    if n.startswith(writers.EVENTS_PREFIX) and not n.endswith((SUFFIX, writers.HPARAMS_SUFFIX))
+  ]
+
+
+def _read_json(path: str) -> dict:
+  try:
+    with open(path) as f:
+      out = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return out if isinstance(out, dict) else {}
+
+
+def _walltimes(records: list[dict], end: float) -> list[float]:
+  """A wall time per record from its step_seconds (the mean over its interval), the last
+  at `end`; rows without one count no time."""
+  elapsed, prev, stamps = 0.0, 0, []
+  for r in records:
+    seconds = r.get("step_seconds")
+    if isinstance(seconds, (int, float)):
+      elapsed += seconds * max(r["step"] - prev, 0)
+    prev = r["step"]
+    stamps.append(elapsed)
+  return [end - elapsed + s for s in stamps]
+
+
+def export_run(run: str, target: str) -> int:
+  """Writes one run's events and hparams into `target`; returns the rows exported."""
+  from ml_collections import ConfigDict
+
+  from resnorm_jax import hparams, tb_events
+
+  config = _read_json(os.path.join(run, "config.json"))
+  summary = _read_json(os.path.join(run, "summary.json"))
+  records = [
+    r
+    for r in writers.read_metrics(os.path.join(run, writers.METRICS))
+    if isinstance(r, dict) and isinstance(r.get("step"), int)
+  ]
+  os.makedirs(target, exist_ok=True)
+  for name in os.listdir(target):  # an earlier export's files: replaced
+    if name.startswith(writers.EVENTS_PREFIX) and name.endswith(SUFFIX):
+      os.remove(os.path.join(target, name))
+  train = config.get("train", {})
+  per_batch = (train.get("batch_size") or 0) * (train.get("seq_len") or 0)
+  baseline = next(
+    (
+      summary[k]
+      for k in ("periodic_eval_no_context_loss", "heldout_unigram_entropy", "unigram_entropy")
+      if isinstance(summary.get(k), (int, float))
+    ),
+    None,
+  )
+  events = tb_events.Events(
+    target,
+    no_context_loss=baseline,
+    eval_tokens={
+      "periodic": (train.get("eval_batches") or 0) * per_batch or None,
+      "final": summary.get("final_eval_tokens"),
+    },
+    filename_suffix=SUFFIX,
+  )
+  stamps = _walltimes(records, time.time())
+  for record, walltime in zip(records, stamps, strict=True):
+    flat = {
+      k: v
+      for k, v in record.items()
+      if k != "step" and (isinstance(v, (int, float, list)) and not isinstance(v, bool))
+    }
+    events.write(record["step"], flat, walltime)
+  events.close(stamps[-1] if stamps else None)
+  if config:
+    status = str(summary.get("status") or "unknown")
+    hp = hparams.run_hparams(ConfigDict(config), summary)
+    steps = summary.get("steps") or (records[-1]["step"] if records else 0)
+    hparams.write(target, hp, status, steps, summary)
+  return len(records)
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("paths", nargs="+", help="run folders, or folders holding run folders")
+  parser.add_argument("--logdir", help="write here instead of beside each metrics.jsonl")
+  args = parser.parse_args(argv)
+  exported = 0
+  for path in args.paths:
+    runs = run_folders(path)
+    if not runs:
+      print(f"error: no run folder (one with {writers.METRICS}) in {path}", file=sys.stderr)
+      return 2
+    for run in runs:
+      if args.logdir:
+        rel = os.path.relpath(run, path)
+        rel = os.path.basename(os.path.abspath(path)) if rel == "." else rel
+        target = os.path.join(args.logdir, rel)
+      else:
+        target = run
+        if _own_events(run):
+          print(f"{run}: skipped, it has its own TensorBoard events (use --logdir)")
+          continue
+      rows = export_run(run, target)
+      exported += 1
+      print(f"{run}: {rows} rows -> {target}")
+  where = args.logdir or " ".join(args.paths)
+  print(f"{exported} runs exported; view them: tensorboard --logdir {where}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
