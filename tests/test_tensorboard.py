@@ -270,3 +270,30 @@ def test_run_hparams_are_the_config_axes():
   assert h["num_layers"] == 6 and h["lr"] == 1e-3 and h["outcome"] == "trained"
   assert hparams.run_hparams(config, {"status": "interrupted"})["outcome"] == "interrupted"
   assert len(hparams.summaries(h, "completed")) == 2  # session start and end
+
+
+def test_end_line_names_each_eval_beside_its_own_best_and_baseline():
+  """'best' is on the periodic eval set, next to the last periodic eval, not next to the
+  end-of-run eval (a larger set: its loss can be above the periodic best)."""
+  from resnorm_jax import loop
+
+  summary = {
+    "status": "completed",
+    "outcome": "trained",
+    "steps": 1000,
+    "final_train_loss": 2.1264,
+    "final_eval_loss": 1.7606,
+    "final_eval_tokens": 16384,
+    "periodic_eval_loss": 1.7060,
+    "periodic_eval_tokens": 8192,
+    "best_eval_loss": 1.7060,
+    "heldout_unigram_entropy": 3.4619,
+    "tokens_per_second": 3533.0,
+    "wall_seconds": 598.0,
+  }
+  line = loop.end_message(summary, "runs/x", None).splitlines()[0]
+  assert "final eval 1.7606 on 16,384 tokens (no-context 3.462)" in line
+  assert "periodic eval 1.7060 on 8,192 tokens (best 1.7060)" in line
+  old = {k: v for k, v in summary.items() if not k.startswith("periodic_")}
+  line = loop.end_message(old, "runs/x", None).splitlines()[0]  # a summary from before
+  assert "final eval 1.7606 on 16,384 tokens" in line and "best periodic eval 1.7060" in line
