@@ -474,14 +474,15 @@ class Checkpointer:
   def close(self) -> None:
     """Waits for the save in flight (SaveFailed if it failed) and closes; after a failed save
     only closes (orbax raises the same error again at every wait)."""
-    if self.failed is None:
-      self.wait()
-      self.manager.close()
-      return
     try:
-      self.manager.close()
-    except Exception:  # noqa: BLE001, S110 - the failure is already reported
-      pass
+      if self.failed is None:
+        self.wait()
+    finally:
+      try:
+        self.manager.close()
+      except Exception:  # noqa: BLE001 - after a failed save, the same error again
+        if self.failed is None:
+          raise
 
 
 def saved_frozen_config(meta: dict) -> dict[str, Any]:

@@ -589,6 +589,16 @@ def _train(
             "dropped, the curve has a gap there",
             flush=True,
           )
+    except OSError as e:  # nothing trained yet: one line, no summary to write
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
+    batches = setup.batches(run_setup, corpus)
+    extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
+    compile_start = time.time()
+    step_fn = run_setup.compile_step()
+    extra["compile_seconds"] = time.time() - compile_start
+    eval_fn = run_setup.compile_eval()
+    print(_banner(run_setup, corpus, baselines, extra), flush=True)
+    try:
       writer = MetricWriter(
         workdir,
         enabled=is_main,
@@ -599,15 +609,8 @@ def _train(
         eval_tokens=eval_tokens(t),
       )
     except OSError as e:  # nothing trained yet: one line, no summary to write
-      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing the run's files")) from e
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
     resources.callback(faults.close, writer.close)
-    batches = setup.batches(run_setup, corpus)
-    extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
-    compile_start = time.time()
-    step_fn = run_setup.compile_step()
-    extra["compile_seconds"] = time.time() - compile_start
-    eval_fn = run_setup.compile_eval()
-    print(_banner(run_setup, corpus, baselines, extra), flush=True)
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
     trainer = Trainer(
