@@ -6,6 +6,8 @@ the control that shows what the extra steps buy (docs/lr_sensitivity/budget.csv,
   lr 1.25e-4 ... 1e-3, 3,000 steps, 3 seeds; the same at 48 layers, seed 0;
 - DeepNet's setting (200 warmup steps, inverse sqrt, lr 1e-3): Post-LN and Pre-LN at 18 and 24
   layers, 3,000 steps, 3 seeds;
+- 12 layers, the cells where seeds split at 1,000 steps: Post-LN at lr 1e-3 (seeds 0, 1) and
+  5e-4 (seed 1), no warmup, 3,000 steps (~12 min each);
 - 1000 layers (the CPU 1000-layer shape of configs/sweeps/deepnet_1000L.py): DeepNorm and Pre-LN
   at lr 1e-3 without warmup, 1,500 steps, seed 0.
 
@@ -48,6 +50,15 @@ def _no_warmup(n: int, seed: int) -> list[dict]:
   return [_point(v, n, lr, seed, warmup=0, schedule="constant") for lr in LRS for v in PAIR]
 
 
+def _split_12() -> list[dict]:
+  """12-layer Post-LN where 1,000-step seeds split (docs/lr_sensitivity/results.csv): lr 1e-3
+  escaped on seed 2 only (at step 500), 5e-4 on seeds 0 and 2, not on seed 1."""
+  return [
+    _point("postnorm", 12, lr, s, warmup=0, schedule="constant")
+    for lr, s in ((1e-3, 0), (1e-3, 1), (5e-4, 1))
+  ]
+
+
 def _deepnet(n: int, seed: int) -> list[dict]:
   return [_point(v, n, 1e-3, seed, warmup=200, schedule="inverse_sqrt") for v in PAIR]
 
@@ -73,4 +84,5 @@ GRID = (
   + [p for s in (1, 2) for p in _no_warmup(24, s) + _deepnet(18, s) + _deepnet(24, s)]
   + _no_warmup(48, 0)
   + [_deep_1000(v) for v in ("deepnorm", "prenorm")]
+  + _split_12()
 )
