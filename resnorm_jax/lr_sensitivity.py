@@ -271,16 +271,32 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
   return save_figure(fig, out)
 
 
+def seeded_runs(curve: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+  """The curve's stretches of consecutive lrs that each have more than one seed."""
+  runs: list[list[Mapping[str, Any]]] = []
+  previous = False
+  for p in curve:
+    several = len(p["losses"]) > 1
+    if several and previous:
+      runs[-1].append(p)
+    elif several:
+      runs.append([p])
+    previous = several
+  return runs
+
+
 def _draw_curve(ax, curve: Sequence[Mapping[str, Any]], color: str) -> None:
   """One variant's seed mean (line), seed band and per-seed dots on one panel."""
   xs = [p["lr"] for p in curve]
   ax.plot(xs, [p["mean"] for p in curve], "-o", color=color, ms=4, lw=1.6)
-  several = [p for p in curve if len(p["losses"]) > 1]
-  if several:
+  for run in seeded_runs(curve):  # a band only where neighbouring lrs both have seeds
+    if len(run) == 1:
+      ax.vlines(run[0]["lr"], min(run[0]["losses"]), max(run[0]["losses"]), color=color, alpha=0.4)
+      continue
     ax.fill_between(
-      [p["lr"] for p in several],
-      [min(p["losses"]) for p in several],
-      [max(p["losses"]) for p in several],
+      [p["lr"] for p in run],
+      [min(p["losses"]) for p in run],
+      [max(p["losses"]) for p in run],
       color=color,
       alpha=0.18,
       lw=0,

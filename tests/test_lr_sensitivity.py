@@ -191,3 +191,9 @@ def test_budget_script_on_a_tiny_run_tree(tmp_path, read_csv):
     [sys.executable, script, f"--runs={tmp_path / 'none'}"], capture_output=True, text=True
   )
   assert missing.returncode != 0 and "have not started" in missing.stderr
+
+
+def test_seed_bands_span_only_neighbouring_lrs_with_seeds():
+  curve = [{"lr": lr, "losses": [1.0] * n} for lr, n in ((1, 3), (2, 3), (3, 1), (4, 2), (5, 1))]
+  runs = lrs.seeded_runs(curve)
+  assert [[p["lr"] for p in run] for run in runs] == [[1, 2], [4]]  # no band across lr 3
