@@ -12,12 +12,13 @@ E_lr[min(loss, cap)] - min_lr loss.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resnorm_jax.outcome import STUCK_MARGIN, is_finite_number
+from resnorm_jax.outcome import EVAL_SET_BASELINE, STUCK_MARGIN, is_finite_number
 from resnorm_jax.plots import VARIANT_COLORS, pyplot, save_figure, variant_color
 from resnorm_jax.sweep_grid import POINT_FILE, read_json
 from resnorm_jax.sweep_results import run_row
@@ -498,11 +499,90 @@ def plot_survival(rows: Sequence[Mapping[str, Any]], out: str) -> str:
   return save_figure(fig, out)
 
 
-def write_budget(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, str]:
-  """budget.csv and budget.png of finished budget runs' results rows."""
+def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
+  """(steps, periodic eval losses) of a run folder's metrics.jsonl; torn lines skipped."""
+  steps, losses = [], []
+  path = os.path.join(run_dir, "metrics.jsonl")
+  if not os.path.isfile(path):
+    return steps, losses
+  with open(path) as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if is_finite_number(record.get("eval/loss")):
+        steps.append(int(record["step"]))
+        losses.append(float(record["eval/loss"]))
+  return steps, losses
+
+
+CELL = ("num_layers", "lr", "warmup", "schedule")
+SEED_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_budget_curves(
+  rows: Sequence[Mapping[str, Any]], runs_dir: str, out: str, mark_step: int = 0
+) -> str:
+  """Periodic eval loss against step of every budget run, a panel per cell (depth, lr, warmup,
+  schedule), a line per run (its variant's colour, a dash pattern per seed), the eval set's
+  no-context loss dashed and the escape threshold (0.1 below it) dotted; `mark_step` (the
+  loss-vs-lr sweep's budget) a vertical line."""
+  plt = pyplot()
+  cells: dict[tuple, list[Mapping[str, Any]]] = {}
+  for r in rows:
+    cells.setdefault(tuple(r[k] for k in CELL), []).append(r)
+  keys = sorted(cells, key=lambda k: tuple(map(str, k)))
+  panels = max(len(keys), 1)
+  cols = min(panels, 3)
+  nrows = -(-panels // cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols + 2, 3.6 * nrows), squeeze=False)
+  flat = [ax for row in axes for ax in row]
+  for ax in flat[panels:]:
+    ax.set_visible(False)
+  for ax, key in zip(flat, keys, strict=False):
+    depth, lr, warmup, schedule = key
+    for r in sorted(cells[key], key=lambda r: (r["variant"], r["seed"])):
+      steps, losses = eval_curve(os.path.join(runs_dir, r["name"]))
+      style = SEED_STYLES[int(r["seed"] or 0) % len(SEED_STYLES)]
+      color = variant_color(r["variant"])
+      ax.plot(steps, losses, ls=style, color=color, lw=1.2, label=f"{r['variant']} s{r['seed']}")
+      summary = read_json(os.path.join(runs_dir, r["name"], "summary.json")) or {}
+      cap = summary.get(EVAL_SET_BASELINE)
+      if is_finite_number(cap):
+        ax.axhline(cap, ls="--", lw=0.8, color="0.35")
+        ax.axhline(cap - STUCK_MARGIN, ls=":", lw=0.8, color="0.35")
+    if mark_step:
+      ax.axvline(mark_step, color="0.6", lw=0.8)
+    warm = "no warmup" if not warmup else f"warmup {warmup:,}"
+    ax.set_title(f"{depth} layers, lr {lr_label(float(lr))}, {warm}, {schedule}", fontsize="medium")
+    ax.set_ylim(None, 3.6)
+    ax.set(xlabel="step", ylabel="periodic eval loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small", loc="lower left")
+  if not keys:
+    flat[0].text(0.5, 0.5, "no finished budget run yet", ha="center", transform=flat[0].transAxes)
+  note = f"; grey line: step {mark_step:,}, the loss-vs-lr budget" if mark_step else ""
+  fig.suptitle(
+    "Budget runs: periodic eval loss by step (dashed: the eval set's no-context loss; dotted: "
+    f"0.1 below it, the escape threshold{note})",
+    fontsize="medium",
+  )
+  return save_figure(fig, out)
+
+
+def write_budget(
+  rows: Sequence[Mapping[str, Any]], out_dir: str, runs_dir: str = "", mark_step: int = 0
+) -> dict[str, str]:
+  """budget.csv and budget.png (survival) of finished budget runs' results rows, and with
+  `runs_dir` budget_curves.png (their eval curves)."""
   os.makedirs(out_dir, exist_ok=True)
   paths = {"csv": os.path.join(out_dir, "budget.csv"), "png": os.path.join(out_dir, "budget.png")}
   table = [budget_row(r) for r in rows]
   write_csv(table, BUDGET_COLUMNS, paths["csv"])
   plot_survival(table, paths["png"])
+  if runs_dir:
+    paths["curves"] = plot_budget_curves(
+      table, runs_dir, os.path.join(out_dir, "budget_curves.png"), mark_step
+    )
   return paths

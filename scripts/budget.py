@@ -8,6 +8,7 @@ its curve when the summary predates it) and writes into --out_dir:
   budget.csv  a row per run: variant, num_layers, lr, warmup, schedule, seed, steps,
               escape_step (empty: never escaped), final_eval_loss, baseline, outcome
   budget.png  the fraction of seeds escaped against step, a line per setting
+  budget_curves.png  each run's periodic eval loss against step, a panel per cell
 The rules are resnorm_jax/lr_sensitivity.py's and outcome.py's. No JAX here.
 """
 
@@ -28,13 +29,16 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--runs", default=os.path.join("docs", "lr_sensitivity", "budget", "runs"))
   parser.add_argument("--out_dir", default=os.path.join("docs", "lr_sensitivity"))
+  parser.add_argument(
+    "--mark_step", type=int, default=1000, help="a vertical line: the loss-vs-lr sweep's budget"
+  )
   args = parser.parse_args()
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs} (the budget runs have not started)")
   rows = lr_sensitivity.finished_rows(args.runs)
-  paths = lr_sensitivity.write_budget(rows, args.out_dir)
+  paths = lr_sensitivity.write_budget(rows, args.out_dir, args.runs, mark_step=args.mark_step)
   escaped = sum(r["escape_step"] is not None for r in rows)
-  print(f"{len(rows)} finished runs, {escaped} escaped -> {paths['csv']}, {paths['png']}")
+  print(f"{len(rows)} finished runs, {escaped} escaped -> {', '.join(paths.values())}")
 
 
 if __name__ == "__main__":

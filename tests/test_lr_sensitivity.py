@@ -178,7 +178,7 @@ def test_budget_script_on_a_tiny_run_tree(tmp_path, read_csv):
     check=True,
   )
   assert "4 finished runs, 3 escaped" in proc.stdout
-  assert sorted(os.listdir(out)) == ["budget.csv", "budget.png"]
+  assert sorted(os.listdir(out)) == ["budget.csv", "budget.png", "budget_curves.png"]
   rows = read_csv(out / "budget.csv")
   assert [(r["variant"], r["seed"], r["escape_step"]) for r in rows] == [
     ("postnorm", "0", "200"),
@@ -197,3 +197,16 @@ def test_seed_bands_span_only_neighbouring_lrs_with_seeds():
   curve = [{"lr": lr, "losses": [1.0] * n} for lr, n in ((1, 3), (2, 3), (3, 1), (4, 2), (5, 1))]
   runs = lrs.seeded_runs(curve)
   assert [[p["lr"] for p in run] for run in runs] == [[1, 2], [4]]  # no band across lr 3
+
+
+def test_eval_curve_reads_the_periodic_evals_and_skips_torn_lines(tmp_path):
+  lines = [
+    json.dumps({"step": 50, "train/loss": 3.4}),
+    json.dumps({"step": 100, "eval/loss": 3.3}),
+    '{"step": 150, "eval/lo',  # a torn last line of a killed run
+    json.dumps({"step": 200, "eval/loss": float("nan")}),
+    json.dumps({"step": 250, "eval/loss": 2.9}),
+  ]
+  (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+  assert lrs.eval_curve(str(tmp_path)) == ([100, 250], [3.3, 2.9])
+  assert lrs.eval_curve(str(tmp_path / "absent")) == ([], [])
