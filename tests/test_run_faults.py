@@ -164,3 +164,37 @@ def test_failed_is_not_bad_input():
   summary = {"status": "failed", "steps": 14, "outcome": "unknown"}
   message = loop.end_message(summary, "/w", ["--config=c.py"])
   assert "resume:  python -m experiments.train --config=c.py --workdir=/w" in message
+
+
+@pytest.mark.slow  # trains twice (in this process)
+def test_a_metrics_write_error_fails_the_run_in_one_line_and_it_resumes(
+  tmp_path, monkeypatch, capsys
+):
+  """A full disk met by metrics.jsonl (file.write names no file) at the row of step 15: a
+  traceback and exit status 1 before; now status failed, one line naming the file, the
+  curve cut back to checkpoint 10, and the same config resumes from there."""
+  config = smoke.get_config()  # 20 steps, rows every 5, checkpoints at 10 and 20
+  write = MetricWriter.write
+
+  def full_disk(self, step, metrics):
+    if step >= 15:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    write(self, step, metrics)
+
+  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  summary = loop.run(config, str(tmp_path))
+  out = capsys.readouterr().out
+  assert summary["status"] == "failed" and summary["steps"] == 10
+  assert summary["failed_at_step"] in (15, 16)
+  (line,) = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+  assert f"No space left on device (writing {tmp_path / 'metrics.jsonl'})" in line
+  assert "MB free of" in line and "resumes from step 10" in line
+  assert json.load(open(tmp_path / "summary.json"))["status"] == "failed"
+  rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert rows == [5, 10]
+  monkeypatch.undo()
+  resumed = loop.run(config, str(tmp_path))
+  assert "resuming from step 10" in capsys.readouterr().out
+  assert resumed["status"] == "completed" and resumed["steps"] == 20
+  rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert rows == [5, 10, 15, 20]
