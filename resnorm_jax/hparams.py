@@ -38,7 +38,7 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from resnorm_jax import config_types as ct
-from resnorm_jax import fs, writers
+from resnorm_jax import fs, outcome, writers
 from resnorm_jax.outcome import is_finite_number
 
 # (hparam, dotted config key)
@@ -162,10 +162,13 @@ def compare_scalars(summary: Mapping[str, Any]) -> list:
   """The `compare/` scalars of a summary (`COMPARE`), those it has a finite number for."""
   from tensorboardX.summary import scalar
 
+  # The no-context loss as the verdict takes it: held-out, or the train split's in a
+  # summary from before the held-out one was recorded.
+  values = {**summary, "heldout_unigram_entropy": outcome.baseline(summary)}
   return [
-    scalar(tag, float(summary[key]), summary_description=text)
+    scalar(tag, float(values[key]), summary_description=text)
     for tag, key, text in COMPARE
-    if is_finite_number(summary.get(key))
+    if is_finite_number(values.get(key))
   ]
 
 

@@ -4,11 +4,12 @@ named for what they are, and the Custom Scalars layout.
 The two evals, named the same in metrics.jsonl and TensorBoard (each eval card's info icon
 says which it is, `DESCRIPTIONS`):
   eval/loss        the periodic eval: the first train.eval_batches held-out batches (the same
-                   tokens each time, 8,192 at full scale), every train.eval_every steps;
+                   tokens each time, 8,192 at CPU scale), every train.eval_every steps;
   eval/min_loss    the lowest eval/loss so far (summary.json `best_eval_loss`: same eval set);
   eval/no_context_loss  that eval set's no-context loss, the plateau of eval/loss;
-  eval/final_loss  the end-of-run eval: train.final_eval_tokens held-out tokens (16,384), at the
-                   last step only (summary.json `final_eval_loss`: the verdict's number).
+  eval/final_loss  the end-of-run eval: at least train.final_eval_tokens held-out tokens
+                   (16,384 at CPU scale), at the last step only (summary.json
+                   `final_eval_loss`: the verdict's number).
 
 Custom Scalars (`LAYOUT`, written by every run and by scripts/export_tensorboard.py): the
 periodic eval loss with its no-context baseline on one chart, train and eval loss on
@@ -30,7 +31,7 @@ DESCRIPTIONS = {
   "eval/no_context_loss": "No-context loss of the periodic eval set: the train split's "
   "token frequencies scored on its tokens, the plateau of eval/loss (summary.json "
   "periodic_eval_no_context_loss).",
-  "eval/final_loss": "End-of-run eval: mean loss on {final} held-out tokens "
+  "eval/final_loss": "End-of-run eval: mean loss on {final}held-out tokens "
   "(train.final_eval_tokens), at the last step only; summary.json final_eval_loss, the "
   "number the run's verdict uses. A larger eval set than eval/loss.",
 }
@@ -71,6 +72,23 @@ def _describe(tag: str, eval_tokens: Mapping[str, int | None]) -> str:
     periodic="" if periodic is None else f"{periodic:,} tokens, ",
     final="" if final is None else f"{final:,} ",
   )
+
+
+def _described(tag: str, value: float, text: str):
+  """A scalar summary whose card shows `text` (its info icon) in TensorBoard.
+
+  The metadata names the scalars plugin and its data class: TensorBoard's Rust data server
+  keeps a scalar's description only then (tensorboardX's add_scalar leaves the class unset,
+  its proto predates the field), so it is built with TensorBoard's proto and handed over as
+  bytes (the field survives as an unknown field).
+  """
+  from tensorboard.compat.proto import summary_pb2 as tb
+  from tensorboardX.proto.summary_pb2 import Summary
+
+  meta = tb.SummaryMetadata(summary_description=text, data_class=tb.DATA_CLASS_SCALAR)
+  meta.plugin_data.plugin_name = "scalars"
+  value = tb.Summary.Value(tag=tag, simple_value=float(value), metadata=meta)
+  return Summary.FromString(tb.Summary(value=[value]).SerializeToString())
 
 
 class Events:
@@ -118,7 +136,10 @@ class Events:
 
   def _scalar(self, tag: str, value: float, step: int, walltime: float | None) -> None:
     text = _describe(tag, self.eval_tokens)
-    self.tb.add_scalar(tag, value, step, walltime=walltime, summary_description=text)
+    if not text:
+      self.tb.add_scalar(tag, value, step, walltime=walltime)
+      return
+    self.tb._get_file_writer().add_summary(_described(tag, value, text), step, walltime)
 
   def write(self, step: int, flat: Mapping[str, Any], walltime: float | None = None) -> None:
     """One logged step's flat metrics (flatten_metrics) as scalars, layers and images;

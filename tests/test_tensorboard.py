@@ -63,7 +63,7 @@ def board(tmp_path_factory):
       env=env,
       capture_output=True,
       text=True,
-      timeout=120,
+      timeout=600,  # a 12-layer compile on a loaded 2-core machine
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
   logdir = str(tmp / "runs")

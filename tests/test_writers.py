@@ -277,3 +277,11 @@ def test_hparams_file_carries_the_compare_scalars(tmp_path):
   acc = event_accumulator.EventAccumulator(str(tmp_path))
   acc.Reload()
   assert sorted(acc.Tags()["scalars"])[1] == "compare/escape_step"
+  # A summary from before the held-out baseline: the verdict's, the train split's entropy.
+  old = {k: v for k, v in summary.items() if k != "heldout_unigram_entropy"}
+  hparams.write(
+    str(tmp_path), {"norm": "layernorm"}, "completed", 40, {**old, "unigram_entropy": 3.1}
+  )
+  acc = event_accumulator.EventAccumulator(str(tmp_path))
+  acc.Reload()
+  assert acc.Scalars("compare/no_context_loss")[0].value == pytest.approx(3.1)
