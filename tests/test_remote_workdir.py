@@ -6,7 +6,7 @@ code in every training test.
 
 Orbax writes a checkpoint's arrays through TensorStore, whose own GCS driver this stand-in
 cannot serve: the whole-run test points the checkpointer at the bucket's local folder, and
-checkpoints on a real bucket are checked on a cluster (README, Scale-out)."""
+checkpoints on a real bucket are checked on a cluster (README, Clusters)."""
 
 import json
 import os
