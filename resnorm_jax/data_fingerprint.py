@@ -4,7 +4,9 @@ A corpus edited under the same path used to resume silently (two corpora mixed i
 Each file is recorded by its size and sha256: the whole file up to FULL_HASH_BYTES, above
 that a sampled hash (SAMPLES blocks of SAMPLE_BYTES spread evenly, the first and the last
 included: a few MB read however large the shard). The mtime is recorded too but not compared,
-so a copy or a `touch` is the same data. The stdlib corpus is one record over all its bytes.
+so a copy or a `touch` is the same data. A prepared folder's shards are always sampled: its
+manifest holds their full sha256s, and a start reads none of them whole. The stdlib corpus
+is one record over all its bytes.
 The record goes into config.json (`data_files`, a section sweeps do not compare) and every
 checkpoint's meta; a resume compares it with the data it finds. Pure Python, no JAX.
 """
@@ -21,11 +23,12 @@ SAMPLES = 16
 SAMPLE_BYTES = 64 << 10
 
 
-def _sha256(path: str, size: int) -> tuple[str, bool]:
-  """(hex digest, sampled?) of a file's bytes."""
+def _sha256(path: str, size: int, full_hash_bytes: int) -> tuple[str, bool]:
+  """(hex digest, sampled?) of a file's bytes: whole up to `full_hash_bytes` (or what the
+  samples would read anyway), else sampled."""
   digest = hashlib.sha256()
   with open(path, "rb") as f:
-    if size <= FULL_HASH_BYTES:
+    if size <= max(full_hash_bytes, SAMPLES * SAMPLE_BYTES):
       while block := f.read(1 << 24):
         digest.update(block)
       return digest.hexdigest(), False
@@ -37,21 +40,25 @@ def _sha256(path: str, size: int) -> tuple[str, bool]:
   return digest.hexdigest(), True
 
 
-def file_record(path: str) -> dict[str, Any]:
-  """{size, sha256, sampled, mtime_ns} of one local file."""
+def file_record(path: str, full_hash_bytes: int | None = None) -> dict[str, Any]:
+  """{size, sha256, sampled, mtime_ns} of one local file (whole up to `full_hash_bytes`,
+  default FULL_HASH_BYTES)."""
   st = os.stat(path)
-  sha, sampled = _sha256(path, st.st_size)
+  limit = FULL_HASH_BYTES if full_hash_bytes is None else full_hash_bytes
+  sha, sampled = _sha256(path, st.st_size, limit)
   return {"size": st.st_size, "sha256": sha, "sampled": sampled, "mtime_ns": st.st_mtime_ns}
 
 
-def files_record(paths: Iterable[str], root: str | None = None) -> dict[str, dict[str, Any]]:
+def files_record(
+  paths: Iterable[str], root: str | None = None, full_hash_bytes: int | None = None
+) -> dict[str, dict[str, Any]]:
   """{path: file_record} for each file; paths relative to `root` when given (a prepared
   folder, which may be read from another place: its local copy of a gs:// folder), else
   absolute."""
   out = {}
   for path in paths:
     key = os.path.relpath(path, root) if root else os.path.abspath(path)
-    out[key] = file_record(path)
+    out[key] = file_record(path, full_hash_bytes)
   return out
 
 

@@ -404,13 +404,17 @@ def test_every_source_fingerprints_the_files_it_reads(tmp_path, stdlib):
 def test_large_files_are_fingerprinted_by_samples(tmp_path, monkeypatch):
   monkeypatch.setattr(data_fingerprint, "FULL_HASH_BYTES", 1 << 16)
   path = tmp_path / "big.bin"
-  blob = np.random.default_rng(0).integers(0, 255, 1 << 20, dtype=np.uint8)
+  blob = np.random.default_rng(0).integers(0, 255, 4 << 20, dtype=np.uint8)
   blob.tofile(path)
   record = data_fingerprint.file_record(str(path))
-  assert record["sampled"] and record["size"] == 1 << 20
+  assert record["sampled"] and record["size"] == 4 << 20
   blob[-1] ^= 1  # the last sample holds the last byte
   blob.tofile(path)
   assert data_fingerprint.file_record(str(path))["sha256"] != record["sha256"]
+  # A prepared folder's shards are always sampled; a file the samples cover is read whole.
+  assert data_fingerprint.file_record(str(path), full_hash_bytes=0)["sampled"]
+  (tmp_path / "small.bin").write_bytes(b"ab" * 1000)
+  assert not data_fingerprint.file_record(str(tmp_path / "small.bin"), 0)["sampled"]
 
 
 def test_raw_uint32_tokens_without_a_header_are_refused(tmp_path):
