@@ -562,10 +562,10 @@ def plot_budget_curves(
     ax.legend(fontsize="x-small", loc="lower left")
   if not keys:
     flat[0].text(0.5, 0.5, "no finished budget run yet", ha="center", transform=flat[0].transAxes)
-  note = f"; grey line: step {mark_step:,}, the loss-vs-lr budget" if mark_step else ""
+  note = f"\ngrey line: step {mark_step:,}, the loss-vs-lr sweep's budget" if mark_step else ""
   fig.suptitle(
-    "Budget runs: periodic eval loss by step (dashed: the eval set's no-context loss; dotted: "
-    f"0.1 below it, the escape threshold{note})",
+    "Budget runs: periodic eval loss by step\ndashed: the eval set's no-context loss; "
+    f"dotted: 0.1 below it, the escape threshold{note}",
     fontsize="medium",
   )
   return save_figure(fig, out)
