@@ -6,13 +6,10 @@ import dataclasses
 from typing import Any
 
 from resnorm_jax import residual as residual_lib
+from resnorm_jax import variants
 from resnorm_jax.initializers import INITS, magneto_gamma
 from resnorm_jax.norms import NORMS
 
-# subln, lnscale, mix: resnorm_jax/block.py and docs/variants.md.
-POSITIONS = ("post", "pre", "peri", "none", "subln", "lnscale", "mix")
-# Placements with a norm in front of each branch: a final norm before the head when auto.
-PRE_LIKE = ("pre", "peri", "subln", "lnscale", "mix")
 FINAL_NORMS = ("auto", "true", "false")
 BLOCKS = ("sequential", "parallel")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -83,7 +80,7 @@ class ModelConfig:
 
   def __post_init__(self):
     _choice("model.norm", self.norm, NORMS)
-    _choice("model.norm_position", self.norm_position, POSITIONS)
+    variants.placement(self.norm_position)  # ValueError naming the valid placements
     _choice("model.residual", self.residual, residual_lib.RESIDUALS)
     _choice("model.block", self.block, BLOCKS)
     _choice("model.init", self.init, INITS)
@@ -103,10 +100,8 @@ class ModelConfig:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
     if not self.norm_eps > 0:
       raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
-    if not 0.0 <= self.mixln_post_fraction <= 1.0:
-      raise ValueError(f"model.mixln_post_fraction={self.mixln_post_fraction!r} not in [0, 1]")
     _positive("model.hyperconn_rate", self.hyperconn_rate)
-    if self.residual == "hyperconn" and self.norm_position in ("post", "mix"):
+    if self.residual == "hyperconn" and variants.placement(self.norm_position).normalizes_stream:
       raise ValueError(
         f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
         f"the n streams); model.norm_position={self.norm_position!r} normalizes the stream"
@@ -115,6 +110,7 @@ class ModelConfig:
       _check_ngpt(self)
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
+    variants.validate(self)  # every variant's own keys, the selected variants' checks
 
 
 def _check_ngpt(cfg: ModelConfig) -> None:
@@ -179,8 +175,8 @@ def model_config_from(
   _positive("model.num_layers", n)
   # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
-  if final == "auto":
-    final_norm = m.norm_position in PRE_LIKE
+  if final == "auto":  # a norm in front of each branch: a final norm before the head
+    final_norm = variants.placement(m.norm_position).pre_like
   else:
     final_norm = final == "true"
   alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)

@@ -11,11 +11,11 @@ from flax import nnx
 
 from resnorm_jax import admin, hyperconn, ngpt
 from resnorm_jax.attention import rope_tables
-from resnorm_jax.block import Block, rms
+from resnorm_jax.block import Block
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense, Embed
-from resnorm_jax.norms import config_norm
+from resnorm_jax.norms import config_norm, rms
 
 REMAT_POLICIES = {
   "full": None,  # save nothing inside a layer: recompute it all on the backward pass

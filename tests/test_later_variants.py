@@ -20,9 +20,10 @@ from flax import nnx
 from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax import admin
 from resnorm_jax import residual as residual_lib
-from resnorm_jax.block import lnscale_factor, mixln_num_post
 from resnorm_jax.initializers import magneto_gamma
 from resnorm_jax.model import Transformer
+from resnorm_jax.variants.lnscale import lnscale_factor
+from resnorm_jax.variants.mix import mixln_num_post
 
 # tests/conftest.py's shapes at 4 layers (Mix-LN's split and LN scaling's 1/sqrt(l) need
 # several).

@@ -1,0 +1,48 @@
+"""The original axes' values: Post-LN, Pre-LN, sandwich (peri) and no norm.
+
+post: x = N(res(x, F(x)))          pre: x = res(x, F(N(x)))
+peri: x = res(x, N'(F(N(x))))      none: x = res(x, F(x))
+"""
+
+from __future__ import annotations
+
+from resnorm_jax.norms import rms
+from resnorm_jax.variants import Placement
+
+
+def normalize_input(block, slot: str, x, stats: dict, index):
+  """N(x) in front of the branch (pre, peri and the placements built on Pre-LN)."""
+  stats[f"{slot}_norm_in_rms"] = rms(x)
+  return block.norms[slot](x)
+
+
+def normalize_output(block, slot: str, f, stats: dict):
+  """N'(F) on the branch output (peri)."""
+  stats[f"{slot}_out_norm_in_rms"] = rms(f)
+  return block.out_norms[slot](f)
+
+
+def normalize_stream(block, slot: str, x, y, stats: dict, index):
+  """N(x + F) after the residual (post)."""
+  stats[f"{slot}_norm_in_rms"] = rms(y)
+  return block.norms[slot](y)
+
+
+VARIANTS = (
+  Placement(
+    "post",
+    "Post-LN: x = N(res(x, F(x)))",
+    stream_output=normalize_stream,
+    normalizes_stream=True,
+  ),
+  Placement("pre", "Pre-LN: x = res(x, F(N(x)))", pre_like=True, branch_input=normalize_input),
+  Placement(
+    "peri",
+    "sandwich: x = res(x, N'(F(N(x))))",
+    pre_like=True,
+    out_norms=True,
+    branch_input=normalize_input,
+    branch_output=normalize_output,
+  ),
+  Placement("none", "no norm in the layers: x = res(x, F(x))", norms=False),
+)
