@@ -31,7 +31,6 @@ from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
 from resnorm_jax.ngpt import SphereUpdate
 from resnorm_jax.norms import config_norm, rms
-from resnorm_jax.residual import Residual
 
 
 class Block(nnx.Module):
@@ -48,17 +47,6 @@ class Block(nnx.Module):
 
     def norm():
       return config_norm(cfg, cfg.d_model)
-
-    def residual():
-      return Residual(
-        cfg.residual,
-        cfg.d_model,
-        alpha=cfg.residual_alpha,
-        scale=cfg.branch_scale,
-        rezero_init=cfg.rezero_init,
-        layerscale_init=cfg.layerscale_init,
-        rngs=rngs,
-      )
 
     slots = ("block",) if self.parallel else ("attn", "ffn")
     # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
@@ -79,7 +67,15 @@ class Block(nnx.Module):
     elif cfg.residual == "ngpt":
       self.residuals = nnx.Dict({s: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init) for s in slots})
     else:
-      self.residuals = nnx.Dict({s: residual() for s in slots})
+      combine = variants.residual(cfg.residual)
+      self.residuals = nnx.Dict(
+        {
+          s: combine.make(
+            cfg, slot=i, num_slots=len(slots), layer_index=layer_index, norm=norm, rngs=rngs
+          )
+          for i, s in enumerate(slots)
+        }
+      )
     self.hyper = cfg.residual == "hyperconn"
 
   @property

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import admin, hyperconn, ngpt
+from resnorm_jax import hyperconn, ngpt, variants
 from resnorm_jax.attention import rope_tables
 from resnorm_jax.block import Block
 from resnorm_jax.config_types import ModelConfig
@@ -73,8 +73,8 @@ class Transformer(nnx.Module):
       )
       if cfg.residual == "ngpt":  # weight rows on the sphere from the start, as after a step
         ngpt.normalize_weights(self)
-    if cfg.residual == "admin":  # Admin's two stages: profile the branches, then set omega
-      admin.initialize_omega(self, rngs.params())
+    if cfg.residual in variants.names("residual"):  # e.g. Admin's two stages: profile the
+      variants.residual(cfg.residual).init_stage(self, rngs)  # branches, then set omega
 
   def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
     """The stack's input [B, T, D] in the compute dtype: scaled token rows plus positions."""

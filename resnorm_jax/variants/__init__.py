@@ -175,6 +175,14 @@ def placement(name: str) -> Placement:
   return get("norm_position", name)
 
 
+def record(cfg: Any, init_params: Callable[[], Any]) -> dict:
+  """What the selected variants add to config.json's `resolved_model` (e.g. Admin's omegas)."""
+  out = {}
+  for variant in (placement(cfg.norm_position), *_registered_residual(cfg)):
+    out.update(variant.record(cfg, init_params))
+  return out
+
+
 def of(cfg: Any) -> tuple[Residual, Placement]:
   """The residual and placement variants of a ModelConfig."""
   return residual(cfg.residual), placement(cfg.norm_position)
@@ -195,3 +203,10 @@ def validate(cfg: Any) -> None:
   for name, key in keys().items():
     key.validate(name, getattr(cfg, name))
   placement(cfg.norm_position).check(cfg)
+  for variant in _registered_residual(cfg):
+    variant.check(cfg)
+
+
+def _registered_residual(cfg: Any) -> tuple[Residual, ...]:
+  """While hyperconn and ngpt still live outside the registry: () for them."""
+  return (residual(cfg.residual),) if cfg.residual in names("residual") else ()

@@ -6,8 +6,9 @@ peri: x = res(x, N'(F(N(x))))      none: x = res(x, F(x))
 
 from __future__ import annotations
 
+from resnorm_jax import residual as residual_lib
 from resnorm_jax.norms import rms
-from resnorm_jax.variants import Placement
+from resnorm_jax.variants import Placement, Residual
 
 
 def normalize_input(block, slot: str, x, stats: dict, index):
@@ -45,4 +46,31 @@ VARIANTS = (
     branch_output=normalize_output,
   ),
   Placement("none", "no norm in the layers: x = res(x, F(x))", norms=False),
+)
+
+
+def combine(cfg, *, rngs, **_) -> residual_lib.Residual:
+  """residual.Residual of cfg.residual with its resolved constants."""
+  return residual_lib.Residual(
+    cfg.residual,
+    cfg.d_model,
+    alpha=cfg.residual_alpha,
+    scale=cfg.branch_scale,
+    rezero_init=cfg.rezero_init,
+    layerscale_init=cfg.layerscale_init,
+    rngs=rngs,
+  )
+
+
+VARIANTS += tuple(
+  Residual(name, summary, make=combine)
+  for name, summary in (
+    ("add", "x + F"),
+    ("deepnorm", "DeepNorm: alpha x + F, alpha = model.residual_alpha or (2N)^(1/4)"),
+    ("scaled", "x + s F, s = model.branch_scale or 1/sqrt(2N)"),
+    ("rezero", "ReZero: x + a F, a learnable scalar from model.rezero_init"),
+    ("layerscale", "LayerScale: x + lambda * F, per channel, from model.layerscale_init"),
+    ("gated", "x + sigmoid(W_g x + b_g) * F, a learnable gate"),
+    ("none", "F alone: no skip path"),
+  )
 )
