@@ -5,8 +5,8 @@ resnorm_jax/variants/) says where the norms sit: h = its branch input, F(h) thro
 branch output, then res(x, F) through its stream output; e.g. post: x = N(res(x, F(x))),
 pre: x = res(x, F(N(x))).
 Parallel block (PaLM): F(h) = Attn(h) + FFN(h), one residual and one norm per slot.
-Hyper-connections (residual=hyperconn): the stream is n copies [B, T, n, D]; the branch
-reads a mix of them and writes into each (resnorm_jax/hyperconn.py).
+A residual variant may widen the stream (hyper-connections: n copies [B, T, n, D]); its
+module then wraps the branch: it reads a mix of the copies and writes into each.
 nGPT (residual=ngpt, placement none): x = Norm(x + alpha (Norm(F(x)) - x)) (resnorm_jax/ngpt.py).
 
 The layer index l is scan data (model.py): a placement that depends on it (LayerNorm
@@ -20,13 +20,11 @@ each branch output, so the scanned stack yields per-layer arrays of them.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax import variants
 from resnorm_jax.attention import Attention
 from resnorm_jax.config_types import ModelConfig
-from resnorm_jax.hyperconn import HyperConnection
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
 from resnorm_jax.ngpt import SphereUpdate
@@ -49,22 +47,13 @@ class Block(nnx.Module):
       return config_norm(cfg, cfg.d_model)
 
     slots = ("block",) if self.parallel else ("attn", "ffn")
+    registered = cfg.residual != "ngpt"  # until nGPT is a registered variant
+    self.wraps_branch = registered and variants.residual(cfg.residual).wraps_branch
     # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
     # stream's) and `<slot>_out_norm` (on the branch output: sandwich).
     self.norms = nnx.Dict({s: norm() for s in slots} if placement.norms else {})
     self.out_norms = nnx.Dict({s: norm() for s in slots} if placement.out_norms else {})
-    if cfg.residual == "hyperconn":
-      # Sub-layer k = len(slots) * l + slot: attention and FFN are separate hyper-layers.
-      k = len(slots) * jnp.asarray(0 if layer_index is None else layer_index, jnp.int32)
-      self.residuals = nnx.Dict(
-        {
-          s: HyperConnection(
-            cfg.hyperconn_rate, cfg.d_model, k + i, dynamic=cfg.hyperconn_dynamic, norm=norm
-          )
-          for i, s in enumerate(slots)
-        }
-      )
-    elif cfg.residual == "ngpt":
+    if cfg.residual == "ngpt":
       self.residuals = nnx.Dict({s: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init) for s in slots})
     else:
       combine = variants.residual(cfg.residual)
@@ -76,7 +65,6 @@ class Block(nnx.Module):
           for i, s in enumerate(slots)
         }
       )
-    self.hyper = cfg.residual == "hyperconn"
 
   @property
   def placement(self) -> variants.Placement:
@@ -89,7 +77,7 @@ class Block(nnx.Module):
 
   def _sublayer(self, slot: str, x, branch_fn, stats: dict, index=None):
     """One residual sub-layer at this block's placement."""
-    if self.hyper:
+    if self.wraps_branch:  # e.g. hyper-connections: F reads a mix of n streams
       return self.residuals[slot](x, lambda h: self._branch(slot, h, branch_fn, stats, index))
     f = self._branch(slot, x, branch_fn, stats, index)
     y = self.residuals[slot](x, f)

@@ -11,7 +11,7 @@ from resnorm_jax.initializers import INITS, magneto_gamma
 from resnorm_jax.norms import NORMS
 
 # Residual variants still handled in block.py and model.py (the others: resnorm_jax/variants/).
-_NOT_YET_REGISTERED = ("hyperconn", "ngpt")
+_NOT_YET_REGISTERED = ("ngpt",)
 FINAL_NORMS = ("auto", "true", "false")
 BLOCKS = ("sequential", "parallel")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -103,12 +103,6 @@ class ModelConfig:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
     if not self.norm_eps > 0:
       raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
-    _positive("model.hyperconn_rate", self.hyperconn_rate)
-    if self.residual == "hyperconn" and variants.placement(self.norm_position).normalizes_stream:
-      raise ValueError(
-        f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
-        f"the n streams); model.norm_position={self.norm_position!r} normalizes the stream"
-      )
     if self.residual == "ngpt":
       _check_ngpt(self)
     if not 0.0 <= self.batchnorm_momentum < 1.0:

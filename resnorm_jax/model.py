@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import hyperconn, ngpt, variants
+from resnorm_jax import ngpt, variants
 from resnorm_jax.attention import rope_tables
 from resnorm_jax.block import Block
 from resnorm_jax.config_types import ModelConfig
@@ -92,11 +92,12 @@ class Transformer(nnx.Module):
       raise ValueError(f"sequence length {t} > model.max_seq_len={cfg.max_seq_len}")
     x = self.embed_tokens(tokens_BxT)
     rope = rope_tables(t, cfg.head_dim) if cfg.position == "rope" else None
-    if cfg.residual == "hyperconn":
-      x = hyperconn.expand(x, cfg.hyperconn_rate)
+    combine = variants.residual(cfg.residual) if cfg.residual != "ngpt" else None
+    if combine is not None:  # e.g. hyper-connections' n copies of the stream
+      x = combine.stream_in(x, cfg)
     x, layer_stats = self.run_stack(x, rope) if scan else self.run_loop(x, rope)
-    if cfg.residual == "hyperconn":
-      x = hyperconn.collapse(x)
+    if combine is not None:
+      x = combine.stream_out(x)
     stats = {"layers": layer_stats}
     if self.final_norm is not None:
       stats["final_norm_in_rms"] = rms(x)

@@ -208,5 +208,5 @@ def validate(cfg: Any) -> None:
 
 
 def _registered_residual(cfg: Any) -> tuple[Residual, ...]:
-  """While hyperconn and ngpt still live outside the registry: () for them."""
+  """While ngpt still lives outside the registry: () for it."""
   return (residual(cfg.residual),) if cfg.residual in names("residual") else ()
