@@ -7,7 +7,6 @@ pre: x = res(x, F(N(x))).
 Parallel block (PaLM): F(h) = Attn(h) + FFN(h), one residual and one norm per slot.
 A residual variant may widen the stream (hyper-connections: n copies [B, T, n, D]); its
 module then wraps the branch: it reads a mix of the copies and writes into each.
-nGPT (residual=ngpt, placement none): x = Norm(x + alpha (Norm(F(x)) - x)) (resnorm_jax/ngpt.py).
 
 The layer index l is scan data (model.py): a placement that depends on it (LayerNorm
 scaling's factor, Mix-LN's switch) computes values carried through one scanned stack.
@@ -27,7 +26,6 @@ from resnorm_jax.attention import Attention
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.mlp import MLP
-from resnorm_jax.ngpt import SphereUpdate
 from resnorm_jax.norms import config_norm, rms
 
 
@@ -47,24 +45,21 @@ class Block(nnx.Module):
       return config_norm(cfg, cfg.d_model)
 
     slots = ("block",) if self.parallel else ("attn", "ffn")
-    registered = cfg.residual != "ngpt"  # until nGPT is a registered variant
-    self.wraps_branch = registered and variants.residual(cfg.residual).wraps_branch
+    combine = variants.residual(cfg.residual)
+    self.wraps_branch = combine.wraps_branch
     # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
     # stream's) and `<slot>_out_norm` (on the branch output: sandwich).
     self.norms = nnx.Dict({s: norm() for s in slots} if placement.norms else {})
     self.out_norms = nnx.Dict({s: norm() for s in slots} if placement.out_norms else {})
-    if cfg.residual == "ngpt":
-      self.residuals = nnx.Dict({s: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init) for s in slots})
-    else:
-      combine = variants.residual(cfg.residual)
-      self.residuals = nnx.Dict(
-        {
-          s: combine.make(
-            cfg, slot=i, num_slots=len(slots), layer_index=layer_index, norm=norm, rngs=rngs
-          )
-          for i, s in enumerate(slots)
-        }
-      )
+    # The residual module of each slot, as the residual variant makes it.
+    self.residuals = nnx.Dict(
+      {
+        s: combine.make(
+          cfg, slot=i, num_slots=len(slots), layer_index=layer_index, norm=norm, rngs=rngs
+        )
+        for i, s in enumerate(slots)
+      }
+    )
 
   @property
   def placement(self) -> variants.Placement:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import ngpt, variants
+from resnorm_jax import variants
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
@@ -59,8 +59,9 @@ class MLP(nnx.Module):
     self.sub_norm = (
       config_norm(cfg, f, "mlp") if variants.placement(cfg.norm_position).sub_norm else None
     )
-    # nGPT: u <- u s_u, v <- v s_v sqrt(D) (ngpt.py; SwiGLU only, ModelConfig checks).
-    self.ngpt = ngpt.MLPScale(d, f) if cfg.residual == "ngpt" else None
+    # A residual variant's scaling of SwiGLU's (u, v): nGPT's u s_u, v s_v sqrt(D) (SwiGLU
+    # only, its check refuses others). The attribute keeps its name: checkpoints' path.
+    self.ngpt = variants.residual(cfg.residual).mlp_scale(cfg)
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     h_BxTxF = self.ffn_in(x_BxTxD)

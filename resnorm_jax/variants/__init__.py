@@ -178,7 +178,7 @@ def placement(name: str) -> Placement:
 def record(cfg: Any, init_params: Callable[[], Any]) -> dict:
   """What the selected variants add to config.json's `resolved_model` (e.g. Admin's omegas)."""
   out = {}
-  for variant in (placement(cfg.norm_position), *_registered_residual(cfg)):
+  for variant in of(cfg):
     out.update(variant.record(cfg, init_params))
   return out
 
@@ -203,10 +203,4 @@ def validate(cfg: Any) -> None:
   for name, key in keys().items():
     key.validate(name, getattr(cfg, name))
   placement(cfg.norm_position).check(cfg)
-  for variant in _registered_residual(cfg):
-    variant.check(cfg)
-
-
-def _registered_residual(cfg: Any) -> tuple[Residual, ...]:
-  """While ngpt still lives outside the registry: () for it."""
-  return (residual(cfg.residual),) if cfg.residual in names("residual") else ()
+  residual(cfg.residual).check(cfg)
