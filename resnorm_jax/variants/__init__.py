@@ -95,6 +95,7 @@ class Residual(Variant):
   init_stage(model, rngs): runs on the freshly built model (in place), e.g. a profiling pass.
   optimizer_transform(model_def): an optax transformation chained after the optimizer.
   check_opt_state(opt_state): refuses an optimizer state built without that transformation.
+  matmul_params(cfg): weights its module multiplies per token and sub-layer (FLOP counts).
   """
 
   axis: ClassVar[str] = "residual"
@@ -110,6 +111,7 @@ class Residual(Variant):
   init_stage: Callable[[Any, Any], None] = _nothing
   optimizer_transform: Callable[[Any], Any] = _nothing
   check_opt_state: Callable[[Any], None] = _nothing
+  matmul_params: Callable[[Any], int] = lambda cfg: 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

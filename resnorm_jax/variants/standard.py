@@ -62,15 +62,23 @@ def combine(cfg, *, rngs, **_) -> residual_lib.Residual:
   )
 
 
+def _no_matmuls(cfg) -> int:
+  return 0
+
+
 VARIANTS += tuple(
-  Residual(name, summary, make=combine)
-  for name, summary in (
-    ("add", "x + F"),
-    ("deepnorm", "DeepNorm: alpha x + F, alpha = model.residual_alpha or (2N)^(1/4)"),
-    ("scaled", "x + s F, s = model.branch_scale or 1/sqrt(2N)"),
-    ("rezero", "ReZero: x + a F, a learnable scalar from model.rezero_init"),
-    ("layerscale", "LayerScale: x + lambda * F, per channel, from model.layerscale_init"),
-    ("gated", "x + sigmoid(W_g x + b_g) * F, a learnable gate"),
-    ("none", "F alone: no skip path"),
+  Residual(name, summary, make=combine, matmul_params=matmuls)
+  for name, summary, matmuls in (
+    ("add", "x + F", _no_matmuls),
+    ("deepnorm", "DeepNorm: alpha x + F, alpha = model.residual_alpha or (2N)^(1/4)", _no_matmuls),
+    ("scaled", "x + s F, s = model.branch_scale or 1/sqrt(2N)", _no_matmuls),
+    ("rezero", "ReZero: x + a F, a learnable scalar from model.rezero_init", _no_matmuls),
+    (
+      "layerscale",
+      "LayerScale: x + lambda * F, per channel, from model.layerscale_init",
+      _no_matmuls,
+    ),
+    ("gated", "x + sigmoid(W_g x + b_g) * F, a learnable gate", lambda cfg: cfg.d_model**2),
+    ("none", "F alone: no skip path", _no_matmuls),
   )
 )
