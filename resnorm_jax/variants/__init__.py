@@ -143,11 +143,13 @@ class Placement(Variant):
 
 @functools.cache
 def _registry() -> dict[str, dict[str, Variant]]:
-  """{axis: {name: variant}} from every module of this package, in module-name order."""
+  """{axis: {name: variant}} from every module of this package: the original axes' values
+  (standard.py) first, then the other modules by name."""
   table: dict[str, dict[str, Variant]] = {axis: {} for axis in AXES}
-  for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+  order = lambda m: (m.name != "standard", m.name)
+  for info in sorted(pkgutil.iter_modules(__path__), key=order):
     module = importlib.import_module(f"{__name__}.{info.name}")
-    for v in getattr(module, "VARIANTS", ()):
+    for v in module.VARIANTS:  # every module declares it (tests/test_registry.py)
       if v.name in table[v.axis]:
         raise ValueError(f"model.{v.axis}={v.name!r} is declared twice (variants/{info.name}.py)")
       table[v.axis][v.name] = v
