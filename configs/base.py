@@ -60,7 +60,7 @@ def get_config() -> config_dict.ConfigDict:
   # activations, but compile time then grows with depth).
   m.scan_unroll = 1
   m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
-  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/ngpt.py, docs/variants.md) ---
+  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/variants/ngpt.py, docs/variants.md) ---
   m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
 
   t = c.train = config_dict.ConfigDict()

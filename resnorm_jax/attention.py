@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import ngpt
+from resnorm_jax import variants
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
@@ -79,11 +79,12 @@ class Attention(nnx.Module):
     else:
       self.q_norm = self.k_norm = None
     # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
-    self.sub_norm = config_norm(cfg, d) if cfg.norm_position == "subln" else None
-    # nGPT: unit q, k per head times s_qk (after RoPE), softmax scale sqrt(K) (ngpt.py).
-    self.ngpt = ngpt.QKScale(cfg.num_heads, cfg.head_dim) if cfg.residual == "ngpt" else None
-    nscale = ngpt.softmax_scale if self.ngpt is not None else lambda k: k**-0.5
-    self.softmax_scale = nscale(cfg.head_dim)
+    self.sub_norm = config_norm(cfg, d) if variants.placement(cfg.norm_position).sub_norm else None
+    # A residual variant's q, k transformation (after RoPE) and softmax scale: nGPT's unit q,
+    # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
+    combine = variants.residual(cfg.residual)
+    self.ngpt = combine.qk_scale(cfg)
+    self.softmax_scale = combine.softmax_scale(cfg.head_dim)
 
   def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
     b, t, d = x_BxTxD.shape

@@ -30,7 +30,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from resnorm_jax import setup
+from resnorm_jax import setup, variants
 from resnorm_jax.model import COMPUTE_DTYPES
 
 CPU_MEMORY_LIMIT_GIB = 16.0  # host RAM a CPU benchmark may plan for
@@ -50,7 +50,8 @@ def flops_per_token(m, seq_len: int) -> dict:
   """
   d, f, n_layers, v = m.d_model, m.d_ff, m.num_layers, m.vocab_size
   ffn = (3 if m.ffn_activation == "swiglu" else 2) * d * f
-  gates = (1 if m.block == "parallel" else 2) * d * d if m.residual == "gated" else 0
+  # Matmuls of the residual modules themselves (a gated residual's W_g: d^2 per sub-layer).
+  gates = (1 if m.block == "parallel" else 2) * variants.residual(m.residual).matmul_params(m)
   per_layer = 4 * d * d + ffn + gates
   n_mm = n_layers * per_layer + d * v
   attn_fwd = 4 * n_layers * seq_len * d

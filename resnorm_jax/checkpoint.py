@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from etils import epath
 
-from resnorm_jax import cli, data_fingerprint
+from resnorm_jax import cli, data_fingerprint, variants
 from resnorm_jax.train_step import TrainState
 
 # Keys whose change makes a checkpoint belong to another experiment. train.steps,
@@ -56,11 +56,10 @@ FROZEN_KEYS = (
 # runs that predate it: a checkpoint whose config lacks one is read as having that value, so
 # an interrupted run still resumes with the new code while the key keeps that value.
 ADDED_KEYS: dict[str, Any] = {
-  "model.mixln_post_fraction": 0.25,
-  "model.hyperconn_rate": 4,
-  "model.hyperconn_dynamic": False,
+  # Every variant's own keys (resnorm_jax/variants/), at their declared defaults: a run that
+  # predates a variant never selected it (mixln_post_fraction, hyperconn_*, ngpt_alpha_init).
+  **{f"model.{name}": key.default for name, key in variants.keys().items()},
   "model.attention": "dense",
-  "model.ngpt_alpha_init": 0.05,  # nGPT (issue 18)
   "data_fingerprint": None,
   "data.sampling": "random",  # every run before the epoch sampler drew windows at random
 }

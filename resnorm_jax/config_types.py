@@ -6,13 +6,10 @@ import dataclasses
 from typing import Any
 
 from resnorm_jax import residual as residual_lib
+from resnorm_jax import variants
 from resnorm_jax.initializers import INITS, magneto_gamma
 from resnorm_jax.norms import NORMS
 
-# subln, lnscale, mix: resnorm_jax/block.py and docs/variants.md.
-POSITIONS = ("post", "pre", "peri", "none", "subln", "lnscale", "mix")
-# Placements with a norm in front of each branch: a final norm before the head when auto.
-PRE_LIKE = ("pre", "peri", "subln", "lnscale", "mix")
 FINAL_NORMS = ("auto", "true", "false")
 BLOCKS = ("sequential", "parallel")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -66,13 +63,13 @@ class ModelConfig:
   init_std: float = 0.02
   batchnorm_momentum: float = 0.99
   dyt_alpha_init: float = 0.5
+  # The variants' own keys (declared with defaults and checks in resnorm_jax/variants/;
+  # tests/test_registry.py keeps these defaults equal to the declarations).
   mixln_post_fraction: float = 0.25
   hyperconn_rate: int = 4
   hyperconn_dynamic: bool = False
   attention: str = "dense"
-  # --- nGPT (model.residual=ngpt; resnorm_jax/ngpt.py) ---
   ngpt_alpha_init: float = 0.05
-  # ---
   remat: str = "none"
   scan_unroll: int = 1
   dtype: str = "float32"
@@ -83,8 +80,8 @@ class ModelConfig:
 
   def __post_init__(self):
     _choice("model.norm", self.norm, NORMS)
-    _choice("model.norm_position", self.norm_position, POSITIONS)
-    _choice("model.residual", self.residual, residual_lib.RESIDUALS)
+    variants.placement(self.norm_position)  # ValueError naming the valid placements
+    variants.residual(self.residual)  # ValueError naming the valid residuals
     _choice("model.block", self.block, BLOCKS)
     _choice("model.init", self.init, INITS)
     _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
@@ -103,38 +100,9 @@ class ModelConfig:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
     if not self.norm_eps > 0:
       raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
-    if not 0.0 <= self.mixln_post_fraction <= 1.0:
-      raise ValueError(f"model.mixln_post_fraction={self.mixln_post_fraction!r} not in [0, 1]")
-    _positive("model.hyperconn_rate", self.hyperconn_rate)
-    if self.residual == "hyperconn" and self.norm_position in ("post", "mix"):
-      raise ValueError(
-        f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
-        f"the n streams); model.norm_position={self.norm_position!r} normalizes the stream"
-      )
-    if self.residual == "ngpt":
-      _check_ngpt(self)
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
-
-
-def _check_ngpt(cfg: ModelConfig) -> None:
-  """nGPT is defined with RoPE, SwiGLU, a sequential block and no LayerNorm anywhere."""
-  needed = {
-    "model.norm_position": (cfg.norm_position, "none"),
-    "model.final_norm": (cfg.final_norm, False),
-    "model.qk_norm": (cfg.qk_norm, False),
-    "model.block": (cfg.block, "sequential"),
-    "model.position": (cfg.position, "rope"),
-    "model.ffn_activation": (cfg.ffn_activation, "swiglu"),
-  }
-  wrong = [f"{k}={v!r} (needs {want!r})" for k, (v, want) in needed.items() if v != want]
-  if wrong:
-    raise ValueError(
-      "model.residual=ngpt (the normalized Transformer: its own L2 normalizations, no "
-      f"LayerNorm; configs/ngpt_96L.py) refuses {', '.join(wrong)}"
-    )
-  if not cfg.ngpt_alpha_init > 0:
-    raise ValueError(f"model.ngpt_alpha_init={cfg.ngpt_alpha_init!r} must be > 0")
+    variants.validate(self)  # every variant's own keys, the selected variants' checks
 
 
 def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
@@ -179,8 +147,8 @@ def model_config_from(
   _positive("model.num_layers", n)
   # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
   final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
-  if final == "auto":
-    final_norm = m.norm_position in PRE_LIKE
+  if final == "auto":  # a norm in front of each branch: a final norm before the head
+    final_norm = variants.placement(m.norm_position).pre_like
   else:
     final_norm = final == "true"
   alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)

@@ -29,9 +29,9 @@ import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
-from resnorm_jax import admin, cli, escape, fs, preemption, provenance, setup, unigram
 from resnorm_jax import batches as batches_lib
 from resnorm_jax import checkpoint as ckpt_lib
+from resnorm_jax import cli, escape, fs, preemption, provenance, setup, unigram, variants
 from resnorm_jax import data as data_lib
 from resnorm_jax import hparams as hparams_lib
 from resnorm_jax import model_def as mdl
@@ -52,8 +52,8 @@ def resolved_config(
   out = config.to_dict()
   mcfg = model_config_from(config)
   out["resolved_model"] = vars(mcfg).copy()
-  # Admin's profiled omegas (a pure function of the seed): {} for every other residual.
-  out["resolved_model"].update(admin.resolved(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
+  # What the variants record, e.g. Admin's profiled omegas (a pure function of the seed).
+  out["resolved_model"].update(variants.record(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
   if data_split is not None:
     out["data_split"] = dict(data_split)
   if data_files:

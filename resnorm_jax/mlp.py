@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import ngpt
+from resnorm_jax import variants
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense
@@ -56,9 +56,12 @@ class MLP(nnx.Module):
     )
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
     # Sub-LN (Magneto): a norm on the hidden units, before the second matrix.
-    self.sub_norm = config_norm(cfg, f, "mlp") if cfg.norm_position == "subln" else None
-    # nGPT: u <- u s_u, v <- v s_v sqrt(D) (ngpt.py; SwiGLU only, ModelConfig checks).
-    self.ngpt = ngpt.MLPScale(d, f) if cfg.residual == "ngpt" else None
+    self.sub_norm = (
+      config_norm(cfg, f, "mlp") if variants.placement(cfg.norm_position).sub_norm else None
+    )
+    # A residual variant's scaling of SwiGLU's (u, v): nGPT's u s_u, v s_v sqrt(D) (SwiGLU
+    # only, its check refuses others). The attribute keeps its name: checkpoints' path.
+    self.ngpt = variants.residual(cfg.residual).mlp_scale(cfg)
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     h_BxTxF = self.ffn_in(x_BxTxD)

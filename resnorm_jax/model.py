@@ -9,13 +9,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax import admin, hyperconn, ngpt
+from resnorm_jax import variants
 from resnorm_jax.attention import rope_tables
-from resnorm_jax.block import Block, rms
+from resnorm_jax.block import Block
 from resnorm_jax.config_types import ModelConfig
 from resnorm_jax.initializers import InitRule
 from resnorm_jax.layers import Dense, Embed
-from resnorm_jax.norms import config_norm
+from resnorm_jax.norms import config_norm, rms
 
 REMAT_POLICIES = {
   "full": None,  # save nothing inside a layer: recompute it all on the backward pass
@@ -41,7 +41,8 @@ class Transformer(nnx.Module):
     self.cfg = cfg
     rule = init_rule(cfg)
     # nGPT's input is the unit-norm embedding row itself.
-    self.embed_scale = 1.0 if cfg.residual == "ngpt" else rule.embed_scale()
+    combine = variants.residual(cfg.residual)
+    self.embed_scale = combine.embed_scale(rule)  # nGPT: 1, the unit-norm rows themselves
     # Logical axis names live in the variables' metadata; sharding.py maps them to the mesh
     # later, so nothing needs a mesh at construction time.
     with nnx.use_eager_sharding(False):
@@ -68,13 +69,9 @@ class Transformer(nnx.Module):
         if cfg.tie_embeddings
         else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
       )
-      self.logit_scale = (
-        ngpt.LogitScale(cfg.vocab_size, cfg.d_model) if cfg.residual == "ngpt" else None
-      )
-      if cfg.residual == "ngpt":  # weight rows on the sphere from the start, as after a step
-        ngpt.normalize_weights(self)
-    if cfg.residual == "admin":  # Admin's two stages: profile the branches, then set omega
-      admin.initialize_omega(self, rngs.params())
+      self.logit_scale = combine.logit_scale(cfg)  # nGPT's s_z; None for most variants
+    # e.g. nGPT's weights put on the sphere; Admin's profiling pass, then its omegas.
+    combine.init_stage(self, rngs)
 
   def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
     """The stack's input [B, T, D] in the compute dtype: scaled token rows plus positions."""
@@ -92,11 +89,10 @@ class Transformer(nnx.Module):
       raise ValueError(f"sequence length {t} > model.max_seq_len={cfg.max_seq_len}")
     x = self.embed_tokens(tokens_BxT)
     rope = rope_tables(t, cfg.head_dim) if cfg.position == "rope" else None
-    if cfg.residual == "hyperconn":
-      x = hyperconn.expand(x, cfg.hyperconn_rate)
+    combine = variants.residual(cfg.residual)
+    x = combine.stream_in(x, cfg)  # e.g. hyper-connections' n copies of the stream
     x, layer_stats = self.run_stack(x, rope) if scan else self.run_loop(x, rope)
-    if cfg.residual == "hyperconn":
-      x = hyperconn.collapse(x)
+    x = combine.stream_out(x)
     stats = {"layers": layer_stats}
     if self.final_norm is not None:
       stats["final_norm_in_rms"] = rms(x)

@@ -15,6 +15,11 @@ from flax import nnx
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
 
 
+def rms(x: jax.Array) -> jax.Array:
+  """Root mean square over every element, in float32 (the per-layer statistics)."""
+  return jnp.sqrt(jnp.mean(jnp.square(x.astype(jnp.float32))))
+
+
 def _param(value: jax.Array, *axes: str | None) -> nnx.Param:
   return nnx.Param(value, out_sharding=axes)
 

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from resnorm_jax import ngpt, param_groups
+from resnorm_jax import param_groups, variants
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "inverse_sqrt", "cosine", "linear")
@@ -107,8 +107,8 @@ def make_optimizer(
 ) -> optax.GradientTransformation:
   """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
 
-  `model_def` (model_def.ModelDef): with model.residual=ngpt, the weights are put back on the
-  unit sphere after the step (ngpt.hypersphere_projection); an nGPT model needs it passed.
+  `model_def` (model_def.ModelDef): the residual variant's transformation is chained after
+  the step (nGPT: the weights put back on the unit sphere); such a model needs it passed.
   `lr`: the peak lr instead of `opt.lr`, possibly traced (`make_schedule`). The optimizer's
   state does not depend on it, so states made with any lr fit.
   """
@@ -137,9 +137,11 @@ def make_optimizer(
       parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
     else:
       parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
-  if model_def is not None and model_def.cfg.residual == "ngpt":
+  extra = None if model_def is None else variants.residual(model_def.cfg.residual)
+  extra = None if extra is None else extra.optimizer_transform(model_def)
+  if extra is not None:
     # Before the freeze mask: a frozen matrix (unit norm since init) then stays exactly still.
-    parts.append(ngpt.hypersphere_projection(ngpt.unit_norm_axes(model_def.param_specs)))
+    parts.append(extra)
   frozen = param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
   if frozen:
     # Last in the chain: the frozen leaves' updates are zero whatever came before (their

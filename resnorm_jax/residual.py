@@ -1,6 +1,5 @@
 """How the skip path and the branch combine: add, deepnorm, scaled, rezero, layerscale, gated,
-none, admin (and hyperconn, which widens the stream: resnorm_jax/hyperconn.py; and ngpt, the
-normalized Transformer's update on the unit sphere: resnorm_jax/ngpt.py).
+none (the variants with modules of their own live in resnorm_jax/variants/).
 
 N is the number of decoder layers (each has two residual sub-layers, so 2N residuals in a
 sequential block).
@@ -24,9 +23,6 @@ RESIDUALS = (
   "layerscale",
   "gated",
   "none",
-  "admin",
-  "hyperconn",
-  "ngpt",
 )
 
 
@@ -61,10 +57,6 @@ class Residual(nnx.Module):
   ):
     if kind not in RESIDUALS:
       raise ValueError(f"model.residual={kind!r} is unknown; valid: {', '.join(RESIDUALS)}")
-    if kind == "hyperconn":
-      raise ValueError("model.residual=hyperconn widens the stream: use hyperconn.HyperConnection")
-    if kind == "ngpt":
-      raise ValueError("model.residual=ngpt lives on the sphere: use ngpt.SphereUpdate")
     self.kind = kind
     self.alpha = alpha
     self.scale = scale
@@ -74,10 +66,6 @@ class Residual(nnx.Module):
       self.layerscale = nnx.Param(
         jnp.full((dim,), layerscale_init, jnp.float32), out_sharding=("embed",)
       )
-    elif kind == "admin":
-      # Admin (Liu 2020): omega per channel, 1 here; the model's profiling pass
-      # (resnorm_jax/admin.py) sets it from the branch variances before training.
-      self.omega = nnx.Param(jnp.ones((dim,), jnp.float32), out_sharding=("embed",))
     elif kind == "gated":
       # Small random W_g (std 0.02), b_g = 0: the gate starts near 0.5 everywhere.
       w = 0.02 * jax.random.normal(rngs.params(), (dim, dim), jnp.float32)
@@ -96,8 +84,6 @@ class Residual(nnx.Module):
       return skip + self.rezero[...].astype(branch.dtype) * branch
     if k == "layerscale":
       return skip + self.layerscale[...].astype(branch.dtype) * branch
-    if k == "admin":
-      return self.omega[...].astype(skip.dtype) * skip + branch
     if k == "gated":
       g = matmul(skip, self.gate[...].astype(skip.dtype)) + self.gate_bias[...].astype(skip.dtype)
       return skip + jax.nn.sigmoid(g.astype(jnp.float32)).astype(branch.dtype) * branch

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from resnorm_jax import ngpt
+from resnorm_jax import variants
 from resnorm_jax.model_def import ModelDef, init_model
 
 PyTree = Any
@@ -41,8 +41,8 @@ def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, see
   """A fresh TrainState (jit this with out_shardings to create it sharded)."""
   params, model_state = init_model(model_def.cfg, seed)
   opt_state = optimizer.init(params)
-  if model_def.cfg.residual == "ngpt":  # an optimizer built without the model_def would drift
-    ngpt.require_projection(opt_state)
+  # An optimizer built without the model_def would lack the variant's transformation (nGPT).
+  variants.residual(model_def.cfg.residual).check_opt_state(opt_state)
   return TrainState(jnp.zeros((), jnp.int32), params, opt_state, model_state)
 
 

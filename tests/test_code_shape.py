@@ -32,7 +32,7 @@ def _functions(path: str):
 
 
 def test_no_library_function_is_longer_than_100_lines():
-  paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "*.py")))
+  paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
   assert len(paths) > 20
   long = [
     f"{os.path.relpath(p, ROOT)}:{line} {name} ({n} lines)"

@@ -18,11 +18,12 @@ import pytest
 from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
-from resnorm_jax import admin
-from resnorm_jax import residual as residual_lib
-from resnorm_jax.block import lnscale_factor, mixln_num_post
+from resnorm_jax import variants
 from resnorm_jax.initializers import magneto_gamma
 from resnorm_jax.model import Transformer
+from resnorm_jax.variants import admin
+from resnorm_jax.variants.lnscale import lnscale_factor
+from resnorm_jax.variants.mix import mixln_num_post
 
 # tests/conftest.py's shapes at 4 layers (Mix-LN's split and LN scaling's 1/sqrt(l) need
 # several).
@@ -153,7 +154,7 @@ def test_admin_residual_formula():
   rng = np.random.default_rng(2)
   x, f = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 3, 8))
   with nnx.use_eager_sharding(False):
-    res = residual_lib.Residual("admin", 8)
+    res = admin.AdminResidual(8)
   np.testing.assert_array_equal(np.asarray(res.omega[...]), np.ones(8))
   w = rng.normal(size=8)
   res.omega[...] = jnp.asarray(w, jnp.float32)
@@ -206,13 +207,13 @@ def test_admin_resolved_records_the_init_omegas():
   mcfg = _cfg(residual="admin")
   from resnorm_jax import model_def as mdl
 
-  rec = admin.resolved(mcfg, lambda: mdl.init_model(mcfg, 0)[0])["admin_omega"]
+  rec = variants.record(mcfg, lambda: mdl.init_model(mcfg, 0)[0])["admin_omega"]
   model = _build(residual="admin")
   table = [
     [float(model.layers.residuals[s].omega[...][i, 0]) for s in ("attn", "ffn")] for i in range(4)
   ]
   np.testing.assert_allclose(rec, table, rtol=1e-5)
-  assert admin.resolved(_cfg(), lambda: None) == {}
+  assert variants.record(_cfg(), lambda: None) == {}
 
 
 # Mix-LN

@@ -28,10 +28,10 @@ rate under Adam (which is invariant to a parameter's scale):
 The weights E_in [V, D], E_out, W_q, W_k, W_v ([D, H*K]), W_o ([H*K, D]), W_in, W_gate
 ([D, F]) and W_o of the MLP ([F, D]) are normalized along their embedding (D) axis at init
 and after every optimizer step. Here that is the axis whose logical name is "embed", and the
-projection is an optax GradientTransformation (`hypersphere_projection`) that optim.py
-chains after the optimizer: its updates are `Norm(p + u) - p`, so `p + updates` is on the
-sphere. Pure jnp on whatever sharding the arrays have: the norm over a sharded "embed" axis
-is a reduction XLA turns into a collective.
+projection is an optax GradientTransformation (`hypersphere_projection`, the variant's
+optimizer transformation) that optim.py chains after the optimizer: its updates are
+`Norm(p + u) - p`, so `p + updates` is on the sphere. Pure jnp on whatever sharding the
+arrays have: the norm over a sharded "embed" axis is a reduction XLA turns into a collective.
 
 Kept from the paper: all of the above; no weight decay (opt.weight_decay=0) and no warmup
 (opt.warmup_steps=0), which are this project's defaults anyway; untied embeddings in the
@@ -48,8 +48,9 @@ Where the paper or its code leaves a choice:
 Left out: the paper's optimizer settings (its code: AdamW b2=0.95, grad clip 1, cosine to 0,
 lr per model size): the stability map runs every variant under one setting (Adam b2=0.98,
 constant lr 1e-3, no clipping); `--config.opt.schedule=cosine` etc. are one key away.
-Refused (ModelConfig): learned position tables (nGPT uses RoPE), GELU/ReLU FFNs (s_u, s_v
-are SwiGLU's), qk_norm (nGPT normalizes q and k itself), a final norm, the parallel block.
+Refused (`check`, when ModelConfig is built): learned position tables (nGPT uses RoPE),
+GELU/ReLU FFNs (s_u, s_v are SwiGLU's), qk_norm (nGPT normalizes q and k itself), a final
+norm, the parallel block.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
+
+from resnorm_jax.variants import Key, Residual
 
 ALPHA_INIT = 0.05  # the paper's alpha_A,init = alpha_M,init (model.ngpt_alpha_init)
 SQK_INIT = SU_INIT = SV_INIT = SZ_INIT = 1.0
@@ -140,7 +143,7 @@ class LogitScale(nnx.Module):
     return logits_BxTxV * self.s_z().astype(logits_BxTxV.dtype)
 
 
-# --- the weight normalization: at init (model.py) and after every step (optim.py) ------------
+# --- the weight normalization: at init (the init stage) and after every step (optim.py) -----
 
 
 def _embed_axis(name: str | None, names: tuple) -> int | None:
@@ -212,3 +215,48 @@ def hypersphere_projection(axes: Mapping[str, int]) -> optax.GradientTransformat
     return jax.tree_util.tree_map_with_path(one, updates, params), state
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def check(cfg) -> None:
+  """nGPT is defined with RoPE, SwiGLU, a sequential block and no LayerNorm anywhere."""
+  needed = {
+    "model.norm_position": (cfg.norm_position, "none"),
+    "model.final_norm": (cfg.final_norm, False),
+    "model.qk_norm": (cfg.qk_norm, False),
+    "model.block": (cfg.block, "sequential"),
+    "model.position": (cfg.position, "rope"),
+    "model.ffn_activation": (cfg.ffn_activation, "swiglu"),
+  }
+  wrong = [f"{k}={v!r} (needs {want!r})" for k, (v, want) in needed.items() if v != want]
+  if wrong:
+    raise ValueError(
+      "model.residual=ngpt (the normalized Transformer: its own L2 normalizations, no "
+      f"LayerNorm; configs/ngpt_96L.py) refuses {', '.join(wrong)}"
+    )
+  if not cfg.ngpt_alpha_init > 0:
+    raise ValueError(f"model.ngpt_alpha_init={cfg.ngpt_alpha_init!r} must be > 0")
+
+
+def projection(model_def) -> optax.GradientTransformation:
+  """The weights back on the sphere after every step (model_def: a ModelDef)."""
+  return hypersphere_projection(unit_norm_axes(model_def.param_specs))
+
+
+VARIANTS = (
+  Residual(
+    "ngpt",
+    "nGPT: the normalized Transformer, h <- Norm(h + alpha (Norm(F(h)) - h)) on the sphere",
+    keys={"ngpt_alpha_init": Key(ALPHA_INIT, "the eigen learning rates alpha_A, alpha_M at init")},
+    check=check,
+    make=lambda cfg, **_: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init),
+    embed_scale=lambda rule: 1.0,  # the input is the unit-norm embedding row itself
+    qk_scale=lambda cfg: QKScale(cfg.num_heads, cfg.head_dim),
+    softmax_scale=softmax_scale,
+    mlp_scale=lambda cfg: MLPScale(cfg.d_model, cfg.d_ff),
+    logit_scale=lambda cfg: LogitScale(cfg.vocab_size, cfg.d_model),
+    # Weight rows on the sphere from the start, as after a step.
+    init_stage=lambda model, rngs: normalize_weights(model),
+    optimizer_transform=projection,
+    check_opt_state=require_projection,
+  ),
+)

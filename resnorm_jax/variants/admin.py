@@ -2,7 +2,8 @@
 
 Each residual sub-layer i (attention and FFN in turn, layer by layer; one per parallel
 block) computes x_i = LN(omega_i ⊙ x_(i-1) + F_i(x_(i-1))), omega_i a learnable per-channel
-vector (residual.py, residual=admin). Its init is the paper's two stages:
+vector (`model.residual = admin`, with Post-LN's placement). Its init is the paper's two
+stages, run on the freshly built model (the variant's init stage):
 
   1. profiling: one forward pass of the model at init with omega = 1 (plain Post-LN),
      recording v_j = Var[F_j(x_(j-1))] of every branch output and v_in = Var[x_0] of the
@@ -37,8 +38,21 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
+from resnorm_jax.variants import Residual
 
 PROFILE_BATCH = 4  # sequences of the profiling pass
+
+
+class AdminResidual(nnx.Module):
+  """omega ⊙ skip + branch; omega per channel, 1 until the init stage sets it."""
+
+  def __init__(self, dim: int):
+    self.omega = nnx.Param(jnp.ones((dim,), jnp.float32), out_sharding=("embed",))
+
+  def __call__(self, skip: jax.Array, branch: jax.Array) -> jax.Array:
+    return self.omega[...].astype(skip.dtype) * skip + branch
 
 
 def omega_from_variances(v_in: jax.Array, v_S: jax.Array) -> jax.Array:
@@ -81,8 +95,17 @@ def omega_table(params: Any, parallel: bool) -> list[list[float]]:
 
 
 def resolved(mcfg, init_params: Callable[[], Any]) -> dict:
-  """{'admin_omega': [L][slots]} for residual=admin (from `init_params()`, jitted), else {}."""
-  if mcfg.residual != "admin":
-    return {}
+  """{'admin_omega': [L][slots]} from `init_params()` (jitted): config.json records it."""
   params = jax.jit(init_params)()
   return {"admin_omega": omega_table(params, mcfg.block == "parallel")}
+
+
+VARIANTS = (
+  Residual(
+    "admin",
+    "Admin: x_i = omega_i * x_(i-1) + F_i, omega profiled at init (with Post-LN)",
+    make=lambda cfg, **_: AdminResidual(cfg.d_model),
+    init_stage=lambda model, rngs: initialize_omega(model, rngs.params()),
+    record=resolved,
+  ),
+)

@@ -33,6 +33,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax import variants
+from resnorm_jax.variants import Key, Residual
+
 DYNAMIC_SCALE_INIT = 0.01  # the paper's s_alpha, s_beta at init
 
 
@@ -97,3 +100,42 @@ def expand(x_BxTxD: jax.Array, rate: int) -> jax.Array:
 def collapse(h_BxTxNxD: jax.Array) -> jax.Array:
   """The model's output: the sum of the n copies (the paper's), [B, T, D]."""
   return h_BxTxNxD.sum(axis=2)
+
+
+def make(cfg, *, slot: int, num_slots: int, layer_index, norm, **_) -> HyperConnection:
+  """Sub-layer k = num_slots * l + slot: attention and FFN are separate hyper-layers."""
+  k = num_slots * jnp.asarray(0 if layer_index is None else layer_index, jnp.int32)
+  return HyperConnection(
+    cfg.hyperconn_rate, cfg.d_model, k + slot, dynamic=cfg.hyperconn_dynamic, norm=norm
+  )
+
+
+def check(cfg) -> None:
+  """The layer reads a mix of the n streams: a placement that normalizes the stream has none."""
+  if variants.placement(cfg.norm_position).normalizes_stream:
+    raise ValueError(
+      f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
+      f"the n streams); model.norm_position={cfg.norm_position!r} normalizes the stream"
+    )
+
+
+def _positive_int(v) -> str | None:
+  ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+  return None if ok else "must be a positive integer"
+
+
+VARIANTS = (
+  Residual(
+    "hyperconn",
+    "hyper-connections: n copies of the stream, learned width and depth mixing",
+    keys={
+      "hyperconn_rate": Key(4, "n copies of the residual stream (expansion rate)", _positive_int),
+      "hyperconn_dynamic": Key(False, "add the input-dependent (dynamic) weights"),
+    },
+    check=check,
+    make=make,
+    wraps_branch=True,
+    stream_in=lambda x, cfg: expand(x, cfg.hyperconn_rate),
+    stream_out=collapse,
+  ),
+)

@@ -1,0 +1,210 @@
+"""The variant registry: what each value of `model.residual` and `model.norm_position` does.
+
+A variant is one module of this package. It declares a `VARIANTS` tuple of `Residual` and
+`Placement` records (below), whose hooks the model, optimizer, train step and loop call;
+nothing outside a variant's module compares its name. The package's modules are found and
+imported by name on first use (as big_vision dispatches `big_vision.models.<name>`), so
+adding a variant adds a file here, a named config and a test file (README: "Add a variant").
+
+  residual   how skip and branch combine, plus anything the variant adds around the layers
+             (nGPT's unit-norm weights and scales, hyper-connections' n streams, Admin's
+             profiled init) and to the optimizer (nGPT's projection onto the sphere)
+  placement  where the norms of a layer sit (model.norm_position)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+AXES = ("residual", "norm_position")
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+  return None
+
+
+def _no_record(*args: Any) -> dict:
+  return {}
+
+
+def _same(x: Any, *args: Any) -> Any:
+  return x
+
+
+def _default_embed_scale(rule: Any) -> float:
+  return rule.embed_scale()
+
+
+def _default_softmax_scale(head_dim: int) -> float:
+  return head_dim**-0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+  """A model.<key> only one variant reads: its default, its comment and its valid values.
+
+  invalid(value): what is wrong with `value` ("not in [0, 1]"), None if it is valid; checked
+  whichever variant a config selects (a run records every key in config.json).
+  """
+
+  default: Any
+  comment: str
+  invalid: Callable[[Any], str | None] = _nothing
+
+  def validate(self, key: str, value: Any) -> None:
+    complaint = self.invalid(value)
+    if complaint:
+      raise ValueError(f"model.{key}={value!r} {complaint}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Variant:
+  """What every variant declares: its name, its own config keys and their checks.
+
+  keys: {name: Key} of the model.<name> keys only this variant reads.
+  check(cfg): raises ValueError on a combination the variant refuses (cfg: ModelConfig);
+    called when the config selects the variant.
+  record(cfg, init_params): extra entries for config.json's `resolved_model` (init_params()
+    returns the initial params; called only by variants whose init is worth recording).
+  """
+
+  axis: ClassVar[str]
+  name: str
+  summary: str
+  keys: Mapping[str, Key] = dataclasses.field(default_factory=dict)
+  check: Callable[[Any], None] = _nothing
+  record: Callable[[Any, Callable[[], Any]], dict] = _no_record
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Residual(Variant):
+  """A value of model.residual: how skip and branch combine, and what the model adds.
+
+  make(cfg, slot=, num_slots=, layer_index=, norm=, rngs=): the residual module of one
+    sub-layer; called as module(skip, branch), or module(skip, branch_fn) if wraps_branch.
+  stream_in(x, cfg) / stream_out(x): the stack's input and output stream (default: as is).
+  embed_scale(rule): the factor on token embeddings (default: the init rule's).
+  qk_scale(cfg), mlp_scale(cfg), logit_scale(cfg): modules the variant adds to attention
+    (applied to q, k after RoPE), to SwiGLU's (u, v) and to the logits; None: nothing.
+  softmax_scale(head_dim): the attention logits' factor (default 1/sqrt(K)).
+  init_stage(model, rngs): runs on the freshly built model (in place), e.g. a profiling pass.
+  optimizer_transform(model_def): an optax transformation chained after the optimizer.
+  check_opt_state(opt_state): refuses an optimizer state built without that transformation.
+  matmul_params(cfg): weights its module multiplies per token and sub-layer (FLOP counts).
+  """
+
+  axis: ClassVar[str] = "residual"
+  make: Callable[..., Any] | None = None
+  wraps_branch: bool = False
+  stream_in: Callable[[Any, Any], Any] = _same
+  stream_out: Callable[[Any], Any] = _same
+  embed_scale: Callable[[Any], float] = _default_embed_scale
+  qk_scale: Callable[[Any], Any] = _nothing
+  mlp_scale: Callable[[Any], Any] = _nothing
+  logit_scale: Callable[[Any], Any] = _nothing
+  softmax_scale: Callable[[int], float] = _default_softmax_scale
+  init_stage: Callable[[Any, Any], None] = _nothing
+  optimizer_transform: Callable[[Any], Any] = _nothing
+  check_opt_state: Callable[[Any], None] = _nothing
+  matmul_params: Callable[[Any], int] = lambda cfg: 0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Placement(Variant):
+  """A value of model.norm_position: where a layer's norms sit.
+
+  Per sub-layer slot (attn, ffn; or block when parallel) the block runs
+    h = branch_input(block, slot, x, stats, index)      the branch's input
+    f = branch_output(block, slot, F(h), stats)          the branch's output
+    y = stream_output(block, slot, x, res(x, f), stats, index)
+  with block.norms[slot] (if norms) and block.out_norms[slot] (if out_norms) built for it;
+  `index` is the 0-based layer index (scan data). Hooks record `<slot>_norm_in_rms` (and
+  `<slot>_out_norm_in_rms`) in `stats` for every norm they apply.
+  pre_like: a norm in front of each branch, so `final_norm=auto` adds one before the head.
+  sub_norm: a norm inside each branch before its output projection (attention, MLP).
+  normalizes_stream: the residual stream itself passes through a norm (a single stream).
+  """
+
+  axis: ClassVar[str] = "norm_position"
+  norms: bool = True
+  out_norms: bool = False
+  pre_like: bool = False
+  sub_norm: bool = False
+  normalizes_stream: bool = False
+  branch_input: Callable[..., Any] = lambda block, slot, x, stats, index: x
+  branch_output: Callable[..., Any] = lambda block, slot, f, stats: f
+  stream_output: Callable[..., Any] = lambda block, slot, x, y, stats, index: y
+
+
+@functools.cache
+def _registry() -> dict[str, dict[str, Variant]]:
+  """{axis: {name: variant}} from every module of this package: the original axes' values
+  (standard.py) first, then the other modules by name."""
+  table: dict[str, dict[str, Variant]] = {axis: {} for axis in AXES}
+  order = lambda m: (m.name != "standard", m.name)
+  for info in sorted(pkgutil.iter_modules(__path__), key=order):
+    module = importlib.import_module(f"{__name__}.{info.name}")
+    for v in module.VARIANTS:  # every module declares it (tests/test_registry.py)
+      if v.name in table[v.axis]:
+        raise ValueError(f"model.{v.axis}={v.name!r} is declared twice (variants/{info.name}.py)")
+      table[v.axis][v.name] = v
+  return table
+
+
+def names(axis: str) -> tuple[str, ...]:
+  """The valid values of model.<axis> (`residual` or `norm_position`)."""
+  return tuple(_registry()[axis])
+
+
+def get(axis: str, name: Any) -> Variant:
+  """The variant model.<axis>=name; ValueError naming the valid ones if there is none."""
+  table = _registry()[axis]
+  if name not in table:
+    raise ValueError(f"model.{axis}={name!r} is not valid; valid values: {', '.join(table)}")
+  return table[name]
+
+
+def residual(name: str) -> Residual:
+  """The model.residual variant called `name`."""
+  return get("residual", name)
+
+
+def placement(name: str) -> Placement:
+  """The model.norm_position variant called `name`."""
+  return get("norm_position", name)
+
+
+def record(cfg: Any, init_params: Callable[[], Any]) -> dict:
+  """What the selected variants add to config.json's `resolved_model` (e.g. Admin's omegas)."""
+  out = {}
+  for variant in of(cfg):
+    out.update(variant.record(cfg, init_params))
+  return out
+
+
+def of(cfg: Any) -> tuple[Residual, Placement]:
+  """The residual and placement variants of a ModelConfig."""
+  return residual(cfg.residual), placement(cfg.norm_position)
+
+
+def every() -> list[Variant]:
+  """Every registered variant, residuals first."""
+  return [v for axis in AXES for v in _registry()[axis].values()]
+
+
+def keys() -> dict[str, Key]:
+  """{name: Key} of every variant's own model.<name> keys."""
+  return {name: key for v in every() for name, key in v.keys.items()}
+
+
+def validate(cfg: Any) -> None:
+  """Every variant's own keys, then the checks of the variants `cfg` (ModelConfig) selects."""
+  for name, key in keys().items():
+    key.validate(name, getattr(cfg, name))
+  placement(cfg.norm_position).check(cfg)
+  residual(cfg.residual).check(cfg)

@@ -1,0 +1,157 @@
+"""The variant registry (resnorm_jax/variants/): every variant listed, an unknown name refused
+with the choices before anything is built, each later variant's name in its own module and
+nowhere else in the library, and each variant's own config keys one schema with the config."""
+
+import ast
+import dataclasses
+import glob
+import os
+
+import pytest
+
+from conftest import tiny_config
+from resnorm_jax import variants
+from resnorm_jax.config_types import ModelConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESIDUALS = {
+  "add",
+  "deepnorm",
+  "scaled",
+  "rezero",
+  "layerscale",
+  "gated",
+  "none",
+  "admin",
+  "hyperconn",
+  "ngpt",
+}
+PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix"}
+# The variants added after the original axes, with the module that holds each.
+LATER = {
+  "ngpt": "ngpt",
+  "hyperconn": "hyperconn",
+  "admin": "admin",
+  "subln": "subln",
+  "lnscale": "lnscale",
+  "mix": "mix",
+}
+# plots.py colours runs by experiment name (configs/<name>_96L.py), not by config value.
+NOT_MODEL_CODE = {"resnorm_jax/plots.py"}
+
+
+def test_registry_lists_every_variant():
+  # A new variant's module adds to these without editing this test.
+  assert set(variants.names("residual")) >= RESIDUALS
+  assert set(variants.names("norm_position")) >= PLACEMENTS
+  every = variants.every()
+  assert len(every) == len(variants.names("residual")) + len(variants.names("norm_position"))
+  for v in every:
+    assert v.summary and v.axis in variants.AXES, v.name
+
+
+def test_every_module_of_the_package_declares_variants():
+  import importlib
+  import pkgutil
+
+  for info in pkgutil.iter_modules(variants.__path__):
+    module = importlib.import_module(f"resnorm_jax.variants.{info.name}")
+    declared = getattr(module, "VARIANTS", ())
+    assert declared, info.name
+    assert all(isinstance(v, variants.Variant) for v in declared), info.name
+
+
+def test_every_variant_is_a_valid_config_value():
+  for name in sorted(RESIDUALS):
+    cfg = _selecting("residual", name)
+    assert variants.residual(cfg.residual).name == name
+  for name in sorted(PLACEMENTS):
+    assert variants.placement(_selecting("norm_position", name).norm_position).name == name
+
+
+@pytest.mark.parametrize("axis", variants.AXES)
+def test_unknown_variant_is_refused_naming_the_choices(axis):
+  from configs import base
+  from resnorm_jax import setup
+
+  config = base.get_config()
+  config.model[axis] = "resnet"
+  # setup.validate: the checks a run (and every sweep point) passes before anything is
+  # built or compiled.
+  with pytest.raises(ValueError) as err:
+    setup.validate(config)
+  msg = str(err.value)
+  assert f"model.{axis}='resnet' is not valid" in msg
+  for name in variants.names(axis):
+    assert name in msg
+
+
+def test_registry_refuses_a_name_declared_twice(monkeypatch, tmp_path):
+  pkg = tmp_path / "fake_variants"
+  pkg.mkdir()
+  for module in ("a", "b"):
+    (pkg / f"{module}.py").write_text(
+      "from resnorm_jax.variants import Placement\nVARIANTS = (Placement('x', 'twice'),)\n"
+    )
+  variants._registry.cache_clear()
+  monkeypatch.setattr(variants, "__path__", [str(pkg)])
+  monkeypatch.setattr(variants, "__name__", "fake_variants")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  try:
+    with pytest.raises(ValueError, match="declared twice"):
+      variants.names("norm_position")
+  finally:
+    monkeypatch.undo()
+    variants._registry.cache_clear()
+  assert "post" in variants.names("norm_position")
+
+
+def _string_literals(path: str) -> set[str]:
+  with open(path) as f:
+    tree = ast.parse(f.read(), filename=path)
+  return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is str}
+
+
+def test_each_later_variant_is_named_in_its_module_and_the_registry_only():
+  paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
+  literals = {os.path.relpath(p, ROOT): _string_literals(p) for p in paths}
+  for name, module in LATER.items():
+    own = {f"resnorm_jax/variants/{module}.py", "resnorm_jax/variants/__init__.py"}
+    files = {p for p, lits in literals.items() if name in lits} - NOT_MODEL_CODE
+    assert files <= own, f"{name!r} is named in {sorted(files - own)}"
+    assert f"resnorm_jax/variants/{module}.py" in files  # the test sees the literal it looks for
+
+
+def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
+  from configs import base
+  from resnorm_jax import checkpoint
+
+  fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+  model = base.get_config().model
+  keys = variants.keys()
+  assert {"mixln_post_fraction", "hyperconn_rate", "hyperconn_dynamic", "ngpt_alpha_init"} <= set(
+    keys
+  )
+  for name, key in keys.items():
+    assert fields[name] == key.default, name
+    assert model[name] == key.default, name
+    # A checkpoint written before the variant existed resumes with the key at its default.
+    assert checkpoint.ADDED_KEYS[f"model.{name}"] == key.default, name
+
+
+def test_a_variant_key_is_validated_whichever_variant_is_selected():
+  with pytest.raises(ValueError, match=r"model\.mixln_post_fraction=1\.5 not in \[0, 1\]"):
+    tiny_config(norm_position="pre", mixln_post_fraction=1.5)
+  with pytest.raises(ValueError, match=r"model\.hyperconn_rate=0 must be a positive integer"):
+    tiny_config(hyperconn_rate=0)
+
+
+def _selecting(axis: str, name: str) -> ModelConfig:
+  """A tiny config that selects variant `name`, with what it needs from the other axes."""
+  needs = {
+    ("residual", "ngpt"): dict(
+      norm_position="none", position="rope", ffn_activation="swiglu", final_norm="false"
+    ),
+    ("residual", "hyperconn"): dict(norm_position="pre"),
+  }
+  return tiny_config(**{axis: name}, **needs.get((axis, name), {}))
