@@ -277,7 +277,9 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
   m.batches = setup.Batches(shared.corpus, config, shared.run_setup.batch_sharding)
   checkpointer = m.checkpointer
   with contextlib.redirect_stdout(out):
-    restored = checkpointer.restore_latest(shared.run_setup.abstract, config_dict)
+    restored = checkpointer.restore_latest(
+      shared.run_setup.abstract, config_dict, shared.corpus.fingerprint
+    )
   if restored is None:
     if epath.Path(workdir, "metrics.jsonl").exists():
       m.print(f"no checkpoint in {checkpointer.directory}: starting from step 0")
@@ -292,7 +294,7 @@ def _write_config(m: Member, corpus: data_lib.Corpus) -> None:
   """The member's config.json, as loop.py writes it; a resumed member says if the code
   changed since its run started."""
   path = os.path.join(m.workdir, "config.json")
-  resolved = loop.resolved_config(m.config, corpus.split)
+  resolved = loop.resolved_config(m.config, corpus.split, corpus.fingerprint)
   m.provenance = resolved["provenance"]
   if m.start > 0:
     recorded = read_json(path)
@@ -441,7 +443,9 @@ class PopulationTrainer:
     """Saves each live member's slice (its step already logged); not training time."""
     with self.paused():
       for i, m in self._live_slots():
-        meta = ckpt_lib.run_meta(m.config_dict, m.log.interval_losses, m.log.results())
+        meta = ckpt_lib.run_meta(
+          m.config_dict, m.log.interval_losses, m.log.results(), self.shared.corpus.fingerprint
+        )
         m.checkpointer.save(_take(state, i), meta, force=True)
 
   def train(self, state, start: int):
