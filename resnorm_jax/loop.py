@@ -533,6 +533,64 @@ def cut_metrics(path: str, last_step: int) -> None:
     f.truncate(keep)
 
 
+def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
+  """The no-context losses a run is judged against: the train split's unigram entropy, the
+  held-out split's unigram cross-entropy, and that of the periodic eval's own tokens."""
+  return {
+    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
+    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+    # The plateau of the periodic eval curve: the no-context loss of its own tokens.
+    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(
+      corpus.train,
+      batches_lib.eval_targets(
+        corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
+      ),
+      vocab,
+    ),
+  }
+
+
+def _write_config(workdir: str, resolved: dict, start: int) -> None:
+  """config.json; on a resume, a note if the code changed since it was written and a warning
+  for metrics lines the writer's truncation will drop. An I/O error is a RunFailed line."""
+  try:
+    if start > 0:  # resuming: say if the code changed since config.json was written
+      note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
+      if note:
+        print(note, flush=True)
+    cli.write_json(os.path.join(workdir, "config.json"), resolved)
+    # Lines the writer's truncation drops without a word; rows up to the checkpoint are
+    # not trained again, so the curve keeps a gap there.
+    path = os.path.join(workdir, "metrics.jsonl")
+    lost = [s for s in unreadable_rows(path) if s is None or s < start] if start else []
+    if lost:
+      print(
+        f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
+        f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
+        "dropped, the curve has a gap there",
+        flush=True,
+      )
+  except OSError as e:  # nothing trained yet: one line, no summary to write
+    raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
+
+
+def _cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
+  """After an I/O fault: the summary and metrics.jsonl say what the workdir holds, the newest
+  saved checkpoint, and one line says why the run stopped and where it resumes."""
+  final_step = summary["steps"]
+  saved = checkpointer.committed_steps()
+  summary["steps"] = saved[-1] if saved else 0
+  summary["failed_at_step"] = final_step
+  if is_main:
+    with contextlib.suppress(OSError):
+      cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
+  print(
+    f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
+    f"then the same command resumes from step {summary['steps']}",
+    flush=True,
+  )
+
+
 def _train(
   run_setup: setup.RunSetup,
   corpus,
@@ -545,18 +603,7 @@ def _train(
   config = run_setup.config
   t, vocab = config.train, run_setup.mcfg.vocab_size
   is_main = jax.process_index() == 0
-  baselines = {
-    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
-    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
-    # The plateau of the periodic eval curve: the no-context loss of its own tokens.
-    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(
-      corpus.train,
-      batches_lib.eval_targets(
-        corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
-      ),
-      vocab,
-    ),
-  }
+  baselines = _baselines(corpus, t, vocab)
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
   config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
@@ -571,26 +618,8 @@ def _train(
       run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
     )
     resolved = resolved_config(config, corpus.split, corpus.fingerprint)
-    try:
-      if is_main:
-        if start > 0:  # resuming: say if the code changed since config.json was written
-          note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
-          if note:
-            print(note, flush=True)
-        cli.write_json(os.path.join(workdir, "config.json"), resolved)
-        # Lines the writer's truncation drops without a word; rows up to the checkpoint are
-        # not trained again, so the curve keeps a gap there.
-        path = os.path.join(workdir, "metrics.jsonl")
-        lost = [s for s in unreadable_rows(path) if s is None or s < start] if start else []
-        if lost:
-          print(
-            f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
-            f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
-            "dropped, the curve has a gap there",
-            flush=True,
-          )
-    except OSError as e:  # nothing trained yet: one line, no summary to write
-      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
+    if is_main:
+      _write_config(workdir, resolved, start)
     batches = setup.batches(run_setup, corpus)
     extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
     compile_start = time.time()
@@ -641,18 +670,7 @@ def _train(
     "provenance": resolved["provenance"],
   }
   if faults.error is not None:
-    # What the workdir holds is the newest saved checkpoint: the curve is cut back to it.
-    saved = checkpointer.committed_steps()
-    summary["steps"] = saved[-1] if saved else 0
-    summary["failed_at_step"] = final_step
-    if is_main:
-      with contextlib.suppress(OSError):
-        cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
-    print(
-      f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
-      f"then the same command resumes from step {summary['steps']}",
-      flush=True,
-    )
+    _cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   # When the eval loss left the plateau for good and when the run blew up, from the whole
   # curve (metrics.jsonl holds every segment of a resumed or extended run).
