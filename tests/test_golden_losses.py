@@ -26,17 +26,20 @@ from conftest import ROOT
 from scripts import golden_losses
 
 TOLERANCE_ULPS = 4
-# Trains every point of golden_losses.points() and writes {label: losses} to argv[1].
+# Trains every argv[3]-th point of golden_losses.points() from the argv[2]-th on and writes
+# {label: losses} to argv[1]: the points are shared among PROCESSES children run at once.
 CHILD = """
 import json, sys
 from absl import logging
 sys.path.insert(0, "scripts")
 import golden_losses
 logging.set_verbosity(logging.WARNING)
-out = {label: golden_losses.losses(spec, o) for label, spec, o in golden_losses.points()}
+mine = golden_losses.points()[int(sys.argv[2]) :: int(sys.argv[3])]
+out = {label: golden_losses.losses(spec, o) for label, spec, o in mine}
 with open(sys.argv[1], "w") as f:
   json.dump(out, f)
 """
+PROCESSES = 2  # one per core of a 2-core machine: each point compiles its own model
 
 
 def _golden() -> dict:
@@ -69,18 +72,19 @@ def _off(now: dict, golden: dict) -> list[str]:
 def test_every_named_config_trains_to_its_golden_losses(tmp_path):
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   env["JAX_PLATFORMS"] = "cpu"
-  out = tmp_path / "losses.json"
-  proc = subprocess.run(
-    [sys.executable, "-c", CHILD, str(out)],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=3600,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  with open(out) as f:
-    now = json.load(f)
+  outs = [tmp_path / f"losses{i}.json" for i in range(PROCESSES)]
+  logs = [tmp_path / f"stderr{i}.txt" for i in range(PROCESSES)]
+  procs = []
+  for i, (out, log) in enumerate(zip(outs, logs, strict=True)):
+    with open(log, "w") as err:  # a file, not a pipe: neither child waits on the other's reader
+      argv = [sys.executable, "-c", CHILD, str(out), str(i), str(PROCESSES)]
+      procs.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err))
+  for p, log in zip(procs, logs, strict=True):
+    assert p.wait(timeout=3600) == 0, log.read_text()[-3000:]
+  now = {}
+  for out in outs:
+    with open(out) as f:
+      now.update(json.load(f))
   golden = _golden()
   assert sorted(now) == sorted(golden)
   off = {label: _off(now[label], golden[label]) for label in golden}
