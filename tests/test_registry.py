@@ -10,22 +10,13 @@ import os
 import pytest
 
 from conftest import tiny_config
+from resnorm_jax import residual as residual_lib
 from resnorm_jax import variants
 from resnorm_jax.config_types import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESIDUALS = {
-  "add",
-  "deepnorm",
-  "scaled",
-  "rezero",
-  "layerscale",
-  "gated",
-  "none",
-  "admin",
-  "hyperconn",
-  "ngpt",
-}
+# residual.py's rules plus the later residuals, each a module of its own.
+RESIDUALS = set(residual_lib.RESIDUALS) | {"admin", "hyperconn", "ngpt"}
 PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix"}
 # The variants added after the original axes, with the module that holds each.
 LATER = {
