@@ -141,9 +141,15 @@ MOVED_KEYS = cli.MOVED_KEYS
 
 # Scales a named experiment runs at: `cpu` (default: about 15 minutes or less on a 2-core
 # CPU, small width, still showing the effect), `paper` (cluster scale: Xiong/DeepNet widths,
-# bfloat16, a large batch, many steps) and `smoke` (seconds: wiring checks in tests).
-SCALES = ("cpu", "paper", "smoke")
+# bfloat16, a large batch, many steps), `smoke` (seconds: wiring checks in tests) and `wide`
+# (one step toward scale on the CPU: 4x the width, BPE tokens, 2,000 steps; docs/width_step/).
+SCALES = ("cpu", "paper", "smoke", "wide")
 DATA_ENV = "RESNORM_DATA"  # the prepared token folder the :paper scale trains on
+# The :wide scale's corpus: the stdlib source in a 4,096-id BPE, made by one command
+# (resnorm_jax/prepare.py RECIPES): python -m experiments.prepare_data --input=stdlib
+# --tokenizer=train:4096 --val_fraction=0.1 --out=data/prepared/stdlib_bpe4096
+WIDE_DATA = "data/prepared/stdlib_bpe4096"
+WIDE_VOCAB = 4096  # train:4096's ids (a multiple of 128: no padding)
 
 
 def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dict.ConfigDict:
@@ -186,6 +192,8 @@ def experiment(name: str, num_layers: int, arg: str | None = None) -> config_dic
     c.data.source, c.data.path = "tokens", os.environ.get(DATA_ENV, "")
     c.data.allow_stdlib = False
     c.model.vocab_size = 0
+  elif scale == "wide":
+    wide_scale(c)
   else:  # smoke
     smoke_shape(c)
     c.model.num_layers = min(num_layers, 2)
@@ -203,4 +211,22 @@ def smoke_shape(c: config_dict.ConfigDict) -> config_dict.ConfigDict:
   c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32
   c.train.batch_size, c.train.seq_len = 8, 32
   c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
+  return c
+
+
+def wide_scale(c: config_dict.ConfigDict) -> config_dict.ConfigDict:
+  """The :wide scale: d_model 256, 4 heads, FFN 1024, batch 32 x 256 BPE tokens of the stdlib
+  corpus (WIDE_DATA; another folder: --config.data.path=DIR, e.g. data/prepared/
+  shakespeare_bpe4096), 2,000 steps, an eval every 50 (the escape step's resolution)."""
+  c.model.d_model, c.model.num_heads, c.model.d_ff = 256, 4, 1024
+  c.model.max_seq_len = 256
+  c.train.batch_size, c.train.seq_len = 32, 256
+  c.train.steps = 2000
+  c.model.remat = "full" if c.model.num_layers > 24 else "none"  # as the cpu scale
+  c.train.eval_every, c.train.log_every, c.train.checkpoint_every = 50, 10, 250
+  # The vocabulary is set, not read from the folder (model.vocab_size=0), so the config and
+  # a sweep of it validate where the folder is not made yet; a missing folder is refused when
+  # the run loads its data, before compiling, with the command that makes it.
+  c.data.source, c.data.path = "tokens", WIDE_DATA
+  c.model.vocab_size = WIDE_VOCAB
   return c

@@ -2,13 +2,19 @@
 
 python -m experiments.prepare_data --input='corpus/*.txt' --tokenizer=train:4096 \
     --out=$HOME/data/corpus_bpe4096
+python -m experiments.prepare_data --input=stdlib --tokenizer=train:4096 --val_fraction=0.1 \
+    --out=data/prepared/stdlib_bpe4096      (the :wide scale's corpus; resnorm_jax/prepare.py
+                                             RECIPES lists each such folder's command)
 python -m experiments.prepare_data --hf_dataset=HuggingFaceFW/fineweb-edu --hf_name=sample-10BT \
     --tokenizer=gpt2 --out=$HOME/data/fineweb_edu_10B_gpt2   (pip install -r requirements-data.txt)
 python -m experiments.prepare_data --verify=DIR      (re-read every file, compare checksums)
 
+--input=stdlib: the running Python's standard-library source, the files data.source=stdlib
+reads, one document each (held out here by document hash, not by path as data.source=stdlib).
 --out: a new folder outside the repository (shards run to tens of GB; the repository's data/
-is tracked by git). It is written as a hidden sibling `.NAME.partial-HOST.PID` and renamed at
-the end: a failed run leaves nothing in the way of the next one. It then holds:
+is tracked by git), or a small CPU corpus under data/prepared/ (git-ignored). It is written
+as a hidden sibling `.NAME.partial-HOST.PID` and renamed at the end: a failed run leaves
+nothing in the way of the next one. It then holds:
   val_000000.bin, ...     the held-out documents (llm.c shards of --shard_tokens tokens)
   train_000000.bin, ...   the training documents
   token_counts.npz        how often each id occurs in each split
@@ -30,7 +36,9 @@ from absl import app, flags
 from resnorm_jax import cli, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_INPUT = flags.DEFINE_string("input", None, "Local text files (path or glob): one document each.")
+_INPUT = flags.DEFINE_string(
+  "input", None, "Local text files (path or glob): one document each; `stdlib`: the stdlib corpus."
+)
 _HF = flags.DEFINE_string("hf_dataset", None, "Hugging Face dataset, streamed.")
 _HF_NAME = flags.DEFINE_string("hf_name", "", "Its configuration, e.g. sample-10BT.")
 _HF_SPLIT = flags.DEFINE_string("hf_split", "train", "Its split.")
@@ -57,9 +65,11 @@ _VERIFY = flags.DEFINE_string("verify", None, "Check a prepared folder's checksu
 
 
 def _inside_repository(out: str) -> bool:
-  """Whether --out lies inside this repository (where git would see tens of GB of shards)."""
+  """Whether --out lies inside this repository (where git would see tens of GB of shards),
+  outside data/prepared/ (git-ignored: the small CPU corpora)."""
   path = os.path.realpath(os.path.expanduser(out))
-  return os.path.commonpath([path, ROOT]) == ROOT
+  ignored = os.path.join(ROOT, prepare.PREPARED_DIR)
+  return os.path.commonpath([path, ROOT]) == ROOT and os.path.commonpath([path, ignored]) != ignored
 
 
 def main(argv):
@@ -84,7 +94,9 @@ def main(argv):
         flush=True,
       )
     spec = tok_lib.parse(_TOKENIZER.value)
-    if _INPUT.value:
+    if _INPUT.value == prepare.STDLIB:
+      source, documents = prepare.stdlib_documents()
+    elif _INPUT.value:
       source, documents = prepare.local_documents(_INPUT.value)
     else:
       source, documents = prepare.hf_documents(

@@ -443,6 +443,8 @@ def _load_tokens(
   if fs.is_remote(path):
     return _load_remote(path, val_path, vocab_size)
   if path:
+    if not glob.has_magic(path) and not os.path.exists(path):
+      raise DataError(_missing_path(path))
     folder, manifest = _prepared_folder(path)
     if manifest is not None:
       return _load_prepared(folder, manifest, path, val_path, vocab_size)
@@ -471,6 +473,21 @@ def _load_tokens(
   )
   files = data_fingerprint.files_record([*paths, *val_paths])
   return Corpus(train, val, description, split, fingerprint={"files": files})
+
+
+def _missing_path(path: str) -> str:
+  """What to do about a data.path that does not exist: the command that makes it, for a
+  folder of resnorm_jax/prepare.py's RECIPES (the :wide scale's)."""
+  from resnorm_jax import prepare  # only for its RECIPES: no tokenizer library is imported
+
+  where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
+  command = prepare.recipe_command(path)
+  make = (
+    f"make it with: {command}"
+    if command
+    else "give a folder made by experiments.prepare_data or a glob of .bin shards"
+  )
+  return f"data.path={path!r} does not exist{where}: {make}"
 
 
 def _load_remote(url: str, val_path: str, vocab_size: int) -> Corpus:

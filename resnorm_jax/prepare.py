@@ -1,13 +1,14 @@
 """A text corpus -> a folder of llm.c token shards with a manifest (experiments.prepare_data).
 
-Documents come from local text files (one document per file) or a Hugging Face dataset
-streamed row by row. A document goes to the `val` split when its hash falls below
-`val_fraction` (resnorm_jax.heldout: a long document is cut into pieces, each by its own
-hash), until `val` holds `max_val_tokens`; the rest to `train`, each split cut into shards of
-`shard_tokens`. A `train:V` tokenizer is trained on the training documents only. Pieces are
-tokenized in parallel (a process pool over batches, results taken in order: the output does
-not depend on the number of workers). Every shard's sha256, each split's token counts per id
-and how the split was made go into manifest.json.
+Documents come from local text files (one document per file), the running Python's
+standard-library source (`stdlib`: the files of data.source=stdlib, one document each) or a
+Hugging Face dataset streamed row by row. A document goes to the `val` split when its hash
+falls below `val_fraction` (resnorm_jax.heldout: a long document is cut into pieces, each by
+its own hash), until `val` holds `max_val_tokens`; the rest to `train`, each split cut into
+shards of `shard_tokens`. A `train:V` tokenizer is trained on the training documents only.
+Pieces are tokenized in parallel (a process pool over batches, results taken in order: the
+output does not depend on the number of workers). Every shard's sha256, each split's token
+counts per id and how the split was made go into manifest.json.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -25,9 +28,29 @@ import numpy as np
 from resnorm_jax import fs, heldout, shards
 from resnorm_jax import tokenizer as tok_lib
 
+# The folders the CPU configs train on (the :wide scale, configs/base.py): made on the fly by
+# one command each, under data/prepared/ (git-ignored), never committed. name -> the flags
+# that make it (10% held out, as the byte-level runs hold out 10% of the same text).
+PREPARED_DIR = "data/prepared"
+RECIPES = {
+  "stdlib_bpe4096": ("--input=stdlib", "--tokenizer=train:4096", "--val_fraction=0.1"),
+  "shakespeare_bpe4096": (
+    "--input=data/tinyshakespeare.txt",
+    "--tokenizer=train:4096",
+    "--val_fraction=0.1",
+  ),
+}
 BATCH_BYTES = 1 << 20  # bytes of text per task sent to a worker
 VAL_FRACTION = 0.005  # nanoGPT holds out 0.05% of OpenWebText; a smaller corpus needs more
 MAX_VAL_TOKENS = 100_000_000  # an eval never reads more; the rest is better trained on
+
+
+def recipe_command(path: str) -> str | None:
+  """The one command that makes the prepared folder `path`, when its name is a recipe's."""
+  flags = RECIPES.get(os.path.basename(os.path.normpath(path)))
+  if flags is None:
+    return None
+  return " ".join(["python -m experiments.prepare_data", *flags, f"--out={path}"])
 
 
 def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
@@ -49,6 +72,46 @@ def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
 
   size = sum(os.path.getsize(p) for p in paths)
   return {"input": pattern, "files": len(paths), "bytes": size}, documents
+
+
+STDLIB = "stdlib"  # --input=stdlib: the default corpus's files
+# Stdlib directories that hold third-party code or bytecode, skipped as data.source=stdlib
+# skips them (resnorm_jax/data.py).
+STDLIB_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
+
+
+def stdlib_paths(root: str | None = None) -> list[str]:
+  """The `*.py` files of the standard library at `root` (default: the running Python's),
+  sorted: the files data.source=stdlib reads."""
+  root = root or sysconfig.get_paths()["stdlib"]
+  paths = []
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames[:] = [d for d in dirnames if d not in STDLIB_SKIP_DIRS]
+    paths.extend(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+  if not paths:
+    raise ValueError(f"--input=stdlib: no *.py files under the standard library at {root!r}")
+  return sorted(paths)
+
+
+def stdlib_documents(root: str | None = None) -> tuple[dict, Callable[[], Iterator[str]]]:
+  """The standard library's source as documents (one per file, bytes that are not UTF-8
+  replaced: a handful of test files hold deliberately bad encodings)."""
+  root = root or sysconfig.get_paths()["stdlib"]
+  paths = stdlib_paths(root)
+
+  def documents() -> Iterator[str]:
+    for path in paths:
+      with open(path, "rb") as f:
+        yield f.read().decode("utf-8", errors="replace")
+
+  source = {
+    "input": STDLIB,
+    "stdlib": root,
+    "python": sys.version.split()[0],
+    "files": len(paths),
+    "bytes": sum(os.path.getsize(p) for p in paths),
+  }
+  return source, documents
 
 
 class HubError(ValueError):
