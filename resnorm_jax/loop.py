@@ -669,6 +669,8 @@ def _train(
     "devices": extra["devices"],
     "provenance": resolved["provenance"],
   }
+  if writer.tb_error:  # TensorBoard's curves stopped there; metrics.jsonl has every row
+    summary["tensorboard_error"] = writer.tb_error
   if faults.error is not None:
     _cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted

@@ -14,8 +14,17 @@ says which it is, `DESCRIPTIONS`):
 Custom Scalars (`LAYOUT`, written by every run and by scripts/export_tensorboard.py): the
 periodic eval loss with its no-context baseline on one chart, train and eval loss on
 another; TensorBoard merges the identical layouts of all runs into one.
+
+Write errors: tensorboardX writes the events in a thread of its own, which an error (a full
+disk, a read-only folder) used to end without a word, its queue then filling until the run
+hung in add_scalar. Here the first error is printed once, one line naming the error and the
+event file, and kept (`Events.error`; the run puts it in summary.json as
+`tensorboard_error`); the file is then set aside and later events are dropped, so the run
+goes on: metrics.jsonl is the record of every row, TensorBoard's curves stop at the error.
 """
 
+import errno
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,6 +100,52 @@ def _described(tag: str, value: float, text: str):
   return Summary.FromString(tb.Summary(value=[value]).SerializeToString())
 
 
+def describe_error(e: BaseException, path: str) -> str:
+  """`No space left on device [ENOSPC] (writing PATH)`: an error of one file, in one line."""
+  if isinstance(e, OSError) and e.strerror:
+    code = f" [{errno.errorcode[e.errno]}]" if e.errno in errno.errorcode else ""
+    return f"{e.strerror}{code} (writing {path})"
+  return f"{type(e).__name__}: {e} (writing {path})".replace("\n", " ")
+
+
+class _Discard:
+  """Where a failed event file's later events go: nowhere (no fileno: nothing to fsync)."""
+
+  def write(self, data: bytes) -> int:
+    return len(data)
+
+  def flush(self) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
+
+
+@functools.cache
+def _reporting_thread():
+  """tensorboardX's writer thread, reporting its errors (imported only where events are)."""
+  from tensorboardX.event_file_writer import _EventLoggerThread
+
+  class ReportingThread(_EventLoggerThread):
+    """Writes the queued events as tensorboardX's does; an error goes to `on_error` (which
+    sets the file aside) and the thread carries on taking events off the queue, so a writer
+    never blocks on the full queue of a dead thread."""
+
+    def __init__(self, queue, record_writer, flush_secs, on_error):
+      super().__init__(queue, record_writer, flush_secs)
+      self._on_error = on_error
+
+    def run(self):
+      while True:
+        try:
+          super().run()
+          return
+        except Exception as e:  # any error would end the thread unseen
+          self._on_error(e)
+
+  return ReportingThread
+
+
 class Events:
   """A run's TensorBoard events: each scalar by `tb_tag`, the eval group, per-layer scalars
   and depth images, and the Custom Scalars layout. MetricWriter and
@@ -118,11 +173,70 @@ class Events:
     self.history = depth_profile.DepthHistory()
     self.best_eval = float("inf")
     self.drawn_step: int | None = None
+    self.error: str | None = None  # the first write error of the event file (one line)
     # purge_step hides the events a preempted run logged after its checkpoint.
     self.tb = tensorboardX.SummaryWriter(
       logdir, purge_step=purge_step, filename_suffix=filename_suffix
     )
+    self._writer = self.tb._get_file_writer().event_writer  # tensorboardX 2.6's (pinned)
+    self._set_aside = False
+    self._restart_worker()
     self.tb.add_custom_scalars(LAYOUT)  # every segment: identical layouts merge into one
+
+  @property
+  def path(self) -> str:
+    """The event file."""
+    return self._writer._ev_writer._file_name
+
+  def _restart_worker(self) -> None:
+    """Stops the writer thread once it has written every event queued so far, then starts a
+    ReportingThread on the same queue and file (FIFO: nothing is lost or reordered)."""
+    writer = self._writer
+    if writer._closed:
+      return
+    writer._worker.stop()
+    thread = _reporting_thread()
+    args = (writer._event_queue, writer._ev_writer, writer._flush_secs, self._failed)
+    writer._worker = thread(*args)
+    writer._worker.start()
+
+  def _failed(self, e: BaseException) -> None:
+    """The first error: one line, kept in `error`; the file is closed and set aside (later
+    events are dropped), so nothing raises or blocks again."""
+    events = self._writer._ev_writer
+    with events._lock:
+      if not self._set_aside:
+        records = events._py_recordio_writer
+        try:
+          records._writer.close()
+        except (OSError, ValueError):
+          pass  # its buffer cannot be written: dropped with it
+        records._writer = _Discard()
+        self._set_aside = True
+    if self.error is None:
+      self.error = describe_error(e, events._file_name)
+      print(
+        f"WARNING: TensorBoard events stopped: {self.error}; later events are dropped, "
+        "metrics.jsonl keeps every row",
+        flush=True,
+      )
+
+  def flush(self) -> None:
+    """Flushes the event file (only what the writer thread has written so far)."""
+    try:
+      self.tb.flush()
+    except (OSError, ValueError) as e:
+      self._failed(e)
+
+  def drain(self) -> None:
+    """Writes every event queued so far to the file, then flushes it.
+
+    tensorboardX's flush() only flushes the file: events still in its queue are written
+    later by its thread, so a flush followed by an upload could miss the last scalars (seen
+    under load). Restarting the thread processes the queue up to its stop signal first.
+    """
+    self._restart_worker()
+    self.flush()
 
   def remember(self, step: int, flat: Mapping[str, Any]) -> dict[str, list[float]]:
     """Keeps the best eval loss and the per-layer arrays; returns the arrays."""
@@ -173,4 +287,8 @@ class Events:
     latest = self.history.latest
     if latest is not None and latest[0] != self.drawn_step:
       self.draw_depth(latest[0], walltime)
-    self.tb.close()
+    try:
+      self.tb.close()
+    except (OSError, ValueError) as e:  # the last flush: set aside, then closed for good
+      self._failed(e)
+      self.tb.close()

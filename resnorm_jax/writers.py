@@ -12,7 +12,9 @@ each run by its folder name. Tags sort so the loss comes first in the Time Serie
 image per per-layer statistic) and `train_layers/<stat>/layer_<i>` (first, quarter, middle,
 last layer as scalars): a few dozen cards at any depth, written by resnorm_jax.tb_events
 (the two evals' names, the Custom Scalars layout). A workdir from before (events in `tb/`)
-keeps writing there.
+keeps writing there. A write error of the events (a full disk, a read-only folder) is one
+warning line and `tb_error` (summary.json's `tensorboard_error`); the run goes on, metrics.jsonl
+keeps every row (resnorm_jax.tb_events).
 
 Every path goes through resnorm_jax.fs (etils.epath). A gs:// workdir: both files are written
 in a local staging folder and uploaded whole every `sync_seconds`, at `flush()` (the loop
@@ -205,8 +207,10 @@ class MetricWriter:
     return self._events.history
 
   @property
-  def _tb(self):
-    return self._events.tb
+  def tb_error(self) -> str | None:
+    """The first write error of the TensorBoard events (one line), None while there is none;
+    the events stop there, metrics.jsonl goes on (resnorm_jax.tb_events)."""
+    return self._events.error if self._events is not None else None
 
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
     """Appends `{"step": step, **flat metrics}` and logs it to TensorBoard."""
@@ -218,7 +222,7 @@ class MetricWriter:
     self._file.flush()
     self._events.write(step, flat)
     if self._staged and time.monotonic() - self._synced >= self.sync_seconds:
-      self._tb.flush()
+      self._events.flush()
       self._sync()
 
   def draw_depth(self, step: int) -> None:
@@ -236,7 +240,7 @@ class MetricWriter:
     """Flushes metrics.jsonl and the TensorBoard events (a gs:// workdir: uploads both)."""
     if self.enabled:
       self._file.flush()
-      _drain(self._tb)
+      self._events.drain()
       if self._staged:
         self._sync()
 
@@ -248,25 +252,6 @@ class MetricWriter:
       self._events.close()
       for staging in self._staged.values():
         staging.close()
-
-
-def _drain(tb) -> None:
-  """Writes every event tensorboardX has queued to its file, then flushes it.
-
-  tensorboardX's flush() only flushes the file: events still in its queue are written later by
-  its worker thread, so a flush followed by an upload could miss the last scalars (seen under
-  load). Stopping the worker processes the queue up to its stop signal (FIFO); a new worker on
-  the same queue and file then carries on. Private to tensorboardX 2.6 (pinned).
-  """
-  from tensorboardX.event_file_writer import _EventLoggerThread
-
-  writer = tb._get_file_writer().event_writer
-  if writer._closed:
-    return
-  writer._worker.stop()
-  writer._ev_writer.flush()
-  writer._worker = _EventLoggerThread(writer._event_queue, writer._ev_writer, writer._flush_secs)
-  writer._worker.start()
 
 
 def _staging(workdir: str, logdir: str) -> dict[str, fs.Staging]:

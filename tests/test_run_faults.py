@@ -198,3 +198,30 @@ def test_a_metrics_write_error_fails_the_run_in_one_line_and_it_resumes(
   assert resumed["status"] == "completed" and resumed["steps"] == 20
   rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert rows == [5, 10, 15, 20]
+
+
+@pytest.mark.slow  # trains (in this process)
+def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
+  tmp_path, monkeypatch, capsys
+):
+  """The event file's disk fills (/dev/full: every flush fails with ENOSPC) while
+  metrics.jsonl's has room: TensorBoard's writer thread died without a word before. Now one
+  warning line names the error and the file, the run completes on metrics.jsonl, and
+  summary.json records the error; the HParams session is written all the same."""
+  from tensorboardX import record_writer
+
+  if not os.path.exists("/dev/full"):
+    pytest.skip("needs /dev/full (Linux)")
+  monkeypatch.setattr(record_writer, "open_file", lambda path: open("/dev/full", "wb"))
+  summary = loop.run(smoke.get_config(), str(tmp_path))
+  out = capsys.readouterr().out
+  assert summary["status"] == "completed" and summary["steps"] == 20
+  error = summary["tensorboard_error"]
+  assert error.startswith("No space left on device [ENOSPC] (writing ")
+  assert f"{tmp_path}/events.out.tfevents." in error
+  (line,) = [ln for ln in out.splitlines() if "TensorBoard" in ln]
+  assert line.startswith(f"WARNING: TensorBoard events stopped: {error}")
+  assert json.load(open(tmp_path / "summary.json"))["tensorboard_error"] == error
+  rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert rows == [5, 10, 15, 20]
+  assert len([f for f in os.listdir(tmp_path) if f.endswith(".hparams")]) == 1

@@ -285,3 +285,66 @@ def test_hparams_file_carries_the_compare_scalars(tmp_path):
   acc = event_accumulator.EventAccumulator(str(tmp_path))
   acc.Reload()
   assert acc.Scalars("compare/no_context_loss")[0].value == pytest.approx(3.1)
+
+
+def test_a_tensorboard_write_error_is_one_warning_and_the_metrics_go_on(
+  tmp_path, monkeypatch, capsys
+):
+  """The event file's disk is full (/dev/full: every flush fails with ENOSPC). The writer
+  thread died without a word, and once its queue was full the next add_scalar hung the run;
+  now one warning line names the error and the file, the error is kept (summary.json's
+  tensorboard_error), metrics.jsonl gets every row and flush/close raise nothing."""
+  import threading
+
+  from tensorboardX import record_writer
+
+  if not os.path.exists("/dev/full"):
+    pytest.skip("needs /dev/full (Linux)")
+  monkeypatch.setattr(record_writer, "open_file", lambda path: open("/dev/full", "wb"))
+  w = writers.MetricWriter(str(tmp_path), profile_every=10)
+  path = w._events.path
+  assert path.startswith(str(tmp_path / "events.out.tfevents."))
+
+  def rows():
+    for step in range(1, 101):
+      w.write(step, {"train/loss": 1.0 / step, "lr": 1e-3, "rms": np.ones(4, np.float32)})
+      if step % 25 == 0:
+        w.flush()  # a checkpoint's flush: the error again, not raised
+
+  writing = threading.Thread(target=rows, daemon=True)
+  writing.start()
+  writing.join(timeout=120)
+  assert not writing.is_alive(), "the run hung on the TensorBoard queue"
+  w.close()
+  assert len(writers.read_metrics(str(tmp_path / "metrics.jsonl"))) == 100
+  assert w.tb_error == f"No space left on device [ENOSPC] (writing {path})"
+  warnings = [ln for ln in capsys.readouterr().out.splitlines() if "TensorBoard" in ln]
+  assert warnings == [
+    f"WARNING: TensorBoard events stopped: {w.tb_error}; later events are dropped, "
+    "metrics.jsonl keeps every row"
+  ]
+
+
+def test_a_read_only_events_folder_mid_run_is_reported(tmp_path, capsys):
+  """A write error met by the flush in the run's own thread (a folder remounted read-only):
+  the same one line, nothing raised."""
+  w = writers.MetricWriter(str(tmp_path))
+  w.write(1, {"train/loss": 1.0})
+  events = w._events._writer._ev_writer._py_recordio_writer
+
+  class ReadOnly:
+    def write(self, data):
+      raise OSError(30, "Read-only file system")
+
+    flush = close = lambda self: None
+
+  events._writer.close()
+  events._writer = ReadOnly()
+  w.write(2, {"train/loss": 0.5})
+  w.flush()
+  w.write(3, {"train/loss": 0.25})
+  w.close()
+  assert w.tb_error == f"Read-only file system [EROFS] (writing {w._events.path})"
+  out = capsys.readouterr().out
+  assert out.count("WARNING: TensorBoard events stopped") == 1
+  assert [r["step"] for r in writers.read_metrics(str(tmp_path / "metrics.jsonl"))] == [1, 2, 3]
