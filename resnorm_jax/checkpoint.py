@@ -31,38 +31,16 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from etils import epath
 
-from resnorm_jax import cli, data_fingerprint, variants
+from resnorm_jax import cli, data_fingerprint, same_experiment
 from resnorm_jax.train_step import TrainState
 
-# Keys whose change makes a checkpoint belong to another experiment. train.steps,
-# logging, eval and checkpoint cadence, the learning rate may change on resume; the model,
-# the data and the batch may not. (A change that alters the optimizer state's structure,
-# e.g. opt.name, is refused by the leaf table check.)
-FROZEN_SECTIONS = ("model",)
-# Model settings that change how the step runs, not what it computes (remat and scan unroll
-# give the same values: tests/test_model.py, tests/test_perf_equivalence.py): a resumed run
-# may change them, e.g. to fit memory.
-UNFROZEN_KEYS = ("model.remat", "model.scan_unroll")
-FROZEN_KEYS = (
-  "seed",
-  "data.source",
-  "data.path",
-  "data.sampling",
-  "data_fingerprint",  # a prepared token folder's manifest fingerprint (loop.py adds it)
-  "train.batch_size",
-  "train.seq_len",
-)
-# Frozen keys added after checkpoints were written, each with the value that reproduces the
-# runs that predate it: a checkpoint whose config lacks one is read as having that value, so
-# an interrupted run still resumes with the new code while the key keeps that value.
-ADDED_KEYS: dict[str, Any] = {
-  # Every variant's own keys (resnorm_jax/variants/), at their declared defaults: a run that
-  # predates a variant never selected it (mixln_post_fraction, hyperconn_*, ngpt_alpha_init).
-  **{f"model.{name}": key.default for name, key in variants.keys().items()},
-  "model.attention": "dense",
-  "data_fingerprint": None,
-  "data.sampling": "random",  # every run before the epoch sampler drew windows at random
-}
+# What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
+# on resume, e.g. to fit memory) and how a checkpoint that predates a frozen key is read: the
+# policy same_experiment.CHECKPOINT. ADDED_KEYS: the frozen keys added after checkpoints were
+# written, each with configs/base.py's default, the value that reproduces the runs that
+# predate it (every variant's own key, model.attention, data.sampling, data_fingerprint).
+FROZEN_KEYS = tuple(k for k in same_experiment.FROZEN if not k.endswith("."))
+ADDED_KEYS = same_experiment.CHECKPOINT.added
 # meta's own sha256 (over its canonical JSON without this key), and the version that has one:
 # a meta without the version predates checksums and is read as before; one with the version
 # but no checksum lost it (a flipped bit in the key's name) and is damaged.
@@ -145,28 +123,17 @@ def _quiet_orbax_tracebacks() -> None:
     absl_logger.addFilter(_NoTracebacks())
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-  out = {}
-  for k, v in d.items():
-    key = f"{prefix}{k}"
-    if isinstance(v, dict):
-      out.update(_flatten(v, key + "."))
-    else:
-      out[key] = v
-  return out
-
-
 def flat_config(config_dict: dict) -> dict[str, Any]:
   """A config (as a plain dict) as {dotted.key: JSON value}."""
-  return _flatten(json.loads(json.dumps(config_dict, default=str)))
+  return same_experiment.flatten(config_dict)
 
 
 def frozen_config(config_dict: dict) -> dict[str, Any]:
-  """The part of a config (as a plain dict) that a resumed run must not change."""
+  """The part of a config (as a plain dict) that a resumed run must not change (each frozen
+  key present, None where the config lacks it)."""
   flat = flat_config(config_dict)
-  keep = {
-    k: v for k, v in flat.items() if k.split(".")[0] in FROZEN_SECTIONS and k not in UNFROZEN_KEYS
-  }
+  compared = same_experiment.CHECKPOINT.compares
+  keep = {k: v for k, v in flat.items() if k not in FROZEN_KEYS and compared(k)}
   keep.update({k: flat.get(k) for k in FROZEN_KEYS})
   return keep
 
@@ -196,15 +163,6 @@ def run_meta(
 def resumed_run(meta: dict) -> tuple[dict, list[float]]:
   """(summary fields, interval losses) that run_meta stored, for the resumed run."""
   return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
-
-
-def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-  """Keys whose values differ between a checkpoint's frozen config and this run's."""
-  return sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
-
-
-def _describe(keys: list[str], saved: dict, current: dict) -> str:
-  return ", ".join(f"{k} ({saved.get(k)!r} -> {current.get(k)!r})" for k in keys)
 
 
 # --- fingerprints: detect bytes that orbax restores without complaint ----------------------
@@ -485,41 +443,41 @@ class Checkpointer:
 
 
 def saved_frozen_config(meta: dict) -> dict[str, Any]:
-  """A checkpoint's frozen config in today's keys.
-
-  A key the checkpoint predates (ADDED_KEYS) reads as the value that reproduces it; a key
-  that moved (cli.MOVED_KEYS) is read at its new place, from the saved full config when the
-  old place was not frozen (train.dtype, now model.dtype).
-  """
+  """A checkpoint's frozen config in today's keys (same_experiment reads a key it predates
+  as its default). A key that moved (cli.MOVED_KEYS) is read at its new place, from the
+  saved full config when the old place was not frozen (train.dtype, now model.dtype)."""
   saved_flat = cli.renamed_moved_keys(meta.get("config", {}))
+  checkpoint = same_experiment.CHECKPOINT
   moved = {
     new: saved_flat[new]
     for new in cli.MOVED_KEYS.values()
-    if new in saved_flat and new.split(".")[0] in FROZEN_SECTIONS and new not in UNFROZEN_KEYS
+    if new in saved_flat and checkpoint.compares(new)
   }
-  return {**ADDED_KEYS, **moved, **cli.renamed_moved_keys(meta.get("frozen_config", {}))}
+  return {**moved, **cli.renamed_moved_keys(meta.get("frozen_config", {}))}
 
 
 def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
   """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
-  frozen = frozen_config(config_dict)
-  saved_frozen = saved_frozen_config(meta)
-  changed = changed_keys(saved_frozen, frozen)
+  frozen, saved_frozen = frozen_config(config_dict), saved_frozen_config(meta)
+  checkpoint = same_experiment.CHECKPOINT
+  changed = same_experiment.changed_keys(saved_frozen, frozen, checkpoint)
   if changed:
     raise ValueError(
       f"{directory} holds a checkpoint of a different experiment; changed keys: "
-      f"{_describe(changed, saved_frozen, frozen)}. Use a new --workdir."
+      f"{same_experiment.describe(changed, saved_frozen, frozen, checkpoint)}. "
+      "Use a new --workdir."
     )
   want = _abstract_table(abstract_state)
   have = {k: v[:2] for k, v in meta["leaves"].items()}
   if want != have:
     diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-    saved_cfg, cfg = cli.renamed_moved_keys(meta.get("config", {})), flat_config(config_dict)
-    keys = [k for k in changed_keys(saved_cfg, cfg) if k.split(".")[0] != "train"]
+    saved_cfg, state = meta.get("config", {}), same_experiment.CHECKPOINT_STATE
+    keys = same_experiment.changed_keys(saved_cfg, config_dict, state)
     raise ValueError(
       f"{directory} holds a checkpoint whose state does not fit this config (leaves "
       f"{diff[:4]}{' ...' if len(diff) > 4 else ''} differ); changed keys: "
-      f"{_describe(keys, saved_cfg, cfg) or 'none found'}. Use a new --workdir."
+      f"{same_experiment.describe(keys, saved_cfg, config_dict, state) or 'none found'}. "
+      "Use a new --workdir."
     )
 
 

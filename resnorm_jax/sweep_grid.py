@@ -2,9 +2,10 @@
 
 A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]", "overrides":
 {...}, "name": optional}. A point whose workdir holds a completed or diverged run of the same
-config is done: "the same config" compares only what results depend on (`changed_keys`:
-logging keys ignored, a key added after the run counts as unchanged while it keeps its
-default, a key that moved (cli.MOVED_KEYS) is compared at its new place). Running the points
+config is done: "the same config" compares only what results depend on (`changed_keys`, the
+policy same_experiment.SWEEP: logging keys ignored, a key added after the run counts as
+unchanged while it keeps its default, a key that moved (cli.MOVED_KEYS) is compared at its
+new place). Running the points
 is sweep_runner.py, tabulating them sweep_results.py; scripts/sweep.py is the command line.
 No JAX here.
 """
@@ -20,25 +21,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resnorm_jax import cli
+from resnorm_jax import cli, same_experiment
 
 # The repository root: grid and config paths are relative to it, and the grid and config
 # files import `configs.base` from it (scripts/sweep.py puts it on sys.path).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MOVED_KEYS = cli.MOVED_KEYS
-
-# Keys that change what a run logs or where, never its losses: not compared by run_state.
-RESULT_NEUTRAL = (
-  "name",
-  "train.log_every",
-  "train.eval_every",
-  "train.checkpoint_every",
-  "train.keep_checkpoints",
-  "diag.",
-  "dist.",
-)
 # Sections the run adds to config.json (loop.resolved_config).
-RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "data_files", "provenance")
+RECORDED_NOT_CONFIG = same_experiment.RECORDED_NOT_CONFIG
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
 # What the members of one program (resnorm_jax/population_run.py) may differ in: the peak lr
@@ -184,7 +174,7 @@ def vmap_groups(expected: Sequence[Mapping[str, Any]], max_size: int = 0) -> lis
   of at most that size, their sizes as even as possible."""
   by_rest: dict[str, list[int]] = {}
   for i, config in enumerate(expected):
-    rest = {k: v for k, v in _flatten(config).items() if k not in VMAPPED_KEYS}
+    rest = {k: v for k, v in same_experiment.flatten(config).items() if k not in VMAPPED_KEYS}
     by_rest.setdefault(json.dumps(rest, sort_keys=True), []).append(i)
   groups = []
   for members in by_rest.values():
@@ -220,43 +210,10 @@ def read_json(path: str) -> Any:
     return None
 
 
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-  out: dict[str, Any] = {}
-  for k, v in tree.items():
-    if isinstance(v, Mapping):
-      out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = json.loads(json.dumps(v, default=str))
-  return out
-
-
-def _neutral(key: str) -> bool:
-  return any(key == n or (n.endswith(".") and key.startswith(n)) for n in RESULT_NEUTRAL)
-
-
 def changed_keys(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
-  """Keys whose value a finished run (its config.json) and a point's config disagree on.
-
-  Only what results depend on: logging keys are ignored (RESULT_NEUTRAL); a recorded key
-  that moved is read at its new place (MOVED_KEYS); a key the run predates counts as
-  unchanged while the point keeps the schema's default, which reproduces the old runs.
-  """
-  have = {MOVED_KEYS.get(k, k): v for k, v in _flatten(recorded).items()}
-  have = {k: v for k, v in have.items() if k.split(".")[0] not in RECORDED_NOT_CONFIG}
-  want = _flatten(expected)
-  from configs.base import get_config as base_config  # the schema's defaults
-
-  defaults = _flatten(base_config().to_dict())
-  changed = []
-  for key in sorted(set(have) | set(want)):
-    if _neutral(key):
-      continue
-    if key not in have:
-      if key in defaults and want[key] == defaults[key]:
-        continue
-    if have.get(key, "<absent>") != want.get(key, "<absent>"):
-      changed.append(key)
-  return changed
+  """Keys whose value a finished run (its config.json) and a point's config disagree on:
+  only what results depend on (same_experiment.SWEEP)."""
+  return same_experiment.changed_keys(recorded, expected, same_experiment.SWEEP)
 
 
 def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:

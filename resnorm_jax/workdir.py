@@ -8,7 +8,7 @@ support): a URL workdir (gs://...) is not locked. No JAX here: with several proc
 loop has process 0 lock alone.
 
 The experiment a workdir holds is its config.json, compared with this run's config by the
-sweeps' rule (sweep_grid.changed_keys) with the name counted: a rerun may only extend the
+sweeps' rule with the name counted (same_experiment.WORKDIR): a rerun may only extend the
 run (train.steps) or change how it executes (the mesh, remat, scan unroll). A completed
 run is recognised from summary.json, so a workdir whose ckpt/ is gone is never retrained.
 """
@@ -27,12 +27,9 @@ from typing import Any
 
 from etils import epath
 
-from resnorm_jax import cli, sweep_grid
+from resnorm_jax import same_experiment
 
 LOCK_FILE = ".lock"
-# Keys a rerun in the same workdir may change: the length (extending a finished run) and
-# where or how the step executes, not what it computes (checkpoint.UNFROZEN_KEYS, the mesh).
-MAY_CHANGE = ("train.steps", "model.remat", "model.scan_unroll", "mesh.")
 # flock errors meaning the filesystem cannot lock (not that another process holds it).
 _NO_LOCKING = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _UNLOCKABLE = -1
@@ -162,38 +159,12 @@ def read_json(path: str) -> Any:
     return None
 
 
-def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-  out: dict[str, Any] = {}
-  for k, v in tree.items():
-    if isinstance(v, Mapping):
-      out.update(_flat(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
-def _may_change(key: str) -> bool:
-  return any(key == k or (k.endswith(".") and key.startswith(k)) for k in MAY_CHANGE)
-
-
-def changed_keys(recorded: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
-  """Keys on which a workdir's experiment (its config.json) and this run's config differ.
-
-  The sweeps' rule (logging keys ignored, keys added later unchanged at their default, moved
-  keys at their new place) with the name counted; MAY_CHANGE keys left out.
-  """
-  config = json.loads(json.dumps(dict(config), default=str))
-  keys = set(sweep_grid.changed_keys(recorded, config))
-  if recorded.get("name") != config.get("name"):
-    keys.add("name")
-  return sorted(k for k in keys if not _may_change(k))
-
-
 def describe_changes(keys: list[str], recorded: Mapping[str, Any], config: Mapping[str, Any]):
-  """`name ('a' -> 'b'), opt.lr (0.001 -> 0.002)`: each key's recorded and new value."""
-  have = cli.renamed_moved_keys(_flat(recorded))
-  want = _flat(json.loads(json.dumps(dict(config), default=str)))
-  absent = "<absent>"
+  """`name ('a' -> 'b'), opt.lr (0.001 -> 0.002)`: each key's recorded and new value (a key
+  the record lacks: '<absent>')."""
+  have = same_experiment.in_todays_keys(recorded)
+  want = same_experiment.flatten(config)
+  absent = same_experiment.ABSENT
   return ", ".join(f"{k} ({have.get(k, absent)!r} -> {want.get(k, absent)!r})" for k in keys)
 
 
@@ -203,7 +174,7 @@ def check_same_experiment(workdir: str, config: Mapping[str, Any]) -> None:
   recorded = read_json(os.path.join(workdir, "config.json"))
   if not isinstance(recorded, dict):
     return
-  keys = changed_keys(recorded, config)
+  keys = same_experiment.changed_keys(recorded, config, same_experiment.WORKDIR)
   if keys:
     raise ValueError(
       f"{workdir} holds another experiment (its config.json); differing keys: "

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from resnorm_jax import cli
+from resnorm_jax import cli, same_experiment
 from resnorm_jax import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +22,10 @@ with workdir.hold(sys.argv[1]):
   print("held", flush=True)
   sys.stdin.read()
 """
+
+
+def _changed(recorded: dict, config: dict) -> list[str]:
+  return same_experiment.changed_keys(recorded, config, same_experiment.WORKDIR)
 
 
 def _config(spec: str, **overrides) -> dict:
@@ -140,9 +144,9 @@ def test_another_named_config_is_another_experiment():
   """Same model, data and seed: xiong_rescue:smoke is not postnorm_96L:smoke."""
   postnorm = _config("configs/postnorm_96L.py:smoke")
   xiong = _config("configs/xiong_rescue.py:smoke")
-  assert workdir_lib.changed_keys(postnorm, xiong) == ["name", "opt.warmup_steps"]
+  assert _changed(postnorm, xiong) == ["name", "opt.warmup_steps"]
   renamed = _config("configs/postnorm_96L.py:smoke", name="other")
-  assert workdir_lib.changed_keys(postnorm, renamed) == ["name"]
+  assert _changed(postnorm, renamed) == ["name"]
 
 
 def test_a_rerun_may_extend_the_run_and_change_logging_or_layout_only():
@@ -155,9 +159,9 @@ def test_a_rerun_may_extend_the_run_and_change_logging_or_layout_only():
     "model.remat": "full",
     "mesh.data": 2,
   }
-  assert workdir_lib.changed_keys(recorded, _config("configs/smoke.py", **same)) == []
+  assert _changed(recorded, _config("configs/smoke.py", **same)) == []
   other = _config("configs/smoke.py", **{"opt.lr": 2e-3, "seed": 1, "train.batch_size": 4})
-  assert workdir_lib.changed_keys(recorded, other) == ["opt.lr", "seed", "train.batch_size"]
+  assert _changed(recorded, other) == ["opt.lr", "seed", "train.batch_size"]
 
 
 def test_config_json_from_before_a_schema_change_is_the_same_experiment():
@@ -167,9 +171,9 @@ def test_config_json_from_before_a_schema_change_is_the_same_experiment():
   del old["model"]["hyperconn_rate"]
   old["train"]["dtype"] = old["model"].pop("dtype")
   old["resolved_model"], old["data_split"] = {"alpha": 1.0}, {"method": "tail"}
-  assert workdir_lib.changed_keys(old, config) == []
+  assert _changed(old, config) == []
   changed = _config("configs/smoke.py", **{"model.hyperconn_rate": 2})
-  assert workdir_lib.changed_keys(old, changed) == ["model.hyperconn_rate"]
+  assert _changed(old, changed) == ["model.hyperconn_rate"]
 
 
 def test_another_experiment_is_refused_naming_the_keys(tmp_path):
