@@ -20,21 +20,30 @@ that differ between runs first (its table shows five columns at first, then the
 alphabetical rest); an experiment summary would fix the columns alphabetically and the
 metrics to one run's list.
 
-Written at the end of each run segment through tensorboardX's file writer, as the hparams
-plugin's protos, into an event file of its own beside the run's curves
-(`writers.HPARAMS_SUFFIX`): TensorBoard keeps the first hparams it reads from a run, so the
-file is replaced, not appended to, when a run resumes. Not `SummaryWriter.add_hparams`,
-which opens a sub-run per call. A gs:// workdir: written locally, then uploaded (resnorm_jax.fs).
+Written at the end of each run segment as the hparams plugin's protos, into an event file
+of its own beside the run's curves (`writers.HPARAMS_SUFFIX`), not `SummaryWriter.add_hparams`,
+which opens a sub-run per call. TensorBoard keeps the first hparams it reads from a run, so a
+run dir holds exactly one such file, the latest segment's: it is written whole (a temporary
+file renamed; an object replaced), and only then are the earlier ones deleted; a failed
+write leaves the earlier file and one warning line. A resumed segment leaves the earlier
+file in place until it writes its own (a run killed again keeps its last hparams), only
+moving its events back to the step it resumes from where they lie after it: the resumed
+curves' restart marker (purge_step) hides every event of the run from that step on.
+A gs:// workdir: the file is written straight to the bucket (resnorm_jax.fs).
 scripts/export_tensorboard.py writes the same file for a committed run (`write_run`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import struct
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax import config_types as ct
@@ -172,6 +181,64 @@ def compare_scalars(summary: Mapping[str, Any]) -> list:
   ]
 
 
+def _record(data: bytes) -> bytes:
+  """One TFRecord: length, its masked crc32c, the data, its masked crc32c."""
+  from tensorboardX.record_writer import masked_crc32c
+
+  header = struct.pack("<Q", len(data))
+  crc = lambda b: struct.pack("<I", masked_crc32c(b))  # noqa: E731
+  return header + crc(header) + data + crc(data)
+
+
+def _records(blob: bytes) -> list[bytes] | None:
+  """The records of an event file; None when one is torn or its checksum is wrong."""
+  from tensorboardX.record_writer import masked_crc32c
+
+  out, i = [], 0
+  while i < len(blob):
+    if i + 12 > len(blob):
+      return None
+    header = blob[i : i + 8]
+    (n,) = struct.unpack("<Q", header)
+    data, end = blob[i + 12 : i + 12 + n], i + 16 + n
+    if end > len(blob) or struct.unpack("<I", blob[i + 8 : i + 12])[0] != masked_crc32c(header):
+      return None
+    if struct.unpack("<I", blob[end - 4 : end])[0] != masked_crc32c(data):
+      return None
+    out.append(data)
+    i = end
+  return out
+
+
+def _replace_bytes(path: str, blob: bytes) -> None:
+  """Writes a file so no reader sees half of it: a temporary file renamed (its name without
+  `tfevents`: TensorBoard never reads it), or an object replaced whole."""
+  if fs.is_remote(path):
+    epath.Path(path).write_bytes(blob)
+    return
+  tmp = os.path.join(os.path.dirname(path), f".hparams.{fs.unique_suffix()}.tmp")
+  try:
+    with open(tmp, "wb") as f:
+      f.write(blob)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+def event_file(summaries_at_step: list, step: int) -> bytes:
+  """An event file's bytes: its version record, then each summary at `step`, now."""
+  from tensorboardX.proto.event_pb2 import Event
+
+  now = time.time()
+  events = [Event(wall_time=now, file_version="brain.Event:2")]
+  events += [Event(wall_time=now, step=int(step), summary=s) for s in summaries_at_step]
+  return b"".join(_record(e.SerializeToString()) for e in events)
+
+
 def write(
   workdir: str,
   hparams: Mapping[str, Any],
@@ -180,21 +247,52 @@ def write(
   summary: Mapping[str, Any] | None = None,
 ) -> str:
   """Replaces the run's hparams event file (with the `compare/` scalars of `summary`, at
-  `step`); returns its path."""
-  from tensorboardX.writer import FileWriter
-
+  `step`); returns its path. The new file is written whole before the earlier ones go."""
   logdir = writers.tb_dir(workdir)
-  writers.remove_hparams_files(logdir)
-  with fs.writable_folder(logdir) as local:
-    w = FileWriter(local, filename_suffix=writers.HPARAMS_SUFFIX)
-    for s in summaries(hparams, status) + compare_scalars(summary or {}):
-      w.add_summary(s, global_step=int(step))
-    w.close()
-    (name,) = [n for n in os.listdir(local) if writers.is_hparams_file(n)]
-  return os.path.join(logdir, name)
+  epath.Path(logdir).mkdir(parents=True, exist_ok=True)
+  name = (
+    f"{writers.EVENTS_PREFIX}{int(time.time()):010d}.{socket.gethostname()}{writers.HPARAMS_SUFFIX}"
+  )
+  path = os.path.join(logdir, name)
+  content = summaries(hparams, status) + compare_scalars(summary or {})
+  _replace_bytes(path, event_file(content, step))
+  writers.remove_hparams_files(logdir, keep=name)
+  return path
 
 
-def write_run(workdir: str, config: ConfigDict, summary: Mapping[str, Any]) -> str:
-  """The end of a run segment: its axes, outcome and status into TensorBoard's HParams."""
+def keep_steps_at_most(logdir: str, step: int) -> None:
+  """A resumed segment (from `step`): the run's hparams file stays, its events moved back to
+  `step` where they lie after it, so the resumed curves' restart marker does not hide them."""
+  from tensorboardX.proto.event_pb2 import Event
+
+  folder = epath.Path(logdir)
+  if not folder.is_dir():
+    return
+  for path in folder.iterdir():
+    if not writers.is_hparams_file(path.name):
+      continue
+    records = _records(path.read_bytes())
+    if records is None:  # torn or damaged: not TensorBoard's to read; the segment's end replaces it
+      continue
+    events = [Event.FromString(r) for r in records]
+    if all(e.step <= step for e in events):
+      continue
+    for e in events:
+      e.step = min(e.step, int(step))
+    _replace_bytes(os.fspath(path), b"".join(_record(e.SerializeToString()) for e in events))
+
+
+def write_run(workdir: str, config: ConfigDict, summary: Mapping[str, Any]) -> str | None:
+  """The end of a run segment: its axes, outcome and status into TensorBoard's HParams; the
+  path, or None (one warning line) when it could not be written: the earlier one stays."""
   status, steps = str(summary.get("status")), summary.get("steps") or 0
-  return write(workdir, run_hparams(config, summary), status, steps, summary)
+  try:
+    return write(workdir, run_hparams(config, summary), status, steps, summary)
+  except OSError as e:
+    where = e.filename or writers.tb_dir(workdir)
+    print(
+      f"WARNING: TensorBoard HParams not updated: {e.strerror or e} (writing {where}); "
+      "the earlier segment's file stays",
+      flush=True,
+    )
+    return None

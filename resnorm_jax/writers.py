@@ -14,7 +14,8 @@ last layer as scalars): a few dozen cards at any depth, written by resnorm_jax.t
 (the two evals' names, the Custom Scalars layout). A workdir from before (events in `tb/`)
 keeps writing there. A write error of the events (a full disk, a read-only folder) is one
 warning line and `tb_error` (summary.json's `tensorboard_error`); the run goes on, metrics.jsonl
-keeps every row (resnorm_jax.tb_events).
+keeps every row (resnorm_jax.tb_events). A resumed run keeps the earlier segment's HParams
+file until it writes its own (resnorm_jax.hparams).
 
 Every path goes through resnorm_jax.fs (etils.epath). A gs:// workdir: both files are written
 in a local staging folder and uploaded whole every `sync_seconds`, at `flush()` (the loop
@@ -37,7 +38,7 @@ from etils import epath
 from resnorm_jax import depth_profile, fs
 from resnorm_jax.tb_events import Events
 
-HPARAMS_SUFFIX = ".hparams"  # the event file of resnorm_jax.hparams, replaced on resume
+HPARAMS_SUFFIX = ".hparams"  # the event file of resnorm_jax.hparams, replaced at a segment's end
 EVENTS_PREFIX = "events.out.tfevents."
 METRICS = "metrics.jsonl"
 SYNC_SECONDS = 60.0  # a gs:// workdir's upload interval (TensorBoard's own flush is 120 s)
@@ -55,12 +56,12 @@ def is_hparams_file(name: str) -> bool:
   return name.startswith(EVENTS_PREFIX) and name.endswith(HPARAMS_SUFFIX)
 
 
-def remove_hparams_files(logdir: str) -> None:
-  """Deletes the hparams event file of an earlier segment of this run (if any)."""
+def remove_hparams_files(logdir: str, keep: str | None = None) -> None:
+  """Deletes the hparams event files in `logdir` but the one named `keep`."""
   folder = epath.Path(logdir)
   if folder.is_dir():
     for path in folder.iterdir():
-      if is_hparams_file(path.name):
+      if is_hparams_file(path.name) and path.name != keep:
         path.unlink()
 
 
@@ -185,7 +186,10 @@ class MetricWriter:
     local = self._staged[workdir].local if self._staged else workdir
     local_metrics = os.path.join(local, METRICS)
     exists = self._staged[workdir].pull(METRICS) if self._staged else os.path.exists(self.path)
-    remove_hparams_files(logdir)  # an earlier segment's end; this one writes its own
+    if truncate_after is not None:  # the earlier segment's hparams stay until this one ends
+      from resnorm_jax import hparams  # (it imports this module)
+
+      hparams.keep_steps_at_most(logdir, truncate_after)
     self._events = Events(
       self._staged[logdir].local if self._staged else logdir,
       purge_step=None if truncate_after is None else truncate_after + 1,

@@ -165,7 +165,7 @@ def test_resumed_writer_draws_from_the_kept_history(tmp_path):
   (tmp_path / "events.out.tfevents.1.host.hparams").write_bytes(b"")  # an earlier segment's
   w = writers.MetricWriter(str(tmp_path), truncate_after=2)
   assert w.history.steps == [1, 2]  # step 3 was after the checkpoint
-  assert not glob.glob(str(tmp_path / "*.hparams"))
+  assert glob.glob(str(tmp_path / "*.hparams"))  # kept until this segment writes its own
   w.write(3, {"rms": np.array([1.0, 9.0])})
   steps, values = w.history.matrix("rms")
   w.close()
@@ -348,3 +348,108 @@ def test_a_read_only_events_folder_mid_run_is_reported(tmp_path, capsys):
   out = capsys.readouterr().out
   assert out.count("WARNING: TensorBoard events stopped") == 1
   assert [r["step"] for r in writers.read_metrics(str(tmp_path / "metrics.jsonl"))] == [1, 2, 3]
+
+
+def _hparams_sessions(logdir) -> dict:
+  """The HParams sessions of a run folder as TensorBoard reads them: their count, the first
+  one's hparams and status, the compare/ scalars' last values, the hparams files."""
+  from tensorboard.backend.event_processing import plugin_event_accumulator
+  from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+  acc = plugin_event_accumulator.EventAccumulator(str(logdir), size_guidance={"tensors": 0})
+  acc.Reload()
+  tags = acc.Tags()["tensors"]
+  out = {
+    "files": sorted(os.path.basename(f) for f in glob.glob(str(logdir / "*.hparams"))),
+    "sessions": 0,
+    "compare": {t: acc.Tensors(t)[-1].tensor_proto.float_val[0] for t in tags if "compare/" in t},
+  }
+  start, end = "_hparams_/session_start_info", "_hparams_/session_end_info"
+  if start not in tags:
+    return out
+  out["sessions"] = len(acc.Tensors(start))
+  content = plugin_data_pb2.HParamsPluginData.FromString
+  hp = content(acc.SummaryMetadata(start).plugin_data.content).session_start_info.hparams
+  out["hparams"] = {k: getattr(v, v.WhichOneof("kind")) for k, v in hp.items()}
+  status = content(acc.SummaryMetadata(end).plugin_data.content).session_end_info.status
+  out["status"] = api_pb2.Status.Name(status)
+  out["steps"] = [e.step for e in acc.Tensors(start)]
+  return out
+
+
+def _segment(workdir, start, stop, *, resume):
+  """A run segment's curves: steps start+10 .. stop, from a checkpoint at `start`."""
+  w = writers.MetricWriter(str(workdir), truncate_after=start if resume else None)
+  for step in range(start + 10, stop + 1, 10):
+    w.write(step, {"train/loss": 3.0 - step / 100, "eval/loss": 3.1 - step / 100})
+  w.close()
+
+
+def test_hparams_survive_resumes(tmp_path):
+  """A resumed run deleted its earlier hparams file when its writer opened: killed again, or
+  unable to write its own, it left the HParams dashboard without the run. Now every state of
+  the run folder holds exactly one valid session, the latest segment's."""
+  from resnorm_jax import hparams
+
+  hp = {"norm": "layernorm", "num_layers": 12, "lr": 1e-3, "outcome": "interrupted"}
+  summary = {"status": "interrupted", "steps": 40, "final_eval_loss": 2.7, "best_eval_loss": 2.7}
+  _segment(tmp_path, 0, 40, resume=False)  # SIGTERM at step 40: saved, hparams written
+  hparams.write(str(tmp_path), hp, "interrupted", 40, summary)
+  first = _hparams_sessions(tmp_path)
+  assert first["sessions"] == 1 and first["hparams"]["outcome"] == "interrupted"
+
+  _segment(tmp_path, 40, 70, resume=True)  # resumed, then kill -9 at step 70: no hparams
+  killed = _hparams_sessions(tmp_path)
+  assert killed["files"] == first["files"] and killed["sessions"] == 1
+  assert killed["hparams"] == first["hparams"] and killed["status"] == "STATUS_UNKNOWN"
+  assert killed["compare"]["compare/final_eval_loss"] == pytest.approx(2.7)
+
+  _segment(tmp_path, 40, 100, resume=True)  # resumed from 40 again, completed
+  done = {**summary, "status": "completed", "steps": 100, "final_eval_loss": 2.1}
+  hparams.write(str(tmp_path), {**hp, "outcome": "trained"}, "completed", 100, done)
+  completed = _hparams_sessions(tmp_path)
+  assert len(completed["files"]) == 1 and completed["sessions"] == 1
+  assert completed["hparams"] == {**hp, "outcome": "trained"}
+  assert completed["status"] == "STATUS_SUCCESS" and completed["steps"] == [100]
+  assert completed["compare"]["compare/final_eval_loss"] == pytest.approx(2.1)
+
+  # Resumed from an earlier checkpoint (the newest was damaged): its restart marker hides
+  # every event after step 80, the hparams too unless they move back to 80.
+  _segment(tmp_path, 80, 90, resume=True)
+  fallback = _hparams_sessions(tmp_path)
+  assert fallback["files"] == completed["files"] and fallback["sessions"] == 1
+  assert fallback["steps"] == [80] and fallback["hparams"] == completed["hparams"]
+  assert fallback["compare"]["compare/final_eval_loss"] == pytest.approx(2.1)
+
+
+def test_an_hparams_write_error_keeps_the_earlier_session(tmp_path, monkeypatch, capsys):
+  """A full disk at a segment's end: one warning line, the earlier hparams file intact, no
+  temporary file left, nothing raised (summary.json is already written)."""
+  from ml_collections import ConfigDict
+
+  from configs import smoke
+  from resnorm_jax import hparams
+
+  config = ConfigDict(smoke.get_config().to_dict())
+  _segment(tmp_path, 0, 20, resume=False)
+  assert hparams.write_run(str(tmp_path), config, {"status": "interrupted", "steps": 20})
+  before = _hparams_sessions(tmp_path)
+
+  real_open = open
+
+  def full_disk_open(file, mode="r", *args, **kwargs):
+    if "w" in mode and ".hparams." in os.path.basename(str(file)):
+      raise OSError(28, "No space left on device", str(file))
+    return real_open(file, mode, *args, **kwargs)
+
+  monkeypatch.setattr("builtins.open", full_disk_open)
+  _segment(tmp_path, 20, 40, resume=True)
+  assert hparams.write_run(str(tmp_path), config, {"status": "completed", "steps": 40}) is None
+  monkeypatch.undo()
+  out = capsys.readouterr().out
+  (line,) = [ln for ln in out.splitlines() if "HParams" in ln]
+  assert line.startswith("WARNING: TensorBoard HParams not updated: No space left on device")
+  after = _hparams_sessions(tmp_path)
+  assert after["files"] == before["files"] and after["sessions"] == 1
+  assert after["hparams"]["outcome"] == "interrupted"
+  assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
