@@ -1,11 +1,15 @@
 """Running a sweep's points: each job pinned to its own cores or device (`make_slots`), the
 costliest first, with progress lines and signals passed on to the running children; points
-that differ only in opt.lr and seed as one population job (`population_jobs`). No JAX here.
+that differ only in opt.lr and seed as one population job (`population_jobs`). Before any
+runs, every pending point's local data files are checked (`missing_data`); a point whose
+process fails gets its reason (exit status, last error line of its train.log) on its console
+line, in its sweep_point.json and in the results (`with_failures`). No JAX here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 import shlex
@@ -29,6 +33,58 @@ from resnorm_jax.sweep_grid import (
 from resnorm_jax.sweep_results import format_cell, run_row
 
 INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
+DATA_SOURCES_WITH_FILES = ("text", "tokens")  # data.source values that read data.path
+# The line of a failed run's log that says why: cli.fail's `error: ...`, a traceback's last
+# line (`ValueError: ...`, `jax.errors.JaxRuntimeError: ...`), absl's FATAL.
+_ERROR_LINE = re.compile(r"^(error: |FATAL|(\w+\.)*\w*(Error|Exception|Interrupt|Exit)\b)")
+
+
+def missing_data(config: Mapping[str, Any]) -> list[str]:
+  """The data a resolved config names that is not there: `data.path=...` / `data.val_path=...`
+  for a local file, folder or glob that matches no file (relative paths from the repository
+  root, where the runs start), `data.path` empty for a source that reads it. URLs (gs://) are
+  not checked: the run checks them."""
+  data = config.get("data") or {}
+  if data.get("source") not in DATA_SOURCES_WITH_FILES:
+    return []
+  out = []
+  for key in ("path", "val_path"):
+    value = str(data.get(key) or "")
+    if not value:
+      if key == "path":
+        out.append(f"data.path is empty (data.source={data.get('source')!r} reads it)")
+      continue
+    if "://" in value:
+      continue
+    full = os.path.join(ROOT, os.path.expanduser(value))
+    if os.path.exists(full) or any(os.path.isfile(p) for p in glob.iglob(full, recursive=True)):
+      continue
+    out.append(
+      f"data.{key}={value} ({'matches no file' if glob.has_magic(value) else 'no such file'})"
+    )
+  return out
+
+
+def failure_reason(log_path: str, returncode: int) -> str:
+  """Why a point's process ended with `returncode`: `exit N` (`killed by SIGKILL` for a
+  signal), then the last error line of its log (else its last line)."""
+  if returncode < 0:
+    try:
+      how = f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+      how = f"killed by signal {-returncode}"
+  else:
+    how = f"exit {returncode}"
+  try:
+    with open(log_path, "rb") as f:
+      f.seek(max(0, os.path.getsize(log_path) - 16384))
+      lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+  except OSError:
+    lines = []
+  line = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[-1] if lines else "")
+  if len(line) > 300:
+    line = line[:297] + "..."
+  return f"{how}: {line}" if line else how
 
 
 def estimated_cost(config: Mapping[str, Any]) -> float:
@@ -286,16 +342,23 @@ def run_points(
         del running[name]
         free.append(slot)
         done_cost += job.cost
+        log_path = os.path.join(job.workdir, "train.log")
+        reason = failure_reason(log_path, proc.returncode) if proc.returncode else None
         for point, workdir in job.runs():  # a population: every member's exit and outcome
           codes[point.name] = proc.returncode
-          _record_exit(workdir, proc.returncode)
+          _record_exit(workdir, proc.returncode, reason)
+          took = cli.format_duration(time.time() - t0)
+          if reason:  # no results to show: why it failed
+            print(
+              f"[{point.index + 1}] {point.name}: failed ({reason}) in {took}; log {log_path}",
+              flush=True,
+            )
+            continue
           row = run_row(workdir)
           print(
             f"[{point.index + 1}] {point.name}: {row['outcome']} (exit {proc.returncode}, "
             f"eval {format_cell(row['final_eval_loss'])}, "
-            f"no-context {format_cell(row['baseline'])}) in "
-            f"{cli.format_duration(time.time() - t0)}; "
-            f"log {os.path.join(job.workdir, 'train.log')}",
+            f"no-context {format_cell(row['baseline'])}) in {took}; log {log_path}",
             flush=True,
           )
       if running and progress_every > 0 and time.time() - last_progress >= progress_every:
@@ -310,8 +373,33 @@ def run_points(
   return codes
 
 
-def _record_exit(workdir: str, returncode: int) -> None:
+def _record_exit(workdir: str, returncode: int, reason: str | None = None) -> None:
+  """sweep_point.json: the exit status and, for a failure, its reason (`failure_reason`)."""
   path = os.path.join(workdir, POINT_FILE)
   info = read_json(path) or {}
   info["returncode"] = returncode
+  info.pop("error", None)
+  if reason:
+    info["error"] = reason
   cli.write_json(path, info)
+
+
+def with_failures(rows: Sequence[dict[str, Any]], sweep_dir: str) -> list[dict[str, Any]]:
+  """The results rows with, when any run's process failed, two columns after `outcome`:
+  `exit_code` and `error` (its reason, from sweep_point.json); such a run without a finished
+  summary is `failed`. Rows are returned as they are when none failed."""
+  points = [read_json(os.path.join(sweep_dir, r["name"], POINT_FILE)) or {} for r in rows]
+  if not any(p.get("returncode") not in (None, 0) for p in points):
+    return list(rows)
+  out = []
+  for row, point in zip(rows, points, strict=True):
+    code = point.get("returncode")
+    failed = code not in (None, 0)
+    new = {}
+    for k, v in row.items():
+      new[k] = "failed" if k == "outcome" and failed and v in ("pending", "unknown") else v
+      if k == "outcome":
+        new["exit_code"] = code
+        new["error"] = point.get("error") if failed else None
+    out.append(new)
+  return out

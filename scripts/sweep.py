@@ -34,7 +34,12 @@ stopped sweep continues where it was, and an interrupted point resumes from its 
 that only change logging are ignored, a key added to the schema after the run counts as
 unchanged while it keeps its default, and a key that moved (configs/base.MOVED_KEYS) is
 compared at its new place. Every point is checked (config file, keys, types) before anything
-runs. At the end, and with --collect_only, every run's summary.json goes into
+runs, and every pending point's local data files (data.path, data.val_path: a file, folder
+or glob that matches a file; gs:// paths are left to the run): one missing refuses the
+sweep (exit status 2) naming each such point and path, before anything starts. A point
+whose process fails says why on its line (exit status, the last error line of its
+train.log), in its sweep_point.json, and in results.csv (columns exit_code and error, there
+when a run failed). At the end, and with --collect_only, every run's summary.json goes into
 <sweep_dir>/results.csv and results.md, with an outcome per run: trained, stuck (final eval
 loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged,
 interrupted, failed or pending; and, when points differ only by seed, the mean and spread
@@ -78,8 +83,10 @@ from resnorm_jax.sweep_runner import (  # noqa: E402
   Job,
   estimated_cost,
   make_slots,
+  missing_data,
   population_jobs,
   run_points,
+  with_failures,
 )
 
 
@@ -181,6 +188,21 @@ def main(argv: list[str]) -> int:
       resolved = [resolve(p, extra, f.max_steps) for p in points]
     except (ValueError, re.error) as e:
       cli.fail(str(e))
+    # A pending point whose data is not there would fail only when its turn comes: refused
+    # now, before any point starts (or a folder is written).
+    missing = [
+      (p, paths)
+      for p, (_, expected) in zip(points, resolved, strict=True)
+      if (paths := missing_data(expected))
+      and run_state(os.path.join(sweep_dir, p.name), expected) == "todo"
+    ]
+    for p, paths in missing:
+      print(f"[{p.index + 1}] {p.name}: missing data: {'; '.join(paths)}", file=sys.stderr)
+    if missing:
+      cli.fail(
+        f"{len(missing)} pending point(s) name data that is not there "
+        f"({', '.join(p.name for p, _ in missing)}); nothing was started"
+      )
     todo, conflicts = [], []  # todo: (job, overrides, resolved config) per point to run
     for p, (overrides, expected) in zip(points, resolved, strict=True):
       workdir = os.path.join(sweep_dir, p.name)
@@ -222,7 +244,7 @@ def main(argv: list[str]) -> int:
     codes, conflicts = {}, []
   if not os.path.isdir(sweep_dir):
     cli.fail(f"--sweep_dir={sweep_dir}: no such folder")
-  rows = collect(sweep_dir, f.stuck_margin)
+  rows = with_failures(collect(sweep_dir, f.stuck_margin), sweep_dir)
   for path in write_results(sweep_dir, rows):
     print(path)
   if INTERRUPTED in codes:

@@ -485,3 +485,117 @@ def test_validate_refuses_a_bad_point_before_any_device(key, value, message):
   config[section][name] = value
   with pytest.raises(ValueError, match=message):
     setup.validate(config, vocab_size=256, platform="cpu")
+
+
+# ------------------------------------------------------------------------------------------
+# Missing data before a sweep starts, and why a point failed
+# ------------------------------------------------------------------------------------------
+
+
+def test_missing_data_names_local_paths_that_match_nothing(tmp_path):
+  (tmp_path / "a.txt").write_text("text")
+  (tmp_path / "shards").mkdir()
+
+  def data(source, path="", val_path=""):
+    return {"data": {"source": source, "path": path, "val_path": val_path}}
+
+  assert sweep_runner.missing_data(data("stdlib")) == []
+  assert sweep_runner.missing_data(data("text", str(tmp_path / "a.txt"))) == []
+  assert sweep_runner.missing_data(data("text", str(tmp_path / "*.txt"))) == []
+  assert sweep_runner.missing_data(data("tokens", str(tmp_path / "shards"))) == []
+  assert sweep_runner.missing_data(data("tokens", "gs://bucket/none", "gs://b/v")) == []
+  assert sweep_runner.missing_data(data("text", "tests/data")) == []  # from the repo root
+  assert sweep_runner.missing_data(data("text", str(tmp_path / "b.txt"))) == [
+    f"data.path={tmp_path / 'b.txt'} (no such file)"
+  ]
+  assert sweep_runner.missing_data(
+    data("tokens", str(tmp_path / "shards"), str(tmp_path / "val" / "*.bin"))
+  ) == [f"data.val_path={tmp_path / 'val' / '*.bin'} (matches no file)"]
+  assert sweep_runner.missing_data(data("tokens")) == [
+    "data.path is empty (data.source='tokens' reads it)"
+  ]
+
+
+def test_a_sweep_with_a_missing_data_file_is_refused_before_any_point_starts(tmp_path):
+  """The missing file was found only when its point's turn came (a failed run, maybe hours
+  in); now the sweep exits 2 at once naming the point and the path, nothing started."""
+  text = tmp_path / "corpus.txt"
+  text.write_text("some text\n" * 200)
+  gone = tmp_path / "gone.txt"
+  grid = tmp_path / "grid.py"
+  grid.write_text(
+    "GRID = [\n"
+    '  {"config": "configs/smoke.py", "name": "stdlib"},\n'
+    f'  {{"config": "configs/smoke.py", "name": "here", "overrides": '
+    f'{{"data.source": "text", "data.path": "{text}"}}}},\n'
+    f'  {{"config": "configs/smoke.py", "name": "gone", "overrides": '
+    f'{{"data.source": "text", "data.path": "{gone}"}}}},\n'
+    "]\n"
+  )
+  sweep_dir = tmp_path / "sweep"
+  proc = subprocess.run(
+    [sys.executable, "scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={sweep_dir}"],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert proc.stderr.splitlines() == [
+    f"[3] gone: missing data: data.path={gone} (no such file)",
+    "error: 1 pending point(s) name data that is not there (gone); nothing was started",
+  ]
+  assert "started" not in proc.stdout and not sweep_dir.exists()
+
+
+def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_path, capsys):
+  """Its line said `failed (exit 1, eval , no-context )`, and the results nothing more."""
+  fails = (
+    "import sys\n"
+    "print('step      1/20 | loss 5.5')\n"
+    "print('Traceback (most recent call last):', file=sys.stderr)\n"
+    "print('  File \"x.py\", line 1', file=sys.stderr)\n"
+    "print(\"ValueError: data.path='/d/c.txt' matches no file\", file=sys.stderr)\n"
+    "print('a last line of clean-up', flush=True)\n"
+    "sys.exit(2)\n"
+  )
+  killed = "import os, signal; print('compiling', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+  names = ("fails", "killed", "ok")
+  points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in names])
+  children = (fails, killed, "print('fine')")
+  jobs = [
+    sweep_runner.Job(p, str(tmp_path / p.name), [sys.executable, "-c", c], cost=3 - i)
+    for i, (p, c) in enumerate(zip(points, children, strict=True))
+  ]
+  for job in jobs:
+    os.makedirs(job.workdir)
+    with open(os.path.join(job.workdir, sweep_grid.POINT_FILE), "w") as f:
+      json.dump({"name": job.point.name, "index": job.point.index, "config": "c.py"}, f)
+  slot = sweep_runner.Slot("0", None, {})
+  codes = sweep_runner.run_points(jobs, [slot], progress_every=0)
+  assert codes == {"fails": 2, "killed": -signal.SIGKILL, "ok": 0}
+  out = capsys.readouterr().out
+  why = "exit 2: ValueError: data.path='/d/c.txt' matches no file"
+  assert f"[1] fails: failed ({why}) in " in out
+  assert "[2] killed: failed (killed by SIGKILL: compiling) in " in out
+  point = json.load(open(tmp_path / "fails" / sweep_grid.POINT_FILE))
+  assert point["returncode"] == 2 and point["error"] == why
+  rows = sweep_runner.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
+  by_name = {r["name"]: r for r in rows}
+  assert list(by_name["fails"])[list(by_name["fails"]).index("outcome") :][:3] == [
+    "outcome",
+    "exit_code",
+    "error",
+  ]
+  assert (by_name["fails"]["outcome"], by_name["fails"]["exit_code"]) == ("failed", 2)
+  assert by_name["fails"]["error"] == why
+  assert by_name["killed"]["error"] == "killed by SIGKILL: compiling"
+  assert by_name["ok"]["exit_code"] == 0 and by_name["ok"]["error"] is None
+  sweep_results.write_results(str(tmp_path), rows)
+  assert why in (tmp_path / "results.csv").read_text()
+  # A sweep where nothing failed keeps its columns as they were.
+  shutil.copytree(tmp_path / "ok", tmp_path / "clean" / "ok")
+  ok_only = sweep_results.collect(str(tmp_path / "clean"))
+  assert len(ok_only) == 1 and "error" not in ok_only[0]
+  assert sweep_runner.with_failures(ok_only, str(tmp_path / "clean")) == ok_only
