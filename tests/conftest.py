@@ -9,9 +9,12 @@ import sys
 
 import pytest
 
-os.environ["XLA_FLAGS"] = (
-  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
+# Once: pytest-xdist's workers inherit the environment this sets in the controlling process
+# and load this file again before they import JAX.
+if "--xla_force_host_platform_device_count=8" not in os.environ.get("XLA_FLAGS", "").split():
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+  ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)

@@ -68,18 +68,31 @@ def board(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-2000:]
   logdir = str(tmp / "runs")
   names = {int(re.search(r"-L(\d+)-", n).group(1)): n for n in os.listdir(logdir)}
-  port = _free_port()
-  server = subprocess.Popen(
-    [sys.executable, "-m", "tensorboard.main", f"--logdir={logdir}", "--host=127.0.0.1"]
-    + [f"--port={port}", "--reload_interval=1"],
-    stdout=subprocess.DEVNULL,
-    stderr=subprocess.PIPE,
-    start_new_session=True,  # its data server child goes with the group
-  )
-  base = f"http://127.0.0.1:{port}"
+  for attempt in range(3):  # a free port can be taken before the server binds it (xdist)
+    port = _free_port()
+    server = subprocess.Popen(
+      [sys.executable, "-m", "tensorboard.main", f"--logdir={logdir}", "--host=127.0.0.1"]
+      + [f"--port={port}", "--reload_interval=1"],
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      start_new_session=True,  # its data server child goes with the group
+    )
+    base = f"http://127.0.0.1:{port}"
+    up, deadline = False, time.time() + 45
+    while not up and server.poll() is None:
+      try:
+        _get(base, "/data/plugin/images/tags")
+        up = True
+      except OSError:
+        assert time.time() < deadline, "TensorBoard did not answer in 45 s"
+        time.sleep(0.5)
+    if up and server.poll() is None:  # this server answered, not another on the port
+      break
+    err = server.stderr.read().decode()
+    assert "already in use" in err and attempt < 2, err[-2000:]
   try:
     deadline = time.time() + 45
-    while True:  # up, and both runs' hparams and images loaded
+    while True:  # both runs' hparams and images loaded
       try:
         groups = _get(base, "/data/plugin/hparams/session_groups", _groups_request())
         images = _get(base, "/data/plugin/images/tags")
