@@ -652,11 +652,13 @@ from resnorm_jax import cli
 app.run(train.main, flags_parser=cli.parse_flags_or_exit)
 """
 FAKE_SQUEUE = f"#!/usr/bin/env bash\n{RECORD}record \"$@\"\nprintf '%s\\n' $FAKE_QUEUE\n"
-GRID4 = (
-  "GRID = ["
-  + ", ".join(f'{{"config": "configs/smoke.py", "overrides": {{"seed": {s}}}}}' for s in range(4))
-  + "]\n"
-)
+
+
+def _grid_text(points: int) -> str:
+  seeds = ", ".join(
+    f'{{"config": "configs/smoke.py", "overrides": {{"seed": {s}}}}}' for s in range(points)
+  )
+  return f"GRID = [{seeds}]\n"
 
 
 def _array_env(tmp_path) -> dict[str, str]:
@@ -685,9 +687,9 @@ def _sweep(env, *args, timeout=300) -> subprocess.CompletedProcess:
   )  # fmt: skip
 
 
-def _grid(tmp_path) -> str:
+def _grid(tmp_path, points: int = 4) -> str:
   grid = tmp_path / "grid.py"
-  grid.write_text(GRID4)
+  grid.write_text(_grid_text(points))
   return str(grid)
 
 
@@ -766,11 +768,12 @@ def test_sweep_submit_records_the_array_and_skips_points_still_queued(tmp_path):
 
 
 def test_sweep_as_a_slurm_array_ends_as_the_local_sweep(tmp_path, read_csv):
-  """A 4-point grid submitted as a job array to a fake SLURM that runs its tasks here; the
-  time limit comes for two of them mid-run (USR1: they save and are requeued, then resume).
-  Every point finishes, and the collected results equal a local sweep's of the same grid."""
+  """A 3-point grid submitted as a job array to a fake SLURM that runs its tasks here; the
+  time limit comes for two of them mid-run (USR1: they save and are requeued, then resume),
+  the first runs through. Every point finishes, and the collected results equal a local
+  sweep's of the same grid."""
   env = _array_env(tmp_path)
-  grid = _grid(tmp_path)
+  grid = _grid(tmp_path, points=3)
   local = _sweep(env, f"--grid={grid}", f"--sweep_dir={tmp_path / 'local'}")
   assert local.returncode == 0, local.stdout[-2000:] + local.stderr[-2000:]
   sweep_dir = tmp_path / "array"
@@ -781,8 +784,8 @@ def test_sweep_as_a_slurm_array_ends_as_the_local_sweep(tmp_path, read_csv):
   _wait_for(lambda: (tmp_path / "calls" / "sbatch.done").exists(), "the array", timeout=600)
   assert _calls(tmp_path, "scontrol") == [["requeue", "500_1"], ["requeue", "500_2"]]
   srun = _calls(tmp_path, "srun")
-  assert len(srun) == 6 and all(c[:2] == ["--ntasks=1", "--cpus-per-task=1"] for c in srun)
-  names = [f"smoke__seed={s}" for s in range(4)]
+  assert len(srun) == 5 and all(c[:2] == ["--ntasks=1", "--cpus-per-task=1"] for c in srun)
+  names = [f"smoke__seed={s}" for s in range(3)]
   for i, name in enumerate(names):
     summary = json.loads((sweep_dir / name / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 20
@@ -796,7 +799,7 @@ def test_sweep_as_a_slurm_array_ends_as_the_local_sweep(tmp_path, read_csv):
   rows = {d: read_csv(tmp_path / d / "results.csv") for d in ("local", "array")}
   for row in rows["local"] + rows["array"]:
     row.pop("wall_seconds")
-  assert rows["array"] == rows["local"] and len(rows["local"]) == 4
+  assert rows["array"] == rows["local"] and len(rows["local"]) == 3
   again = _sweep(env, *args)
   assert again.returncode == 0 and "nothing to submit" in again.stdout, again.stdout
-  assert again.stdout.count(": done") == 4 and len(_calls(tmp_path, "sbatch")) == 1
+  assert again.stdout.count(": done") == 3 and len(_calls(tmp_path, "sbatch")) == 1
