@@ -123,21 +123,29 @@ def _require_tokens_path(data_cfg: Any) -> None:
     )
 
 
+def stdlib_paths(root: str | None = None) -> list[str]:
+  """The `*.py` files of the standard library at `root` (default: the running Python's),
+  sorted (none: empty): the files data.source=stdlib reads."""
+  root = root or sysconfig.get_paths()["stdlib"]
+  paths = []
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP_DIRS]
+    paths.extend(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+  return sorted(paths)
+
+
 def _load_stdlib(val_fraction: float) -> Corpus:
   """Standard-library `*.py` files as bytes, each file to train or val by a hash of its path."""
   root = sysconfig.get_paths()["stdlib"]
   key = (root, val_fraction)
   if key in _STDLIB_CACHE:
     return _STDLIB_CACHE[key]
-  files = []
-  for dirpath, dirnames, filenames in os.walk(root):
-    dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP_DIRS]
-    files.extend(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+  files = stdlib_paths(root)
   if not files:
     raise DataError(f"no *.py files found under the standard library at {root!r}")
   train_parts, val_parts = [], []
   threshold = val_fraction * 1000
-  for path in sorted(files):
+  for path in files:
     rel = os.path.relpath(path, root).replace(os.sep, "/")
     with open(path, "rb") as f:
       data = f.read()

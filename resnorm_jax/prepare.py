@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from resnorm_jax import fs, heldout, shards
+from resnorm_jax import data, fs, heldout, shards
 from resnorm_jax import tokenizer as tok_lib
 
 # The folders the CPU configs train on (the :wide scale, configs/base.py): made on the fly by
@@ -75,22 +75,16 @@ def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
 
 
 STDLIB = "stdlib"  # --input=stdlib: the default corpus's files
-# Stdlib directories that hold third-party code or bytecode, skipped as data.source=stdlib
-# skips them (resnorm_jax/data.py).
-STDLIB_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
 
 
 def stdlib_paths(root: str | None = None) -> list[str]:
   """The `*.py` files of the standard library at `root` (default: the running Python's),
-  sorted: the files data.source=stdlib reads."""
-  root = root or sysconfig.get_paths()["stdlib"]
-  paths = []
-  for dirpath, dirnames, filenames in os.walk(root):
-    dirnames[:] = [d for d in dirnames if d not in STDLIB_SKIP_DIRS]
-    paths.extend(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+  sorted: the files data.source=stdlib reads (resnorm_jax/data.py's list)."""
+  paths = data.stdlib_paths(root)
   if not paths:
+    root = root or sysconfig.get_paths()["stdlib"]
     raise ValueError(f"--input=stdlib: no *.py files under the standard library at {root!r}")
-  return sorted(paths)
+  return paths
 
 
 def stdlib_documents(root: str | None = None) -> tuple[dict, Callable[[], Iterator[str]]]:
