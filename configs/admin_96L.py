@@ -1,6 +1,7 @@
 """Admin (Liu 2020, arXiv 2004.08249): Post-LN, x_i = LN(omega_i * x_(i-1) + F_i(x_(i-1))),
 omega_i per channel and learnable, initialized by a profiling pass at init:
-omega_i = sqrt(Var[x_0] + sum_(j<i) Var[F_j]) (resnorm_jax/variants/admin.py); config.json records
+omega_i = sqrt(Var[x_0] + sum_(j<i) Var[F_j]) (resnorm_jax/model/variants/admin.py); config.json
+records
 the omegas (resolved_model.admin_omega).
 
 Run (about 15 minutes or less on a 2-core CPU):

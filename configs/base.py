@@ -8,7 +8,7 @@ import os
 
 from ml_collections import config_dict
 
-from resnorm_jax import cli  # no JAX import
+from resnorm_jax.config import cli  # no JAX import
 
 placeholder = config_dict.placeholder
 
@@ -34,7 +34,9 @@ def get_config() -> config_dict.ConfigDict:
   m.qk_norm = False  # RMSNorm on queries and keys per head
   m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | none
   m.norm_position = "post"  # post | pre | peri | none | subln | lnscale | mix (docs/variants.md)
-  m.final_norm = "auto"  # auto | true | false (auto: on for pre/peri, off for post/none)
+  # auto | true | false. auto: on where a norm sits in front of each branch (the placement's
+  # pre_like: pre, peri, subln, mix, lnscale), off for post and none.
+  m.final_norm = "auto"
   # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt
   m.residual = "add"
   m.block = "sequential"  # sequential | parallel
@@ -60,7 +62,8 @@ def get_config() -> config_dict.ConfigDict:
   # activations, but compile time then grows with depth).
   m.scan_unroll = 1
   m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
-  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/variants/ngpt.py, docs/variants.md) ---
+  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/model/variants/ngpt.py,
+  # docs/variants.md) ---
   m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
 
   t = c.train = config_dict.ConfigDict()
@@ -87,7 +90,7 @@ def get_config() -> config_dict.ConfigDict:
   o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
   o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
   o.clip_norm = 0.0  # global-norm clipping; 0: off
-  # Parameter groups that never move (comma-separated; resnorm_jax/param_groups.py): norm,
+  # Parameter groups that never move (comma-separated; resnorm_jax/train/param_groups.py): norm,
   # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers. '' : none.
   o.freeze = ""
 
@@ -135,7 +138,8 @@ def get_config() -> config_dict.ConfigDict:
 # Keys that moved: old dotted key -> new one (train.remat, train.scan_unroll and train.dtype
 # are model settings: model.*). The CLI refuses an old key naming the new one; a config.json
 # or checkpoint written before the move is read at the new place (the sweep tool's
-# skip-finished comparison, the checkpoint's frozen-config check). Kept in resnorm_jax/cli.py,
+# skip-finished comparison, the checkpoint's frozen-config check). Kept in
+# resnorm_jax/config/cli.py,
 # which needs it without importing configs/.
 MOVED_KEYS = cli.MOVED_KEYS
 
@@ -146,7 +150,7 @@ MOVED_KEYS = cli.MOVED_KEYS
 SCALES = ("cpu", "paper", "smoke", "wide")
 DATA_ENV = "RESNORM_DATA"  # the prepared token folder the :paper scale trains on
 # The :wide scale's corpus: the stdlib source in a 4,096-id BPE, made by one command
-# (resnorm_jax/prepare.py RECIPES): python -m experiments.prepare_data --input=stdlib
+# (resnorm_jax/data/prepare.py RECIPES): python -m experiments.prepare_data --input=stdlib
 # --tokenizer=train:4096 --val_fraction=0.1 --out=data/prepared/stdlib_bpe4096
 WIDE_DATA = "data/prepared/stdlib_bpe4096"
 WIDE_VOCAB = 4096  # train:4096's ids (a multiple of 128: no padding)

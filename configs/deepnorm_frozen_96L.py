@@ -1,7 +1,7 @@
 """Control: DeepNorm with its LayerNorm gains and biases and its embeddings frozen at init.
 
 DeepNet's bound on the model update covers the sub-layer weights, not the 4N norm
-parameters or a tied embedding. Freezing them (opt.freeze, resnorm_jax/param_groups.py)
+parameters or a tied embedding. Freezing them (opt.freeze, resnorm_jax/train/param_groups.py)
 shows how much of DeepNorm's measured update, and of its plateau at 1000 layers and lr
 1e-3, comes from those parameters.
 

@@ -13,7 +13,7 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
@@ -25,10 +25,10 @@ def train_step_memory(config, devices=None) -> dict:
   """Per-device bytes of config's train step compiled for its mesh (abstract state only)."""
   import jax
 
-  from resnorm_jax import setup
+  from resnorm_jax.train import run_setup
 
-  run = setup.build(config, devices)  # the loop's run setup, abstract: nothing allocated
-  out = setup.aot_memory(run.compile_step())
+  run = run_setup.build(config, devices)  # the loop's run setup, abstract: nothing allocated
+  out = run_setup.aot_memory(run.compile_step())
   device = run.mesh.devices.flat[0]
   return {
     **out,
@@ -55,8 +55,8 @@ def main(argv):
     os.environ["JAX_PLATFORMS"] = "cpu"
     count = f"--xla_force_host_platform_device_count={_FAKE.value}"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {count}"
-  from resnorm_jax import setup
-  from resnorm_jax import sharding as shard_lib
+  from resnorm_jax.train import run_setup
+  from resnorm_jax.train import sharding as shard_lib
 
   c = _CONFIG.value
   try:
@@ -68,7 +68,7 @@ def main(argv):
   print(f"state: {_size(m['state'])} on all devices together (params, optimizer)")
   print(f"batch {c.train.batch_size}x{c.train.seq_len}, mesh {m['mesh']} of {m['device']}")
   print(f"per device (allocated while compiling: {m['allocated']} bytes):")
-  for key in (*setup.MEMORY_KINDS, "total"):
+  for key in (*run_setup.MEMORY_KINDS, "total"):
     print(f"  {key:>15}: {_size(m[key])}")
   if m["limit"]:
     verdict = "fits" if m["total"] <= m["limit"] else "DOES NOT FIT"

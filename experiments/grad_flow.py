@@ -16,8 +16,9 @@ override applies to all configs. Writes grad_flow.{csv,png}.
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import cli, diagnostics
-from resnorm_jax import reproductions as repro
+from resnorm_jax.config import cli
+from resnorm_jax.tools import reproductions as repro
+from resnorm_jax.train import diagnostics
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")

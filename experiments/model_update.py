@@ -16,8 +16,8 @@ large norm inputs; DeepNorm's stays small and nearly flat in depth.
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import cli
-from resnorm_jax import reproductions as repro
+from resnorm_jax.config import cli
+from resnorm_jax.tools import reproductions as repro
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")

@@ -3,7 +3,7 @@
 python -m experiments.prepare_data --input='corpus/*.txt' --tokenizer=train:4096 \
     --out=$HOME/data/corpus_bpe4096
 python -m experiments.prepare_data --input=stdlib --tokenizer=train:4096 --val_fraction=0.1 \
-    --out=data/prepared/stdlib_bpe4096      (the :wide scale's corpus; resnorm_jax/prepare.py
+    --out=data/prepared/stdlib_bpe4096      (the :wide scale's corpus; resnorm_jax/data/prepare.py
                                              RECIPES lists each such folder's command)
 python -m experiments.prepare_data --hf_dataset=HuggingFaceFW/fineweb-edu --hf_name=sample-10BT \
     --tokenizer=gpt2 --out=$HOME/data/fineweb_edu_10B_gpt2   (pip install -r requirements-data.txt)
@@ -23,8 +23,8 @@ nothing in the way of the next one. It then holds:
   tokenizer.json          gpt2, train:V and PATH only (bytes needs none: ids 0-255 are the
                           UTF-8 bytes, 256 the document separator)
 Held out: each document whose hash falls below --val_fraction, up to --max_val_tokens
-(resnorm_jax/heldout.py). --tokenizer: bytes | gpt2 | train:V | PATH/tokenizer.json
-(resnorm_jax/tokenizer.py). Then train with --config.data.source=tokens --config.data.path=DIR
+(resnorm_jax/data/heldout.py). --tokenizer: bytes | gpt2 | train:V | PATH/tokenizer.json
+(resnorm_jax/data/tokenizer.py). Then train with --config.data.source=tokens --config.data.path=DIR
 (model.vocab_size=0: from the manifest). Exit status 2 for bad input, with one line.
 """
 
@@ -33,7 +33,8 @@ import sys
 
 from absl import app, flags
 
-from resnorm_jax import cli, prepare
+from resnorm_jax.config import cli
+from resnorm_jax.data import prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INPUT = flags.DEFINE_string(
@@ -75,12 +76,12 @@ def _inside_repository(out: str) -> bool:
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
-  from resnorm_jax import shards
-  from resnorm_jax import tokenizer as tok_lib
+  from resnorm_jax.data import token_files
+  from resnorm_jax.data import tokenizer as tok_lib
 
   try:
     if _VERIFY.value:
-      bad = shards.verify(_VERIFY.value)
+      bad = token_files.verify(_VERIFY.value)
       print(f"{_VERIFY.value}: " + (f"damaged: {bad}" if bad else "every checksum matches"))
       sys.exit(1 if bad else 0)
     if bool(_INPUT.value) == bool(_HF.value):

@@ -7,7 +7,7 @@ folder's BPE from its manifest), samples --tokens new tokens and prints the prom
 continuation on stdout; where the text came from and the speed go to stderr. Temperature 0
 is greedy (the same text every time); --top_k=0 samples from the whole vocabulary. Decoding
 is a full recompute over a fixed window of train.seq_len tokens (no KV cache):
-resnorm_jax/generate.py. Bad input (no checkpoint, a bad flag value) exits with status 2.
+resnorm_jax/tools/generate.py. Bad input (no checkpoint, a bad flag value) exits with status 2.
 """
 
 import math
@@ -15,7 +15,7 @@ import sys
 
 from absl import app, flags, logging
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run folder (holds config.json and ckpt/).")
 _PROMPT = flags.DEFINE_string("prompt", "", "Text to continue; empty: a document start.")
@@ -46,7 +46,8 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO
   import jax  # after the flags: --help and bad flags stay fast
 
-  from resnorm_jax import generate, setup
+  from resnorm_jax.tools import generate
+  from resnorm_jax.train import run_setup
 
   workdir = _WORKDIR.value
   try:
@@ -57,7 +58,7 @@ def main(argv):
       tokenizer = generate.from_tokenizer_json(_TOKENIZER.value)
     else:
       tokenizer = generate.run_tokenizer(config)
-    run = setup.build(config, jax.devices()[:1])
+    run = run_setup.build(config, jax.devices()[:1])
     state, step = generate.restore(workdir, run)
     prompt_ids = tokenizer.encode(_PROMPT.value) or tokenizer.encode("\n")
     sampler = generate.Sampler(run, state, tokenizer)

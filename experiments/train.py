@@ -10,7 +10,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
@@ -26,7 +26,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
-  from resnorm_jax import loop  # imports JAX: after flags, so --help stays fast
+  from resnorm_jax.train import loop  # imports JAX: after flags, so --help stays fast
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])

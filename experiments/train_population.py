@@ -12,7 +12,7 @@ import sys
 
 from absl import app, flags, logging
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 _POINTS = flags.DEFINE_string(
   "points", None, "JSON file: a list of {config, overrides, workdir}, one per member."
@@ -25,7 +25,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if not _POINTS.value:
     cli.fail("--points=FILE.json is required")
-  from resnorm_jax import population_run  # imports JAX: after flags, so --help stays fast
+  from resnorm_jax.train import population_run  # imports JAX: after flags, so --help stays fast
 
   try:
     configs, workdirs = population_run.load_points(_POINTS.value)

@@ -2,7 +2,7 @@
     [--platform=gpu|tpu|cpu] [--config.key=value ...]
 
 The checks a training run makes before it compiles anything (a misspelt key or a wrong type
-in the overrides, then setup.validate: model, train settings, optimizer and schedule, the
+in the overrides, then run_setup.validate: model, train settings, optimizer and schedule, the
 data folder's vocabulary), run where a job is submitted, so that a bad config is refused
 before the job waits in a queue (scripts/submit_slurm.sh, scripts/launch_tpu_vm.sh).
 `--platform` is the target's (what `attention=fused|cudnn` resolves to there), not this
@@ -13,7 +13,7 @@ and the batch's divisibility by it depend on the devices: the run checks those i
 from absl import app, flags
 from ml_collections import config_flags
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
@@ -28,11 +28,11 @@ def main(argv):
     cli.fail(f"unexpected arguments {argv[1:]}")
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
-  from resnorm_jax import setup  # imports JAX (no devices are used): after the flags
+  from resnorm_jax.train import run_setup  # imports JAX (no devices are used): after the flags
 
   config = _CONFIG.value
   try:
-    model = setup.validate(config, platform=_PLATFORM.value)
+    model = run_setup.validate(config, platform=_PLATFORM.value)
   except ValueError as e:
     cli.fail(str(e))
   print(

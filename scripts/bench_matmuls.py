@@ -18,17 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.join(ROOT, "scripts")):
-  if _path not in sys.path:
-    sys.path.insert(0, _path)
-
-from resnorm_jax import cli  # noqa: E402
-from resnorm_jax.bench import machine_info, summarize  # noqa: E402
+from resnorm_jax.config import cli
+from resnorm_jax.tools.bench import machine_info, summarize
 
 
 @dataclass(frozen=True)
@@ -180,7 +174,7 @@ def main() -> None:
   p.add_argument("--out", default="", help="write the results as JSON to this file")
   a = p.parse_args()
 
-  from resnorm_jax.config_types import model_config_from
+  from resnorm_jax.model.config_types import model_config_from
 
   config = cli.load_config_file(a.config)
   m, t = model_config_from(config), config.train

@@ -1,4 +1,4 @@
-"""Forward + backward time of each norm alone: resnorm_jax.norms LayerNorm against RMSNorm.
+"""Forward + backward time of each norm alone: resnorm_jax.model.norms LayerNorm against RMSNorm.
 
 python scripts/bench_norms.py [--tokens=8192] [--dims=256,1024,4096] [--dtype=float32]
     [--reps=30] [--out=norms.json]
@@ -17,16 +17,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.join(ROOT, "scripts")):
-  if _path not in sys.path:
-    sys.path.insert(0, _path)
-
-from resnorm_jax import cli  # noqa: E402
-from resnorm_jax.bench import machine_info, summarize  # noqa: E402
+from resnorm_jax.config import cli
+from resnorm_jax.tools.bench import machine_info, summarize
 
 
 def norm_step(name: str, tokens: int, d: int, dtype: str):
@@ -35,7 +29,7 @@ def norm_step(name: str, tokens: int, d: int, dtype: str):
   import jax.numpy as jnp
   from flax import nnx
 
-  from resnorm_jax.norms import make_norm
+  from resnorm_jax.model.norms import make_norm
 
   with nnx.use_eager_sharding(False):  # logical axis names only; no mesh here
     graphdef, params = nnx.split(make_norm(name, d))

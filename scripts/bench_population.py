@@ -1,5 +1,5 @@
 """A population as one program against its runs one after another: the step time of one
-vmapped step of M members (resnorm_jax/population.py) against M steps of the single run's own
+vmapped step of M members (resnorm_jax/train/population.py) against M steps of the single run's own
 compiled step, interleaved, on the cores this process may use.
 
 python scripts/bench_population.py [--variant=prenorm] [--layers=6,12,24] [--members=1,2,4,8]
@@ -14,17 +14,13 @@ import argparse
 import importlib
 import json
 import os
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from resnorm_jax import population, setup  # noqa: E402
+from resnorm_jax.train import population, run_setup
 
 
 def _timed(fn, n: int) -> float:
@@ -41,7 +37,7 @@ def measure(variant: str, layers: int, members: int, reps: int, steps: int) -> d
   """Seconds per model-step of the single run's step and of a population of `members`."""
   c = importlib.import_module(f"configs.{variant}_96L").get_config()
   c.model.num_layers, c.model.remat, c.diag.per_layer = layers, "none", False
-  run = setup.build(c, jax.devices()[:1])
+  run = run_setup.build(c, jax.devices()[:1])
   md, t = run.model_def, c.train
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.integers(0, 256, (members, t.batch_size, t.seq_len)), jnp.int32)

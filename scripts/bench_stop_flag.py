@@ -6,7 +6,7 @@ Starts 2 CPU processes on 127.0.0.1 (jax.distributed, one device each) and times
 JAX's preemption sync point (`multihost_utils.reached_preemption_sync_point`), a blocking
 all-gather of a flag (`multihost_utils.process_allgather`), and a jitted max over a
 per-process flag array read one step later (as the loop reads its metrics). The loop uses
-the first (resnorm_jax/preemption.py); numbers in docs/benchmarks.md.
+the first (resnorm_jax/train/preemption.py); numbers in docs/benchmarks.md.
 """
 
 import argparse

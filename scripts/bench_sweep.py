@@ -16,10 +16,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from resnorm_jax.config import cli
 
-from resnorm_jax import cli  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_sweep(grid: str, sweep_dir: str, jobs: str) -> float:

@@ -9,7 +9,7 @@ its curve when the summary predates it) and writes into --out_dir:
               escape_step (empty: never escaped), final_eval_loss, baseline, outcome
   budget.png  the fraction of seeds escaped against step, a line per setting
   budget_curves.png  each run's periodic eval loss against step, a panel per cell
-The rules are resnorm_jax/budget.py's, lr_sensitivity.py's and outcome.py's. No JAX here.
+The rules are resnorm_jax/tools/budget.py's, lr_sensitivity.py's and outcome.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ import argparse
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from resnorm_jax import budget, lr_sensitivity  # noqa: E402  (no JAX)
+from resnorm_jax.tools import budget, lr_sensitivity  # (no JAX)
 
 
 def main() -> None:

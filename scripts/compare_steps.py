@@ -7,7 +7,8 @@ python scripts/compare_steps.py --config=FILE[:ARG] [--config.k=v ...]
 Each variant is the main config, a `--compare` config (with the same --config.* overrides)
 or the main config with one `--variant`'s keys changed, e.g.
 `--variant=model.norm=rmsnorm --variant=model.remat=full`. Every variant's step is built as
-the loop builds it (resnorm_jax/setup.py) and compiled first; then, round after round, each runs
+the loop builds it (resnorm_jax/train/run_setup.py) and compiled first; then, round after round,
+each runs
 `--block` steps, each blocked and timed, until each has run `--steps` (rounded up to whole
 blocks). All variants thus share the machine's load, which on a shared or throttled host
 drifts by 20% and more between separate runs of scripts/benchmark.py: decide A/B questions
@@ -26,11 +27,8 @@ import time
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)  # config files import `configs.base`
-
-from resnorm_jax import bench_flags, cli  # noqa: E402  (no JAX import)
+from resnorm_jax.config import cli
+from resnorm_jax.tools import bench_flags  # (no JAX import)
 
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")
 _VARIANT = flags.DEFINE_multi_string(
@@ -48,26 +46,26 @@ def build_variants(main, compare, variants, overrides) -> list[tuple[str, object
 
 def compare(variants: list[tuple[str, object]], rounds: int, block: int, warmup: int) -> list[dict]:
   """Compiles every variant, then runs them round-robin; per-variant results."""
-  from resnorm_jax import setup
+  from resnorm_jax.train import run_setup
 
-  setup.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
+  run_setup.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
   import jax
 
-  from resnorm_jax import bench
+  from resnorm_jax.tools import bench
 
   built = []
   for label, config in variants:  # bad input is refused before anything compiles
     try:
-      built.append(setup.build(config))
+      built.append(run_setup.build(config))
     except ValueError as e:
       raise ValueError(f"{label}: {e}") from None
   runs = []
   for (label, config), s in zip(variants, built, strict=True):
-    batch_at = setup.batches(s).train
+    batch_at = run_setup.batches(s).train
     t0 = time.perf_counter()
     compiled = s.compile_step()
     compile_s = time.perf_counter() - t0
-    mem = setup.aot_memory(compiled)
+    mem = run_setup.aot_memory(compiled)
     state = s.init_state()
     for i in range(warmup):
       state, metrics = compiled(state, batch_at(i))

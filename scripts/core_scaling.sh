@@ -12,7 +12,7 @@ CONFIG=${1:-configs/nanogpt_char.py}
 STEPS=${2:-100}
 BATCH=$(python -c "
 import sys; sys.path.insert(0, '.')
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 print(cli.load_config_file('$CONFIG').train.batch_size)")
 HALF=$((BATCH / 2))
 ONE_THREAD=--xla_cpu_multi_thread_eigen=false  # Eigen ops single-threaded (no waiting sibling)

@@ -1,6 +1,6 @@
 """Committed runs into TensorBoard: metrics.jsonl, config.json and summary.json of every run
 folder under the given paths become TensorBoard events, HParams and the Custom Scalars layout,
-the same a live run writes (resnorm_jax.tb_events, resnorm_jax.hparams).
+the same a live run writes (resnorm_jax.train.tb_events, resnorm_jax.train.hparams).
 
 python scripts/export_tensorboard.py docs/deepnet_panel [MORE ...] [--logdir=OUT]
 tensorboard --logdir docs/deepnet_panel      (or --logdir OUT)
@@ -23,10 +23,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from resnorm_jax import writers  # noqa: E402
+from resnorm_jax.train import writers
 
 SUFFIX = ".export"  # the event files this script writes (and replaces)
 
@@ -78,7 +75,7 @@ def export_run(run: str, target: str) -> int:
   """Writes one run's events and hparams into `target`; returns the rows exported."""
   from ml_collections import ConfigDict
 
-  from resnorm_jax import hparams, tb_events
+  from resnorm_jax.train import hparams, tb_events
 
   config = _read_json(os.path.join(run, "config.json"))
   summary = _read_json(os.path.join(run, "summary.json"))

@@ -20,7 +20,6 @@ import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden_losses.json")
 KEYS = ("train/loss", "eval/loss", "eval/final_loss", "grad_norm")
@@ -66,7 +65,8 @@ def set_key(config, dotted: str, value) -> None:
 
 def losses(spec: str, overrides: dict) -> dict:
   """Every logged loss of one short run, by step, plus the summary's final losses."""
-  from resnorm_jax import cli, loop
+  from resnorm_jax.config import cli
+  from resnorm_jax.train import loop
 
   config = cli.load_config_file(spec)
   for key, value in overrides.items():
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
       continue
     results[label] = losses(spec, overrides)
   if write:  # with names: those entries are added or replaced, the others kept
-    from resnorm_jax import cli
+    from resnorm_jax.config import cli
 
     kept = json.load(open(GOLDEN)) if only and os.path.exists(GOLDEN) else {}
     cli.write_json(GOLDEN, {**kept, **results})

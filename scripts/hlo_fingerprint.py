@@ -22,7 +22,6 @@ import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 RECORD = os.path.join(ROOT, "tests", "data", "hlo_fingerprint.json")
 SPECS = (
@@ -35,9 +34,10 @@ SPECS = (
 
 def fingerprint(spec: str) -> str:
   """sha256 of the StableHLO text of `spec`'s lowered train step."""
-  from resnorm_jax import cli, setup
+  from resnorm_jax.config import cli
+  from resnorm_jax.train import run_setup
 
-  run = setup.build(cli.load_config_file(spec))
+  run = run_setup.build(cli.load_config_file(spec))
   return hashlib.sha256(run.lower_step().as_text().encode()).hexdigest()
 
 
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
   for spec, digest in hashes.items():
     print(f"{digest}  {spec}")
   if "--write" in argv:
-    from resnorm_jax import cli
+    from resnorm_jax.config import cli
 
     cli.write_json(RECORD, {s: hashes[s] for s in SPECS})
     print(f"wrote {RECORD}")

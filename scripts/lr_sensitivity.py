@@ -14,7 +14,7 @@ landing gives partial curves) and writes into --out_dir:
                    missing some of the sweep's lrs is noted as partial
   curves.png       capped final eval loss against lr, a panel per depth, a line per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
-The rules are resnorm_jax/lr_sensitivity.py's. No JAX here.
+The rules are resnorm_jax/tools/lr_sensitivity.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ import argparse
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from resnorm_jax import lr_sensitivity  # noqa: E402  (no JAX)
+from resnorm_jax.tools import lr_sensitivity  # (no JAX)
 
 
 def main() -> None:

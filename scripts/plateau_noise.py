@@ -12,16 +12,14 @@ python scripts/plateau_noise.py --out=docs/verdict/plateau_noise.csv
 import argparse
 import csv
 import os
-import sys
 import types
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from resnorm_jax.data import corpora, unigram
+from resnorm_jax.data.batches import eval_batch
 
-from resnorm_jax import data, unigram  # noqa: E402
-from resnorm_jax.batches import eval_batch  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CORPORA = {
   "stdlib": types.SimpleNamespace(source="stdlib", path="", val_path="", val_fraction=0.1),
@@ -44,7 +42,7 @@ def main() -> None:
   args = parser.parse_args()
   rows = []
   for name, cfg in CORPORA.items():
-    corpus = data.load_corpus(cfg, 256, args.seq_len)
+    corpus = corpora.load_corpus(cfg, 256, args.seq_len)
     counts = unigram.token_counts(corpus.train, 256) + unigram.UNIGRAM_SMOOTHING
     logp = np.log(counts / counts.sum())
     batches = -(-args.eval_tokens // (args.batch_size * args.seq_len))

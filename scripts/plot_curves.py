@@ -27,14 +27,9 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from resnorm_jax import cli  # noqa: E402  (no JAX)
-from resnorm_jax.plots import (  # noqa: E402
+from resnorm_jax.config import cli  # (no JAX)
+from resnorm_jax.tools.plots import (
   expand_runs,
   plot_boundary,
   plot_curves,

@@ -3,7 +3,8 @@
 python scripts/profile_step.py --config=configs/nanogpt_char.py [--config.k=v ...]
     [--steps=20] [--warmup=3] [--top=25] [--out=profile.json]   (benchmark.py's flags + --top)
 
-Builds the step as the loop does (resnorm_jax/setup.py), compiles it, runs `--warmup` steps,
+Builds the step as the loop does (resnorm_jax/train/run_setup.py), compiles it, runs `--warmup`
+steps,
 then traces `--steps` steps with `jax.profiler`. Each op the executable runs (an XLA thunk:
 a fusion, a dot, a copy) appears in the trace under its HLO instruction name; the optimized
 HLO of the same executable (`compiled.as_text()`) gives that name's shape, whether it
@@ -23,18 +24,12 @@ on GPU the kernels carry other names and most ops are not matched: see `matched`
 
 from __future__ import annotations
 
-import os
-import sys
-
 from absl import app, flags, logging
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)  # config files import `configs.base`
+from resnorm_jax.config import cli
+from resnorm_jax.tools import bench_flags  # (no JAX import)
 
-from resnorm_jax import bench_flags, cli  # noqa: E402  (no JAX import)
-
-# --config, --steps, --warmup and --out: resnorm_jax/bench_flags.py, shared with benchmark.py.
+# --config, --steps, --warmup and --out: resnorm_jax/tools/bench_flags.py, shared with benchmark.py.
 _TOP = flags.DEFINE_integer("top", 25, "Busiest ops to list.")
 
 
@@ -46,7 +41,7 @@ def main(argv):
   if bench_flags.STEPS.value < 1 or bench_flags.WARMUP.value < 0:
     cli.fail("--steps must be >= 1 and --warmup >= 0")
   logging.set_verbosity(logging.WARNING)  # JAX logs each backend it cannot start at INFO
-  from resnorm_jax import step_profile  # imports JAX when profiling: --help stays fast
+  from resnorm_jax.tools import step_profile  # imports JAX when profiling: --help stays fast
 
   try:
     r = step_profile.profile(

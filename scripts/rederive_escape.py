@@ -1,6 +1,6 @@
 """Escape and divergence steps of committed runs, from their curves, into their summary.json.
 
-Runs that predate `escape_step` and `diverged_step` in summary.json (resnorm_jax/outcome.py's
+Runs that predate `escape_step` and `diverged_step` in summary.json (resnorm_jax/train/outcome.py's
 curve_fields) get them here: every run folder under the roots (a folder holding summary.json
 and metrics.jsonl or the curve.jsonl excerpt) has both computed from its curve and written
 into its summary.json, every other field kept, in the project's JSON format (cli.write_json);
@@ -17,20 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+
+from ml_collections import ConfigDict
+
+from resnorm_jax.config import cli
+from resnorm_jax.data import batches, unigram  # (no JAX)
+from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data.fs import read_json
+from resnorm_jax.tools.plots import write_rows
+from resnorm_jax.tools.sweep_results import run_row
+from resnorm_jax.train import escape
+from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from ml_collections import ConfigDict  # noqa: E402
-
-from resnorm_jax import batches, cli, escape, unigram  # noqa: E402  (no JAX)
-from resnorm_jax import data as data_lib  # noqa: E402
-from resnorm_jax.outcome import EVAL_SET_BASELINE  # noqa: E402
-from resnorm_jax.plots import write_rows  # noqa: E402
-from resnorm_jax.sweep_grid import read_json  # noqa: E402
-from resnorm_jax.sweep_results import run_row  # noqa: E402
 
 COLUMNS = (
   "path",

@@ -1,7 +1,7 @@
 """Re-derives the verdicts of committed results made before the held-out baseline existed.
 
 Older runs judged `stuck` against the train split's unigram entropy with a 0.05-nat margin
-on 8k eval tokens. This recomputes each verdict with the rule of resnorm_jax/outcome.py
+on 8k eval tokens. This recomputes each verdict with the rule of resnorm_jax/train/outcome.py
 (the held-out unigram cross-entropy of the run's corpus, margin STUCK_MARGIN), from the
 results.csv files and summary.json files given, all on the default stdlib corpus (the
 corpus of every result committed before it), and writes one table.
@@ -14,14 +14,12 @@ import argparse
 import csv
 import json
 import os
-import sys
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from resnorm_jax.data import corpora, unigram
+from resnorm_jax.train.outcome import STUCK_MARGIN, classify
 
-from resnorm_jax import data, unigram  # noqa: E402
-from resnorm_jax.outcome import STUCK_MARGIN, classify  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def rows_of(path: str) -> list[dict]:
@@ -56,7 +54,7 @@ def main() -> None:
   parser.add_argument("--out", default="docs/verdict/rederived.csv")
   args = parser.parse_args()
   cfg = types.SimpleNamespace(source="stdlib", path="", val_path="", val_fraction=0.1)
-  corpus = data.load_corpus(cfg, 256, 128)
+  corpus = corpora.load_corpus(cfg, 256, 128)
   heldout = unigram.heldout_unigram_entropy(corpus.train, corpus.val, 256)
   table = []
   for path in args.paths:

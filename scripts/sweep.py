@@ -22,7 +22,7 @@ Every `--progress_every` seconds a line per running job (step, loss, ETA) and an
 
 `--vmap`: points that differ only in opt.lr and seed (same config file, same other overrides)
 run as one program, `python -m experiments.train_population --points=<first>/population_points.json`
-(resnorm_jax/population_run.py: one vmapped step trains them all), at most `--vmap_max` per
+(resnorm_jax/train/population_run.py: one vmapped step trains them all), at most `--vmap_max` per
 program; each still writes its own ordinary run folder, and a point with no such neighbour
 runs as an ordinary job. A program is one job (with --jobs, programs run side by side); its
 log is its first point's train.log. On a 2-core CPU it is no faster than pinned jobs
@@ -30,23 +30,23 @@ log is its first point's train.log. On a 2-core CPU it is no faster than pinned 
 
 A point whose workdir holds a completed or diverged run of the same config is skipped, so a
 stopped sweep continues where it was, and an interrupted point resumes from its checkpoint.
-"The same config" compares only what a run's results depend on (`sweep_grid.changed_keys`): keys
-that only change logging are ignored, a key added to the schema after the run counts as
-unchanged while it keeps its default, and a key that moved (configs/base.MOVED_KEYS) is
-compared at its new place. Every point is checked (config file, keys, types) before anything
-runs, and every pending point's local data files (data.path, data.val_path: a file, folder
-or glob that matches a file; gs:// paths are left to the run): one missing refuses the
-sweep (exit status 2) naming each such point and path, before anything starts. A point
-whose process fails says why on its line (exit status, the last error line of its
-train.log), in its sweep_point.json, and in results.csv (columns exit_code and error, there
+"The same config" compares only what a run's results depend on (`same_experiment.changed_keys`,
+its SWEEP policy): keys that only change logging are ignored, a key added to the schema after
+the run counts as unchanged while it keeps its default, and a key that moved
+(configs/base.MOVED_KEYS) is compared at its new place. Every point is checked (config file,
+keys, types) before anything runs, and every pending point's local data files (data.path,
+data.val_path: a file, folder or glob that matches a file; gs:// paths are left to the run):
+one missing refuses the sweep (exit status 2) naming each such point and path, before anything
+starts. A point whose process fails says why on its line (exit status, the last error line of
+its train.log), in its sweep_point.json, and in results.csv (columns exit_code and error, there
 when a run failed). At the end, and with --collect_only, every run's summary.json goes into
 <sweep_dir>/results.csv and results.md, with an outcome per run: trained, stuck (final eval
-loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged,
-interrupted, failed or pending; and, when points differ only by seed, the mean and spread
-over seeds (results_seeds.csv). No JAX here.
+loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged, interrupted,
+failed or pending; and, when points differ only by seed, the mean and spread over seeds
+(results_seeds.csv). No JAX here.
 
 `--submit=slurm`: the unfinished points go to SLURM as one job array instead of running here
-(resnorm_jax/cluster.py): array task i runs point i's command above, into its folder, with
+(resnorm_jax/tools/cluster.py): array task i runs point i's command above, into its folder, with
 --cpus-per-task=--threads_per_job (and one GPU with --accelerator=gpu), at most
 --max_concurrent at once, requeued ahead of the time limit and after a preemption (it
 resumes). Points still queued from an earlier submission are not submitted again. With
@@ -61,13 +61,9 @@ import re
 import shlex
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)  # config and grid files import `configs.base`
-
-from resnorm_jax import cli, cluster  # noqa: E402  (no JAX)
-from resnorm_jax.outcome import STUCK_MARGIN  # noqa: E402
-from resnorm_jax.sweep_grid import (  # noqa: E402
+from resnorm_jax.config import cli  # (no JAX)
+from resnorm_jax.tools import cluster
+from resnorm_jax.tools.sweep_grid import (
   POINT_FILE,
   load_grid,
   parse_sets,
@@ -76,8 +72,8 @@ from resnorm_jax.sweep_grid import (  # noqa: E402
   run_state,
   train_command,
 )
-from resnorm_jax.sweep_results import collect, write_results  # noqa: E402
-from resnorm_jax.sweep_runner import (  # noqa: E402
+from resnorm_jax.tools.sweep_results import collect, write_results
+from resnorm_jax.tools.sweep_runner import (
   ACCELERATORS,
   INTERRUPTED,
   Job,
@@ -88,6 +84,7 @@ from resnorm_jax.sweep_runner import (  # noqa: E402
   run_points,
   with_failures,
 )
+from resnorm_jax.train.outcome import STUCK_MARGIN
 
 
 def _define_flags() -> None:

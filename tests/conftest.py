@@ -17,7 +17,6 @@ if "--xla_force_host_platform_device_count=8" not in os.environ.get("XLA_FLAGS",
   ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 # vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
 # [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
@@ -27,7 +26,7 @@ TINY = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=8, max_seq_
 def tiny_config(shape: dict = TINY, **model):
   """The ModelConfig of configs/base.py with the model at `shape`, then `model`'s keys."""
   from configs import base
-  from resnorm_jax.config_types import model_config_from
+  from resnorm_jax.model.config_types import model_config_from
 
   c = base.get_config()
   c.model.update(shape)
@@ -39,7 +38,7 @@ def tiny_model(shape: dict = TINY, **model):
   """The Transformer of tiny_config(shape, **model), parameters from seed 0."""
   from flax import nnx
 
-  from resnorm_jax.model import Transformer
+  from resnorm_jax.model.transformer import Transformer
 
   return Transformer(tiny_config(shape, **model), rngs=nnx.Rngs(params=0))
 

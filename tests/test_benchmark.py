@@ -8,14 +8,13 @@ import itertools
 import json
 import math
 import os
-import sys
 
 import pytest
 
-from resnorm_jax import bench, cli
+from resnorm_jax.config import cli
+from resnorm_jax.tools import bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))  # bench_matmuls.py, bench_norms.py
 
 # The smallest model the scripts run: 1 layer of width 16, 16 tokens (of smoke.py, or of the
 # config a script picks itself, as gpu_check.sh does).
@@ -83,7 +82,7 @@ def test_flops_per_token_formula():
 
 def test_bench_matmuls_step_dots_count_the_models_flops():
   """The dots listed for one step sum to flops_per_token's train count x tokens, per variant."""
-  import bench_matmuls
+  from scripts import bench_matmuls
 
   for act, block, residual, heads in (
     ("gelu", "sequential", "add", 4),
@@ -157,8 +156,9 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
 
 
 def test_bench_norms_times_both_norms_from_a_random_output_gradient():
-  import bench_norms
   import jax.numpy as jnp
+
+  from scripts import bench_norms
 
   fn, (x, params, dy) = bench_norms.norm_step("rmsnorm", 8, 4, "float32")
   y, (dx, dparams) = fn(x, params, dy)

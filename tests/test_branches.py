@@ -11,9 +11,9 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from resnorm_jax import attention as attention_lib
-from resnorm_jax.initializers import InitRule
-from resnorm_jax.mlp import MLP
+from resnorm_jax.model import attention as attention_lib
+from resnorm_jax.model.initializers import InitRule
+from resnorm_jax.model.mlp import MLP
 
 
 def test_attention_matches_numpy():

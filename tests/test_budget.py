@@ -1,4 +1,4 @@
-"""The budget test's tables and figures (resnorm_jax/budget.py): seeds escaped by step, each
+"""The budget test's tables and figures (resnorm_jax/tools/budget.py): seeds escaped by step, each
 run's eval curve, and scripts/budget.py on a tiny tree of fake run folders."""
 
 import json
@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_lr_sensitivity import ROOT, fake_run
 
-from resnorm_jax import budget
+from resnorm_jax.tools import budget
 
 
 def test_escaped_fraction_is_a_step_function_over_seeds():

@@ -26,13 +26,14 @@ import numpy as np
 import pytest
 
 from configs import smoke
-from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import cli, optim, same_experiment, sweep_grid
-from resnorm_jax import model_def as mdl
-from resnorm_jax import train_step as ts
-from resnorm_jax import workdir as workdir_lib
-from resnorm_jax.config_types import model_config_from
-from resnorm_jax.writers import read_metrics
+from resnorm_jax.config import cli, same_experiment
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import optim
+from resnorm_jax.train import train_step as ts
+from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.writers import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 40
@@ -54,7 +55,7 @@ COMMON = (
 HOOKED_TRAIN = """
 import errno, os, sys, time
 from orbax.checkpoint._src.handlers import json_checkpoint_handler as jch
-from resnorm_jax import batches
+from resnorm_jax.data import batches
 full_from = int(os.environ.get("TEST_ENOSPC_FROM", "0"))
 save_fn = jch.JsonCheckpointHandler._save_fn
 async def full_disk(self, x, directory):
@@ -74,7 +75,7 @@ def hooked(*args, **kwargs):
 batches.get_batch = hooked
 from absl import app
 from experiments import train
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 app.run(train.main, flags_parser=cli.parse_flags_or_exit)
 """
 
@@ -434,7 +435,7 @@ def test_an_edited_corpus_is_refused_on_resume_naming_the_file(env, tmp_path):
   _ok(_train(env, workdir, 10, *data))
   recorded = json.load(open(os.path.join(workdir, "config.json")))["data_files"]
   assert list(recorded["files"]) == [str(corpus)]
-  assert "data_files" in sweep_grid.RECORDED_NOT_CONFIG
+  assert "data_files" in same_experiment.RECORDED_NOT_CONFIG
   text = corpus.read_bytes()
   corpus.write_bytes(text[:1000] + text[1000:1001].swapcase() + text[1001:])
   before = _hashes(workdir)
@@ -526,7 +527,7 @@ def test_changed_optimizer_structure_is_refused(reference):
 def test_frozen_config_ignores_run_length_and_cadence():
   def changed(a, b):
     frozen_a, frozen_b = ckpt_lib.frozen_config(a), ckpt_lib.frozen_config(b)
-    return same_experiment.changed_keys(frozen_a, frozen_b, same_experiment.CHECKPOINT)
+    return same_experiment.changed_keys(frozen_a, frozen_b, ckpt_lib.CHECKPOINT)
 
   a, b = _config().to_dict(), _config(train__steps=999, train__checkpoint_every=3).to_dict()
   assert changed(a, b) == []
@@ -629,7 +630,7 @@ def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
 
 SECOND_SIGNAL = """
 import os, signal, sys, time
-from resnorm_jax.preemption import StopSignals
+from resnorm_jax.train.preemption import StopSignals
 with StopSignals() as signals:
   os.kill(os.getpid(), signal.SIGTERM)
   print("first:", signals.received, flush=True)

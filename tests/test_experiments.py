@@ -16,13 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from resnorm_jax import batches as batches_lib
-from resnorm_jax import cli as cli_lib
-from resnorm_jax import data as data_lib
-from resnorm_jax import diagnostics as diag
-from resnorm_jax import reproductions as repro
-from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import model_config_from
+from resnorm_jax.config import cli as cli_lib
+from resnorm_jax.data import batches as batches_lib
+from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.tools import reproductions as repro
+from resnorm_jax.train import diagnostics as diag
+from resnorm_jax.train import train_step as ts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POST = "configs/postnorm_96L.py:smoke"  # 2 layers, width 32, batch 8 x 32

@@ -16,11 +16,11 @@ import pytest
 from flax import nnx
 
 from configs import base
-from resnorm_jax import attention as attention_lib
-from resnorm_jax import model_def as mdl
-from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import model_config_from, resolve_attention
-from resnorm_jax.initializers import InitRule
+from resnorm_jax.model import attention as attention_lib
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from, resolve_attention
+from resnorm_jax.model.initializers import InitRule
+from resnorm_jax.train import train_step as ts
 
 SHAPE = dict(vocab_size=16, num_layers=2, d_model=16, num_heads=2, d_ff=16, max_seq_len=16)
 TOKENS = jnp.asarray(np.random.default_rng(0).integers(0, 16, size=(2, 9)), jnp.int32)

@@ -31,8 +31,7 @@ TOLERANCE_ULPS = 4
 CHILD = """
 import json, sys
 from absl import logging
-sys.path.insert(0, "scripts")
-import golden_losses
+from scripts import golden_losses
 logging.set_verbosity(logging.WARNING)
 mine = golden_losses.points()[int(sys.argv[2]) :: int(sys.argv[3])]
 out = {label: golden_losses.losses(spec, o) for label, spec, o in mine}

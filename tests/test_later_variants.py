@@ -18,12 +18,12 @@ import pytest
 from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
-from resnorm_jax import variants
-from resnorm_jax.initializers import magneto_gamma
-from resnorm_jax.model import Transformer
-from resnorm_jax.variants import admin
-from resnorm_jax.variants.lnscale import lnscale_factor
-from resnorm_jax.variants.mix import mixln_num_post
+from resnorm_jax.model import variants
+from resnorm_jax.model.initializers import magneto_gamma
+from resnorm_jax.model.transformer import Transformer
+from resnorm_jax.model.variants import admin
+from resnorm_jax.model.variants.lnscale import lnscale_factor
+from resnorm_jax.model.variants.mix import mixln_num_post
 
 # tests/conftest.py's shapes at 4 layers (Mix-LN's split and LN scaling's 1/sqrt(l) need
 # several).
@@ -205,7 +205,7 @@ def test_admin_omega_from_profiled_variances(block):
 
 def test_admin_resolved_records_the_init_omegas():
   mcfg = _cfg(residual="admin")
-  from resnorm_jax import model_def as mdl
+  from resnorm_jax.model import model_def as mdl
 
   rec = variants.record(mcfg, lambda: mdl.init_model(mcfg, 0)[0])["admin_omega"]
   model = _build(residual="admin")

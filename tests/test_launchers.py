@@ -638,7 +638,7 @@ os.execvp(args[0], args)
 """
 PREEMPTING_TRAIN = """
 import os, signal, sys, time
-from resnorm_jax import batches
+from resnorm_jax.data import batches
 get_batch = batches.get_batch
 def hooked(*args, **kwargs):
   if kwargs["step"] == 5:
@@ -648,7 +648,7 @@ def hooked(*args, **kwargs):
 batches.get_batch = hooked
 from absl import app
 from experiments import train
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 app.run(train.main, flags_parser=cli.parse_flags_or_exit)
 """
 FAKE_SQUEUE = f"#!/usr/bin/env bash\n{RECORD}record \"$@\"\nprintf '%s\\n' $FAKE_QUEUE\n"
@@ -694,7 +694,7 @@ def _grid(tmp_path, points: int = 4) -> str:
 
 
 def test_sweep_submit_dry_run_prints_the_points_and_the_array_script(tmp_path):
-  from resnorm_jax import sweep_grid
+  from resnorm_jax.tools import sweep_grid
 
   sweep_dir = tmp_path / "sweep"
   point = sweep_grid.parse_points([{"config": "configs/smoke.py", "overrides": {"seed": 0}}])[0]

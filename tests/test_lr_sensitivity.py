@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from resnorm_jax import lr_sensitivity as lrs
+from resnorm_jax.tools import lr_sensitivity as lrs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.2

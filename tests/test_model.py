@@ -22,10 +22,10 @@ from flax import nnx
 
 from configs import base
 from conftest import TINY, tiny_config, tiny_model
-from resnorm_jax import model_def as mdl
-from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import model_config_from
-from resnorm_jax.model import Transformer
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.model.transformer import Transformer
+from resnorm_jax.train import train_step as ts
 
 # The 1000-layer shapes, shared with test_residual_init.py's init-statistics models.
 DEEP = dict(vocab_size=16, num_layers=1000, d_model=16, num_heads=2, d_ff=32, max_seq_len=16)

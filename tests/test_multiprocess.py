@@ -56,7 +56,7 @@ def _env(cache_dir: str) -> dict:
 # TEST_SIGNAL_AT=step:signum sends itself that signal when it builds that step's batch.
 HOOKED_TRAIN = """
 import os, time
-from resnorm_jax import batches
+from resnorm_jax.data import batches
 at = os.environ.get("TEST_SIGNAL_AT")
 get_batch = batches.get_batch
 def hooked(*args, **kwargs):
@@ -67,7 +67,7 @@ def hooked(*args, **kwargs):
 batches.get_batch = hooked
 from absl import app
 from experiments import train
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 app.run(train.main, flags_parser=cli.parse_flags_or_exit)
 """
 
@@ -227,7 +227,7 @@ def test_distributed_initialize(monkeypatch, initialize, dist, env, expected):
   import jax
 
   from configs import base
-  from resnorm_jax import sharding
+  from resnorm_jax.train import sharding
 
   calls = []
   monkeypatch.setattr(jax.distributed, "is_initialized", lambda: False)
@@ -246,7 +246,7 @@ def test_distributed_initialize(monkeypatch, initialize, dist, env, expected):
 
 def test_distributed_initialize_refuses_bad_value():
   from configs import base
-  from resnorm_jax import sharding
+  from resnorm_jax.train import sharding
 
   cfg = base.get_config().dist
   cfg.initialize = "yes"

@@ -17,13 +17,13 @@ import pytest
 from flax import nnx
 
 from configs import base
-from resnorm_jax import model_def as mdl
-from resnorm_jax import optim
-from resnorm_jax import train_step as ts
-from resnorm_jax.attention import rope_tables
-from resnorm_jax.config_types import model_config_from
-from resnorm_jax.model import Transformer
-from resnorm_jax.variants import ngpt
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.attention import rope_tables
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.model.transformer import Transformer
+from resnorm_jax.model.variants import ngpt
+from resnorm_jax.train import optim
+from resnorm_jax.train import train_step as ts
 
 NGPT = dict(residual="ngpt", norm_position="none", position="rope", ffn_activation="swiglu")
 TINY = dict(vocab_size=16, num_layers=3, d_model=8, num_heads=2, d_ff=12, max_seq_len=8)

@@ -1,4 +1,5 @@
-"""Tests for resnorm_jax.norms against independent NumPy computations and their invariances."""
+"""Tests for resnorm_jax.model.norms against independent NumPy computations and their
+invariances."""
 
 import jax
 import jax.numpy as jnp
@@ -8,9 +9,9 @@ import pytest
 from flax import nnx
 
 from configs import base
-from resnorm_jax import norms
-from resnorm_jax.config_types import model_config_from
-from resnorm_jax.model import Transformer
+from resnorm_jax.model import norms
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.model.transformer import Transformer
 
 BF16 = ml_dtypes.bfloat16
 

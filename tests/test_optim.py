@@ -1,4 +1,4 @@
-"""Tests for resnorm_jax.optim: schedule values, the decay mask, decay and clipping."""
+"""Tests for resnorm_jax.train.optim: schedule values, the decay mask, decay and clipping."""
 
 import math
 
@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from configs import base
-from resnorm_jax import optim
+from resnorm_jax.train import optim
 
 LR = 1e-3
 

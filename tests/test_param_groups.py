@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax import model_def as mdl
-from resnorm_jax import optim, param_groups
-from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import model_config_from
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.train import optim, param_groups
+from resnorm_jax.train import train_step as ts
 
 
 def _params(position: str, residual: str):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax import attention, layers, mlp, norms
-from resnorm_jax import model_def as mdl
-from resnorm_jax.config_types import model_config_from
+from resnorm_jax.model import attention, layers, mlp, norms
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from
 
 
 def _plain_layer_norm(x, scale, bias, eps):

@@ -1,4 +1,4 @@
-"""A population (resnorm_jax/population.py): each member trains exactly as its single run."""
+"""A population (resnorm_jax/train/population.py): each member trains exactly as its single run."""
 
 import importlib
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from resnorm_jax import population, setup
+from resnorm_jax.train import population, run_setup
 
 STEPS = 4
 
@@ -29,7 +29,7 @@ def _batches(c, n_members: int):
 
 def _single_run(c, lr: float, seed: int, inputs, targets) -> list[float]:
   c.opt.lr, c.seed = lr, seed
-  run = setup.build(c, jax.devices()[:1])  # the single run's own init and compiled step
+  run = run_setup.build(c, jax.devices()[:1])  # the single run's own init and compiled step
   state = run.init_state()
   losses = []
   for k in range(STEPS):
@@ -44,7 +44,7 @@ def test_members_train_as_their_single_runs(variant):
   c = _config(variant)
   lrs, seeds = [1e-3, 4e-3, 1e-3], [0, 0, 1]  # lr alone and seed alone differ
   inputs, targets = _batches(c, len(lrs))
-  md = setup.build(c, jax.devices()[:1]).model_def
+  md = run_setup.build(c, jax.devices()[:1]).model_def
   states = population.init_states(md, c.opt, STEPS, jnp.asarray(seeds))
   step = jax.jit(
     lambda s, b: population.train_steps(md, c.opt, STEPS, jnp.asarray(lrs), s, b, per_layer=False)
@@ -64,7 +64,7 @@ def test_members_train_as_their_single_runs(variant):
 def test_a_diverging_member_is_frozen_and_does_not_touch_the_others():
   c = _config("postnorm")
   inputs, targets = _batches(c, 3)
-  md = setup.build(c, jax.devices()[:1]).model_def
+  md = run_setup.build(c, jax.devices()[:1]).model_def
   seeds = jnp.asarray([0, 1, 2])
   run = lambda lrs: _run_population(md, c, lrs, seeds, inputs, targets)
   calm_losses, calm_states = run([1e-3, 1e-3, 1e-3])

@@ -1,4 +1,4 @@
-"""A sweep as one program (resnorm_jax/population_run.py, experiments/train_population.py,
+"""A sweep as one program (resnorm_jax/train/population_run.py, experiments/train_population.py,
 scripts/sweep.py --vmap): each member is the ordinary run its single run is.
 
 The training runs are subprocesses on one CPU device with a shared compilation cache and
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from configs import smoke
-from resnorm_jax import population_run, sweep_grid, sweep_runner
-from resnorm_jax.writers import read_metrics
+from resnorm_jax.tools import sweep_grid, sweep_runner
+from resnorm_jax.train import population_run
+from resnorm_jax.train.writers import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
@@ -41,7 +42,7 @@ TIMING = ("tokens_per_second", "step_seconds")
 # Runs single runs (loop.run) and populations (population_run.run) of points files.
 DRIVER = """
 import json, sys
-from resnorm_jax import loop, population_run
+from resnorm_jax.train import loop, population_run
 spec = json.load(open(sys.argv[1]))
 for path in spec["singles"]:
   for config, workdir in zip(*population_run.load_points(path)):
@@ -53,7 +54,7 @@ for path in spec["populations"]:
 # are built (while step AT+1 is being prepared): a real signal at a chosen step.
 HOOKED_POPULATION = """
 import os
-from resnorm_jax import batches
+from resnorm_jax.data import batches
 at, signum = (int(v) for v in os.environ["TEST_SIGNAL_AT"].split(":"))
 get_batch, sent = batches.get_batch, []
 def hooked(*args, **kwargs):
@@ -64,7 +65,7 @@ def hooked(*args, **kwargs):
 batches.get_batch = hooked
 from absl import app
 from experiments import train_population
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 app.run(train_population.main, flags_parser=cli.parse_flags_or_exit)
 """
 

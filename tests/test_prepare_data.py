@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax import batches, data, heldout, prepare, shards, unigram
-from resnorm_jax import tokenizer as tok_lib
-from resnorm_jax.config_types import model_config_from
+from resnorm_jax.data import batches, corpora, heldout, prepare, token_files, unigram
+from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.train import run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -77,8 +77,8 @@ def test_bytes_shards_hold_the_hash_split_with_separators_and_checksums(texts, t
     raw = (tmp_path / "b" / entry["file"]).read_bytes()
     assert hashlib.sha256(raw).hexdigest() == entry["sha256"]
     assert np.frombuffer(raw[:12], "<i4").tolist() == [20240520, 1, entry["tokens"]]
-  corpus = data.load_corpus(_cfg(tmp_path / "b"), 384, 64)
-  assert isinstance(corpus.train, shards.ShardedTokens)  # memmaps, not one copy
+  corpus = corpora.load_corpus(_cfg(tmp_path / "b"), 384, 64)
+  assert isinstance(corpus.train, token_files.ShardedTokens)  # memmaps, not one copy
   assert all(isinstance(s, np.memmap) for s in corpus.train.shards)
   np.testing.assert_array_equal(np.asarray(corpus.val), expected["val"])
   np.testing.assert_array_equal(np.asarray(corpus.train), expected["train"])
@@ -90,7 +90,7 @@ def test_bytes_shards_hold_the_hash_split_with_separators_and_checksums(texts, t
   assert unigram.unigram_entropy(corpus.train, 384) == pytest.approx(
     unigram.unigram_entropy(plain, 384)
   )
-  assert shards.verify(str(tmp_path / "b")) == []
+  assert token_files.verify(str(tmp_path / "b")) == []
 
 
 def test_the_split_follows_the_text_not_the_order(texts, tmp_path):
@@ -121,7 +121,7 @@ def test_train_bpe_offline_deterministic_and_parallel(texts, tmp_path):
   total = 0
   for split in ("val", "train"):
     stream = np.concatenate(
-      [shards.read_shard(p) for p in shards.split_files(str(tmp_path / "w1"), one, split)]
+      [token_files.read_shard(p) for p in token_files.split_files(str(tmp_path / "w1"), one, split)]
     )
     assert hf.decode(stream.tolist()).encode() == b"".join(p for p, _ in pieces[split])
     assert (stream == 0).sum() == sum(first for _, first in pieces[split])
@@ -168,17 +168,17 @@ def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_pat
   _prepare(texts, tmp_path / "t", "train:300")
   c = base.get_config()
   c.data.source, c.data.path, c.model.vocab_size = "tokens", str(tmp_path / "t"), 0
-  assert model_config_from(c).vocab_size == 384  # 300 up to a multiple of 128
+  assert run_setup.model_config(c).vocab_size == 384  # 300 up to a multiple of 128
   c.model.vocab_size = 512
-  assert model_config_from(c).vocab_size == 512
+  assert run_setup.model_config(c).vocab_size == 512
   c.model.vocab_size = 299
-  with pytest.raises(data.DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
-    model_config_from(c)
+  with pytest.raises(corpora.DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
+    run_setup.model_config(c)
   c.data.source, c.model.vocab_size = "stdlib", 0  # byte corpora: 256, as before
-  assert model_config_from(c).vocab_size == 256
+  assert run_setup.model_config(c).vocab_size == 256
   c.data.source, c.data.path = "tokens", str(tmp_path / "nothing_here.bin")
-  with pytest.raises(data.DataError, match="manifest.json"):
-    model_config_from(c)
+  with pytest.raises(corpora.DataError, match="manifest.json"):
+    run_setup.model_config(c)
   assert base.get_config().model.vocab_size == 256  # the current default is unchanged
 
 
@@ -188,31 +188,33 @@ def test_manifest_spares_the_scan_and_guards_the_files(texts, tmp_path, monkeypa
   def no_scan(*a, **k):
     raise AssertionError("a vouched shard was scanned")
 
-  monkeypatch.setattr(data, "_max_token", no_scan)
-  corpus = data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  monkeypatch.setattr(corpora, "_max_token", no_scan)
+  corpus = corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
   assert corpus.train.counts is not None and corpus.train.counts.sum() == len(corpus.train)
   # A glob over every shard: the held-out ones are still held out, never trained on.
-  both = data.load_corpus(_cfg(tmp_path / "t" / "*.bin"), 384, 32)
+  both = corpora.load_corpus(_cfg(tmp_path / "t" / "*.bin"), 384, 32)
   assert len(both.train) == len(corpus.train) and both.split["excluded_from_train"] == 1
-  with pytest.raises(data.DataError, match="smaller"):
-    data.load_corpus(_cfg(tmp_path / "t"), 299, 32)
+  with pytest.raises(corpora.DataError, match="smaller"):
+    corpora.load_corpus(_cfg(tmp_path / "t"), 299, 32)
   # A changed manifest, or a shard of the wrong length, is refused.
   edited = dict(m, splits={**m["splits"], "val": {**m["splits"]["val"], "tokens": 1}})
   (tmp_path / "t" / "manifest.json").write_text(json.dumps(edited))
-  with pytest.raises(data.DataError, match="fingerprint does not match"):
-    data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
-  shards.write_manifest(str(tmp_path / "t"), {k: v for k, v in m.items() if k != "fingerprint"})
+  with pytest.raises(corpora.DataError, match="fingerprint does not match"):
+    corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  token_files.write_manifest(
+    str(tmp_path / "t"), {k: v for k, v in m.items() if k != "fingerprint"}
+  )
   first = tmp_path / "t" / m["splits"]["train"]["shards"][0]["file"]
-  shards.write_shard(str(first), np.zeros(10, np.uint16), 1)
-  with pytest.raises(data.DataError, match="its manifest says"):
-    data.load_corpus(_cfg(tmp_path / "t"), 384, 32)
-  assert shards.verify(str(tmp_path / "t")) == [first.name]
+  token_files.write_shard(str(first), np.zeros(10, np.uint16), 1)
+  with pytest.raises(corpora.DataError, match="its manifest says"):
+    corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  assert token_files.verify(str(tmp_path / "t")) == [first.name]
 
 
 def test_sharded_view_indexes_like_the_concatenation():
   rng = np.random.default_rng(0)
   parts = [rng.integers(0, 1000, n).astype(np.uint16) for n in (7, 1, 30, 12)]
-  view, flat = shards.ShardedTokens(parts), np.concatenate(parts)
+  view, flat = token_files.ShardedTokens(parts), np.concatenate(parts)
   assert len(view) == 50 and view.dtype == np.uint16
   idx = rng.integers(0, 50, size=(6, 9))
   np.testing.assert_array_equal(view[idx], flat[idx])
@@ -307,18 +309,18 @@ def test_paper_scale_trains_on_resnorm_data_and_refuses_stdlib(texts, tmp_path, 
   monkeypatch.setenv(base.DATA_ENV, str(tmp_path / "p"))
   c = _paper_config()
   assert (c.data.source, c.data.path, c.model.vocab_size) == ("tokens", str(tmp_path / "p"), 0)
-  assert model_config_from(c).vocab_size == 384
-  corpus = data.load_corpus(c.data, 384, c.train.seq_len)
+  assert run_setup.model_config(c).vocab_size == 384
+  corpus = corpora.load_corpus(c.data, 384, c.train.seq_len)
   assert corpus.split["manifest"]["tokenizer"] == "train:300"
   monkeypatch.delenv(base.DATA_ENV)
   c = _paper_config()
-  with pytest.raises(data.DataError, match="RESNORM_DATA=DIR"):
-    model_config_from(c)
+  with pytest.raises(corpora.DataError, match="RESNORM_DATA=DIR"):
+    run_setup.model_config(c)
   c.data.source, c.model.vocab_size = "stdlib", 0
-  with pytest.raises(data.DataError, match="allow_stdlib=true"):
-    data.load_corpus(c.data, 256, c.train.seq_len)
+  with pytest.raises(corpora.DataError, match="allow_stdlib=true"):
+    corpora.load_corpus(c.data, 256, c.train.seq_len)
   c.data.allow_stdlib = True  # asked for explicitly: the stdlib corpus at paper scale
-  assert data.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
+  assert corpora.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
 
 
 def _words_file(path, size: int) -> None:
@@ -353,7 +355,7 @@ def test_defaults_work_on_a_3mb_file_and_a_failed_run_does_not_block_the_retry(
   assert 0.002 < val / (val + train) < 0.01  # the default 0.5%, by piece hash
   assert m["held_out"]["val_fraction"] == 0.005 and m["held_out"]["max_val_tokens"] == 10**8
   assert m["splits"]["val"]["pieces"] > 5 and m["source"]["documents"] == 1
-  corpus_ = data.load_corpus(_cfg(out), 384, 64)
+  corpus_ = corpora.load_corpus(_cfg(out), 384, 64)
   assert len(corpus_.val) == val and corpus_.split["manifest"]["fingerprint"] == m["fingerprint"]
   again = run_script([*prep, f"--input={corpus / 'a.txt'}"])
   assert again.returncode == 2 and "already exists" in again.stderr

@@ -1,8 +1,13 @@
-"""Provenance (resnorm_jax/provenance.py): what produced a run, and the resume note's rule."""
+"""Provenance (resnorm_jax/train/provenance.py): what produced a run, and the resume note's rule."""
 
 import importlib.metadata
 
-from resnorm_jax import provenance, sweep_grid
+from resnorm_jax.config.same_experiment import SWEEP, changed_keys
+from resnorm_jax.train import provenance
+
+
+def _changed(recorded, expected) -> list[str]:
+  return changed_keys(recorded, expected, SWEEP)
 
 
 def test_collect_names_the_commit_the_packages_and_the_host():
@@ -28,4 +33,4 @@ def test_provenance_is_not_part_of_what_a_sweep_compares():
 
   expected = smoke.get_config().to_dict()
   recorded = {**expected, "provenance": provenance.collect()}
-  assert sweep_grid.changed_keys(recorded, expected) == []
+  assert _changed(recorded, expected) == []

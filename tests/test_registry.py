@@ -1,4 +1,4 @@
-"""The variant registry (resnorm_jax/variants/): every variant listed, an unknown name refused
+"""The variant registry (resnorm_jax/model/variants/): every variant listed, an unknown name refused
 with the choices before anything is built, each later variant's name in its own module and
 nowhere else in the library, and each variant's own config keys one schema with the config."""
 
@@ -10,9 +10,9 @@ import os
 import pytest
 
 from conftest import tiny_config
-from resnorm_jax import residual as residual_lib
-from resnorm_jax import variants
-from resnorm_jax.config_types import ModelConfig
+from resnorm_jax.model import residual as residual_lib
+from resnorm_jax.model import variants
+from resnorm_jax.model.config_types import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # residual.py's rules plus the later residuals, each a module of its own.
@@ -28,7 +28,7 @@ LATER = {
   "mix": "mix",
 }
 # plots.py colours runs by experiment name (configs/<name>_96L.py), not by config value.
-NOT_MODEL_CODE = {"resnorm_jax/plots.py"}
+NOT_MODEL_CODE = {"resnorm_jax/tools/plots.py"}
 
 
 def test_registry_lists_every_variant():
@@ -46,7 +46,7 @@ def test_every_module_of_the_package_declares_variants():
   import pkgutil
 
   for info in pkgutil.iter_modules(variants.__path__):
-    module = importlib.import_module(f"resnorm_jax.variants.{info.name}")
+    module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
     declared = getattr(module, "VARIANTS", ())
     assert declared, info.name
     assert all(isinstance(v, variants.Variant) for v in declared), info.name
@@ -63,14 +63,14 @@ def test_every_variant_is_a_valid_config_value():
 @pytest.mark.parametrize("axis", variants.AXES)
 def test_unknown_variant_is_refused_naming_the_choices(axis):
   from configs import base
-  from resnorm_jax import setup
+  from resnorm_jax.train import run_setup
 
   config = base.get_config()
   config.model[axis] = "resnet"
-  # setup.validate: the checks a run (and every sweep point) passes before anything is
+  # run_setup.validate: the checks a run (and every sweep point) passes before anything is
   # built or compiled.
   with pytest.raises(ValueError) as err:
-    setup.validate(config)
+    run_setup.validate(config)
   msg = str(err.value)
   assert f"model.{axis}='resnet' is not valid" in msg
   for name in variants.names(axis):
@@ -82,7 +82,7 @@ def test_registry_refuses_a_name_declared_twice(monkeypatch, tmp_path):
   pkg.mkdir()
   for module in ("a", "b"):
     (pkg / f"{module}.py").write_text(
-      "from resnorm_jax.variants import Placement\nVARIANTS = (Placement('x', 'twice'),)\n"
+      "from resnorm_jax.model.variants import Placement\nVARIANTS = (Placement('x', 'twice'),)\n"
     )
   variants._registry.cache_clear()
   monkeypatch.setattr(variants, "__path__", [str(pkg)])
@@ -107,24 +107,28 @@ def test_each_later_variant_is_named_in_its_module_and_the_registry_only():
   paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
   literals = {os.path.relpath(p, ROOT): _string_literals(p) for p in paths}
   for name, module in LATER.items():
-    own = {f"resnorm_jax/variants/{module}.py", "resnorm_jax/variants/__init__.py"}
+    own = {f"resnorm_jax/model/variants/{module}.py", "resnorm_jax/model/variants/__init__.py"}
     files = {p for p, lits in literals.items() if name in lits} - NOT_MODEL_CODE
     assert files <= own, f"{name!r} is named in {sorted(files - own)}"
-    assert f"resnorm_jax/variants/{module}.py" in files  # the test sees the literal it looks for
+    assert (
+      f"resnorm_jax/model/variants/{module}.py" in files
+    )  # the test sees the literal it looks for
 
 
 def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
   from configs import base
-  from resnorm_jax import checkpoint
+  from resnorm_jax.train import checkpoint
 
-  fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+  fields = {f.name for f in dataclasses.fields(ModelConfig)}
   model = base.get_config().model
+  assert fields <= set(model)  # every field's default is configs/base.py's
+  assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(ModelConfig))
   keys = variants.keys()
   assert {"mixln_post_fraction", "hyperconn_rate", "hyperconn_dynamic", "ngpt_alpha_init"} <= set(
     keys
   )
   for name, key in keys.items():
-    assert fields[name] == key.default, name
+    assert name in fields, name
     assert model[name] == key.default, name
     # A checkpoint written before the variant existed resumes with the key at its default.
     assert checkpoint.ADDED_KEYS[f"model.{name}"] == key.default, name

@@ -1,5 +1,5 @@
 """gs:// workdirs and data folders: everything a run writes and reads itself goes through
-etils.epath (resnorm_jax.fs), so a URL reaches the GCS filesystem unmangled (never
+etils.epath (resnorm_jax.data.fs), so a URL reaches the GCS filesystem unmangled (never
 os.path.abspath'd into a local 'gs:/...' folder). Here fsspec's `gs` protocol is a local folder
 (no network): the same code path as on GCS up to the filesystem. Local workdirs take the same
 code in every training test.
@@ -20,9 +20,11 @@ from etils import epath
 from fsspec.implementations.local import LocalFileSystem
 
 from configs import smoke
-from resnorm_jax import checkpoint as ckpt_lib
-from resnorm_jax import cli, data, hparams, prepare, shards, writers
-from resnorm_jax import tokenizer as tok_lib
+from resnorm_jax.config import cli
+from resnorm_jax.data import corpora, prepare, token_files
+from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import hparams, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,33 +89,33 @@ def _cfg(path, val_path=""):
 
 def test_a_gs_data_folder_is_read_through_a_checked_local_copy(fake_gcs, monkeypatch):
   manifest = _prepare_bytes(fake_gcs / "bucket/data")
-  monkeypatch.setenv(data.CACHE_ENV, str(fake_gcs / "cache"))
-  local = data.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 384, 32)
-  remote = data.load_corpus(_cfg("gs://bucket/data"), 384, 32)
+  monkeypatch.setenv(corpora.CACHE_ENV, str(fake_gcs / "cache"))
+  local = corpora.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 384, 32)
+  remote = corpora.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   np.testing.assert_array_equal(np.asarray(remote.train), np.asarray(local.train))
   np.testing.assert_array_equal(np.asarray(remote.val), np.asarray(local.val))
   assert remote.split["manifest"]["folder"] == "gs://bucket/data"  # where it came from
   copy = fake_gcs / "cache" / manifest["fingerprint"]
   assert sorted(p.name for p in copy.iterdir()) == sorted(
-    [e["file"] for e in shards.listed_files(manifest)] + ["manifest.json"]
+    [e["file"] for e in token_files.listed_files(manifest)] + ["manifest.json"]
   )
   vocab = manifest["tokenizer"]["vocab_size"]
-  assert data.manifest_vocab_size(_cfg("gs://bucket/data"))[0] == vocab
-  glob = data.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 384, 32)  # a glob inside it
+  assert corpora.manifest_vocab_size(_cfg("gs://bucket/data"))[0] == vocab
+  glob = corpora.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 384, 32)  # a glob inside it
   assert len(glob.train) == len(local.train)
   # A damaged file in the bucket is refused, not copied; a folder without a manifest is named.
   (copy / manifest["splits"]["val"]["shards"][0]["file"]).unlink()
   (fake_gcs / "bucket/data" / manifest["splits"]["val"]["shards"][0]["file"]).write_bytes(b"x")
-  with pytest.raises(data.DataError, match="does not match the sha256"):
-    data.load_corpus(_cfg("gs://bucket/data"), 384, 32)
+  with pytest.raises(corpora.DataError, match="does not match the sha256"):
+    corpora.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   assert not list(copy.glob("*.tmp"))
   (fake_gcs / "bucket/other").mkdir()
-  with pytest.raises(data.DataError, match=r"'gs://bucket/other' has no manifest.json"):
-    data.load_corpus(_cfg("gs://bucket/other"), 384, 32)
+  with pytest.raises(corpora.DataError, match=r"'gs://bucket/other' has no manifest.json"):
+    corpora.load_corpus(_cfg("gs://bucket/other"), 384, 32)
   c = smoke.get_config()
   c.data.source, c.data.path, c.model.vocab_size = "tokens", "gs://bucket/other", 0
-  with pytest.raises(data.DataError, match=r"data.path='gs://bucket/other' has none"):
-    data.resolve_vocab_size(c.data, 0)
+  with pytest.raises(corpora.DataError, match=r"data.path='gs://bucket/other' has none"):
+    corpora.resolve_vocab_size(c.data, 0)
 
 
 def test_truncation_on_resume_keeps_the_file_mode(tmp_path):
@@ -167,14 +169,14 @@ def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs
   """Train from a gs:// data folder into a gs:// workdir, then resume it longer: config.json,
   summary.json, metrics.jsonl, the TensorBoard curves and hparams all land in the bucket,
   nothing in the working directory, and the staging folders are gone."""
-  from resnorm_jax import loop
+  from resnorm_jax.train import loop
 
   _prepare_bytes(fake_gcs / "bucket/data")
   cwd, tmp = fake_gcs / "cwd", fake_gcs / "tmp"
   cwd.mkdir(), tmp.mkdir()
   monkeypatch.chdir(cwd)
   monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-  monkeypatch.setenv(data.CACHE_ENV, str(fake_gcs / "cache"))
+  monkeypatch.setenv(corpora.CACHE_ENV, str(fake_gcs / "cache"))
 
   class BucketFolderCheckpointer(ckpt_lib.Checkpointer):
     """Orbax on the bucket's local folder: TensorStore's GCS driver cannot use the stand-in."""

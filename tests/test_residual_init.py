@@ -1,4 +1,5 @@
-"""Tests for resnorm_jax.residual and resnorm_jax.initializers: formulas, constants, overrides.
+"""Tests for resnorm_jax.model.residual and resnorm_jax.model.initializers: formulas, constants,
+overrides.
 
 Model-level checks build tiny Transformers from the base config schema, so the depth
 constants are resolved exactly as in a run (model_config_from).
@@ -13,9 +14,9 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config, tiny_model
-from resnorm_jax import residual as residual_lib
-from resnorm_jax.initializers import InitRule
-from resnorm_jax.model import Transformer
+from resnorm_jax.model import residual as residual_lib
+from resnorm_jax.model.initializers import InitRule
+from resnorm_jax.model.transformer import Transformer
 
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
 

@@ -13,9 +13,10 @@ import time
 import pytest
 
 from configs import smoke
-from resnorm_jax import cli, loop, setup
-from resnorm_jax import workdir as workdir_lib
-from resnorm_jax.writers import MetricWriter
+from resnorm_jax.config import cli
+from resnorm_jax.train import loop, run_setup
+from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.writers import MetricWriter
 
 
 class _Rows:
@@ -112,7 +113,7 @@ def test_non_finite_config_values_are_refused_naming_the_key(key, value):
   config = smoke.get_config()
   config.update_from_flattened_dict({key: value})
   with pytest.raises(ValueError, match=rf"{key}=(inf|-inf|nan) must be a finite number"):
-    setup.validate(config)
+    run_setup.validate(config)
 
 
 def test_a_missing_config_file_is_one_line_and_exit_2(capsys):

@@ -10,8 +10,11 @@ import sys
 import pytest
 
 from configs.base import get_config as base_config
-from resnorm_jax import cli, same_experiment, sweep_grid
-from resnorm_jax.same_experiment import CHECKPOINT, CHECKPOINT_STATE, SWEEP, WORKDIR
+from resnorm_jax.config import cli, same_experiment
+from resnorm_jax.config.same_experiment import CHECKPOINT_STATE, SWEEP, WORKDIR
+from resnorm_jax.data import fs
+from resnorm_jax.tools import sweep_grid
+from resnorm_jax.train.checkpoint import CHECKPOINT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Committed finished sweep points, one per shape of record: written before the move of
@@ -146,7 +149,7 @@ def test_added_defaults_come_from_the_schema():
   schema = same_experiment.flatten(base_config().to_dict())
   assert dict(SWEEP.added) == schema
   assert dict(WORKDIR.added) == {k: v for k, v in schema.items() if k != "name"}
-  from resnorm_jax import variants
+  from resnorm_jax.model import variants
 
   listed = {f"model.{n}" for n in variants.keys()} | set(same_experiment.CHECKPOINT_ADDED)
   assert set(CHECKPOINT.added) == listed
@@ -179,8 +182,8 @@ def test_committed_finished_points_stay_finished_and_resumable(run):
   """The point's config today (its sweep_point.json, moved keys renamed): the sweep skips the
   run, a rerun in its workdir continues it, and a checkpoint it had written would resume."""
   workdir = os.path.join(ROOT, run)
-  point_file = sweep_grid.read_json(os.path.join(workdir, sweep_grid.POINT_FILE))
-  recorded = sweep_grid.read_json(os.path.join(workdir, "config.json"))
+  point_file = fs.read_json(os.path.join(workdir, sweep_grid.POINT_FILE))
+  recorded = fs.read_json(os.path.join(workdir, "config.json"))
   overrides = cli.renamed_moved_keys(point_file["overrides"])
   point = sweep_grid.Point(point_file["name"], point_file["config"], overrides, 0)
   expected = sweep_grid.resolve(point, {}, None)[1]
@@ -199,7 +202,7 @@ def test_committed_finished_points_stay_finished_and_resumable(run):
 @pytest.mark.slow  # a process
 def test_the_schema_and_the_comparison_need_no_jax():
   code = (
-    "import sys; from resnorm_jax import same_experiment as s; "
+    "import sys; from resnorm_jax.config import same_experiment as s; "
     "s.changed_keys({}, {}, s.SWEEP); dict(s.WORKDIR.added); "
     "assert 'jax' not in sys.modules, 'jax imported'"
   )

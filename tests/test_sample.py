@@ -1,4 +1,4 @@
-"""experiments.sample and resnorm_jax.generate: a run's config rebuilt from config.json, its
+"""experiments.sample and resnorm_jax.tools.generate: a run's config rebuilt from config.json, its
 tokenizer, a read-only restore of a sharded checkpoint onto one device, the fixed-window
 sampler against a direct forward pass, and the command end to end on a tiny trained run."""
 
@@ -11,7 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from resnorm_jax import generate, setup
+from resnorm_jax.tools import generate
+from resnorm_jax.train import run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = os.path.join(ROOT, "docs", "deepnet_panel", "runs", "prenorm-L96-invsqrt-w200")
@@ -40,7 +41,7 @@ def test_no_config_or_no_checkpoint_is_a_clear_error(tmp_path):
   shutil.copy(os.path.join(COMMITTED, "config.json"), tmp_path / "config.json")
   config, _ = generate.run_config(str(tmp_path))
   config.model.num_layers = 2
-  run = setup.build(config, jax.devices()[:1])
+  run = run_setup.build(config, jax.devices()[:1])
   with pytest.raises(ValueError, match="has no checkpoint"):
     generate.restore(str(tmp_path), run)
 
@@ -56,7 +57,7 @@ def test_bytes_tokenizer_round_trip_with_the_separator():
 
 def test_bpe_tokenizer_from_a_prepared_folder(tmp_path):
   """A prepared folder's manifest names tokenizer.json: encode and decode with it."""
-  from resnorm_jax import tokenizer as tok_lib
+  from resnorm_jax.data import tokenizer as tok_lib
 
   texts = ["the cat sat on the mat. " * 20, "a dog ate the cat food. " * 20]
   tok = tok_lib.Tokenizer("train:300", tok_lib.train_bpe(texts, 300))
@@ -83,7 +84,7 @@ def test_greedy_window_sampler_matches_a_direct_forward_pass():
   config = _smoke_config()
   config.train.seq_len = 8
   config.model.vocab_size = 384  # a table padded past the tokenizer's 257 ids
-  run = setup.build(config, jax.devices()[:1])
+  run = run_setup.build(config, jax.devices()[:1])
   state = run.init_state()
   tok = generate.RunTokenizer("bytes", 257, 256)
   sampler = generate.Sampler(run, state, tok)
@@ -109,11 +110,11 @@ def test_greedy_window_sampler_matches_a_direct_forward_pass():
 def test_a_sharded_checkpoint_restores_onto_one_device(tmp_path):
   """A state saved sharded over 8 (fake) devices with the run's checkpointer reads back
   onto one device unchanged; nothing in ckpt/ is moved or added."""
-  from resnorm_jax import checkpoint as ckpt_lib
+  from resnorm_jax.train import checkpoint as ckpt_lib
 
   config = _smoke_config()
   config.mesh.fsdp, config.mesh.data = -1, 1  # parameters sharded over all 8 devices
-  sharded = setup.build(config)
+  sharded = run_setup.build(config)
   assert len(sharded.mesh.devices.flat) == 8
   state = sharded.init_state()
   c = ckpt_lib.Checkpointer(str(tmp_path / "ckpt"), async_save=False)
@@ -123,7 +124,7 @@ def test_a_sharded_checkpoint_restores_onto_one_device(tmp_path):
   (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
   before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
   one, _ = generate.run_config(str(tmp_path))
-  single = setup.build(one, jax.devices()[:1])
+  single = run_setup.build(one, jax.devices()[:1])
   restored, step = generate.restore(str(tmp_path), single)
   assert step == 0
   for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(restored.params), strict=True):

@@ -6,8 +6,8 @@ import collections
 import numpy as np
 import pytest
 
-from resnorm_jax import batches
-from resnorm_jax.shards import DataError
+from resnorm_jax.data import batches
+from resnorm_jax.data.token_files import DataError
 
 
 @pytest.mark.parametrize("domain", [1, 2, 3, 7, 64, 1000, 4099])
@@ -82,21 +82,21 @@ def test_an_unknown_sampler_is_refused_naming_the_choices():
 
 def test_a_config_with_an_unknown_sampler_is_refused_before_any_device():
   from configs import smoke
-  from resnorm_jax import setup
+  from resnorm_jax.train import run_setup
 
   c = smoke.get_config()
   c.data.sampling = "shuffle"
   with pytest.raises(ValueError, match=r"data.sampling='shuffle' is not one of random, epoch"):
-    setup.validate(c, vocab_size=256, platform="cpu")
+    run_setup.validate(c, vocab_size=256, platform="cpu")
 
 
 def test_a_prepared_folder_trained_two_epochs_sees_every_window_once_per_epoch(tmp_path):
   """The batch source the loop uses, on a folder made by prepare_data (bytes)."""
   import types
 
-  from resnorm_jax import data as data_lib
-  from resnorm_jax import prepare
-  from resnorm_jax import tokenizer as tok_lib
+  from resnorm_jax.data import corpora as data_lib
+  from resnorm_jax.data import prepare
+  from resnorm_jax.data import tokenizer as tok_lib
 
   text = tmp_path / "doc.txt"
   text.write_bytes(b"".join(b"line %d of a small corpus\n" % i for i in range(2000)))
@@ -135,7 +135,7 @@ def test_a_run_with_the_epoch_sampler_resumes_to_the_uninterrupted_losses(tmp_pa
   pure function of (seed, step)."""
   import sys
 
-  from resnorm_jax.writers import read_metrics
+  from resnorm_jax.train.writers import read_metrics
 
   def train(workdir, steps):
     r = run_script(

@@ -1,4 +1,4 @@
-"""Figures over seeds (resnorm_jax/plots.py: run_record, plot_seed_bands, plot_seed_lines and
+"""Figures over seeds (resnorm_jax/tools/plots.py: run_record, plot_seed_bands, plot_seed_lines and
 scripts/plot_curves.py --seeds): the periodic eval is told from the end-of-run eval, runs
 that differ only in their seed are one arm, every run gets its variant's colour."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from resnorm_jax import plots
+from resnorm_jax.tools import plots
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -15,14 +15,14 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from configs import base
-from resnorm_jax import batches as batches_lib
-from resnorm_jax import data as data_lib
-from resnorm_jax import model_def as mdl
-from resnorm_jax import optim
-from resnorm_jax import sharding as shard_lib
-from resnorm_jax import train_step as ts
-from resnorm_jax.config_types import model_config_from
-from resnorm_jax.model import Transformer
+from resnorm_jax.data import batches as batches_lib
+from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.model.transformer import Transformer
+from resnorm_jax.train import optim
+from resnorm_jax.train import sharding as shard_lib
+from resnorm_jax.train import train_step as ts
 
 STEPS = 3
 # float32: sharded matmuls and all-reduces sum in another order than one device; observed

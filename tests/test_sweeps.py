@@ -15,10 +15,16 @@ import time
 import numpy as np
 import pytest
 
-from resnorm_jax import outcome, sweep_grid, sweep_results, sweep_runner
-from resnorm_jax import plots as plot_curves
+from resnorm_jax.config.same_experiment import SWEEP, changed_keys
+from resnorm_jax.tools import plots as plot_curves
+from resnorm_jax.tools import sweep_grid, sweep_results, sweep_runner
+from resnorm_jax.train import outcome
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _changed(recorded, expected) -> list[str]:
+  return changed_keys(recorded, expected, SWEEP)
 
 
 def _fake_run(workdir, summary: dict, config: dict | None = None, point: dict | None = None):
@@ -83,25 +89,25 @@ def test_changed_keys_compares_only_what_results_depend_on(monkeypatch):
   point = sweep_grid.parse_points([{"config": "configs/postnorm_96L.py"}])[0]
   _, expected = sweep_grid.resolve(point, {}, None)
   recorded = json.loads(json.dumps(expected))
-  assert sweep_grid.changed_keys(recorded, expected) == []
+  assert _changed(recorded, expected) == []
   recorded["train"]["log_every"] += 1  # logging only
   recorded["diag"]["per_layer"] = not recorded["diag"]["per_layer"]
   recorded["data_split"] = {"train_tokens": 5}  # what the run adds
-  assert sweep_grid.changed_keys(recorded, expected) == []
+  assert _changed(recorded, expected) == []
   # A key added to the schema after the run: unchanged while it keeps its default.
   del recorded["train"]["final_eval_tokens"]
-  assert sweep_grid.changed_keys(recorded, expected) == []
+  assert _changed(recorded, expected) == []
   bigger = json.loads(json.dumps(expected))
   bigger["train"]["final_eval_tokens"] *= 2
-  assert sweep_grid.changed_keys(recorded, bigger) == ["train.final_eval_tokens"]
+  assert _changed(recorded, bigger) == ["train.final_eval_tokens"]
   recorded["train"]["seq_len"] += 1
-  assert sweep_grid.changed_keys(recorded, expected) == ["train.seq_len"]
+  assert _changed(recorded, expected) == ["train.seq_len"]
   recorded["train"]["seq_len"] -= 1
   # A key that moved: read at its new place.
   recorded["train"]["old_steps"] = recorded["train"].pop("steps")
-  assert sweep_grid.changed_keys(recorded, expected) == ["train.old_steps", "train.steps"]
+  assert _changed(recorded, expected) == ["train.old_steps", "train.steps"]
   monkeypatch.setitem(sweep_grid.MOVED_KEYS, "train.old_steps", "train.steps")
-  assert sweep_grid.changed_keys(recorded, expected) == []
+  assert _changed(recorded, expected) == []
 
 
 def test_make_slots_pins_disjoint_cores():
@@ -454,7 +460,7 @@ SHIPPED_GRIDS = sorted(
 def test_every_shipped_grid_point_is_a_valid_run(grid):
   """Each grid in configs/sweeps/ loads, and every point's config with its overrides passes
   the device-free checks a run does before compiling (`sweep_grid.resolve` calls
-  `setup.validate`: keys, model choices, train settings, optimizer and schedule)."""
+  `run_setup.validate`: keys, model choices, train settings, optimizer and schedule)."""
   points = sweep_grid.load_grid(os.path.join(ROOT, grid))
   assert points, f"{grid} has no points"
   for point in points:
@@ -471,20 +477,20 @@ def test_every_shipped_grid_point_is_a_valid_run(grid):
   ],
 )
 def test_validate_refuses_a_bad_point_before_any_device(key, value, message):
-  """The shipped-grid check above calls `setup.validate`, the same function `setup.build`
+  """The shipped-grid check above calls `run_setup.validate`, the same function `run_setup.build`
   starts with: a model, train or optimizer error in a grid point is caught there."""
   from configs import base
-  from resnorm_jax import setup
+  from resnorm_jax.train import run_setup
 
   config = base.get_config()
   config.opt.schedule = "linear"  # so that warmup >= steps is refused
   assert (
-    setup.validate(config, vocab_size=256, platform="cpu").num_layers == config.model.num_layers
+    run_setup.validate(config, vocab_size=256, platform="cpu").num_layers == config.model.num_layers
   )
   section, name = key.split(".")
   config[section][name] = value
   with pytest.raises(ValueError, match=message):
-    setup.validate(config, vocab_size=256, platform="cpu")
+    run_setup.validate(config, vocab_size=256, platform="cpu")
 
 
 # ------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from resnorm_jax import cli
+from resnorm_jax.config import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AXES = ("norm", "norm_position", "residual", "block", "init", "num_layers", "d_model", "lr")
@@ -274,7 +274,7 @@ def test_resume_command_replaces_the_workdir():
 
 def test_run_hparams_are_the_config_axes():
   from configs import base
-  from resnorm_jax import hparams
+  from resnorm_jax.train import hparams
 
   config = base.get_config()
   config.model.norm_position = "pre"
@@ -288,7 +288,7 @@ def test_run_hparams_are_the_config_axes():
 def test_end_line_names_each_eval_beside_its_own_best_and_baseline():
   """'best' is on the periodic eval set, next to the last periodic eval, not next to the
   end-of-run eval (a larger set: its loss can be above the periodic best)."""
-  from resnorm_jax import loop
+  from resnorm_jax.train import loop
 
   summary = {
     "status": "completed",

@@ -50,7 +50,7 @@ def test_workdir_contract(smoke_run):
   for name in ("config.json", "metrics.jsonl", "summary.json"):
     assert os.path.isfile(os.path.join(workdir, name)), name
   # TensorBoard events straight in the workdir (the run is listed by its folder name), and
-  # the HParams file of resnorm_jax.hparams beside them.
+  # the HParams file of resnorm_jax.train.hparams beside them.
   assert glob.glob(os.path.join(workdir, "events.out.tfevents.*"))
   assert len(glob.glob(os.path.join(workdir, "events.out.tfevents.*.hparams"))) == 1
   assert not os.path.exists(os.path.join(workdir, "tb"))
@@ -161,7 +161,7 @@ def test_divergence_is_a_result(tmp_path):
 @pytest.mark.parametrize("name", NAMED)
 def test_named_configs_resolve(name):
   """Every named experiment builds its model config at every scale."""
-  from resnorm_jax.config_types import model_config_from
+  from resnorm_jax.model.config_types import model_config_from
 
   for arg in (None, "paper", "smoke"):
     config = load_config(name, arg)
@@ -220,7 +220,7 @@ def test_required_configs_exist():
 )
 def test_named_config_smoke_runs(name, tmp_path):
   """The named configs' wiring runs end to end at smoke scale (in process, fast)."""
-  from resnorm_jax import loop
+  from resnorm_jax.train import loop
 
   summary = loop.run(load_config(name, "smoke"), str(tmp_path))
   assert summary["status"] == "completed" and math.isfinite(summary["final_eval_loss"])
@@ -276,8 +276,8 @@ def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
 def test_an_error_after_restore_closes_the_checkpointer_and_keeps_the_run(tmp_path, monkeypatch):
   """A failure after the checkpoint is restored (here: the step's compilation) still closes
   the async checkpointer (the loop's ExitStack), and the earlier checkpoint survives it."""
-  from resnorm_jax import checkpoint as ckpt_lib
-  from resnorm_jax import loop, setup
+  from resnorm_jax.train import checkpoint as ckpt_lib
+  from resnorm_jax.train import loop, run_setup
 
   config = load_config("postnorm_96L", "smoke")
   first = loop.run(config, str(tmp_path))  # 6 steps, checkpointed
@@ -289,7 +289,7 @@ def test_an_error_after_restore_closes_the_checkpointer_and_keeps_the_run(tmp_pa
   def failing_compile(self):
     raise RuntimeError("compilation failed on purpose")
 
-  monkeypatch.setattr(setup.RunSetup, "compile_step", failing_compile)
+  monkeypatch.setattr(run_setup.RunSetup, "compile_step", failing_compile)
   config.train.steps = 9  # a longer run resumes from step 6 and then fails to compile
   with pytest.raises(RuntimeError, match="on purpose"):
     loop.run(config, str(tmp_path))

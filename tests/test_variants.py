@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config, tiny_model
-from resnorm_jax import config_types, initializers, variants
-from resnorm_jax import norms as norms_lib
-from resnorm_jax.model import Transformer
+from resnorm_jax.model import config_types, initializers, variants
+from resnorm_jax.model import norms as norms_lib
+from resnorm_jax.model.transformer import Transformer
 
 # The axes' values as the library lists them (a value added to the library joins the grid).
 # The original values (configs/base.py's comments) run as the fast tier's full product; every

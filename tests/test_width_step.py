@@ -12,9 +12,11 @@ import sys
 import pytest
 
 from configs import base
-from resnorm_jax import data, loop, prepare, setup, sweep_grid
-from resnorm_jax import tokenizer as tok_lib
-from resnorm_jax.config_types import model_config_from
+from resnorm_jax.data import corpora, prepare
+from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.tools import sweep_grid
+from resnorm_jax.train import loop, run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -52,7 +54,7 @@ def test_wide_scale_shape_and_data(name):
   assert m.remat == ("full" if m.num_layers > 24 else "none")
   assert c.name.endswith("-wide") and m.dtype == "float32"
   assert model_config_from(c).vocab_size == 4096
-  setup.validate(c)  # every device-free check of a run, the folder absent or not
+  run_setup.validate(c)  # every device-free check of a run, the folder absent or not
 
 
 def test_wide_data_is_made_by_its_recipe_and_ignored_by_git():
@@ -72,7 +74,7 @@ def test_wide_data_is_made_by_its_recipe_and_ignored_by_git():
 def test_stdlib_input_reads_the_stdlib_corpus_files():
   """--input=stdlib: the files data.source=stdlib reads, one document each."""
   source, documents = prepare.stdlib_documents()
-  corpus = data.load_corpus(base.get_config().data, 256, 128)
+  corpus = corpora.load_corpus(base.get_config().data, 256, 128)
   assert f"({source['files']} files;" in corpus.description
   assert source["input"] == "stdlib" and source["bytes"] == len(corpus.train) + len(corpus.val)
   first = next(documents())
@@ -83,13 +85,13 @@ def test_a_missing_folder_names_the_path_and_the_command(tmp_path):
   c = _config("postnorm_96L")
   missing = str(tmp_path / "stdlib_bpe4096")
   c.data.path = missing
-  with pytest.raises(data.DataError) as e:
-    data.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
+  with pytest.raises(corpora.DataError) as e:
+    corpora.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
   assert f"data.path={missing!r} does not exist" in str(e.value)
   assert f"--input=stdlib --tokenizer=train:4096 --val_fraction=0.1 --out={missing}" in str(e.value)
   c.data.path = str(tmp_path / "other")  # no recipe of that name: what to give instead
-  with pytest.raises(data.DataError, match="does not exist: give a folder made by"):
-    data.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
+  with pytest.raises(corpora.DataError, match="does not exist: give a folder made by"):
+    corpora.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
 
 
 def test_a_missing_folder_is_refused_before_compiling(tmp_path, monkeypatch):
@@ -99,11 +101,11 @@ def test_a_missing_folder_is_refused_before_compiling(tmp_path, monkeypatch):
     raise AssertionError("compiled before the data was checked")
 
   for name in ("compile_step", "compile_eval", "init_state"):
-    monkeypatch.setattr(setup.RunSetup, name, never)
+    monkeypatch.setattr(run_setup.RunSetup, name, never)
   c = _config("postnorm_96L")
   c.model.num_layers = 2
   c.data.path = str(tmp_path / "stdlib_bpe4096")
-  with pytest.raises(data.DataError, match="make it with: python -m experiments.prepare_data"):
+  with pytest.raises(corpora.DataError, match="make it with: python -m experiments.prepare_data"):
     loop.run(c, str(tmp_path / "run"))
   assert not (tmp_path / "run").exists()
 

@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
-from resnorm_jax import cli, same_experiment
-from resnorm_jax import workdir as workdir_lib
+from resnorm_jax.config import cli, same_experiment
+from resnorm_jax.train import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Holds the lock of argv[1] until its stdin closes.
 HOLDER = """
 import sys
-from resnorm_jax import workdir
+from resnorm_jax.train import workdir
 with workdir.hold(sys.argv[1]):
   print("held", flush=True)
   sys.stdin.read()

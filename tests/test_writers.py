@@ -1,4 +1,4 @@
-"""Tests for resnorm_jax.writers and depth_profile: lists per layer, old files, resume
+"""Tests for resnorm_jax.train.writers and depth_profile: lists per layer, old files, resume
 truncation, disabled writers, and what lands in the TensorBoard event files."""
 
 import glob
@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from resnorm_jax import depth_profile, writers
+from resnorm_jax.train import depth_profile, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -245,7 +245,7 @@ def test_hparams_file_carries_the_compare_scalars(tmp_path):
   HParams table shows the first five metrics); a run that never escaped has no escape step."""
   from tensorboard.backend.event_processing import event_accumulator
 
-  from resnorm_jax import hparams
+  from resnorm_jax.train import hparams
 
   summary = {
     "status": "completed",
@@ -389,7 +389,7 @@ def test_hparams_survive_resumes(tmp_path):
   """A resumed run deleted its earlier hparams file when its writer opened: killed again, or
   unable to write its own, it left the HParams dashboard without the run. Now every state of
   the run folder holds exactly one valid session, the latest segment's."""
-  from resnorm_jax import hparams
+  from resnorm_jax.train import hparams
 
   hp = {"norm": "layernorm", "num_layers": 12, "lr": 1e-3, "outcome": "interrupted"}
   summary = {"status": "interrupted", "steps": 40, "final_eval_loss": 2.7, "best_eval_loss": 2.7}
@@ -428,7 +428,7 @@ def test_an_hparams_write_error_keeps_the_earlier_session(tmp_path, monkeypatch,
   from ml_collections import ConfigDict
 
   from configs import smoke
-  from resnorm_jax import hparams
+  from resnorm_jax.train import hparams
 
   config = ConfigDict(smoke.get_config().to_dict())
   _segment(tmp_path, 0, 20, resume=False)

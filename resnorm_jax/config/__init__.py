@@ -1,0 +1,2 @@
+"""Configs: the command line's config file and overrides (cli), and whether two configs are the
+same experiment (same_experiment). Imports no other subpackage at module level."""

@@ -1,0 +1,120 @@
+"""Local paths and URLs (gs://...) through one layer, etils.epath: everything a run writes and
+reads itself (metrics.jsonl, TensorBoard events, config.json, summary.json, a prepared data
+folder), so a gs:// workdir or data folder needs no mount and never becomes a local `gs:/...`.
+
+An object store replaces an object whole and has no append: a file that grows as the run goes
+(metrics.jsonl, TensorBoard's event files) is written in a local staging folder and uploaded
+whole by `Staging.sync` (at intervals, before each checkpoint, at the end), as TensorFlow's own
+GCS file does. A local workdir is written in place, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from etils import epath
+
+COPY_CHUNK = 1 << 24  # bytes per read when copying between filesystems
+
+
+def read_json(path: str | os.PathLike) -> Any:
+  """The content of a JSON file (local or gs://), or None when it is missing or unreadable."""
+  try:
+    return json.loads(epath.Path(path).read_text())
+  except (OSError, ValueError):
+    return None
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+  """A URL (gs://bucket/..., s3://...) rather than a local path."""
+  return "://" in os.fspath(path)
+
+
+def unique_suffix() -> str:
+  """`<host>.<pid>`: temporary names that two hosts writing one shared folder never share."""
+  return f"{socket.gethostname()}.{os.getpid()}"
+
+
+def replace_text(path: str, text: str) -> None:
+  """Replaces a file's text so a reader never sees half of it; a local file keeps its mode."""
+  dest = epath.Path(path)
+  if is_remote(path):
+    dest.write_text(text)  # an object is replaced whole: readers see the old or the new
+    return
+  tmp = dest.with_name(f".{dest.name}.{unique_suffix()}.tmp")
+  tmp.write_text(text)
+  if dest.exists():
+    shutil.copymode(dest, tmp)  # a temporary file is 0600 or the umask's; keep the original's
+  tmp.replace(dest)
+
+
+def copy_file(src: str, dest: str) -> None:
+  """Copies one file between any two filesystems, streamed."""
+  with epath.Path(src).open("rb") as f, epath.Path(dest).open("wb") as g:
+    shutil.copyfileobj(f, g, COPY_CHUNK)
+
+
+class Staging:
+  """A local folder mirrored into `dest` (a URL): `sync()` uploads each file changed since the
+  last sync, whole; `close()` syncs and removes the local folder. Files already in `dest` are
+  left alone (another segment's event files); `pull(name)` brings one down to append to."""
+
+  def __init__(self, dest: str):
+    self.dest = epath.Path(dest)
+    self.local = tempfile.mkdtemp(prefix="resnorm_staging_")
+    self._sent: dict[str, tuple[int, int]] = {}
+    self._made = False
+
+  def pull(self, name: str) -> bool:
+    """Copies dest/name into the staging folder if it exists; returns whether it did."""
+    src = self.dest / name
+    if not src.exists():
+      return False
+    copy_file(os.fspath(src), os.path.join(self.local, name))
+    self._sent[name] = self._stamp(name)  # already there: nothing to upload yet
+    return True
+
+  def _stamp(self, name: str) -> tuple[int, int]:
+    st = os.stat(os.path.join(self.local, name))
+    return st.st_size, st.st_mtime_ns
+
+  def sync(self) -> None:
+    """Uploads every file that changed since the last sync."""
+    if not self._made:
+      self.dest.mkdir(parents=True, exist_ok=True)
+      self._made = True
+    for name in sorted(os.listdir(self.local)):
+      stamp = self._stamp(name)
+      if self._sent.get(name) != stamp:
+        copy_file(os.path.join(self.local, name), os.fspath(self.dest / name))
+        self._sent[name] = stamp
+
+  def close(self) -> None:
+    """Syncs, then removes the staging folder (also when the upload fails)."""
+    try:
+      self.sync()
+    finally:
+      shutil.rmtree(self.local, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def writable_folder(dest: str) -> Iterator[str]:
+  """A local folder to write into: `dest` itself, or for a URL a staging folder uploaded on exit."""
+  if not is_remote(dest):
+    os.makedirs(dest, exist_ok=True)
+    yield dest
+    return
+  staging = Staging(dest)
+  try:
+    yield staging.local
+  except BaseException:
+    shutil.rmtree(staging.local, ignore_errors=True)
+    raise
+  staging.close()

@@ -1,0 +1,126 @@
+"""Causal multi-head self-attention with optional QK-norm and RoPE.
+
+Legend: B batch, T query time, S key time, D model width, H heads, K head dim.
+Softmax is computed in float32 whatever the compute dtype.
+
+Two implementations of the same formula (`model.attention`, resolved in config_types):
+`dense` (this file's einsums: the [B, H, T, S] probabilities are materialised and kept for
+the backward pass) and `jax.nn.dot_product_attention` with `implementation='xla'` (the same
+materialised formula, written by JAX) or `'cudnn'` (cuDNN flash attention on a GPU: the
+probabilities are never stored, bfloat16/float16 only).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from resnorm_jax.model import variants
+from resnorm_jax.model.config_types import ModelConfig
+from resnorm_jax.model.initializers import InitRule
+from resnorm_jax.model.layers import Dense
+from resnorm_jax.model.norms import RMSNorm, config_norm
+
+
+def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
+  """(sin, cos) of shape [T, K/2] for rotary position embeddings."""
+  inv = base ** (-jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)
+  ang = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * inv[None, :]
+  return jnp.sin(ang), jnp.cos(ang)
+
+
+def apply_rope(x_BxTxHxK: jax.Array, sin_TxK2: jax.Array, cos_TxK2: jax.Array) -> jax.Array:
+  """Rotates channel pairs (first half, second half) by position-dependent angles."""
+  x = x_BxTxHxK.astype(jnp.float32)
+  x1, x2 = jnp.split(x, 2, axis=-1)
+  s, c = sin_TxK2[None, :, None, :], cos_TxK2[None, :, None, :]
+  out = jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+  return out.astype(x_BxTxHxK.dtype)
+
+
+@jax.custom_vjp
+def softmax(x: jax.Array) -> jax.Array:
+  """jax.nn.softmax over the last axis; the backward pass needs only the output.
+
+  Autodiff of the formula saves exp(x), the sums and their powers as well; saving only the
+  probabilities cuts the attention memory kept per layer. Same forward values.
+  """
+  return jax.nn.softmax(x, axis=-1)
+
+
+def _softmax_fwd(x):
+  y = jax.nn.softmax(x, axis=-1)
+  return y, y
+
+
+def _softmax_bwd(y, g):
+  return (y * (g - (g * y).sum(-1, keepdims=True)),)
+
+
+softmax.defvjp(_softmax_fwd, _softmax_bwd)
+
+
+class Attention(nnx.Module):
+  """softmax(Q K^T / sqrt(K) + causal mask) V, then the output projection."""
+
+  def __init__(self, cfg: ModelConfig, rule: InitRule, rngs: nnx.Rngs):
+    d = cfg.d_model
+    self.num_heads = cfg.num_heads
+    self.head_dim = cfg.head_dim
+    self.implementation = cfg.attention  # dense | xla | cudnn
+    self.q = Dense(rngs.params(), rule, "q", (d, d), ("embed", "heads"))
+    self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
+    self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
+    self.out = Dense(rngs.params(), rule, "attn_out", (d, d), ("heads", "embed"))
+    if cfg.qk_norm:  # RMSNorm over each head's channels (OLMo-2 / Gemma 3 style)
+      self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
+      self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
+    else:
+      self.q_norm = self.k_norm = None
+    # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
+    self.sub_norm = config_norm(cfg, d) if variants.placement(cfg.norm_position).sub_norm else None
+    # A residual variant's q, k transformation (after RoPE) and softmax scale: nGPT's unit q,
+    # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
+    combine = variants.residual(cfg.residual)
+    self.ngpt = combine.qk_scale(cfg)
+    self.softmax_scale = combine.softmax_scale(cfg.head_dim)
+
+  def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
+    b, t, d = x_BxTxD.shape
+    split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
+    q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    if rope is not None:
+      sin, cos = rope
+      q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
+    if self.ngpt is not None:
+      q, k = self.ngpt(q, k)
+    if self.implementation != "dense":
+      # Scores accumulate in float32 (the XLA path asks for a float32 result; cuDNN's
+      # kernels accumulate in float32); the causal mask is built in.
+      ctx_BxTxHxK = jax.nn.dot_product_attention(
+        q, k, v, scale=self.softmax_scale, is_causal=True, implementation=self.implementation
+      )
+    else:
+      ctx_BxTxHxK = self._dense_context(q, k, v)
+    # One tail for every implementation: Sub-LN's norm is part of the model, not of a path.
+    ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
+    if self.sub_norm is not None:
+      ctx_BxTxD = self.sub_norm(ctx_BxTxD)
+    return self.out(ctx_BxTxD)
+
+  def _dense_context(self, q, k, v) -> jax.Array:
+    """softmax(Q K^T * scale + causal mask) V as einsums: [B, T, H, K]."""
+    t = q.shape[1]
+    # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
+    # XLA:CPU lays the AV product out as (P V)^T, a slow transposed matmul (measured in
+    # docs/benchmarks.md, section 1b).
+    q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k, v))
+    scores_BxHxTxS = jnp.einsum("bhtk,bhsk->bhts", q, k).astype(jnp.float32)
+    scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale
+    causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
+    scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
+    probs = softmax(scores_BxHxTxS).astype(v.dtype)
+    return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)

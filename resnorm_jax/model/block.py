@@ -1,0 +1,102 @@
+"""One decoder layer: where the norms sit and how the residuals combine.
+
+Per sub-layer F (`res` the residual rule), the placement variant (model.norm_position,
+resnorm_jax/model/variants/) says where the norms sit: h = its branch input, F(h) through its
+branch output, then res(x, F) through its stream output; e.g. post: x = N(res(x, F(x))),
+pre: x = res(x, F(N(x))).
+Parallel block (PaLM): F(h) = Attn(h) + FFN(h), one residual and one norm per slot.
+A residual variant may widen the stream (hyper-connections: n copies [B, T, n, D]); its
+module then wraps the branch: it reads a mix of the copies and writes into each.
+
+The layer index l is scan data (model.py): a placement that depends on it (LayerNorm
+scaling's factor, Mix-LN's switch) computes values carried through one scanned stack.
+
+Every layer also returns its statistics (RMS over batch, time and channels, float32):
+`stream_rms` after the layer, `<slot>_in_rms` at every norm's input and `<branch>_rms` of
+each branch output, so the scanned stack yields per-layer arrays of them.
+"""
+
+from __future__ import annotations
+
+import jax
+from flax import nnx
+
+from resnorm_jax.model import variants
+from resnorm_jax.model.attention import Attention
+from resnorm_jax.model.config_types import ModelConfig
+from resnorm_jax.model.initializers import InitRule
+from resnorm_jax.model.mlp import MLP
+from resnorm_jax.model.norms import config_norm, rms
+
+
+class Block(nnx.Module):
+  """A decoder layer built from the config's placement, residual and block axes."""
+
+  def __init__(
+    self, cfg: ModelConfig, rule: InitRule, rngs: nnx.Rngs, layer_index: jax.Array | None = None
+  ):
+    self.cfg = cfg
+    self.parallel = cfg.block == "parallel"
+    placement = variants.placement(cfg.norm_position)
+    self.attn = Attention(cfg, rule, rngs)
+    self.mlp = MLP(cfg, rule, rngs)
+
+    def norm():
+      return config_norm(cfg, cfg.d_model)
+
+    slots = ("block",) if self.parallel else ("attn", "ffn")
+    combine = variants.residual(cfg.residual)
+    self.wraps_branch = combine.wraps_branch
+    # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
+    # stream's) and `<slot>_out_norm` (on the branch output: sandwich).
+    self.norms = nnx.Dict({s: norm() for s in slots} if placement.norms else {})
+    self.out_norms = nnx.Dict({s: norm() for s in slots} if placement.out_norms else {})
+    # The residual module of each slot, as the residual variant makes it.
+    self.residuals = nnx.Dict(
+      {
+        s: combine.make(
+          cfg, slot=i, num_slots=len(slots), layer_index=layer_index, norm=norm, rngs=rngs
+        )
+        for i, s in enumerate(slots)
+      }
+    )
+
+  @property
+  def placement(self) -> variants.Placement:
+    return variants.placement(self.cfg.norm_position)
+
+  def _branch(self, slot: str, x, branch_fn, stats: dict, index):
+    """F(x) with this placement's input and output norms (not a norm of the stream)."""
+    h = self.placement.branch_input(self, slot, x, stats, index)
+    return self.placement.branch_output(self, slot, branch_fn(h, stats), stats)
+
+  def _sublayer(self, slot: str, x, branch_fn, stats: dict, index=None):
+    """One residual sub-layer at this block's placement."""
+    if self.wraps_branch:  # e.g. hyper-connections: F reads a mix of n streams
+      return self.residuals[slot](x, lambda h: self._branch(slot, h, branch_fn, stats, index))
+    f = self._branch(slot, x, branch_fn, stats, index)
+    y = self.residuals[slot](x, f)
+    return self.placement.stream_output(self, slot, x, y, stats, index)
+
+  def __call__(self, x_BxTxD: jax.Array, rope=None, index: jax.Array | None = None):
+    """(x after the layer, stats); `index` is the 0-based layer index (scan data)."""
+    stats: dict[str, jax.Array] = {}
+
+    def attn(h, st):
+      a = self.attn(h, rope)
+      st["attn_branch_rms"] = rms(a)
+      return a
+
+    def ffn(h, st):
+      f = self.mlp(h)
+      st["ffn_branch_rms"] = rms(f)
+      return f
+
+    if self.parallel:
+      both = lambda h, st: attn(h, st) + ffn(h, st)
+      x = self._sublayer("block", x_BxTxD, both, stats, index)
+    else:
+      x = self._sublayer("attn", x_BxTxD, attn, stats, index)
+      x = self._sublayer("ffn", x, ffn, stats, index)
+    stats["stream_rms"] = rms(x)
+    return x, stats

@@ -1,0 +1,211 @@
+"""The typed model config: validated once from the loose ml_collections config."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from resnorm_jax.config import same_experiment
+from resnorm_jax.model import residual as residual_lib
+from resnorm_jax.model import variants
+from resnorm_jax.model.initializers import INITS, magneto_gamma
+from resnorm_jax.model.norms import NORMS
+
+FINAL_NORMS = ("auto", "true", "false")
+BLOCKS = ("sequential", "parallel")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+EMBED_POSITIONS = ("learned", "rope")
+REMATS = ("none", "full", "dots", "dots_no_batch")
+DTYPES = ("float32", "bfloat16")
+# model.attention: `dense` (default, the einsum path every earlier run used), `fused`
+# (jax.nn.dot_product_attention: cuDNN flash attention on a GPU in bfloat16, XLA elsewhere),
+# or one implementation by name. ModelConfig holds the resolved one: dense | xla | cudnn.
+ATTENTIONS = ("dense", "fused", "xla", "cudnn")
+ATTENTION_IMPLEMENTATIONS = ("dense", "xla", "cudnn")
+
+
+def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
+  if value not in valid:
+    raise ValueError(f"{key}={value!r} is not valid; valid values: {', '.join(valid)}")
+  return value
+
+
+def _positive(key: str, value: Any) -> None:
+  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    raise ValueError(f"{key}={value!r} must be a positive integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Every model axis, resolved: no 'auto', no unset constants. No defaults here: a key the
+  config lacks (an older config.json) takes configs/base.py's, the one schema
+  (model_config_from)."""
+
+  vocab_size: int
+  num_layers: int
+  d_model: int
+  num_heads: int
+  d_ff: int
+  ffn_activation: str
+  max_seq_len: int
+  position: str
+  tie_embeddings: bool
+  qk_norm: bool
+  norm: str
+  norm_position: str
+  final_norm: bool
+  residual: str
+  block: str
+  init: str
+  norm_eps: float
+  residual_alpha: float
+  branch_scale: float
+  rezero_init: float
+  layerscale_init: float
+  init_beta: float
+  init_std: float
+  batchnorm_momentum: float
+  dyt_alpha_init: float
+  # The variants' own keys (declared with defaults and checks in resnorm_jax/model/variants/;
+  # tests/test_registry.py keeps configs/base.py's defaults equal to the declarations).
+  mixln_post_fraction: float
+  hyperconn_rate: int
+  hyperconn_dynamic: bool
+  attention: str
+  ngpt_alpha_init: float
+  remat: str
+  scan_unroll: int
+  dtype: str
+
+  @property
+  def head_dim(self) -> int:
+    return self.d_model // self.num_heads
+
+  def __post_init__(self):
+    _choice("model.norm", self.norm, NORMS)
+    variants.placement(self.norm_position)  # ValueError naming the valid placements
+    variants.residual(self.residual)  # ValueError naming the valid residuals
+    _choice("model.block", self.block, BLOCKS)
+    _choice("model.init", self.init, INITS)
+    _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
+    _choice("model.position", self.position, EMBED_POSITIONS)
+    _choice("model.attention", self.attention, ATTENTION_IMPLEMENTATIONS)
+    _choice("model.remat", self.remat, REMATS)
+    _choice("model.dtype", self.dtype, DTYPES)
+    for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
+      _positive(f"model.{key}", getattr(self, key))
+    _positive("model.scan_unroll", self.scan_unroll)
+    if self.d_model % self.num_heads:
+      raise ValueError(
+        f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}"
+      )
+    if self.position == "rope" and self.head_dim % 2:
+      raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
+    if not self.norm_eps > 0:
+      raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
+    if not 0.0 <= self.batchnorm_momentum < 1.0:
+      raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
+    variants.validate(self)  # every variant's own keys, the selected variants' checks
+
+
+def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
+  """The attention implementation `model.attention=name` means on `platform` (dense|xla|cudnn).
+
+  `fused` takes cuDNN only where its flash kernel applies (a GPU, bfloat16, a head dim that
+  is a multiple of 8 and <= 128: every GPU generation has it), XLA otherwise; `cudnn` asked
+  by name where it cannot run is refused before anything compiles.
+  """
+  _choice("model.attention", name, ATTENTIONS)
+  cudnn_ok = platform == "gpu" and dtype == "bfloat16" and head_dim % 8 == 0 and head_dim <= 128
+  if name == "fused":
+    return "cudnn" if cudnn_ok else "xla"
+  if name == "cudnn" and not cudnn_ok:
+    raise ValueError(
+      f"model.attention='cudnn' needs a GPU, model.dtype='bfloat16' and a head dim that is "
+      f"a multiple of 8 and <= 128; here platform={platform!r}, model.dtype={dtype!r}, head "
+      f"dim {head_dim}. Use model.attention='fused' (cuDNN where it applies, XLA elsewhere)"
+    )
+  return name
+
+
+def resolve_final_norm(m: Any) -> bool:
+  """model.final_norm resolved: `auto` puts a final norm before the head when a norm sits in
+  front of each branch (the placement's pre_like)."""
+  final = _choice("model.final_norm", str(m.final_norm).lower(), FINAL_NORMS)
+  if final == "auto":
+    return variants.placement(m.norm_position).pre_like
+  return final == "true"
+
+
+def model_config_from(
+  config: Any, *, vocab_size: int | None = None, platform: str | None = None
+) -> ModelConfig:
+  """Resolves `config.model` into a validated ModelConfig.
+
+  `vocab_size` (default: model.vocab_size) is the vocabulary the model is built with:
+  model.vocab_size=0 means "from the data", which the run setup resolves against the corpus
+  (train.run_setup.model_config) and passes here, so the model reads no files.
+  `platform` (default: JAX's default backend) decides what `fused` attention is.
+  """
+  m = config.model
+  if vocab_size is None:
+    vocab_size = m.vocab_size
+  if vocab_size == 0:
+    raise ValueError(
+      "model.vocab_size=0 (from the data) needs the data's vocabulary: build the model config "
+      "with resnorm_jax.train.run_setup.model_config(config), which reads it from data.*"
+    )
+  n = m.num_layers
+  _positive("model.num_layers", n)
+  # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
+  final_norm = resolve_final_norm(m)
+  alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)
+  scale = m.branch_scale if m.branch_scale is not None else residual_lib.default_branch_scale(n)
+  if m.init_beta is not None:
+    beta = m.init_beta
+  elif m.init == "magneto":
+    beta = magneto_gamma(n)
+  else:
+    beta = residual_lib.deepnorm_beta(n)
+  dtype = _get(m, "dtype")
+  attention = _get(m, "attention")
+  if attention not in ("dense", "xla") and platform is None:
+    import jax  # only to ask which backend `fused` runs on
+
+    platform = jax.default_backend()
+  heads_ok = isinstance(m.num_heads, int) and m.num_heads > 0  # else ModelConfig refuses it
+  head_dim = m.d_model // m.num_heads if heads_ok else 0
+  resolved = {
+    "vocab_size": vocab_size,
+    "final_norm": final_norm,
+    "residual_alpha": alpha,
+    "branch_scale": scale,
+    "init_beta": beta,
+    "attention": resolve_attention(attention, platform, dtype, head_dim),
+  }
+  # Every other field as the config gives it (a key absent from an older config: configs/
+  # base.py's default), cast to the field's type: one source of defaults, no hand copy.
+  fields = {}
+  for field in dataclasses.fields(ModelConfig):
+    if field.name in resolved:
+      value = resolved[field.name]
+    elif field.name in m:
+      value = m[field.name]
+    else:
+      value = same_experiment.schema_defaults()[f"model.{field.name}"]
+    fields[field.name] = _CASTS.get(field.type, _same)(value)
+  return ModelConfig(**fields)
+
+
+def _get(m: Any, key: str) -> Any:
+  """model.<key> of the config, or configs/base.py's default when an older config lacks it."""
+  return m[key] if key in m else same_experiment.schema_defaults()[f"model.{key}"]
+
+
+def _same(value: Any) -> Any:
+  return value
+
+
+# Field types (strings under `from __future__ import annotations`) whose config values are
+# cast: bools and floats from JSON or the command line (1 -> 1.0, 0 -> False).
+_CASTS = {"bool": bool, "float": float}

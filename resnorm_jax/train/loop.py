@@ -1,0 +1,695 @@
+"""The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
+
+Order of work: validate everything (config, data, mesh: setup_lib.build) before anything
+compiles; lock the workdir (one run at a time: workdir.py) and refuse another experiment or
+say a completed run has nothing to do, before anything is written; restore or initialize
+the sharded state; compile the step ahead of time (timed);
+then train: a Trainer reads the device back once per step (one step behind) and writes
+metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
+checkpointer and writers on every exit path; summary.json last. Divergence ends the run
+with status "diverged" (a result, not a crash); SIGTERM/SIGINT save at the current step and
+end with "interrupted" (with several processes, at the same step on all: preemption.py).
+An I/O fault (a full disk, a failed checkpoint save: noticed at the step after the save
+ended) ends it with status "failed": one line naming the file and the free space,
+metrics.jsonl cut back to the checkpoint it resumes from, summary.json if it can be written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from etils import epath
+from ml_collections import ConfigDict
+
+from resnorm_jax.config import cli
+from resnorm_jax.data import batches as batches_lib
+from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import fs, unigram
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model import variants
+from resnorm_jax.model.config_types import ModelConfig
+from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import escape, preemption, provenance
+from resnorm_jax.train import hparams as hparams_lib
+from resnorm_jax.train import run_setup as setup_lib
+from resnorm_jax.train import sharding as shard_lib
+from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
+from resnorm_jax.train.writers import MetricWriter
+
+
+def resolved_config(
+  config: ConfigDict,
+  mcfg: ModelConfig,
+  data_split: dict | None = None,
+  data_files: dict | None = None,
+) -> dict:
+  """The run's config plus the constants the model resolved (`mcfg`: alpha, beta, final norm,
+  the vocabulary) and, when given, how the corpus was split (`data_split`: method and sizes
+  of both splits) and what the data is (`data_files`: data_fingerprint.py). Sections the run
+  adds are listed in same_experiment.RECORDED_NOT_CONFIG."""
+  out = config.to_dict()
+  out["resolved_model"] = vars(mcfg).copy()
+  # What the variants record, e.g. Admin's profiled omegas (a pure function of the seed).
+  out["resolved_model"].update(variants.record(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
+  if data_split is not None:
+    out["data_split"] = dict(data_split)
+  if data_files:
+    out["data_files"] = dict(data_files)
+  out["provenance"] = provenance.collect()  # commit, package versions, host
+  return json.loads(json.dumps(out, default=str))
+
+
+EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
+
+
+class RunFailed(RuntimeError):
+  """An I/O fault before training started (writing config.json, the checkpoint folder)."""
+
+
+def final_eval_batches(train_cfg: ConfigDict) -> int:
+  """Held-out batches of the end-of-run eval: at least train.final_eval_tokens tokens (and
+  never fewer than train.eval_batches), so a verdict near the plateau rests on enough text."""
+  per_batch = train_cfg.batch_size * train_cfg.seq_len
+  return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
+
+
+def eval_tokens(train_cfg: ConfigDict) -> dict[str, int]:
+  """Tokens of the periodic eval (eval/loss) and of the end-of-run eval (eval/final_loss)."""
+  per_batch = train_cfg.batch_size * train_cfg.seq_len
+  return {
+    "periodic": train_cfg.eval_batches * per_batch,
+    "final": final_eval_batches(train_cfg) * per_batch,
+  }
+
+
+def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
+  """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
+
+  One process's clock, so single-process runs only.
+  """
+  label = cli.override_label(overrides or {})
+  parts = [config.name, label, time.strftime("%Y%m%d-%H%M%S")]
+  return os.path.join("runs", "-".join(p for p in parts if p))
+
+
+def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
+  """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
+  r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
+  on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
+  baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
+  tps = summary.get("tokens_per_second")
+  # Each eval beside its own kind: the end-of-run eval (the verdict's, judged against the
+  # held-out no-context loss) and the periodic eval with its best (a smaller eval set).
+  periodic = f"best periodic eval {r(summary.get('best_eval_loss'))}"  # a summary from before
+  if "periodic_eval_loss" in summary:
+    periodic = (
+      f"periodic eval {r(summary['periodic_eval_loss'])}{on('periodic_eval_tokens')} "
+      f"(best {r(summary.get('best_eval_loss'))})"
+    )
+  lines = [
+    f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
+    f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
+    f"{on('final_eval_tokens')} (no-context {r(baseline, '.3f')}); {periodic}; "
+    f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
+    f"  summary: {os.path.join(workdir, 'summary.json')}",
+    f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
+  ]
+  if summary["status"] in ("interrupted", "failed") and argv:
+    lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
+  return "\n".join(lines)
+
+
+def run(
+  config: ConfigDict,
+  workdir: str | None = None,
+  *,
+  overrides: Mapping[str, Any] | None = None,
+  argv: Sequence[str] | None = None,
+) -> dict:
+  """Trains `config` in `workdir` (default: default_workdir); returns the summary.
+
+  `overrides` ({dotted key: value} given on the command line) name the default workdir;
+  `argv` (the command line's arguments) is printed back as the command that resumes an
+  interrupted run, with its --workdir.
+  Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
+  the run as soon as the state exists (saved at its step), never with a traceback.
+  """
+  with preemption.StopSignals() as signals, preemption.exit_on_peer_failure():
+    return _run(config, workdir, signals, overrides, argv)
+
+
+class RunLog:
+  """What a run records as it goes: interval losses, timers, best and last eval, summary.
+
+  Throughput counts training only: time spent in `paused()` (evals, saves, drawing the
+  depth images) is taken out of the interval it falls in.
+  """
+
+  def __init__(self, config: ConfigDict, schedule, writer: MetricWriter, resumed: dict, interval):
+    self.t = config.train
+    self.schedule = schedule
+    self.writer = writer
+    self.tokens_per_step = self.t.batch_size * self.t.seq_len
+    self.interval_losses: list[float] = list(interval)  # exact floats across a resume
+    self.last_train = resumed.get("final_train_loss")
+    best = resumed.get("best_eval_loss")
+    self.best_eval = math.inf if best is None else best
+    self.last_eval = resumed.get("final_eval_loss")
+    self.last_eval_tokens = resumed.get("final_eval_tokens")
+    self.periodic_eval = resumed.get("periodic_eval_loss")  # the last one, beside its best
+    self.periodic_eval_tokens = resumed.get("periodic_eval_tokens")
+    # Eval losses by step, measured when that step's state exists and written with that
+    # step's row; the end-of-run eval (final_eval_tokens) apart.
+    self.evals: dict[int, float] = {}
+    self.final_evals: dict[int, float] = {}
+    self.train_time, self.timed_steps = 0.0, 0
+    self.t_last = time.time()
+    # Wall and compile time of the whole run: the earlier segments' (from the checkpoint)
+    # plus this one's, which the loop sets (wall_start, compile_seconds).
+    self.earlier = {k: resumed.get(k) or 0.0 for k in ("wall_seconds", "compile_seconds")}
+    self.wall_start, self.compile_seconds = time.time(), 0.0
+
+  @contextlib.contextmanager
+  def paused(self):
+    """Time spent inside is not training time."""
+    t0 = time.time()
+    try:
+      yield
+    finally:
+      self.t_last += time.time() - t0
+
+  def record_eval(self, n: int, loss: float, batches: int, *, final: bool = False) -> None:
+    """A held-out loss at step n on `batches` batches (final: the end-of-run eval)."""
+    (self.final_evals if final else self.evals)[n] = loss
+    self.last_eval, self.last_eval_tokens = loss, self.tokens_per_step * batches
+    if not final:
+      self.best_eval = min(self.best_eval, loss)
+      self.periodic_eval, self.periodic_eval_tokens = loss, self.last_eval_tokens
+
+  def record_step(self, n: int, metrics) -> bool:
+    """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
+    loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
+    if not (math.isfinite(loss) and math.isfinite(gnorm)):
+      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
+      if self.interval_losses:  # the finite steps since the last logged row: the latest loss
+        self.last_train = float(np.mean(self.interval_losses))
+      self.writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
+      return False
+    self.interval_losses.append(loss)
+    if n % self.t.log_every == 0 or n in self.evals or n == self.t.steps:
+      self._log_interval(n, metrics)
+    return True
+
+  def _log_interval(self, n: int, metrics) -> None:
+    """Writes step n's row (the interval's mean loss, its speed, step n's metrics)."""
+    now = time.time()
+    dt, k = now - self.t_last, len(self.interval_losses)
+    self.t_last = now
+    self.train_time, self.timed_steps = self.train_time + dt, self.timed_steps + k
+    self.last_train = float(np.mean(self.interval_losses))
+    self.interval_losses.clear()
+    row = {
+      "train/loss": self.last_train,
+      "lr": float(self.schedule(n - 1)),
+      "tokens_per_second": k * self.tokens_per_step / max(dt, 1e-9),
+      "step_seconds": dt / max(k, 1),
+      "tokens": n * self.tokens_per_step,
+    }
+    row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
+    if n in self.evals:
+      row["eval/loss"] = self.evals.pop(n)
+    if n in self.final_evals:
+      row["eval/final_loss"] = self.final_evals.pop(n)
+    with self.paused(), _naming(self.writer):  # drawing the depth images is not training time
+      self.writer.write(n, row)
+    eta = (self.t.steps - n) * dt / max(k, 1)
+    ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
+    print(
+      f"step {n:>6}/{self.t.steps} | loss {self.last_train:.4f}{ev} | lr {row['lr']:.2e} | "
+      f"{row['tokens_per_second']:,.0f} tok/s | ETA {cli.format_duration(eta)}",
+      flush=True,
+    )
+
+  def results(self) -> dict:
+    """The losses so far: what a checkpoint keeps and the summary reports. final_eval_loss:
+    the last eval, at the last step the end-of-run one (final_eval_tokens tokens);
+    best_eval_loss and periodic_eval_loss: the best and the last periodic eval (the
+    eval/loss curve, periodic_eval_tokens tokens)."""
+    return {
+      "final_train_loss": self.last_train,
+      "final_eval_loss": self.last_eval,
+      "best_eval_loss": None if math.isinf(self.best_eval) else self.best_eval,
+      "final_eval_tokens": self.last_eval_tokens,
+      "periodic_eval_loss": self.periodic_eval,
+      "periodic_eval_tokens": self.periodic_eval_tokens,
+    }
+
+  def totals(self) -> dict:
+    """Wall and compile seconds of the whole run so far, every segment of it."""
+    return {
+      "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
+      "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
+    }
+
+  def tokens_per_second(self) -> float | None:
+    if not self.train_time:
+      return None
+    return self.timed_steps * self.tokens_per_step / self.train_time
+
+
+@contextlib.contextmanager
+def _naming(writer: MetricWriter):
+  """A write error without a file name (a full disk: file.write says only ENOSPC) names
+  metrics.jsonl, the file the writer writes on the caller's thread."""
+  try:
+    yield
+  except OSError as e:
+    if e.filename is None and getattr(writer, "path", None):
+      e.filename = writer.path
+    raise
+
+
+class Trainer:
+  """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal."""
+
+  def __init__(self, run_setup: setup_lib.RunSetup, batches: setup_lib.Batches, log: RunLog, **kw):
+    self.config, self.batches, self.log = run_setup.config, batches, log
+    self.checkpointer: ckpt_lib.Checkpointer = kw["checkpointer"]
+    self.signals: preemption.StopSignals = kw["signals"]
+    self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
+    self.data_files: dict | None = kw.get("data_files")  # the data's fingerprint, too
+    self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
+    t = self.config.train
+    # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
+    # of the same stream, up to train.final_eval_tokens tokens.
+    self.n_final_eval = final_eval_batches(t)
+    self.eval_batches = [batches.held_out(i) for i in range(t.eval_batches)]
+    self.reached = 0  # the last step dispatched
+
+  def evaluate(self, state, n_batches: int) -> float:
+    """Mean held-out loss on the first n_batches batches; not training time."""
+    with self.log.paused():
+      while len(self.eval_batches) < n_batches:
+        self.eval_batches.append(self.batches.held_out(len(self.eval_batches)))
+      # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
+      # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
+      losses = [jax.device_get(self.eval_fn(state, b)) for b in self.eval_batches[:n_batches]]
+      return float(np.mean(losses))
+
+  def evaluate_at(self, state, n: int) -> None:
+    """eval/loss (the curve) and best_eval_loss always use the periodic eval set, so a run
+    extended later has the same curve as one run to the end at once; the verdict's
+    final_eval_loss adds the rest of the final_eval_tokens at the last step."""
+    t = self.config.train
+    # Step n may still be running: its compute is training time, not eval time (an eval
+    # row's tokens/s was 15x too high).
+    jax.block_until_ready(state)
+    self.log.record_eval(n, self.evaluate(state, t.eval_batches), t.eval_batches)
+    if n == t.steps and self.n_final_eval > t.eval_batches:
+      loss = self.evaluate(state, self.n_final_eval)
+      self.log.record_eval(n, loss, self.n_final_eval, final=True)
+
+  def save(self, state) -> None:
+    """Saves the state (its step already logged); blocking time is not training time."""
+    results = {**self.log.results(), **self.log.totals()}
+    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results, self.data_files)
+    with self.log.paused():
+      with _naming(self.log.writer):
+        self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
+      self.checkpointer.save(state, meta, force=True)
+
+  def train(self, state, start: int):
+    """(state, status) after training from step `start`: completed, interrupted (saved) or
+    diverged (the last finite checkpoint kept). Step n's metrics are read while n+1 runs."""
+    t = self.config.train
+    status, stop, pending = "completed", t.steps, None
+    self.reached = start
+    if self.signals.should_stop(start):  # signalled during setup or compilation: no training
+      status, stop = "interrupted", start
+    for step in range(start, stop):
+      state, metrics = self.step_fn(state, self.batches.train(step))
+      n = self.reached = step + 1
+      self.checkpointer.check()  # a save that ended in an error stops the run here
+      if pending is not None and not self.log.record_step(*pending):
+        return state, "diverged"
+      pending = (n, metrics)
+      if n % t.eval_every == 0 or n == t.steps:
+        self.evaluate_at(state, n)
+      if self.signals.should_stop(n):  # every process stops at the same n
+        status = "interrupted"
+        break
+      if n % t.checkpoint_every == 0 and n < t.steps:
+        # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
+        # meta holds the exact interval losses, and a diverged step is never saved.
+        ok, pending = self.log.record_step(*pending), None
+        if not ok:
+          return state, "diverged"
+        self.save(state)
+    if pending is not None and not self.log.record_step(*pending):
+      return state, "diverged"
+    self.save(state)
+    return state, status
+
+
+def _recorded_provenance(workdir: str) -> dict | None:
+  """The provenance in a workdir's config.json (None when absent or unreadable)."""
+  try:
+    recorded = json.loads(epath.Path(workdir, "config.json").read_text())
+  except (OSError, ValueError):
+    return None
+  return recorded.get("provenance") if isinstance(recorded, dict) else None
+
+
+def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
+  if workdir is not None:
+    return workdir
+  if jax.process_count() > 1:  # each host's clock would name a different folder
+    raise ValueError(
+      f"--workdir is required with {jax.process_count()} processes: a folder every host sees"
+    )
+  return default_workdir(config, overrides)
+
+
+def _agreed(ok: bool) -> bool:
+  """Process 0's `ok`, on every process (one process: `ok`)."""
+  if jax.process_count() == 1:
+    return ok
+  from jax.experimental import multihost_utils
+
+  return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
+
+
+@contextlib.contextmanager
+def _workdir_lock(workdir: str):
+  """The workdir's lock for the block, taken by process 0 alone (the workdir is one folder
+  every host sees); when it is busy every process refuses (ValueError, exit status 2)."""
+  busy: ValueError | None = None
+  with contextlib.ExitStack() as held:
+    if jax.process_index() == 0:
+      try:
+        held.enter_context(workdir_lib.hold(workdir))
+      except ValueError as e:  # in use, or not writable
+        busy = e
+    if not _agreed(busy is None):
+      raise busy or workdir_lib.WorkdirInUse(f"{workdir} is in use by another run (process 0)")
+    yield
+
+
+def completed_run(config: ConfigDict, workdir: str) -> dict | None:
+  """The summary of the run `config` completed in `workdir` (nothing to do), else None.
+
+  Raises ValueError, before anything is written, when the workdir holds another experiment
+  (its config.json; names the differing keys) or a completed run this one cannot continue.
+  """
+  workdir_lib.check_same_experiment(workdir, config.to_dict())
+  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
+
+
+def _restore_or_init(
+  run_setup: setup_lib.RunSetup, checkpointer, config_dict: dict, workdir: str, data_files: dict
+):
+  """(state, start step, resumed summary fields, resumed interval losses): the newest intact
+  checkpoint, else a fresh state. A checkpoint of another experiment, or of other data, is
+  refused (ValueError naming the keys or files) before anything is written."""
+  restored = checkpointer.restore_latest(run_setup.abstract, config_dict, data_files)
+  if restored is None:
+    if epath.Path(workdir, "metrics.jsonl").exists():
+      print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
+    return run_setup.init_state(), 0, {}, []
+  state, meta, start = restored
+  print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
+  return (state, start, *ckpt_lib.resumed_run(meta))
+
+
+def _banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: dict) -> str:
+  mcfg, config = run_setup.mcfg, run_setup.config
+  return (
+    f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
+    f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
+    f"init={mcfg.init}; {run_setup.num_params:,} params; "
+    f"mesh {dict(run_setup.mesh.shape)} on {shard_lib.describe_devices(extra['devices'])}; "
+    f"attention {mcfg.attention}; compiled in {extra['compile_seconds']:.1f}s; "
+    f"unigram entropy {baselines['unigram_entropy']:.3f} nats "
+    f"(held-out {baselines['heldout_unigram_entropy']:.3f}); "
+    f"{corpus.description}; run folder {extra['workdir']}"
+  )
+
+
+def _run(
+  config: ConfigDict,
+  workdir: str | None,
+  signals: preemption.StopSignals,
+  overrides: Mapping[str, Any] | None = None,
+  argv: Sequence[str] | None = None,
+) -> dict:
+  wall_start = time.time()
+  setup_lib.keep_freed_host_memory()
+  shard_lib.maybe_initialize_distributed(config.dist)
+  signals.after_distributed_init()  # several processes: a stop is agreed by all
+  run_setup = setup_lib.build(config)  # everything validated before anything compiles
+  workdir = _workdir(config, workdir, overrides)
+  corpus = data_lib.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
+  workdir_lib.make_writable(workdir)  # a read-only or unmakeable folder: bad input, exit 2
+  # One run per workdir for the run's whole life, summary included; a second is refused
+  # before it reads anything: it would resume this one's checkpoint and rewrite its files.
+  with _workdir_lock(workdir):
+    done = completed_run(config, workdir)
+    if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
+      print(f"already completed at step {done['steps']}: nothing to do", flush=True)
+      print(end_message(done, workdir, None), flush=True)
+      return done
+    return _train(run_setup, corpus, workdir, signals, argv, wall_start)
+
+
+class IOFaults:
+  """The first I/O fault of a run's training or clean-up (a full disk, a failed save)."""
+
+  def __init__(self):
+    self.error: BaseException | None = None
+
+  @contextlib.contextmanager
+  def caught(self):
+    try:
+      yield
+    except (ckpt_lib.SaveFailed, OSError) as e:
+      if self.error is None:
+        self.error = e
+
+  def close(self, close_fn) -> None:
+    """Calls close_fn (an ExitStack callback); its I/O fault is kept, not raised."""
+    with self.caught():
+      close_fn()
+
+  def message(self, workdir: str) -> str:
+    if isinstance(self.error, ckpt_lib.SaveFailed):
+      return str(self.error)
+    return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
+
+
+def unreadable_rows(path: str) -> list[int | None]:
+  """For each line of metrics.jsonl that does not parse as a row, the step of the row before
+  it (None: the first line); a torn last line (a kill mid-write, a step the resume redoes)
+  is not counted."""
+  if fs.is_remote(path) or not os.path.exists(path):
+    return []
+  with open(path, "rb") as f:
+    lines = f.read().split(b"\n")
+  if lines and lines[-1] == b"":
+    lines.pop()
+  out, before = [], None
+  for i, line in enumerate(lines):
+    try:
+      step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+      step = None
+    if isinstance(step, int):
+      before = step
+    elif i < len(lines) - 1:
+      out.append(before)
+  return out
+
+
+def cut_metrics(path: str, last_step: int) -> None:
+  """Drops metrics.jsonl's rows after `last_step` (and a torn line after the last row kept)
+  in place: a truncate needs no free space, where a rewrite would need the file's size."""
+  if fs.is_remote(path) or not os.path.exists(path):
+    return
+  with open(path, "r+b") as f:
+    offset = keep = 0  # keep: the end of the last row at or before last_step
+    for line in f:
+      offset += len(line)
+      try:
+        step = json.loads(line).get("step")
+      except (ValueError, AttributeError):
+        continue  # kept between good rows (a resume reports it), cut after the last one
+      if isinstance(step, int):
+        if step > last_step:
+          break
+        keep = offset
+    f.truncate(keep)
+
+
+def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
+  """The no-context losses a run is judged against: the train split's unigram entropy, the
+  held-out split's unigram cross-entropy, and that of the periodic eval's own tokens."""
+  return {
+    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
+    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+    # The plateau of the periodic eval curve: the no-context loss of its own tokens.
+    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(
+      corpus.train,
+      batches_lib.eval_targets(
+        corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
+      ),
+      vocab,
+    ),
+  }
+
+
+def _write_config(workdir: str, resolved: dict, start: int) -> None:
+  """config.json; on a resume, a note if the code changed since it was written and a warning
+  for metrics lines the writer's truncation will drop. An I/O error is a RunFailed line."""
+  try:
+    if start > 0:  # resuming: say if the code changed since config.json was written
+      note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
+      if note:
+        print(note, flush=True)
+    cli.write_json(os.path.join(workdir, "config.json"), resolved)
+    # Lines the writer's truncation drops without a word; rows up to the checkpoint are
+    # not trained again, so the curve keeps a gap there.
+    path = os.path.join(workdir, "metrics.jsonl")
+    lost = [s for s in unreadable_rows(path) if s is None or s < start] if start else []
+    if lost:
+      print(
+        f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
+        f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
+        "dropped, the curve has a gap there",
+        flush=True,
+      )
+  except OSError as e:  # nothing trained yet: one line, no summary to write
+    raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
+
+
+def _cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
+  """After an I/O fault: the summary and metrics.jsonl say what the workdir holds, the newest
+  saved checkpoint, and one line says why the run stopped and where it resumes."""
+  final_step = summary["steps"]
+  saved = checkpointer.committed_steps()
+  summary["steps"] = saved[-1] if saved else 0
+  summary["failed_at_step"] = final_step
+  if is_main:
+    with contextlib.suppress(OSError):
+      cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
+  print(
+    f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
+    f"then the same command resumes from step {summary['steps']}",
+    flush=True,
+  )
+
+
+def _train(
+  run_setup: setup_lib.RunSetup,
+  corpus,
+  workdir: str,
+  signals: preemption.StopSignals,
+  argv: Sequence[str] | None,
+  wall_start: float,
+) -> dict:
+  """Trains in a locked workdir, resuming its checkpoint if any; writes summary.json last."""
+  config = run_setup.config
+  t, vocab = config.train, run_setup.mcfg.vocab_size
+  is_main = jax.process_index() == 0
+  baselines = _baselines(corpus, t, vocab)
+  config_dict = config.to_dict()
+  # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
+  config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
+  faults = IOFaults()
+  with contextlib.ExitStack() as resources:  # closed on every exit path, errors included
+    try:
+      checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+    except OSError as e:
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "creating ckpt/")) from e
+    resources.callback(faults.close, checkpointer.close)
+    state, start, resumed, interval = _restore_or_init(
+      run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
+    )
+    resolved = resolved_config(config, run_setup.mcfg, corpus.split, corpus.fingerprint)
+    if is_main:
+      _write_config(workdir, resolved, start)
+    batches = setup_lib.batches(run_setup, corpus)
+    extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
+    compile_start = time.time()
+    step_fn = run_setup.compile_step()
+    extra["compile_seconds"] = time.time() - compile_start
+    eval_fn = run_setup.compile_eval()
+    print(_banner(run_setup, corpus, baselines, extra), flush=True)
+    try:
+      writer = MetricWriter(
+        workdir,
+        enabled=is_main,
+        truncate_after=start,
+        profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
+        # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
+        no_context_loss=baselines[EVAL_SET_BASELINE],
+        eval_tokens=eval_tokens(t),
+      )
+    except OSError as e:  # nothing trained yet: one line, no summary to write
+      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
+    resources.callback(faults.close, writer.close)
+    log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
+    trainer = Trainer(
+      run_setup,
+      batches,
+      log,
+      checkpointer=checkpointer,
+      signals=signals,
+      config_dict=config_dict,
+      data_files=corpus.fingerprint,
+      step_fn=step_fn,
+      eval_fn=eval_fn,
+    )
+    with faults.caught():
+      state, status = trainer.train(state, start)
+    final_step = trainer.reached if faults.error else int(jax.device_get(state.step))
+  summary = {
+    "status": status if faults.error is None else "failed",
+    "steps": final_step,
+    **log.results(),
+    **baselines,
+    "data_split": corpus.split,
+    "tokens_per_second": log.tokens_per_second(),
+    **log.totals(),
+    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
+    "config_name": config.name,
+    "devices": extra["devices"],
+    "provenance": resolved["provenance"],
+  }
+  if writer.tb_error:  # TensorBoard's curves stopped there; metrics.jsonl has every row
+    summary["tensorboard_error"] = writer.tb_error
+  if faults.error is not None:
+    _cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
+  summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
+  # When the eval loss left the plateau for good and when the run blew up, from the whole
+  # curve (metrics.jsonl holds every segment of a resumed or extended run).
+  summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
+  if is_main:
+    try:
+      cli.write_json(os.path.join(workdir, "summary.json"), summary)
+      hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
+    except OSError as e:
+      if faults.error is None:
+        raise
+      print(f"error: {ckpt_lib.describe_io_error(e, workdir, 'writing summary.json')}", flush=True)
+  print(end_message(summary, workdir, argv), flush=True)
+  return summary

@@ -1,0 +1,151 @@
+"""Optimizer from config: learning-rate schedule, clipping, weight decay on matrices only."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from resnorm_jax.model import variants
+from resnorm_jax.train import param_groups
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "inverse_sqrt", "cosine", "linear")
+# Only matrices are decayed. Norm gains/biases, biases and residual scalars are not: decaying
+# a LayerNorm scale or a ReZero alpha towards 0 changes the architecture under study.
+DECAYED_NAMES = frozenset({"kernel", "embedding"})
+
+
+def _require(ok: bool, key: str, value: Any, expected: str) -> None:
+  """Raises ValueError naming the config key and its value when `ok` is false."""
+  if not ok:
+    raise ValueError(f"{key}={value!r}: expected {expected}")
+
+
+def _validate(opt_cfg: Any) -> None:
+  """Checks every opt.* key before anything is built."""
+  _require(opt_cfg.name in OPTIMIZERS, "opt.name", opt_cfg.name, f"one of {', '.join(OPTIMIZERS)}")
+  _require(
+    opt_cfg.schedule in SCHEDULES,
+    "opt.schedule",
+    opt_cfg.schedule,
+    f"one of {', '.join(SCHEDULES)}",
+  )
+  _require(opt_cfg.lr > 0, "opt.lr", opt_cfg.lr, "> 0")
+  _require(
+    int(opt_cfg.warmup_steps) == opt_cfg.warmup_steps and opt_cfg.warmup_steps >= 0,
+    "opt.warmup_steps",
+    opt_cfg.warmup_steps,
+    "an integer >= 0",
+  )
+  _require(0 <= opt_cfg.min_lr_ratio <= 1, "opt.min_lr_ratio", opt_cfg.min_lr_ratio, "in [0, 1]")
+  _require(opt_cfg.clip_norm >= 0, "opt.clip_norm", opt_cfg.clip_norm, ">= 0 (0: off)")
+  _require(opt_cfg.weight_decay >= 0, "opt.weight_decay", opt_cfg.weight_decay, ">= 0")
+  _require(0 <= opt_cfg.b1 < 1, "opt.b1", opt_cfg.b1, "in [0, 1)")
+  _require(0 <= opt_cfg.b2 < 1, "opt.b2", opt_cfg.b2, "in [0, 1)")
+  _require(opt_cfg.eps >= 0, "opt.eps", opt_cfg.eps, ">= 0")
+  param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
+
+
+def make_schedule(
+  opt_cfg: Any, total_steps: int, lr: float | jax.Array | None = None
+) -> optax.Schedule:
+  """Learning rate per step: linear warmup to `opt.lr`, then the named schedule.
+
+  `lr` (default `opt.lr`) replaces the peak and may be a traced scalar: the schedule's shape
+  stays the config's, so one program can train several peak lrs at once (jax.vmap over lr).
+  """
+  _validate(opt_cfg)
+  lr = float(opt_cfg.lr) if lr is None else lr
+  warmup = int(opt_cfg.warmup_steps)
+  name = opt_cfg.schedule
+  if name in ("cosine", "linear"):
+    _require(
+      total_steps > warmup,
+      "train.steps",
+      total_steps,
+      f"> opt.warmup_steps={warmup} for the {name} schedule",
+    )
+  # The decay schedules below count t from the end of warmup: absolute step s = t + warmup.
+  if name == "constant":
+    decay = optax.constant_schedule(lr)
+  elif name == "inverse_sqrt":
+    # Vaswani 2017 / Xiong 2020: lr * sqrt(W / (s + 1)); without warmup W = 1.
+    w = max(warmup, 1)
+    decay = lambda t: lr * jnp.sqrt(w / (jnp.asarray(t, jnp.float32) + warmup + 1.0))
+  elif name == "cosine":
+    decay = optax.cosine_decay_schedule(lr, total_steps - warmup, alpha=opt_cfg.min_lr_ratio)
+  else:
+    decay = optax.linear_schedule(lr, lr * opt_cfg.min_lr_ratio, total_steps - warmup)
+  if warmup == 0:
+    return decay
+  # lr * (s + 1) / W: step 0 already trains at lr / W, never at 0 (optax's warmup schedules
+  # start at init_value=0, which wastes the first step: nanoGPT issue 443); lr at s = W - 1.
+  ramp = optax.linear_schedule(lr / warmup, lr, warmup - 1)
+  return optax.join_schedules([ramp, decay], [warmup])
+
+
+def _leaf_name(path: tuple[Any, ...]) -> str | None:
+  """A leaf's own key: the last dict key or attribute (nnx Variables add a `.value`)."""
+  for entry in reversed(path):
+    if isinstance(entry, jax.tree_util.DictKey) and isinstance(entry.key, str):
+      return entry.key
+    if isinstance(entry, jax.tree_util.GetAttrKey) and entry.name != "value":
+      return entry.name
+  return None
+
+
+def decay_mask(params: Any) -> Any:
+  """Same tree of bools: True exactly for leaves named `kernel` or `embedding`."""
+  return jax.tree_util.tree_map_with_path(lambda path, _: _leaf_name(path) in DECAYED_NAMES, params)
+
+
+def make_optimizer(
+  opt_cfg: Any,
+  total_steps: int,
+  model_def: Any = None,
+  lr: float | jax.Array | None = None,
+) -> optax.GradientTransformation:
+  """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
+
+  `model_def` (model_def.ModelDef): the residual variant's transformation is chained after
+  the step (nGPT: the weights put back on the unit sphere); such a model needs it passed.
+  `lr`: the peak lr instead of `opt.lr`, possibly traced (`make_schedule`). The optimizer's
+  state does not depend on it, so states made with any lr fit.
+  """
+  schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
+  wd = float(opt_cfg.weight_decay)
+  parts = []
+  if opt_cfg.clip_norm > 0:
+    parts.append(optax.clip_by_global_norm(float(opt_cfg.clip_norm)))
+  if opt_cfg.name == "adamw":
+    # Decoupled (Loshchilov & Hutter): optax scales the decay by the scheduled lr.
+    parts.append(
+      optax.adamw(
+        schedule,
+        b1=opt_cfg.b1,
+        b2=opt_cfg.b2,
+        eps=opt_cfg.eps,
+        weight_decay=wd,
+        mask=decay_mask,
+      )
+    )
+  else:
+    if wd > 0:
+      # Coupled L2: the decay joins the gradient and goes through Adam's normalization.
+      parts.append(optax.add_decayed_weights(wd, mask=decay_mask))
+    if opt_cfg.name == "adam":
+      parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
+    else:
+      parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
+  extra = None if model_def is None else variants.residual(model_def.cfg.residual)
+  extra = None if extra is None else extra.optimizer_transform(model_def)
+  if extra is not None:
+    # Before the freeze mask: a frozen matrix (unit norm since init) then stays exactly still.
+    parts.append(extra)
+  frozen = param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
+  if frozen:
+    # Last in the chain: the frozen leaves' updates are zero whatever came before (their
+    # gradients still count in the clipping norm, as they would for an unfrozen run).
+    parts.append(optax.masked(optax.set_to_zero(), lambda p: param_groups.mask(p, frozen)))
+  return optax.chain(*parts)

@@ -1,0 +1,108 @@
+"""Pure functions of training: loss, train_step, eval_step, init_state (the model's definition
+is resnorm_jax/model/model_def.py).
+
+The train state holds plain nested dicts of arrays (params, optimizer state, non-trainable
+model state such as batchnorm running averages), so optax, orbax and the sharding rules
+all see ordinary pytrees; `ModelDef` merges them back into the NNX module inside jit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from resnorm_jax.model import variants
+from resnorm_jax.model.model_def import ModelDef, init_model
+
+PyTree = Any
+
+
+@struct.dataclass
+class TrainState:
+  """Everything a run needs to continue: step, params, optimizer and model state."""
+
+  step: jax.Array
+  params: PyTree
+  opt_state: PyTree
+  model_state: PyTree  # non-trainable variables (batchnorm running averages), else {}
+
+
+def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> jax.Array:
+  """Mean next-token cross entropy in nats."""
+  losses = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, targets_BxT)
+  return losses.mean()
+
+
+def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, seed: int):
+  """A fresh TrainState (jit this with out_shardings to create it sharded)."""
+  params, model_state = init_model(model_def.cfg, seed)
+  opt_state = optimizer.init(params)
+  # An optimizer built without the model_def would lack the variant's transformation (nGPT).
+  variants.residual(model_def.cfg.residual).check_opt_state(opt_state)
+  return TrainState(jnp.zeros((), jnp.int32), params, opt_state, model_state)
+
+
+def _global_norm(tree: PyTree) -> jax.Array:
+  return optax.tree.norm(tree)
+
+
+def per_layer_norm(tree: PyTree) -> jax.Array:
+  """Frobenius norm per layer of a layer-stacked subtree: [L]."""
+  sq = [
+    jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
+    for x in jax.tree.leaves(tree)
+  ]
+  return jnp.sqrt(sum(sq))
+
+
+def train_step(
+  model_def: ModelDef,
+  optimizer: optax.GradientTransformation,
+  state: TrainState,
+  batch: tuple[jax.Array, jax.Array],
+  *,
+  per_layer: bool = True,
+):
+  """One optimizer update; a non-finite loss or gradient leaves the state unchanged."""
+  inputs, targets = batch
+
+  def loss_fn(params):
+    logits, stats, model_state = model_def.apply(params, state.model_state, inputs, train=True)
+    return cross_entropy(logits, targets), (stats, model_state)
+
+  (loss, (stats, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = _global_norm(grads)
+  ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+  new_state = TrainState(
+    step=state.step + ok.astype(jnp.int32),
+    params=keep(params, state.params),
+    opt_state=keep(opt_state, state.opt_state),
+    model_state=keep(model_state, state.model_state),
+  )
+  metrics = {
+    "loss": loss,
+    "grad_norm": grad_norm,
+    "update_norm": _global_norm(updates),
+    "param_norm": _global_norm(state.params),
+  }
+  if per_layer:
+    metrics.update({k: v for k, v in stats["layers"].items()})
+    layer_grads = grads["layers"]
+    metrics["grad_norm_layer"] = per_layer_norm(layer_grads)
+    metrics["ffn_in_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_in"])
+    metrics["ffn_out_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_out"])
+  return new_state, metrics
+
+
+def eval_step(model_def: ModelDef, state: TrainState, batch) -> jax.Array:
+  """Mean loss of a held-out batch in eval mode (batchnorm uses its running averages)."""
+  inputs, targets = batch
+  logits, _, _ = model_def.apply(state.params, state.model_state, inputs, train=False)
+  return cross_entropy(logits, targets)

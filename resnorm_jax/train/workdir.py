@@ -1,0 +1,196 @@
+"""One run per workdir, and one experiment: the workdir lock and what a workdir already holds.
+
+The lock is `fcntl.flock` on <workdir>/.lock, held for the run's life. The kernel releases it
+when its process ends, however it ends (kill -9 included), so a lock left by a dead run
+never blocks the resume; while held the file names the holder (host, pid, start time) to a
+second run, which is refused. flock needs a mounted folder (local, or NFS with lock
+support): a URL workdir (gs://...) is not locked. No JAX here: with several processes the
+loop has process 0 lock alone.
+
+The experiment a workdir holds is its config.json, compared with this run's config by the
+sweeps' rule with the name counted (same_experiment.WORKDIR): a rerun may only extend the
+run (train.steps) or change how it executes (the mesh, remat, scan unroll). A completed
+run is recognised from summary.json, so a workdir whose ckpt/ is gone is never retrained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from etils import epath
+
+from resnorm_jax.config import same_experiment
+from resnorm_jax.data.fs import read_json
+
+LOCK_FILE = ".lock"
+# flock errors meaning the filesystem cannot lock (not that another process holds it).
+_NO_LOCKING = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_UNLOCKABLE = -1
+# Errors meaning the folder cannot be made or written at all: bad input (exit 2), not a fault.
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
+
+
+class WorkdirInUse(ValueError):
+  """A live run holds the workdir: refused like bad input (exit status 2)."""
+
+
+def not_writable(workdir: str, e: OSError) -> ValueError:
+  """The bad-input error of a workdir that cannot be made or written (`e` says why)."""
+  where = f" ({e.filename})" if e.filename and e.filename != workdir else ""
+  return ValueError(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
+
+
+def make_writable(workdir: str) -> None:
+  """Creates `workdir` (and its parents); ValueError when it cannot be made: a read-only
+  disk, no permission, a file in its place."""
+  try:
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    if e.errno in _NOT_WRITABLE:
+      raise not_writable(workdir, e) from None
+    raise
+
+
+def lockable(workdir: str) -> bool:
+  """Whether flock can guard `workdir`: a mounted folder, not a URL."""
+  return "://" not in workdir
+
+
+def holder() -> dict[str, Any]:
+  """What the lock file says about its holder: this process."""
+  started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+  return {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
+
+
+def describe_holder(text: str) -> str:
+  """`pid 123 on host vm, started ...` from a lock file's text (empty: not written yet)."""
+  try:
+    info = json.loads(text)
+    return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+  except (ValueError, TypeError, KeyError):
+    return "a process that has not written its name yet"
+
+
+def _read_text(path: str) -> str:
+  try:
+    with open(path) as f:
+      return f.read()
+  except OSError:
+    return ""
+
+
+def _try_lock(path: str) -> int | None:
+  """An fd holding the flock on `path` (the file that is at `path` now), None if busy."""
+  while True:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      return None
+    except BaseException:
+      os.close(fd)
+      raise
+    try:
+      same = os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+      same = False
+    if same:
+      return fd
+    # The holder removed the file between our open and flock: lock the file there now.
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def hold(workdir: str) -> Iterator[str | None]:
+  """Holds <workdir>/.lock for the block (yields its path; None where nothing is locked).
+
+  Raises WorkdirInUse, naming the holder, while a live process holds it. The file is
+  removed on release (a run that was killed leaves it, unlocked: the next run takes it).
+  """
+  if not lockable(workdir):
+    print(f"note: {workdir} is not a local folder: not locked against a second run", flush=True)
+    yield None
+    return
+  path = os.path.join(workdir, LOCK_FILE)
+  try:
+    fd = _try_lock(path)
+  except OSError as e:
+    if e.errno in _NOT_WRITABLE:  # the lock file is the run's first write in the folder
+      raise not_writable(workdir, e) from None
+    if e.errno not in _NO_LOCKING:
+      raise
+    print(f"note: the filesystem of {workdir} cannot lock ({e.strerror}): not locked", flush=True)
+    fd = _UNLOCKABLE
+  if fd == _UNLOCKABLE:
+    yield None
+    return
+  if fd is None:
+    raise WorkdirInUse(
+      f"{workdir} is in use by another run ({describe_holder(_read_text(path))}): "
+      "wait for it to end, or use another --workdir"
+    )
+  try:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(holder()).encode(), 0)
+    yield path
+  finally:
+    # Removed while still locked: a process that opened it meanwhile sees the inode change.
+    with contextlib.suppress(OSError):
+      os.remove(path)
+    os.close(fd)  # releases the flock
+
+
+# --- what the workdir already holds ----------------------------------------------------------
+
+
+def describe_changes(keys: list[str], recorded: Mapping[str, Any], config: Mapping[str, Any]):
+  """`name ('a' -> 'b'), opt.lr (0.001 -> 0.002)`: each key's recorded and new value (a key
+  the record lacks: '<absent>')."""
+  have = same_experiment.in_todays_keys(recorded)
+  want = same_experiment.flatten(config)
+  absent = same_experiment.ABSENT
+  return ", ".join(f"{k} ({have.get(k, absent)!r} -> {want.get(k, absent)!r})" for k in keys)
+
+
+def check_same_experiment(workdir: str, config: Mapping[str, Any]) -> None:
+  """Raises ValueError, naming the keys, if `workdir` holds another experiment than `config`
+  (a plain dict); a workdir without config.json holds none."""
+  recorded = read_json(os.path.join(workdir, "config.json"))
+  if not isinstance(recorded, dict):
+    return
+  keys = same_experiment.changed_keys(recorded, config, same_experiment.WORKDIR)
+  if keys:
+    raise ValueError(
+      f"{workdir} holds another experiment (its config.json); differing keys: "
+      f"{describe_changes(keys, recorded, config)}. Use a new --workdir."
+    )
+
+
+def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict | None:
+  """The summary of the run completed in `workdir` at `steps` (nothing to do), else None.
+
+  Raises ValueError for a completed run to be trained to another length with no checkpoint
+  to continue from: never a silent restart from step 0 over its files.
+  """
+  summary = read_json(os.path.join(workdir, "summary.json"))
+  if not isinstance(summary, dict) or summary.get("status") != "completed":
+    return None
+  done = summary.get("steps")
+  if done == steps:
+    return summary
+  if not has_checkpoint:
+    raise ValueError(
+      f"{workdir} holds a run completed at step {done} but no checkpoint to train it to "
+      f"step {steps} from (its ckpt/ folder is gone or empty): train.steps={done} leaves it "
+      "as it is; to train again from step 0, use a new --workdir."
+    )
+  return None  # extended from its checkpoint

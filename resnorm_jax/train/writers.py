@@ -1,0 +1,266 @@
+"""Metrics to `<workdir>/metrics.jsonl` and TensorBoard event files in `<workdir>` (process 0).
+
+metrics.jsonl: one JSON object per logged step; a per-layer statistic is one list
+(`"stream_rms": [layer 0, layer 1, ...]`). Files written before lists (one key per layer,
+`stream_rms/layer_012`) still read the same through `read_metrics`. Non-finite values are
+the bare tokens `NaN` / `Infinity` (Python's json default): a diverged run's last loss stays
+visible; read the file with Python's `json`, strict JSON parsers refuse them.
+
+TensorBoard: the events go straight into the workdir, so `tensorboard --logdir runs/` lists
+each run by its folder name. Tags sort so the loss comes first in the Time Series tab:
+`eval/...`, `train/...` (loss, lr, norms, speed), then `train_depth/<stat>` (one layer x step
+image per per-layer statistic) and `train_layers/<stat>/layer_<i>` (first, quarter, middle,
+last layer as scalars): a few dozen cards at any depth, written by resnorm_jax.train.tb_events
+(the two evals' names, the Custom Scalars layout). A workdir from before (events in `tb/`)
+keeps writing there. A write error of the events (a full disk, a read-only folder) is one
+warning line and `tb_error` (summary.json's `tensorboard_error`); the run goes on, metrics.jsonl
+keeps every row (resnorm_jax.train.tb_events). A resumed run keeps the earlier segment's HParams
+file until it writes its own (resnorm_jax.train.hparams).
+
+Every path goes through resnorm_jax.data.fs (etils.epath). A gs:// workdir: both files are written
+in a local staging folder and uploaded whole every `sync_seconds`, at `flush()` (the loop
+calls it before each checkpoint, so a checkpoint never runs ahead of the uploaded curve) and
+at `close()`. Not tensorboardX's own GCS writer: it needs google-cloud-storage, uploads on its
+own schedule, and would leave metrics.jsonl, which no object store can append to, without a
+path.
+"""
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from etils import epath
+
+from resnorm_jax.data import fs
+from resnorm_jax.train import depth_profile
+from resnorm_jax.train.tb_events import Events
+
+HPARAMS_SUFFIX = (
+  ".hparams"  # the event file of resnorm_jax.train.hparams, replaced at a segment's end
+)
+EVENTS_PREFIX = "events.out.tfevents."
+METRICS = "metrics.jsonl"
+SYNC_SECONDS = 60.0  # a gs:// workdir's upload interval (TensorBoard's own flush is 120 s)
+_OLD_LAYER_KEY = re.compile(r"^(.+)/layer_(\d+)$")
+
+
+def tb_dir(workdir: str) -> str:
+  """Where a run's TensorBoard events go: the workdir itself, or `tb/` where one exists."""
+  old = os.path.join(workdir, "tb")
+  return old if epath.Path(old).is_dir() else workdir
+
+
+def is_hparams_file(name: str) -> bool:
+  """Whether a file name is an hparams event file (resnorm_jax.train.hparams)."""
+  return name.startswith(EVENTS_PREFIX) and name.endswith(HPARAMS_SUFFIX)
+
+
+def remove_hparams_files(logdir: str, keep: str | None = None) -> None:
+  """Deletes the hparams event files in `logdir` but the one named `keep`."""
+  folder = epath.Path(logdir)
+  if folder.is_dir():
+    for path in folder.iterdir():
+      if is_hparams_file(path.name) and path.name != keep:
+        path.unlink()
+
+
+def _floats(array: np.ndarray) -> list[float]:
+  """A 1-D array as floats; float32 ones by their shortest repr (half the characters)."""
+  if array.dtype == np.float32:
+    return [float(str(v)) for v in array]
+  return [float(v) for v in array]
+
+
+def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float | list[float]]:
+  """Scalars -> floats; a 1-D per-layer array -> a list of floats; dicts -> `a/b` keys."""
+  flat: dict[str, float | list[float]] = {}
+  for key, value in metrics.items():
+    if isinstance(value, Mapping):
+      flat.update({f"{key}/{k}": v for k, v in flatten_metrics(value).items()})
+      continue
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+      raise ValueError(f"metric {key!r} has a non-numeric value {value!r}")
+    if array.ndim == 0:
+      flat[key] = float(array)
+    elif array.ndim == 1:
+      flat[key] = _floats(array)
+    else:
+      raise ValueError(
+        f"metric {key!r} has shape {array.shape}; expected a scalar or 1-D per layer"
+      )
+  return flat
+
+
+def fold_layer_keys(record: dict[str, Any]) -> dict[str, Any]:
+  """An old record's `name/layer_000`, ... keys as one list `name`, where they cover every
+  layer from 0; an excerpt of a few layers (docs/runs/*/curve.jsonl) keeps its keys."""
+  layers: dict[str, dict[int, Any]] = {}
+  for key, value in record.items():
+    m = _OLD_LAYER_KEY.match(key)
+    if m:
+      layers.setdefault(m.group(1), {})[int(m.group(2))] = value
+  complete = {name: by for name, by in layers.items() if sorted(by) == list(range(len(by)))}
+  if not complete:
+    return record
+  out: dict[str, Any] = {}
+  for key, value in record.items():
+    m = _OLD_LAYER_KEY.match(key)
+    if m and m.group(1) in complete:
+      name = m.group(1)
+      if name not in out:
+        out[name] = [complete[name][i] for i in range(len(complete[name]))]
+    else:
+      out[key] = value
+  return out
+
+
+def read_metrics(path: str) -> list[dict[str, Any]]:
+  """All records of a metrics.jsonl file, per-layer values as lists (old files included),
+  skipping a torn last line from a killed run."""
+  records = []
+  with epath.Path(path).open() as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      records.append(fold_layer_keys(record) if isinstance(record, dict) else record)
+  return records
+
+
+def truncated(text: str, last_step: int) -> str:
+  """The lines of a metrics file with step <= last_step (torn and foreign lines dropped)."""
+  steps = ((_step_of(line), line) for line in text.split("\n"))
+  return "".join(f"{line}\n" for step, line in steps if step is not None and step <= last_step)
+
+
+def _truncate(path: str, last_step: int) -> None:
+  """Keeps the records with step <= last_step; replaces the file atomically, mode kept."""
+  fs.replace_text(path, truncated(epath.Path(path).read_text(), last_step))
+
+
+def _step_of(line: str) -> int | None:
+  """The step of one metrics line, None for a torn or foreign line."""
+  try:
+    record = json.loads(line)
+  except json.JSONDecodeError:
+    return None
+  step = record.get("step") if isinstance(record, dict) else None
+  return step if isinstance(step, int) else None
+
+
+class MetricWriter:
+  """Appends one JSON line and TensorBoard summaries per `write`; a no-op when not enabled.
+
+  `profile_every`: log steps that are multiples of it also redraw the depth images (and
+  close() draws the last one); None: only close(). `no_context_loss`: drawn as
+  `eval/no_context_loss` beside every eval loss (the periodic eval set's). `eval_tokens`:
+  {"periodic": n, "final": n} tokens of the two evals, named in the eval tags' descriptions.
+  `sync_seconds`: how often a gs:// workdir's files are uploaded between flushes.
+  """
+
+  def __init__(
+    self,
+    workdir: str,
+    enabled: bool = True,
+    truncate_after: int | None = None,
+    *,
+    profile_every: int | None = None,
+    no_context_loss: float | None = None,
+    eval_tokens: Mapping[str, int | None] | None = None,
+    sync_seconds: float = SYNC_SECONDS,
+  ):
+    self.enabled = enabled
+    self._file = None
+    self._events: Events | None = None
+    if not enabled:
+      return
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+    self.path = os.path.join(workdir, METRICS)
+    self.sync_seconds = sync_seconds
+    logdir = tb_dir(workdir)
+    # A gs:// workdir: metrics.jsonl and the events are written locally, uploaded by _sync.
+    self._staged = _staging(workdir, logdir) if fs.is_remote(workdir) else {}
+    local = self._staged[workdir].local if self._staged else workdir
+    local_metrics = os.path.join(local, METRICS)
+    exists = self._staged[workdir].pull(METRICS) if self._staged else os.path.exists(self.path)
+    if truncate_after is not None:  # the earlier segment's hparams stay until this one ends
+      from resnorm_jax.train import hparams  # (it imports this module)
+
+      hparams.keep_steps_at_most(logdir, truncate_after)
+    self._events = Events(
+      self._staged[logdir].local if self._staged else logdir,
+      purge_step=None if truncate_after is None else truncate_after + 1,
+      profile_every=profile_every,
+      no_context_loss=no_context_loss,
+      eval_tokens=eval_tokens,
+    )
+    if truncate_after is not None and exists:
+      _truncate(local_metrics, truncate_after)
+      for record in read_metrics(local_metrics):  # what the resumed run's images start from
+        self._events.remember(record["step"], record)
+    self._file = open(local_metrics, "a")
+    self._synced = time.monotonic()
+    if self._staged:  # a truncated metrics.jsonl replaces the bucket's at once, as locally
+      self._sync()
+
+  @property
+  def history(self) -> depth_profile.DepthHistory:
+    return self._events.history
+
+  @property
+  def tb_error(self) -> str | None:
+    """The first write error of the TensorBoard events (one line), None while there is none;
+    the events stop there, metrics.jsonl goes on (resnorm_jax.train.tb_events)."""
+    return self._events.error if self._events is not None else None
+
+  def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+    """Appends `{"step": step, **flat metrics}` and logs it to TensorBoard."""
+    if not self.enabled:
+      return
+    step = int(step)
+    flat = flatten_metrics(metrics)
+    self._file.write(json.dumps({"step": step, **flat}) + "\n")
+    self._file.flush()
+    self._events.write(step, flat)
+    if self._staged and time.monotonic() - self._synced >= self.sync_seconds:
+      self._events.flush()
+      self._sync()
+
+  def draw_depth(self, step: int) -> None:
+    """One image per per-layer statistic: its history by layer and step, up to `step`."""
+    self._events.draw_depth(step)
+
+  def _sync(self) -> None:
+    """A gs:// workdir: uploads metrics.jsonl and the event files that changed."""
+    self._file.flush()
+    for staging in self._staged.values():
+      staging.sync()
+    self._synced = time.monotonic()
+
+  def flush(self) -> None:
+    """Flushes metrics.jsonl and the TensorBoard events (a gs:// workdir: uploads both)."""
+    if self.enabled:
+      self._file.flush()
+      self._events.drain()
+      if self._staged:
+        self._sync()
+
+  def close(self) -> None:
+    """Draws the depth images of the last step, flushes and closes; later calls are no-ops."""
+    if self.enabled:
+      self.enabled = False
+      self._file.close()
+      self._events.close()
+      for staging in self._staged.values():
+        staging.close()
+
+
+def _staging(workdir: str, logdir: str) -> dict[str, fs.Staging]:
+  """{remote folder: its local staging folder}: the workdir, and `tb/` in a workdir from before."""
+  return {folder: fs.Staging(folder) for folder in dict.fromkeys((workdir, logdir))}
