@@ -1,11 +1,13 @@
-"""Test setup: 8 fake CPU devices, set before JAX is imported anywhere; the tiny model the unit
-tests build (TINY, tiny_config, tiny_model: `from conftest import ...`); the `run_script` and
-`read_csv` fixtures."""
+"""Test setup: 8 fake CPU devices and one XLA compilation cache for the whole run, set before JAX
+is imported anywhere; the tiny model the unit tests build (TINY, tiny_config, tiny_model: `from
+conftest import ...`); the `run_script` and `read_csv` fixtures."""
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -16,7 +18,25 @@ if "--xla_force_host_platform_device_count=8" not in os.environ.get("XLA_FLAGS",
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
   ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache for the run: the workers and every process a test starts
+# (they inherit the environment) compile each tiny program once, not once per process; a run
+# of configs/smoke.py goes from 16 to 7 CPU-seconds when its programs are cached. Programs
+# are keyed by their HLO, flags and devices, so a cached one is the one XLA would compile.
+# A folder made here is the run's own and removed at its end; one set by the caller is kept.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="resnorm_jax_tests_xla_")
+  os.environ["RESNORM_TEST_CACHE_OWNER"] = str(os.getpid())
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # every program
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_unconfigure(config):
+  """The cache folder goes with the process that made it (the xdist controller, or the one
+  pytest process)."""
+  if os.environ.get("RESNORM_TEST_CACHE_OWNER") == str(os.getpid()):
+    shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
 
 # vocab = max_seq_len = d_model = d_ff: every table and kernel shares one shape ([8, 8],
 # [2, 8, 8]), so the random initializers compile twice, not five times (seconds each here).
