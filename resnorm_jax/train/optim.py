@@ -105,15 +105,18 @@ def make_optimizer(
   total_steps: int,
   model_def: Any = None,
   lr: float | jax.Array | None = None,
+  schedule: optax.Schedule | None = None,
 ) -> optax.GradientTransformation:
   """Clip (optional) -> weight decay on matrices -> adam | adamw | sgd at the schedule's lr.
 
   `model_def` (model_def.ModelDef): the residual variant's transformation is chained after
   the step (nGPT: the weights put back on the unit sphere); such a model needs it passed.
   `lr`: the peak lr instead of `opt.lr`, possibly traced (`make_schedule`). The optimizer's
-  state does not depend on it, so states made with any lr fit.
+  state does not depend on it, so states made with any lr fit. `schedule`: make_schedule's,
+  when the caller has made it already (run_setup.build, once per run).
   """
-  schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
+  if schedule is None:
+    schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
   wd = float(opt_cfg.weight_decay)
   parts = []
   if opt_cfg.clip_norm > 0:

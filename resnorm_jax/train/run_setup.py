@@ -89,14 +89,21 @@ def validate(
   `vocab_size` and `platform` as in `model_config_from` (default: from the data and JAX's
   backend). The mesh and the batch's divisibility by it depend on the devices: `build`.
   """
+  return _checked(config, schedule_steps, vocab_size, platform)[0]
+
+
+def _checked(
+  config: ConfigDict, schedule_steps: int | None, vocab_size: int | None, platform: str | None
+) -> tuple[ModelConfig, optax.Schedule]:
+  """validate's checks; the model config and the lr schedule, each made once per run."""
   validate_finite(config)
   mcfg = model_config(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
   sampling = config.data.get("sampling", "random")
   if sampling not in batches_lib.SAMPLERS:
     raise ValueError(f"data.sampling={sampling!r} is not one of {', '.join(batches_lib.SAMPLERS)}")
-  optim.make_schedule(config.opt, schedule_steps or config.train.steps)  # checks every opt.*
-  return mcfg
+  schedule = optim.make_schedule(config.opt, schedule_steps or config.train.steps)  # all opt.*
+  return mcfg, schedule
 
 
 def keep_freed_host_memory() -> bool:
@@ -221,12 +228,12 @@ def build(
   `schedule_steps` (default train.steps) is the length of the learning-rate schedule.
   ValueError on a bad config, optimizer, mesh or batch size, before anything compiles.
   """
-  mcfg = validate(config, schedule_steps=schedule_steps)
+  mcfg, schedule = _checked(config, schedule_steps, None, None)
   t = config.train
   steps = schedule_steps or t.steps
   model_def = model_def_for(mcfg)
-  optimizer = optim.make_optimizer(config.opt, steps, model_def)  # nGPT: + the sphere projection
-  schedule = optim.make_schedule(config.opt, steps)
+  # nGPT: + the sphere projection
+  optimizer = optim.make_optimizer(config.opt, steps, model_def, schedule=schedule)
   mesh = shard_lib.make_mesh(config.mesh, devices)
   shards, nproc = shard_lib.batch_shards(mesh, config.mesh.rules), jax.process_count()
   if t.batch_size % shards or t.batch_size % nproc:
