@@ -1,6 +1,6 @@
 """The training run: run(config, workdir) trains, evaluates, logs and checkpoints.
 
-Order of work: validate everything (config, data, mesh: setup_lib.build) before anything
+Order of work: validate everything (config, data, mesh: run_setup.build) before anything
 compiles; lock the workdir (one run at a time: workdir.py) and refuse another experiment or
 say a completed run has nothing to do, before anything is written; restore or initialize
 the sharded state; compile the step ahead of time (timed);

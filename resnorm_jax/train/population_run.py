@@ -6,8 +6,8 @@ A member is an ordinary run: config.json, metrics.jsonl and TensorBoard through 
 MetricWriter, its own RunLog (the lr of its own schedule), checkpoints of its slice of the
 state in the single-run format (a single run of its config resumes them, and a population
 resumes a single run's), summary.json with loop.py's fields, and TensorBoard hparams. It
-trains on the batches its single run draws (setup_lib.Batches of its own seed); the held-out
-batches do not depend on the seed and are shared. One setup_lib.build, one corpus, one compiled
+trains on the batches its single run draws (run_setup.Batches of its own seed); the held-out
+batches do not depend on the seed and are shared. One run_setup.build, one corpus, one compiled
 step per sub-population. As loop.py does, each member's workdir is locked for the program's
 life, and a workdir holding another experiment is refused before anything is written.
 
