@@ -29,7 +29,6 @@ ROOT = resnorm_jax.ROOT
 MOVED_KEYS = cli.MOVED_KEYS
 POINT_KEYS = frozenset({"config", "overrides", "name"})
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
-VMAPPED_KEYS = same_experiment.VMAPPED_KEYS
 POPULATION_FILE = "population_points.json"  # a population's members, in its first's workdir
 
 
@@ -165,12 +164,13 @@ def train_command(point: Point, workdir: str, overrides: Mapping[str, Any]) -> l
 
 def vmap_groups(expected: Sequence[Mapping[str, Any]], max_size: int = 0) -> list[list[int]]:
   """Indices of the resolved configs that can train as one program: equal apart from
-  VMAPPED_KEYS (same config file and other overrides give that). Grid order within and
-  between groups; a group larger than `max_size` (0: no cap) is split into the fewest parts
-  of at most that size, their sizes as even as possible."""
+  same_experiment.VMAPPED_KEYS (same config file and other overrides give that). Grid order
+  within and between groups; a group larger than `max_size` (0: no cap) is split into the
+  fewest parts of at most that size, their sizes as even as possible."""
   by_rest: dict[str, list[int]] = {}
   for i, config in enumerate(expected):
-    rest = {k: v for k, v in same_experiment.flatten(config).items() if k not in VMAPPED_KEYS}
+    vmapped = same_experiment.VMAPPED_KEYS
+    rest = {k: v for k, v in same_experiment.flatten(config).items() if k not in vmapped}
     by_rest.setdefault(json.dumps(rest, sort_keys=True), []).append(i)
   groups = []
   for members in by_rest.values():
