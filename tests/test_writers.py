@@ -330,6 +330,7 @@ def test_a_read_only_events_folder_mid_run_is_reported(tmp_path, capsys):
   the same one line, nothing raised."""
   w = writers.MetricWriter(str(tmp_path))
   w.write(1, {"train/loss": 1.0})
+  w.flush()  # nothing left queued for the writer's background thread to put in the old file
   events = w._events._writer._ev_writer._py_recordio_writer
 
   class ReadOnly:
@@ -338,12 +339,12 @@ def test_a_read_only_events_folder_mid_run_is_reported(tmp_path, capsys):
 
     flush = close = lambda self: None
 
-  events._writer.close()
-  events._writer = ReadOnly()
-  w.write(2, {"train/loss": 0.5})
+  real, events._writer = events._writer, ReadOnly()  # the real file closes only at the end:
+  w.write(2, {"train/loss": 0.5})  # the writer's thread never meets it closed
   w.flush()
   w.write(3, {"train/loss": 0.25})
   w.close()
+  real.close()
   assert w.tb_error == f"Read-only file system [EROFS] (writing {w._events.path})"
   out = capsys.readouterr().out
   assert out.count("WARNING: TensorBoard events stopped") == 1
