@@ -53,6 +53,9 @@ def test_budget_script_on_a_tiny_run_tree(tmp_path, read_csv):
     ("prenorm", "0", "600"),
   ]
   assert rows[0]["lr"] == "0.001" and rows[0]["warmup"] == "0" and rows[0]["steps"] == "600"
+  # The late trend over steps 300-600: seed 2 flat on the plateau, seed 1 dropping at 400.
+  assert float(rows[2]["late_slope"]) == pytest.approx(0.0)
+  assert float(rows[1]["late_slope"]) == pytest.approx(-2.4)  # 3.3, 2.5, 2.5, 2.5 per 100 steps
   missing = subprocess.run(
     [sys.executable, script, f"--runs={tmp_path / 'none'}"], capture_output=True, text=True
   )

@@ -134,7 +134,9 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
   ]
   results = read_csv(str(out / "results.csv"))
   assert len(results) == 14 and results[0]["variant"] == "postnorm"
-  assert {"opt.lr", "seed", "train.steps", "escape_step", "diverged_step"} <= set(results[0])
+  assert {"opt.lr", "seed", "train.steps", "escape_step", "diverged_step", "late_slope"} <= set(
+    results[0]
+  )
   nan_row = [r for r in results if r["opt.lr"] == "0.032"][0]
   assert nan_row["outcome"] == "diverged" and nan_row["capped_loss"] == str(BASE)
   table = {(r["variant"], r["num_layers"]): r for r in read_csv(str(out / "sensitivity.csv"))}
@@ -144,6 +146,29 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
   assert float(post["boundary_lr"]) == 0.008 and float(post["best_lr"]) == 0.004
   assert post["n_lrs"] == "6" and post["seeds"] == "0 1" and post["note"] == "partial: 6 of 7 lrs"
   assert table[("prenorm", "12")]["lr_sensitivity"] == ""
+
+
+def test_late_slope_is_the_least_squares_slope_of_the_second_half_per_1000_steps():
+  steps = list(range(50, 1050, 50))
+  falling = [3.4 - 0.1 * s / 1000 for s in steps]  # 0.1 nats per 1,000 steps throughout
+  assert lrs.late_slope(steps, falling, 1000) == pytest.approx(-0.1)
+  # Only the evals from step 500 on count: a fast first half changes nothing.
+  early_drop = [4.0 if s < 500 else v for s, v in zip(steps, falling, strict=True)]
+  assert lrs.late_slope(steps, early_drop, 1000) == pytest.approx(-0.1)
+  assert lrs.late_slope(steps, [3.3] * len(steps), 1000) == pytest.approx(0.0)
+  # The window follows the budget: at 3,000 steps these evals are all before step 1,500.
+  assert lrs.late_slope(steps, falling, 3000) is None
+  assert lrs.late_slope([500, 1000], [3.3, 3.2], 1000) is None  # two evals are no trend
+
+
+def test_result_row_carries_the_late_slope_of_its_curve(tmp_path):
+  run = fake_run(tmp_path, "postnorm", 24, 1e-3, 0, 3.25, steps=1000)
+  curve = [{"step": s, "eval/loss": 3.35 - 0.05 * s / 1000} for s in range(50, 1050, 50)]
+  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in curve)
+  assert lrs.result_row(run)["late_slope"] == pytest.approx(-0.05)
+  nan = fake_run(tmp_path, "postnorm", 24, 2e-3, 0, math.nan, status="diverged", steps=1000)
+  assert lrs.result_row(nan)["late_slope"] is None
 
 
 def test_seed_bands_span_only_neighbouring_lrs_with_seeds():

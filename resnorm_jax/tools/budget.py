@@ -6,13 +6,12 @@ No JAX here.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.lr_sensitivity import Row, lr_label, variant_order, write_csv
+from resnorm_jax.tools.lr_sensitivity import Row, eval_curve, lr_label, variant_order, write_csv
 from resnorm_jax.tools.plots import pyplot, save_figure, variant_color
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE, STUCK_MARGIN, is_finite_number
 
@@ -30,6 +29,7 @@ BUDGET_COLUMNS = (
   "baseline",
   "outcome",
   "diverged_step",
+  "late_slope",
 )
 SETTING = ("variant", "num_layers", "lr", "warmup", "schedule")
 
@@ -89,24 +89,6 @@ def plot_survival(rows: Sequence[Mapping[str, Any]], out: str) -> str:
   else:
     ax.text(0.5, 0.5, "no finished budget run yet", ha="center", transform=ax.transAxes)
   return save_figure(fig, out)
-
-
-def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
-  """(steps, periodic eval losses) of a run folder's metrics.jsonl; torn lines skipped."""
-  steps, losses = [], []
-  path = os.path.join(run_dir, "metrics.jsonl")
-  if not os.path.isfile(path):
-    return steps, losses
-  with open(path) as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      if is_finite_number(record.get("eval/loss")):
-        steps.append(int(record["step"]))
-        losses.append(float(record["eval/loss"]))
-  return steps, losses
 
 
 CELL = ("num_layers", "lr", "warmup", "schedule")

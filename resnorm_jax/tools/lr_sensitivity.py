@@ -12,6 +12,7 @@ E_lr[min(loss, cap)] - min_lr loss.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,10 @@ MIN_LRS = 5
 # spread of a trained cell, 1.947-1.979 in docs/xiong_rescue), so one threshold means "no
 # distinguishable loss" everywhere.
 BOUNDARY_TOLERANCE = STUCK_MARGIN
+# A run's late trend is read from its periodic evals at steps from this fraction of its
+# budget on: the second half, where a trained run's curve has flattened and a slow plateau
+# run's is still coming down.
+LATE_FROM = 0.5
 RESULT_COLUMNS = (
   "name",
   "variant",
@@ -51,6 +56,7 @@ RESULT_COLUMNS = (
   "outcome",
   "escape_step",
   "diverged_step",
+  "late_slope",
 )
 
 
@@ -92,6 +98,41 @@ def capped_loss(row: Mapping[str, Any]) -> float | None:
   return min(loss, cap)
 
 
+def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
+  """(steps, periodic eval losses) of a run folder's metrics.jsonl; torn lines and
+  non-finite losses skipped."""
+  steps, losses = [], []
+  path = os.path.join(run_dir, "metrics.jsonl")
+  if not os.path.isfile(path):
+    return steps, losses
+  with open(path) as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if is_finite_number(record.get("eval/loss")):
+        steps.append(int(record["step"]))
+        losses.append(float(record["eval/loss"]))
+  return steps, losses
+
+
+def late_slope(
+  steps: Sequence[int], losses: Sequence[float], budget: int, late_from: float = LATE_FROM
+) -> float | None:
+  """The least-squares slope of the periodic eval loss over the evals at steps >=
+  `late_from` x `budget`, in nats per 1,000 steps: negative while the loss is still coming
+  down (a slow run), about 0 on a flat plateau; None with fewer than 3 such evals.
+
+  A measurement, not a verdict: it says whether a run that has not escaped by its last step
+  was still moving, the question a verdict at one step cannot answer."""
+  late = [(s, v) for s, v in zip(steps, losses, strict=True) if s >= late_from * budget]
+  if len(late) < 3:
+    return None
+  xs, ys = [s / 1000 for s, _ in late], [v for _, v in late]
+  return statistics.linear_regression(xs, ys).slope
+
+
 def result_row(run_dir: str) -> Row:
   """One run folder's row: variant (its sweep point's config), depth, lr, seed and budget
   (its config.json), verdict, losses, escape and divergence steps (its summary)."""
@@ -104,6 +145,8 @@ def result_row(run_dir: str) -> Row:
     "data": corpus_name(config) if config else None,
   }
   out["capped_loss"] = capped_loss(out)
+  if out["outcome"] != "diverged" and is_finite_number(out["steps"]):
+    out["late_slope"] = late_slope(*eval_curve(run_dir), int(out["steps"]))
   return out
 
 
