@@ -29,9 +29,9 @@ import glob
 import os
 
 from resnorm_jax.config import cli  # (no JAX)
+from resnorm_jax.tools.boundary import plot_boundary
 from resnorm_jax.tools.plots import (
   expand_runs,
-  plot_boundary,
   plot_curves,
   plot_seed_bands,
   plot_seed_lines,

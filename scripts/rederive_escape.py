@@ -24,8 +24,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.data import batches, unigram  # (no JAX)
 from resnorm_jax.data import corpora as data_lib
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.plots import write_rows
-from resnorm_jax.tools.sweep_results import run_row
+from resnorm_jax.tools.sweep_results import run_row, write_rows
 from resnorm_jax.train import escape
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 

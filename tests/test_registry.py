@@ -27,8 +27,9 @@ LATER = {
   "lnscale": "lnscale",
   "mix": "mix",
 }
-# plots.py colours runs by experiment name (configs/<name>_96L.py), not by config value.
-NOT_MODEL_CODE = {"resnorm_jax/tools/plots.py"}
+# The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
+# value: style.py's palette and plots.py's aliases name variants without being model code.
+NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/plots.py"}
 
 
 def test_registry_lists_every_variant():

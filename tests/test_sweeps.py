@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from resnorm_jax.config.same_experiment import SWEEP, changed_keys
+from resnorm_jax.tools import boundary, sweep_grid, sweep_results, sweep_runner
 from resnorm_jax.tools import plots as plot_curves
-from resnorm_jax.tools import sweep_grid, sweep_results, sweep_runner
 from resnorm_jax.train import outcome
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -384,13 +384,13 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
     row("pre", 6, 1e-3, "trained"),
     row("pre", 6, 2e-3, "pending"),
   ]
-  table = {(t["variant"], t["num_layers"]): t for t in plot_curves.boundary_table(rows)}
+  table = {(t["variant"], t["num_layers"]): t for t in boundary.boundary_table(rows)}
   assert table[("post", 6)]["max_trained_lr"] == 4e-3
   assert table[("post", 6)]["first_failing_lr_above"] is None
   assert table[("post", 12)]["max_trained_lr"] is None
   assert table[("post", 12)]["first_failing_lr_above"] == 5e-4
   assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
-  out = plot_curves.plot_boundary(rows, str(tmp_path / "b.png"))
+  out = boundary.plot_boundary(rows, str(tmp_path / "b.png"))
   assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
   md = (tmp_path / "boundary.md").read_text().splitlines()
   assert md[0] == "| largest lr that trained | 6 layers | 12 layers |"
@@ -405,7 +405,7 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
     dict(t, num_layers=24, bounded=True, first_failing_lr_above=8e-3)
     for t in [{"variant": "dn", "opt.warmup_steps": 100, "max_trained_lr": 4e-3, "lrs_tried": "x"}]
   ]
-  assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in plot_curves.boundary_markdown(bounded)
+  assert "| dn (warmup 100) | **0.004** (0.008 fails) |" in boundary.boundary_markdown(bounded)
 
 
 @pytest.mark.slow  # runs scripts/sweep.py

@@ -12,8 +12,8 @@ from typing import Any
 
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools.lr_sensitivity import Row, eval_curve, lr_label, variant_order, write_csv
-from resnorm_jax.tools.plots import pyplot, save_figure, variant_color
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE, STUCK_MARGIN, is_finite_number
+from resnorm_jax.tools.style import SEED_STYLES, baseline_lines, pyplot, save_figure, variant_color
+from resnorm_jax.train.outcome import EVAL_SET_BASELINE, is_finite_number
 
 BUDGET_COLUMNS = (
   "name",
@@ -92,7 +92,6 @@ def plot_survival(rows: Sequence[Mapping[str, Any]], out: str) -> str:
 
 
 CELL = ("num_layers", "lr", "warmup", "schedule")
-SEED_STYLES = ("-", "--", ":", "-.")
 
 
 def plot_budget_curves(
@@ -124,8 +123,7 @@ def plot_budget_curves(
       summary = read_json(os.path.join(runs_dir, r["name"], "summary.json")) or {}
       cap = summary.get(EVAL_SET_BASELINE)
       if is_finite_number(cap):
-        ax.axhline(cap, ls="--", lw=0.8, color="0.35")
-        ax.axhline(cap - STUCK_MARGIN, ls=":", lw=0.8, color="0.35")
+        baseline_lines(ax, cap)
     if mark_step:
       ax.axvline(mark_step, color="0.6", lw=0.8)
     warm = "no warmup" if not warmup else f"warmup {warmup:,}"

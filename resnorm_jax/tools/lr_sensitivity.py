@@ -19,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.plots import VARIANT_COLORS, pyplot, save_figure, variant_color
+from resnorm_jax.tools.style import (
+  BASELINE_STYLE,
+  VARIANT_COLORS,
+  baseline_lines,
+  pyplot,
+  save_figure,
+  variant_color,
+)
 from resnorm_jax.tools.sweep_grid import POINT_FILE
 from resnorm_jax.tools.sweep_results import run_row
 from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
@@ -297,7 +304,7 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
       if curve:
         _draw_curve(ax, curve, variant_color(variant))
     for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
-      ax.axhline(cap, ls="--", lw=1, color="0.35")
+      baseline_lines(ax, cap, margin=False)
     ax.set(xscale="log", title=f"{depth} layers", xlabel="peak lr (Adam)")
     ax.set_xticks(lrs, [lr_label(lr) for lr in lrs], rotation=45, ha="right", fontsize="small")
     ax.minorticks_off()
@@ -307,7 +314,7 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
   axes[0].set_ylabel("final eval loss, capped at the baseline")
   handles = [plt.Line2D([], [], color=variant_color(v), marker="o", label=v) for v in variants]
   handles += [
-    plt.Line2D([], [], color="0.35", ls="--", label="no-context baseline"),
+    plt.Line2D([], [], **BASELINE_STYLE, label="no-context baseline"),
     plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
   ]
   axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")

@@ -1,5 +1,6 @@
 """Figures of runs and sweeps: loss curves of several runs, a depth x variant stability map,
-and the stability boundary (largest peak lr that trained, against depth).
+and the per-seed figures (seed bands and seed lines). The palette and style are style.py's,
+the stability boundary boundary.py's.
 scripts/plot_curves.py is the command line. No JAX here.
 """
 
@@ -11,58 +12,22 @@ import json
 import math
 import os
 import re
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from resnorm_jax.tools.style import (
+  SEED_STYLES,
+  STATUS_COLORS,
+  VARIANT_LABELS,
+  baseline_handles,
+  baseline_lines,
+  pyplot,
+  save_figure,
+  variant_color,
+)
 from resnorm_jax.train.escape import curve_path
-from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
+from resnorm_jax.train.outcome import is_finite_number
 from resnorm_jax.train.writers import read_metrics
-
-STATUS_COLORS = {
-  "trained": "#66bb6a",
-  "stuck": "#ffa726",
-  "diverged": "#ef5350",
-  "interrupted": "#90a4ae",
-  "failed": "#8d6e63",
-  "pending": "#eeeeee",
-  "unknown": "#bdbdbd",
-}
-
-
-# One colour per variant in every figure (the main three first: Post-LN red, Pre-LN blue,
-# DeepNorm green); any 13 variants one figure shows together are told apart. Close relatives
-# share a hue (deepnorm_frozen a lighter green, postnorm_deepinit a lighter red).
-VARIANT_COLORS = {
-  "postnorm": "#d62728",
-  "prenorm": "#1f77b4",
-  "deepnorm": "#2ca02c",
-  "sandwich": "#9467bd",
-  "dyt": "#ff7f0e",
-  "subln": "#8c564b",
-  "hyperconn": "#e377c2",
-  "rezero": "#17becf",
-  "rmsnorm_prenorm": "#bcbd22",
-  "admin": "#7f7f7f",
-  "lnscale": "#e6ab02",
-  "mixln": "#000000",
-  "ngpt": "#1b9e77",
-  "batchnorm": "#d95f02",
-  "layerscale": "#aec7e8",
-  "noresidual": "#c49c94",
-  "parallel": "#f7b6d2",
-  "deepnorm_frozen": "#98df8a",
-  "postnorm_deepinit": "#ff9896",
-}
-# A variant not named above: a fixed colour from its name (the same in every figure and run).
-_OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
-
-
-def variant_color(name: str) -> str:
-  """The colour of a variant in every figure (VARIANT_COLORS, else fixed by its name)."""
-  if name in VARIANT_COLORS:
-    return VARIANT_COLORS[name]
-  return _OTHER_COLORS[zlib.crc32(name.encode()) % len(_OTHER_COLORS)]
 
 
 def expand_runs(patterns: Sequence[str]) -> list[str]:
@@ -94,16 +59,6 @@ def read_curves(run_dir: str) -> dict[str, Any]:
   except (OSError, json.JSONDecodeError):
     curves["unigram"] = None
   return curves
-
-
-def pyplot():
-  """matplotlib.pyplot on the Agg backend (files only, no display)."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  return plt
 
 
 def plot_curves(run_dirs: Sequence[str], out: str, title: str = "") -> str:
@@ -178,178 +133,8 @@ def plot_stability_map(rows: Sequence[dict[str, str]], out: str, title: str = ""
   return save_figure(fig, out)
 
 
-def save_figure(fig, out: str, tight: bool = True) -> str:
-  """Writes `fig` to `out` (its folder created; laid out tight unless already), closes it;
-  returns `out`."""
-  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-  if tight:
-    fig.tight_layout()
-  fig.savefig(out, dpi=120)
-  pyplot().close(fig)
-  return out
-
-
-VERDICTS = ("trained", "stuck", "diverged")
-
-
-def boundary_points(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
-  """The rows a boundary counts: runs with a verdict (trained, stuck, diverged) and an lr;
-  pending, interrupted and failed points are left out."""
-  return [r for r in rows if r.get("opt.lr") and r.get("num_layers") and r["outcome"] in VERDICTS]
-
-
-def write_rows(rows: Sequence[dict[str, str]], path: str) -> str:
-  """`rows` as one csv, the union of their columns in first-seen order; a symlink at `path`
-  is replaced by the file, never written through."""
-  columns = list(dict.fromkeys(k for r in rows for k in r))
-  if os.path.islink(path):
-    os.remove(path)
-  with open(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=columns or ["variant"], restval="")
-    writer.writeheader()
-    writer.writerows(rows)
-  return path
-
-
-def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
-  """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
-  smallest lr above it that did not train (None when every lr tried above it trained).
-
-  Rows may hold several seeds of a point (results.csv files concatenated): an lr trains when
-  most of its runs trained, and `split_seeds` names the lrs where they disagree."""
-  groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
-  for r in boundary_points(rows):
-    warmup = int(float(r.get("opt.warmup_steps") or 0))
-    groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
-  table = []
-  for (variant, depth, warmup), members in sorted(groups.items()):
-    by_lr: dict[float, list[str]] = {}
-    for m in members:
-      by_lr.setdefault(float(m["opt.lr"]), []).append(m["outcome"])
-    # An lr "trains" when most of its runs (seeds) trained.
-    ok = {lr: outs.count("trained") * 2 > len(outs) for lr, outs in by_lr.items()}
-    trained = [lr for lr, good in ok.items() if good]
-    best = max(trained) if trained else None
-    above = [lr for lr, good in ok.items() if not good and (best is None or lr > best)]
-    below = [lr for lr, good in ok.items() if not good and best is not None and lr < best]
-    table.append(
-      {
-        "variant": variant,
-        "num_layers": depth,
-        "opt.warmup_steps": warmup,
-        "max_trained_lr": best,
-        "first_failing_lr_above": min(above) if above else None,
-        # False: every lr tried at or above max_trained_lr trained, so the boundary lies higher
-        "bounded": bool(above),
-        # lrs under max_trained_lr that did not train (too slow for the budget, e.g. nGPT)
-        "failed_below": " ".join(f"{lr:g}" for lr in sorted(below)),
-        "lrs_tried": " ".join(f"{lr:g}" for lr in sorted(by_lr)),
-        "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
-        # lrs whose seeds disagree: the cell's verdict there is a majority, not unanimous
-        "split_seeds": " ".join(
-          f"{lr:g} ({outs.count('trained')} of {len(outs)} trained)"
-          for lr, outs in sorted(by_lr.items())
-          if 0 < outs.count("trained") < len(outs)
-        ),
-      }
-    )
-  return table
-
-
-def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
-  """boundary_table as a markdown table: a row per variant (and warmup), a column per depth."""
-  depths = sorted({t["num_layers"] for t in table})
-  rows: dict[tuple[str, int], dict[int, str]] = {}
-  for t in table:
-    if t["max_trained_lr"] is None:
-      cell = f"none (tried {t['lrs_tried']})"
-    elif t["bounded"]:
-      cell = f"**{t['max_trained_lr']:g}** ({t['first_failing_lr_above']:g} fails)"
-    elif t.get("failed_below"):  # the top lr trained, some lower ones did not (too slow)
-      cell = f">= {t['max_trained_lr']:g} (the largest lr tried; {t['failed_below']} did not train)"
-    else:
-      cell = f">= {t['max_trained_lr']:g} (every lr tried trained)"
-    if t.get("split_seeds"):
-      cell += f"; seeds split at {t['split_seeds']}"
-    rows.setdefault((t["variant"], t["opt.warmup_steps"]), {})[t["num_layers"]] = cell
-  lines = [
-    "| largest lr that trained | " + " | ".join(f"{d} layers" for d in depths) + " |",
-    "| --- |" + " --- |" * len(depths),
-  ]
-  for (variant, warmup), cells in rows.items():
-    name = variant + (f" (warmup {warmup})" if warmup else "")
-    lines.append(f"| {name} | " + " | ".join(cells.get(d, "-") for d in depths) + " |")
-  return "\n".join(lines) + "\n"
-
-
-def plot_boundary(
-  rows: Sequence[dict[str, str]], out: str, title: str = "", points: str | None = None
-) -> str:
-  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv and
-  boundary.md (the same as a markdown table) beside it, and at `points` (a csv path) every
-  run the table counts, all seeds in one file."""
-  plt = pyplot()
-  table = boundary_table(rows)
-  folder = os.path.dirname(os.path.abspath(out))
-  os.makedirs(folder, exist_ok=True)
-  if points:
-    write_rows(boundary_points(rows), points)
-  write_rows(table, os.path.join(folder, "boundary.csv"))
-  with open(os.path.join(folder, "boundary.md"), "w") as f:
-    f.write(boundary_markdown(table))
-  fig, ax = plt.subplots(figsize=(8.5, 4.8))
-  lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
-  for t in table:
-    lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
-  variants = list(dict.fromkeys(variant for variant, _ in lines))
-  lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
-  floor = min(lrs) / 2 if lrs else 1e-5
-  for (variant, warmup), pts in lines.items():
-    color = variant_color(variant)
-    xs = [p["num_layers"] for p in pts]
-    # Many variants train at every lr tried (">= the top lr"): those points would hide each
-    # other, so each variant's is nudged up by 4% steps. A boundary (a dot) is drawn exactly.
-    nudge = 1.04 ** variants.index(variant)
-    ys = [
-      floor if not p["max_trained_lr"] else p["max_trained_lr"] * (1 if p["bounded"] else nudge)
-      for p in pts
-    ]
-    label = variant + (f" (warmup {warmup})" if warmup else "")
-    ax.plot(xs, ys, "-" if not warmup else "--", color=color, label=label)
-    for p, y in zip(pts, ys, strict=True):  # a filled dot: the boundary; an arrow: >= this lr
-      ax.plot(
-        p["num_layers"],
-        y,
-        "o" if p["bounded"] else "^",
-        color=color,
-        mfc=color if p["bounded"] else "white",
-      )
-  ax.axhline(floor, color="0.7", lw=0.8)
-  ax.text(
-    ax.get_xlim()[0] if lines else 1,
-    floor,
-    " nothing trained",
-    va="bottom",
-    fontsize="small",
-    color="0.5",
-  )
-  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="largest peak lr that trained")
-  depths = sorted({t["num_layers"] for t in table})
-  ax.set_xticks(depths, [str(d) for d in depths])
-  ax.minorticks_off()
-  ax.set_yticks(lrs, [f"{lr:g}" for lr in lrs])
-  ax.set_title(title or "stability boundary (Adam, constant lr; ^: trained at every lr tried)")
-  ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the lines
-  fig.tight_layout()
-  fig.savefig(out, dpi=120)
-  plt.close(fig)
-  return out
-
-
 # Configs named for an experiment rather than a variant, drawn in their variant's colour.
 VARIANT_ALIASES = {"xiong_rescue": "postnorm"}
-VARIANT_LABELS = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
-SEED_STYLES = ("-", "--", ":", "-.")  # seed 0, 1, 2, 3 (then again)
 _SEED_SUFFIX = re.compile(r"-s(?:eed)?\d+$")
 
 
@@ -412,30 +197,6 @@ def _seeds_text(seeds: Sequence[int]) -> str:
 
 def _label(variant: str) -> str:
   return VARIANT_LABELS.get(variant, variant)
-
-
-def _baseline_lines(ax, baseline: float | None) -> None:
-  """The no-context loss (dashed) and the trained/escape threshold 0.1 below it (dotted)."""
-  if baseline is None:
-    return
-  ax.axhline(baseline, ls="--", lw=1, color="0.25")
-  ax.axhline(baseline - STUCK_MARGIN, ls=":", lw=1, color="0.45")
-
-
-def _baseline_handles() -> list[Any]:
-  from matplotlib.lines import Line2D
-
-  return [
-    Line2D([], [], ls="--", lw=1, color="0.25", label="no-context loss (held-out unigram)"),
-    Line2D(
-      [],
-      [],
-      ls=":",
-      lw=1,
-      color="0.45",
-      label=f"{STUCK_MARGIN:g} nats below it (trained / escaped under it)",
-    ),
-  ]
 
 
 def _panels(records: Sequence[dict[str, Any]], by: str) -> dict[Any, list[dict[str, Any]]]:
@@ -511,7 +272,7 @@ def plot_seed_bands(run_dirs: Sequence[str], out: str, title: str = "", panels="
       ax.plot(
         [s for s, _ in finals], [x for _, x in finals], "D", ms=5, color=color, mfc="white", mew=1.3
       )
-    _baseline_lines(ax, members[0]["baseline"])
+    baseline_lines(ax, members[0]["baseline"])
     r = members[0]
     ax.set_title(
       f"{r['corpus']}: {r['num_layers']} layers, {r['steps']:,} steps, "
@@ -536,7 +297,7 @@ def plot_seed_bands(run_dirs: Sequence[str], out: str, title: str = "", panels="
     [], [], color="0.3", marker="o", label="periodic eval: mean, band min-max over seeds"
   )
   fig.legend(
-    handles=[band, final, *_baseline_handles()],
+    handles=[band, final, *baseline_handles()],
     loc="lower center",
     ncol=2,
     fontsize="small",
@@ -578,7 +339,7 @@ def plot_seed_lines(
       ax.plot(*r["eval"], style, marker="o", ms=3, lw=1.4, color=color)
       if r["final"]:
         ax.plot(*r["final"], "*", ms=11, color=color, mec="black", mew=0.5)
-    _baseline_lines(ax, members[0]["baseline"])
+    baseline_lines(ax, members[0]["baseline"])
     ax.set_title(_panel_title(members), fontsize="medium")
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
@@ -590,7 +351,7 @@ def plot_seed_lines(
   handles += [
     Line2D([], [], ls="", marker="o", ms=3, color="0.3", label="periodic eval"),
     Line2D([], [], ls="", marker="*", ms=11, color="0.3", label="end-of-run eval (16k tokens)"),
-    *_baseline_handles(),
+    *baseline_handles(),
   ]
   fig.legend(handles=handles, loc="lower center", ncol=5, fontsize="small", frameon=False)
   fig.suptitle(title or "eval loss, every seed", fontsize="large")

@@ -22,7 +22,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora as data_lib
 from resnorm_jax.model import model_def as mdl
-from resnorm_jax.tools import plots
+from resnorm_jax.tools import style
 from resnorm_jax.train import run_setup
 from resnorm_jax.train import train_step as ts
 from resnorm_jax.train.diagnostics import (
@@ -266,7 +266,7 @@ def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
 
 def _vs_depth(rows: Sequence[Row], key: str, *, ylabel: str, title: str):
   """(figure, axes): `key` against depth on log-log axes, a line per config."""
-  fig, ax = plots.pyplot().subplots(figsize=(5.5, 4))
+  fig, ax = style.pyplot().subplots(figsize=(5.5, 4))
   for (label,), rs in _by(rows, "config").items():
     ax.plot([r["depth"] for r in rs], [r[key] for r in rs], "o-", label=label)
   ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel=ylabel)
@@ -276,7 +276,7 @@ def _vs_depth(rows: Sequence[Row], key: str, *, ylabel: str, title: str):
 
 def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: str) -> list[str]:
   """grad_norms_per_layer.csv/.png and (with depths) grad_norms_vs_depth.csv/.png."""
-  plt = plots.pyplot()
+  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_norms_per_layer.csv"), per_layer)]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for (label, n), rows in _by(per_layer, "config", "num_layers").items():
@@ -288,7 +288,7 @@ def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: 
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set(xlabel="layer", ylabel="||E[grad]||_F", title=f"FFN {name} gradient norm at init")
     ax.legend()
-  files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
+  files.append(style.save_figure(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
   if vs_depth:
     files.append(write_csv(os.path.join(outdir, "grad_norms_vs_depth.csv"), vs_depth))
     fig, ax = _vs_depth(
@@ -301,13 +301,13 @@ def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: 
     ref = max(r["last_w2_grad_norm"] for r in vs_depth if r["depth"] == depths[0])
     ax.plot(depths, [ref * math.sqrt(depths[0] / d) for d in depths], "k:", label="1/sqrt(N)")
     ax.legend()
-    files.append(plots.save_figure(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
+    files.append(style.save_figure(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
   return files
 
 
 def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -> list[str]:
   """model_update.csv/.png (update and norm-input RMS vs step), model_update_vs_depth.*."""
-  plt = plots.pyplot()
+  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "model_update.csv"), rows)]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for (label, depth), run in _by(rows, "config", "depth").items():
@@ -326,7 +326,7 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
   axes[0].legend(fontsize="small")
   axes[1].set(yscale="log", xlabel="step", ylabel="norm-input RMS (solid max, dotted mean)")
   axes[1].set_title("norm inputs (RMS 1 = ||x|| of sqrt(d))")
-  files.append(plots.save_figure(fig, os.path.join(outdir, "model_update.png")))
+  files.append(style.save_figure(fig, os.path.join(outdir, "model_update.png")))
   files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
   fig, ax = _vs_depth(
     early,
@@ -335,24 +335,24 @@ def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -
     title="early model update vs depth",
   )
   ax.legend()
-  files.append(plots.save_figure(fig, os.path.join(outdir, "model_update_vs_depth.png")))
+  files.append(style.save_figure(fig, os.path.join(outdir, "model_update_vs_depth.png")))
   return files
 
 
 def write_grad_flow(rows: Sequence[Row], outdir: str) -> list[str]:
   """grad_flow.csv and grad_flow.png (per-layer gradient norm, one panel per config/depth)."""
-  plt = plots.pyplot()
+  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_flow.csv"), rows)]
   runs = _by(rows, "config", "depth")
   fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
   for ax, ((label, depth), run) in zip(axes[0], runs.items(), strict=True):
     for (name,), rs in _by(run, "state").items():
-      style = "k-" if name == "init" else ("r-" if name == "trained" else "--")
-      ax.plot([r["layer"] for r in rs], [r["grad_norm"] for r in rs], style, label=name)
+      fmt = "k-" if name == "init" else ("r-" if name == "trained" else "--")
+      ax.plot([r["layer"] for r in rs], [r["grad_norm"] for r in rs], fmt, label=name)
     ax.set(yscale="log", xlabel="layer", ylabel="||grad|| of the layer's parameters")
     ax.set_title(f"{label} N={depth}: after {run[0]['steps']} steps", fontsize="medium")
     ax.legend(fontsize="small")
-  files.append(plots.save_figure(fig, os.path.join(outdir, "grad_flow.png")))
+  files.append(style.save_figure(fig, os.path.join(outdir, "grad_flow.png")))
   return files
 
 

@@ -163,3 +163,16 @@ def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
   with open(paths[1], "w") as f:
     f.write(md)
   return paths
+
+
+def write_rows(rows: Sequence[dict[str, str]], path: str) -> str:
+  """`rows` as one csv, the union of their columns in first-seen order; a symlink at `path`
+  is replaced by the file, never written through."""
+  columns = list(dict.fromkeys(k for r in rows for k in r))
+  if os.path.islink(path):
+    os.remove(path)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=columns or ["variant"], restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+  return path
