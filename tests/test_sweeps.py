@@ -392,6 +392,13 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
   assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
   out = boundary.plot_boundary(rows, str(tmp_path / "b.png"))
   assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
+  # The figure's cells: seeds counted per depth and lr, pending points not drawn.
+  cells = boundary.boundary_cells(rows)
+  assert cells[("pre", 0)] == {(6, 1e-3): {"runs": 3, "trained": 2, "loss": 2.5}}
+  assert cells[("post", 0)][(12, 1e-3)] == {"runs": 1, "trained": 0, "loss": 2.5}
+  assert boundary.budget_words(rows) == ""
+  steps = [dict(rows[0], **{"train.steps": "300"}), dict(rows[1], steps="1500")]
+  assert boundary.budget_words(steps) == "300-1,500 steps"
   md = (tmp_path / "boundary.md").read_text().splitlines()
   assert md[0] == "| largest lr that trained | 6 layers | 12 layers |"
   # 2e-3 failed below the largest lr that trained: said, not "every lr tried trained"

@@ -5,11 +5,12 @@ scripts/plot_curves.py --boundary is the command line. No JAX here.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from resnorm_jax.tools.style import pyplot, variant_color
+from resnorm_jax.tools.style import STATUS_COLORS, pyplot, save_figure, variant_color
 from resnorm_jax.tools.sweep_results import write_rows
 
 VERDICTS = ("trained", "stuck", "diverged")
@@ -92,13 +93,49 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
   return "\n".join(lines) + "\n"
 
 
+# A cell of the boundary figure: every seed left the plateau, some did, none did.
+CELL_COLORS = {"all": STATUS_COLORS["trained"], "some": "#d4e157", "none": STATUS_COLORS["stuck"]}
+
+
+def boundary_cells(rows: Sequence[dict[str, str]]) -> dict[tuple[str, int], dict]:
+  """Per (variant, warmup) panel, per (depth, lr) cell: the runs' count, how many trained
+  and their mean final eval loss (None when no loss is finite)."""
+  panels: dict[tuple[str, int], dict] = {}
+  for r in boundary_points(rows):
+    warmup = int(float(r.get("opt.warmup_steps") or 0))
+    cell = panels.setdefault((r["variant"], warmup), {}).setdefault(
+      (int(r["num_layers"]), float(r["opt.lr"])), {"runs": 0, "trained": 0, "losses": []}
+    )
+    cell["runs"] += 1
+    cell["trained"] += r["outcome"] == "trained"
+    loss = float(r["final_eval_loss"]) if r.get("final_eval_loss") else math.nan
+    if math.isfinite(loss):
+      cell["losses"].append(loss)
+  for cells in panels.values():
+    for cell in cells.values():
+      losses = cell.pop("losses")
+      cell["loss"] = sum(losses) / len(losses) if losses else None
+  return panels
+
+
+def budget_words(rows: Sequence[dict[str, str]]) -> str:
+  """'300 steps' (the counted runs' budget: train.steps, else the steps run), '200-300
+  steps' when they differ, '' when unknown."""
+  budgets = (r.get("train.steps") or r.get("steps") for r in boundary_points(rows))
+  steps = sorted({int(float(b)) for b in budgets if b})
+  if not steps:
+    return ""
+  return f"{steps[0]:,} steps" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,} steps"
+
+
 def plot_boundary(
   rows: Sequence[dict[str, str]], out: str, title: str = "", points: str | None = None
 ) -> str:
-  """Max trained lr vs depth, one line per variant (and warmup setting); boundary.csv and
-  boundary.md (the same as a markdown table) beside it, and at `points` (a csv path) every
-  run the table counts, all seeds in one file."""
-  plt = pyplot()
+  """boundary.csv and boundary.md (the largest lr that trained per variant and depth) beside
+  `out`, at `points` (a csv path) every run the table counts, all seeds in one file, and at
+  `out` the figure: a panel per variant (and warmup), a cell per depth and lr coloured by
+  how many of its seeds left the plateau within the budget (all, some, none; blank: not run),
+  annotated with the mean final eval loss and, with several seeds, the count that trained."""
   table = boundary_table(rows)
   folder = os.path.dirname(os.path.abspath(out))
   os.makedirs(folder, exist_ok=True)
@@ -107,50 +144,55 @@ def plot_boundary(
   write_rows(table, os.path.join(folder, "boundary.csv"))
   with open(os.path.join(folder, "boundary.md"), "w") as f:
     f.write(boundary_markdown(table))
-  fig, ax = plt.subplots(figsize=(8.5, 4.8))
-  lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
-  for t in table:
-    lines.setdefault((t["variant"], t["opt.warmup_steps"]), []).append(t)
-  variants = list(dict.fromkeys(variant for variant, _ in lines))
-  lrs = sorted({float(x) for t in table for x in t["lrs_tried"].split()})
-  floor = min(lrs) / 2 if lrs else 1e-5
-  for (variant, warmup), pts in lines.items():
-    color = variant_color(variant)
-    xs = [p["num_layers"] for p in pts]
-    # Many variants train at every lr tried (">= the top lr"): those points would hide each
-    # other, so each variant's is nudged up by 4% steps. A boundary (a dot) is drawn exactly.
-    nudge = 1.04 ** variants.index(variant)
-    ys = [
-      floor if not p["max_trained_lr"] else p["max_trained_lr"] * (1 if p["bounded"] else nudge)
-      for p in pts
-    ]
-    label = variant + (f" (warmup {warmup})" if warmup else "")
-    ax.plot(xs, ys, "-" if not warmup else "--", color=color, label=label)
-    for p, y in zip(pts, ys, strict=True):  # a filled dot: the boundary; an arrow: >= this lr
-      ax.plot(
-        p["num_layers"],
-        y,
-        "o" if p["bounded"] else "^",
-        color=color,
-        mfc=color if p["bounded"] else "white",
-      )
-  ax.axhline(floor, color="0.7", lw=0.8)
-  ax.text(
-    ax.get_xlim()[0] if lines else 1,
-    floor,
-    " nothing trained",
-    va="bottom",
-    fontsize="small",
-    color="0.5",
+  from matplotlib.patches import Patch
+
+  plt = pyplot()
+  panels = boundary_cells(rows)
+  depths = sorted({d for cells in panels.values() for d, _ in cells})
+  lrs = sorted({lr for cells in panels.values() for _, lr in cells})
+  cols = min(max(len(panels), 1), 4)
+  nrows = max(-(-len(panels) // cols), 1)
+  fig, axes = plt.subplots(
+    nrows,
+    cols,
+    figsize=(0.62 * len(depths) * cols + 1.4 * cols + 1, 0.3 * len(lrs) * nrows + 1.2 * nrows + 1),
+    squeeze=False,
   )
-  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel="largest peak lr that trained")
-  depths = sorted({t["num_layers"] for t in table})
-  ax.set_xticks(depths, [str(d) for d in depths])
-  ax.minorticks_off()
-  ax.set_yticks(lrs, [f"{lr:g}" for lr in lrs])
-  ax.set_title(title or "stability boundary (Adam, constant lr; ^: trained at every lr tried)")
-  ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the lines
-  fig.tight_layout()
-  fig.savefig(out, dpi=120)
-  plt.close(fig)
-  return out
+  flat = [ax for row in axes for ax in row]
+  for ax in flat[len(panels) :]:
+    ax.set_visible(False)
+  for ax, ((variant, warmup), cells) in zip(flat, sorted(panels.items()), strict=False):
+    for (depth, lr), cell in cells.items():
+      j, i = depths.index(depth), lrs.index(lr)
+      share = "all" if cell["trained"] == cell["runs"] else "some" if cell["trained"] else "none"
+      ax.add_patch(plt.Rectangle((j, i), 1, 1, color=CELL_COLORS[share], ec="white"))
+      text = f"{cell['loss']:.2f}" if cell["loss"] is not None else "nan"
+      if cell["runs"] > 1:
+        text += f"\n{cell['trained']}/{cell['runs']}"
+      ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
+    ax.set(xlim=(0, len(depths)), ylim=(0, len(lrs)))
+    ax.set_xticks([j + 0.5 for j in range(len(depths))], [str(d) for d in depths], fontsize=7)
+    ax.set_yticks([i + 0.5 for i in range(len(lrs))], [f"{lr:g}" for lr in lrs], fontsize=7)
+    ax.tick_params(length=0)
+    name = variant + (f", warmup {warmup}" if warmup else "")
+    ax.set_title(name, fontsize="medium", color=variant_color(variant))
+  for ax in axes[:, 0]:
+    ax.set_ylabel("peak lr (Adam)")
+  for ax in axes[-1]:
+    ax.set_xlabel("layers N")
+  budget = budget_words(rows)
+  handles = [
+    Patch(color=CELL_COLORS["all"], label="every seed left the plateau"),
+    Patch(color=CELL_COLORS["some"], label="some seeds did (count trained/run)"),
+    Patch(color=CELL_COLORS["none"], label="no seed did (on it, or still above it, at the end)"),
+  ]
+  fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
+  fig.suptitle(
+    title
+    or "Left the no-context plateau within "
+    + (budget or "the budget")
+    + "? Mean final eval loss per cell; blank: not run",
+    fontsize="medium",
+  )
+  fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+  return save_figure(fig, out, tight=False)
