@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from resnorm_jax.train import writers
+from resnorm_jax.train import metrics_file, writers
 
 SUFFIX = ".export"  # the event files this script writes (and replaces)
 
@@ -33,7 +33,7 @@ def run_folders(path: str) -> list[str]:
   found = []
   for folder, subdirs, files in os.walk(path):
     subdirs[:] = sorted(d for d in subdirs if d not in ("ckpt", "tb"))
-    if writers.METRICS in files:
+    if metrics_file.METRICS in files:
       found.append(folder)
   return found
 
@@ -81,7 +81,7 @@ def export_run(run: str, target: str) -> int:
   summary = _read_json(os.path.join(run, "summary.json"))
   records = [
     r
-    for r in writers.read_metrics(os.path.join(run, writers.METRICS))
+    for r in metrics_file.read_metrics(os.path.join(run, metrics_file.METRICS))
     if isinstance(r, dict) and isinstance(r.get("step"), int)
   ]
   os.makedirs(target, exist_ok=True)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
   for path in args.paths:
     runs = run_folders(path)
     if not runs:
-      print(f"error: no run folder (one with {writers.METRICS}) in {path}", file=sys.stderr)
+      print(f"error: no run folder (one with {metrics_file.METRICS}) in {path}", file=sys.stderr)
       return 2
     for run in runs:
       if args.logdir:

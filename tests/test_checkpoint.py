@@ -33,7 +33,7 @@ from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
 from resnorm_jax.train import workdir as workdir_lib
-from resnorm_jax.train.writers import read_metrics
+from resnorm_jax.train.metrics_file import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 40

@@ -18,7 +18,7 @@ import pytest
 from configs import smoke
 from resnorm_jax.tools import sweep_grid, sweep_runner
 from resnorm_jax.train import population_run
-from resnorm_jax.train.writers import read_metrics
+from resnorm_jax.train.metrics_file import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12

@@ -24,7 +24,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.data import corpora, prepare, token_files
 from resnorm_jax.data import tokenizer as tok_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import hparams, writers
+from resnorm_jax.train import hparams, metrics_file, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -123,7 +123,7 @@ def test_truncation_on_resume_keeps_the_file_mode(tmp_path):
   path.write_text("".join(json.dumps({"step": s}) + "\n" for s in (5, 10, 15)) + '{"step": 2')
   path.chmod(0o644)
   writers.MetricWriter(str(tmp_path), truncate_after=10).close()
-  assert [r["step"] for r in writers.read_metrics(str(path))] == [5, 10]
+  assert [r["step"] for r in metrics_file.read_metrics(str(path))] == [5, 10]
   assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not a temporary file's 0600
   assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("events")) == [
     "metrics.jsonl"
@@ -146,18 +146,18 @@ def test_a_gs_workdir_is_uploaded_at_flush_and_close_and_staged_nowhere_else(fak
   w.write(1, {"train/loss": 3.0})
   assert not metrics.exists() or metrics.read_text() == ""  # staged: uploaded at intervals
   w.flush()  # the loop flushes before each checkpoint
-  assert [r["step"] for r in writers.read_metrics("gs://bucket/w/metrics.jsonl")] == [1]
+  assert [r["step"] for r in metrics_file.read_metrics("gs://bucket/w/metrics.jsonl")] == [1]
   assert _scalars(fake_gcs / "bucket/w")["train/loss"] == [(1, 3.0)]
   w.write(2, {"train/loss": 2.0})
   w.close()
-  assert [r["step"] for r in writers.read_metrics(str(metrics))] == [1, 2]
+  assert [r["step"] for r in metrics_file.read_metrics(str(metrics))] == [1, 2]
   assert sorted(p.name for p in fake_gcs.iterdir()) == ["bucket"]  # the staging folder is gone
   # A resumed segment: the bucket's file truncated to the checkpoint, then appended to.
   w = writers.MetricWriter("gs://bucket/w", truncate_after=1, sync_seconds=3600)
-  assert [r["step"] for r in writers.read_metrics(str(metrics))] == [1]
+  assert [r["step"] for r in metrics_file.read_metrics(str(metrics))] == [1]
   w.write(2, {"train/loss": 1.5})
   w.close()
-  assert [r["train/loss"] for r in writers.read_metrics(str(metrics))] == [3.0, 1.5]
+  assert [r["train/loss"] for r in metrics_file.read_metrics(str(metrics))] == [3.0, 1.5]
 
 
 def _tree(folder) -> list[str]:
@@ -204,7 +204,7 @@ def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs
   config.train.steps = 25  # extended: resumes at 20, the curve continues in the bucket
   second = loop.run(config, "gs://bucket/runs/a")
   assert second["status"] == "completed" and second["steps"] == 25
-  steps = [r["step"] for r in writers.read_metrics(str(run / "metrics.jsonl"))]
+  steps = [r["step"] for r in metrics_file.read_metrics(str(run / "metrics.jsonl"))]
   assert steps == sorted(set(steps)) and steps[-1] == 25 and 20 in steps
   events = [f for f in _tree(run) if f.startswith("events.out.tfevents.")]
   assert len(events) == 3 and sum(writers.is_hparams_file(f) for f in events) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.train import loop, run_setup
+from resnorm_jax.train import loop, metrics_file, run_setup
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.writers import MetricWriter
 
@@ -87,9 +87,9 @@ def test_unreadable_metrics_lines_are_found_and_a_failed_run_is_cut_in_place(tmp
   path = tmp_path / "metrics.jsonl"
   rows = [json.dumps({"step": s, "train/loss": 1.0}) for s in (5, 10, 15, 20)]
   path.write_text("\n".join([rows[0], '{"step": 1', rows[1], "\x00\x00", *rows[2:], '{"st']))
-  assert loop.unreadable_rows(str(path)) == [5, 10]  # the torn last line is a redone step
+  assert metrics_file.unreadable_rows(str(path)) == [5, 10]  # the torn last line is a redone step
   os.chmod(path, 0o644)
-  loop.cut_metrics(str(path), 12)
+  metrics_file.cut_metrics(str(path), 12)
   assert path.read_text() == "\n".join([rows[0], '{"step": 1', rows[1]]) + "\n"
   assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
 

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from resnorm_jax.train import depth_profile, writers
+from resnorm_jax.train import depth_profile, metrics_file, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,12 +62,12 @@ def test_write_appends_json_lines_with_nan(tmp_path):
   w.close()
   lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
   assert '"act": [1.0, 2.0]' in lines[1]  # one list per statistic, not one key per layer
-  records = writers.read_metrics(str(tmp_path / "metrics.jsonl"))
+  records = metrics_file.read_metrics(str(tmp_path / "metrics.jsonl"))
   assert records[0] == {"step": 0, "train/loss": 5.0}
   assert records[1]["step"] == 10 and math.isnan(records[1]["train/loss"])
   assert records[1]["act"] == [1.0, 2.0]
   w.write(20, {"x": 1.0})  # after close: a no-op, not a crash
-  assert len(writers.read_metrics(str(tmp_path / "metrics.jsonl"))) == 2
+  assert len(metrics_file.read_metrics(str(tmp_path / "metrics.jsonl"))) == 2
 
 
 def test_read_metrics_folds_old_per_layer_keys(tmp_path):
@@ -75,7 +75,7 @@ def test_read_metrics_folds_old_per_layer_keys(tmp_path):
   partial = {"step": 10, "g/layer_000": 1.0, "g/layer_999": 2.0}  # an excerpt: kept as is
   path = tmp_path / "metrics.jsonl"
   path.write_text(json.dumps(old) + "\n" + json.dumps(partial) + "\n")
-  first, second = writers.read_metrics(str(path))
+  first, second = metrics_file.read_metrics(str(path))
   assert first == {"step": 5, "train/loss": 2.0, "rms": [0.5, 1.5], "lr": 1e-3}
   assert second == partial
 
@@ -83,7 +83,7 @@ def test_read_metrics_folds_old_per_layer_keys(tmp_path):
 def test_committed_docs_curves_stay_readable():
   """docs/runs/*/curve.jsonl: written with per-layer keys before lists, read the same."""
   path = os.path.join(ROOT, "docs", "runs", "deepnorm_1000L", "curve.jsonl")
-  records = writers.read_metrics(path)
+  records = metrics_file.read_metrics(path)
   assert records and all("train/loss" in r for r in records)
   assert all("grad_norm_layer/layer_999" in r for r in records)
 
@@ -98,7 +98,7 @@ def test_truncate_after_drops_later_steps(tmp_path):
   w = writers.MetricWriter(str(tmp_path), truncate_after=20)
   w.write(30, {"loss": -1.0})
   w.close()
-  records = writers.read_metrics(str(tmp_path / "metrics.jsonl"))
+  records = metrics_file.read_metrics(str(tmp_path / "metrics.jsonl"))
   assert [r["step"] for r in records] == [0, 10, 20, 30]
   assert records[-1]["loss"] == -1.0 and records[1]["loss"] == 10.0
   # Every line parses: no torn line survives in the middle of the file.
@@ -111,7 +111,9 @@ def test_truncate_without_existing_file(tmp_path):
   w = writers.MetricWriter(str(tmp_path / "new"), truncate_after=5)
   w.write(6, {"loss": 1.0})
   w.close()
-  assert [r["step"] for r in writers.read_metrics(str(tmp_path / "new" / "metrics.jsonl"))] == [6]
+  assert [
+    r["step"] for r in metrics_file.read_metrics(str(tmp_path / "new" / "metrics.jsonl"))
+  ] == [6]
 
 
 def test_disabled_writer_writes_nothing(tmp_path):
@@ -316,7 +318,7 @@ def test_a_tensorboard_write_error_is_one_warning_and_the_metrics_go_on(
   writing.join(timeout=120)
   assert not writing.is_alive(), "the run hung on the TensorBoard queue"
   w.close()
-  assert len(writers.read_metrics(str(tmp_path / "metrics.jsonl"))) == 100
+  assert len(metrics_file.read_metrics(str(tmp_path / "metrics.jsonl"))) == 100
   assert w.tb_error == f"No space left on device [ENOSPC] (writing {path})"
   warnings = [ln for ln in capsys.readouterr().out.splitlines() if "TensorBoard" in ln]
   assert warnings == [
@@ -348,7 +350,11 @@ def test_a_read_only_events_folder_mid_run_is_reported(tmp_path, capsys):
   assert w.tb_error == f"Read-only file system [EROFS] (writing {w._events.path})"
   out = capsys.readouterr().out
   assert out.count("WARNING: TensorBoard events stopped") == 1
-  assert [r["step"] for r in writers.read_metrics(str(tmp_path / "metrics.jsonl"))] == [1, 2, 3]
+  assert [r["step"] for r in metrics_file.read_metrics(str(tmp_path / "metrics.jsonl"))] == [
+    1,
+    2,
+    3,
+  ]
 
 
 def _hparams_sessions(logdir) -> dict:

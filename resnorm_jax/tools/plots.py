@@ -26,8 +26,8 @@ from resnorm_jax.tools.style import (
   variant_color,
 )
 from resnorm_jax.train.escape import curve_path
+from resnorm_jax.train.metrics_file import read_metrics
 from resnorm_jax.train.outcome import is_finite_number
-from resnorm_jax.train.writers import read_metrics
 
 
 def expand_runs(patterns: Sequence[str]) -> list[str]:

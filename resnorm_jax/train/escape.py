@@ -12,8 +12,8 @@ from typing import Any
 from etils import epath
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.train.metrics_file import read_metrics
 from resnorm_jax.train.outcome import curve_fields
-from resnorm_jax.train.writers import read_metrics
 
 # A run folder's curve: metrics.jsonl as the loop writes it, or the excerpt docs/runs/<run>/
 # keeps of a run whose full metrics.jsonl was too large to commit.

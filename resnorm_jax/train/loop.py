@@ -32,12 +32,12 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora as data_lib
-from resnorm_jax.data import fs, unigram
+from resnorm_jax.data import unigram
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, preemption, provenance
+from resnorm_jax.train import escape, metrics_file, preemption, provenance
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
@@ -496,49 +496,6 @@ class IOFaults:
     return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
 
 
-def unreadable_rows(path: str) -> list[int | None]:
-  """For each line of metrics.jsonl that does not parse as a row, the step of the row before
-  it (None: the first line); a torn last line (a kill mid-write, a step the resume redoes)
-  is not counted."""
-  if fs.is_remote(path) or not os.path.exists(path):
-    return []
-  with open(path, "rb") as f:
-    lines = f.read().split(b"\n")
-  if lines and lines[-1] == b"":
-    lines.pop()
-  out, before = [], None
-  for i, line in enumerate(lines):
-    try:
-      step = json.loads(line).get("step")
-    except (ValueError, AttributeError):
-      step = None
-    if isinstance(step, int):
-      before = step
-    elif i < len(lines) - 1:
-      out.append(before)
-  return out
-
-
-def cut_metrics(path: str, last_step: int) -> None:
-  """Drops metrics.jsonl's rows after `last_step` (and a torn line after the last row kept)
-  in place: a truncate needs no free space, where a rewrite would need the file's size."""
-  if fs.is_remote(path) or not os.path.exists(path):
-    return
-  with open(path, "r+b") as f:
-    offset = keep = 0  # keep: the end of the last row at or before last_step
-    for line in f:
-      offset += len(line)
-      try:
-        step = json.loads(line).get("step")
-      except (ValueError, AttributeError):
-        continue  # kept between good rows (a resume reports it), cut after the last one
-      if isinstance(step, int):
-        if step > last_step:
-          break
-        keep = offset
-    f.truncate(keep)
-
-
 def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
   """The no-context losses a run is judged against: the train split's unigram entropy, the
   held-out split's unigram cross-entropy, and that of the periodic eval's own tokens."""
@@ -568,7 +525,9 @@ def _write_config(workdir: str, resolved: dict, start: int) -> None:
     # Lines the writer's truncation drops without a word; rows up to the checkpoint are
     # not trained again, so the curve keeps a gap there.
     path = os.path.join(workdir, "metrics.jsonl")
-    lost = [s for s in unreadable_rows(path) if s is None or s < start] if start else []
+    lost = (
+      [s for s in metrics_file.unreadable_rows(path) if s is None or s < start] if start else []
+    )
     if lost:
       print(
         f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
@@ -589,7 +548,7 @@ def _cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, i
   summary["failed_at_step"] = final_step
   if is_main:
     with contextlib.suppress(OSError):
-      cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
+      metrics_file.cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
   print(
     f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
     f"then the same command resumes from step {summary['steps']}",

@@ -2,9 +2,9 @@
 
 metrics.jsonl: one JSON object per logged step; a per-layer statistic is one list
 (`"stream_rms": [layer 0, layer 1, ...]`). Files written before lists (one key per layer,
-`stream_rms/layer_012`) still read the same through `read_metrics`. Non-finite values are
-the bare tokens `NaN` / `Infinity` (Python's json default): a diverged run's last loss stays
-visible; read the file with Python's `json`, strict JSON parsers refuse them.
+`stream_rms/layer_012`) still read the same through `metrics_file.read_metrics`. Non-finite
+values are the bare tokens `NaN` / `Infinity` (Python's json default): a diverged run's last
+loss stays visible; read the file with Python's `json`, strict JSON parsers refuse them.
 
 TensorBoard: the events go straight into the workdir, so `tensorboard --logdir runs/` lists
 each run by its folder name. Tags sort so the loss comes first in the Time Series tab:
@@ -27,7 +27,6 @@ path.
 
 import json
 import os
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,16 +35,14 @@ import numpy as np
 from etils import epath
 
 from resnorm_jax.data import fs
-from resnorm_jax.train import depth_profile
+from resnorm_jax.train import depth_profile, metrics_file
 from resnorm_jax.train.tb_events import Events
 
 HPARAMS_SUFFIX = (
   ".hparams"  # the event file of resnorm_jax.train.hparams, replaced at a segment's end
 )
 EVENTS_PREFIX = "events.out.tfevents."
-METRICS = "metrics.jsonl"
 SYNC_SECONDS = 60.0  # a gs:// workdir's upload interval (TensorBoard's own flush is 120 s)
-_OLD_LAYER_KEY = re.compile(r"^(.+)/layer_(\d+)$")
 
 
 def tb_dir(workdir: str) -> str:
@@ -96,64 +93,6 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float | list[float]
   return flat
 
 
-def fold_layer_keys(record: dict[str, Any]) -> dict[str, Any]:
-  """An old record's `name/layer_000`, ... keys as one list `name`, where they cover every
-  layer from 0; an excerpt of a few layers (docs/runs/*/curve.jsonl) keeps its keys."""
-  layers: dict[str, dict[int, Any]] = {}
-  for key, value in record.items():
-    m = _OLD_LAYER_KEY.match(key)
-    if m:
-      layers.setdefault(m.group(1), {})[int(m.group(2))] = value
-  complete = {name: by for name, by in layers.items() if sorted(by) == list(range(len(by)))}
-  if not complete:
-    return record
-  out: dict[str, Any] = {}
-  for key, value in record.items():
-    m = _OLD_LAYER_KEY.match(key)
-    if m and m.group(1) in complete:
-      name = m.group(1)
-      if name not in out:
-        out[name] = [complete[name][i] for i in range(len(complete[name]))]
-    else:
-      out[key] = value
-  return out
-
-
-def read_metrics(path: str) -> list[dict[str, Any]]:
-  """All records of a metrics.jsonl file, per-layer values as lists (old files included),
-  skipping a torn last line from a killed run."""
-  records = []
-  with epath.Path(path).open() as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      records.append(fold_layer_keys(record) if isinstance(record, dict) else record)
-  return records
-
-
-def truncated(text: str, last_step: int) -> str:
-  """The lines of a metrics file with step <= last_step (torn and foreign lines dropped)."""
-  steps = ((_step_of(line), line) for line in text.split("\n"))
-  return "".join(f"{line}\n" for step, line in steps if step is not None and step <= last_step)
-
-
-def _truncate(path: str, last_step: int) -> None:
-  """Keeps the records with step <= last_step; replaces the file atomically, mode kept."""
-  fs.replace_text(path, truncated(epath.Path(path).read_text(), last_step))
-
-
-def _step_of(line: str) -> int | None:
-  """The step of one metrics line, None for a torn or foreign line."""
-  try:
-    record = json.loads(line)
-  except json.JSONDecodeError:
-    return None
-  step = record.get("step") if isinstance(record, dict) else None
-  return step if isinstance(step, int) else None
-
-
 class MetricWriter:
   """Appends one JSON line and TensorBoard summaries per `write`; a no-op when not enabled.
 
@@ -181,14 +120,18 @@ class MetricWriter:
     if not enabled:
       return
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-    self.path = os.path.join(workdir, METRICS)
+    self.path = os.path.join(workdir, metrics_file.METRICS)
     self.sync_seconds = sync_seconds
     logdir = tb_dir(workdir)
     # A gs:// workdir: metrics.jsonl and the events are written locally, uploaded by _sync.
     self._staged = _staging(workdir, logdir) if fs.is_remote(workdir) else {}
     local = self._staged[workdir].local if self._staged else workdir
-    local_metrics = os.path.join(local, METRICS)
-    exists = self._staged[workdir].pull(METRICS) if self._staged else os.path.exists(self.path)
+    local_metrics = os.path.join(local, metrics_file.METRICS)
+    exists = (
+      self._staged[workdir].pull(metrics_file.METRICS)
+      if self._staged
+      else os.path.exists(self.path)
+    )
     if truncate_after is not None:  # the earlier segment's hparams stay until this one ends
       from resnorm_jax.train import hparams  # (it imports this module)
 
@@ -201,8 +144,10 @@ class MetricWriter:
       eval_tokens=eval_tokens,
     )
     if truncate_after is not None and exists:
-      _truncate(local_metrics, truncate_after)
-      for record in read_metrics(local_metrics):  # what the resumed run's images start from
+      metrics_file.truncate(local_metrics, truncate_after)
+      for record in metrics_file.read_metrics(
+        local_metrics
+      ):  # what the resumed run's images start from
         self._events.remember(record["step"], record)
     self._file = open(local_metrics, "a")
     self._synced = time.monotonic()
