@@ -28,7 +28,7 @@ from resnorm_jax.tools.style import (
   variant_color,
 )
 from resnorm_jax.tools.sweep_grid import POINT_FILE
-from resnorm_jax.tools.sweep_results import run_row
+from resnorm_jax.tools.sweep_results import dotted, run_row
 from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
 
 Row = dict[str, Any]
@@ -67,14 +67,6 @@ RESULT_COLUMNS = (
 )
 
 
-def _dotted(tree: Mapping[str, Any] | None, key: str) -> Any:
-  for part in key.split("."):
-    if not isinstance(tree, Mapping):
-      return None
-    tree = tree.get(part)
-  return tree
-
-
 def lr_label(lr: float) -> str:
   """A learning rate as the docs write it: 1.25e-4, 5e-4, 3.2e-2."""
   mantissa, exponent = f"{lr:.2e}".split("e")
@@ -89,7 +81,7 @@ def variant_order(names) -> list[str]:
 
 def corpus_name(config: Mapping[str, Any]) -> str:
   """A run's corpus in words: 'stdlib bytes', or the text file's name."""
-  source, path = _dotted(config, "data.source"), _dotted(config, "data.path")
+  source, path = dotted(config, "data.source"), dotted(config, "data.path")
   if source == "stdlib":
     return "stdlib bytes"
   return os.path.basename(path) if path else str(source)
@@ -147,8 +139,8 @@ def result_row(run_dir: str) -> Row:
   config = row["_config"]
   out = {
     **{k: row.get(k) for k in RESULT_COLUMNS},
-    **{k: _dotted(config, k) for k in ("opt.lr", "opt.warmup_steps", "opt.schedule")},
-    "train.steps": _dotted(config, "train.steps"),
+    **{k: dotted(config, k) for k in ("opt.lr", "opt.warmup_steps", "opt.schedule")},
+    "train.steps": dotted(config, "train.steps"),
     "data": corpus_name(config) if config else None,
   }
   out["capped_loss"] = capped_loss(out)

@@ -23,7 +23,8 @@ STATUSES = ("trained", "stuck", "diverged", "interrupted", "failed", "pending", 
 Row = dict[str, Any]
 
 
-def _dotted(tree: Any, key: str) -> Any:
+def dotted(tree: Any, key: str) -> Any:
+  """tree["a"]["b"] for key "a.b"; None where a part is missing or not a mapping."""
   for part in key.split("."):
     if not isinstance(tree, Mapping) or part not in tree:
       return None
@@ -46,7 +47,7 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
     status = "failed"
   summary = summary or {}
   loss, plateau = summary.get("final_eval_loss"), baseline(summary)
-  num_layers = _dotted(config, "resolved_model.num_layers") or _dotted(config, "model.num_layers")
+  num_layers = dotted(config, "resolved_model.num_layers") or dotted(config, "model.num_layers")
   return {
     "name": os.path.basename(os.path.normpath(workdir)),
     "config": point.get("config", config.get("name", "")),
@@ -89,7 +90,7 @@ def collect(sweep_dir: str, margin: float = STUCK_MARGIN) -> list[Row]:
   for r in rows:
     keys += [k for k in r["_overrides"] if k not in keys and k not in ("model.num_layers", "seed")]
   for r in rows:
-    r.update({k: _dotted(r["_config"], k) for k in keys})
+    r.update({k: dotted(r["_config"], k) for k in keys})
   order = ["name", "config", "variant", "num_layers", "seed", *keys]
   return [
     {k: r[k] for k in order + [k for k in r if k not in order and k not in keys]} for r in rows
