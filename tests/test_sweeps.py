@@ -392,7 +392,7 @@ def test_boundary_table_takes_the_largest_lr_that_trained(tmp_path):
   assert table[("pre", 6)]["max_trained_lr"] == 1e-3  # 2 of 3 seeds trained; pending ignored
   out = boundary.plot_boundary(rows, str(tmp_path / "b.png"))
   assert os.path.getsize(out) > 1000 and os.path.isfile(tmp_path / "boundary.csv")
-  # The figure's cells: seeds counted per depth and lr, pending points not drawn.
+  # The figure's cells: seeds counted per depth and lr, pending points left out.
   cells = boundary.boundary_cells(rows)
   assert cells[("pre", 0)] == {(6, 1e-3): {"runs": 3, "trained": 2, "loss": 2.5}}
   assert cells[("post", 0)][(12, 1e-3)] == {"runs": 1, "trained": 0, "loss": 2.5}

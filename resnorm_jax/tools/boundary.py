@@ -1,5 +1,5 @@
 """The stability boundary of a sweep: per variant, depth and warmup the largest peak lr that
-trained, as a table (boundary.csv, boundary.md) and a figure of lr against depth.
+trained, as a table (boundary.csv, boundary.md), and every depth x lr cell as a figure.
 scripts/plot_curves.py --boundary is the command line. No JAX here.
 """
 
@@ -22,6 +22,10 @@ def boundary_points(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
   return [r for r in rows if r.get("opt.lr") and r.get("num_layers") and r["outcome"] in VERDICTS]
 
 
+def _warmup(row: dict[str, str]) -> int:
+  return int(float(row.get("opt.warmup_steps") or 0))
+
+
 def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   """Per (variant, depth, warmup): the largest lr that trained, the lrs tried, and the
   smallest lr above it that did not train (None when every lr tried above it trained).
@@ -30,8 +34,7 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
   most of its runs trained, and `split_seeds` names the lrs where they disagree."""
   groups: dict[tuple[str, int, int], list[dict[str, str]]] = {}
   for r in boundary_points(rows):
-    warmup = int(float(r.get("opt.warmup_steps") or 0))
-    groups.setdefault((r["variant"], int(r["num_layers"]), warmup), []).append(r)
+    groups.setdefault((r["variant"], int(r["num_layers"]), _warmup(r)), []).append(r)
   table = []
   for (variant, depth, warmup), members in sorted(groups.items()):
     by_lr: dict[float, list[str]] = {}
@@ -102,8 +105,7 @@ def boundary_cells(rows: Sequence[dict[str, str]]) -> dict[tuple[str, int], dict
   and their mean final eval loss (None when no loss is finite)."""
   panels: dict[tuple[str, int], dict] = {}
   for r in boundary_points(rows):
-    warmup = int(float(r.get("opt.warmup_steps") or 0))
-    cell = panels.setdefault((r["variant"], warmup), {}).setdefault(
+    cell = panels.setdefault((r["variant"], _warmup(r)), {}).setdefault(
       (int(r["num_layers"]), float(r["opt.lr"])), {"runs": 0, "trained": 0, "losses": []}
     )
     cell["runs"] += 1

@@ -12,7 +12,6 @@ E_lr[min(loss, cap)] - min_lr loss.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from resnorm_jax.tools.style import (
 )
 from resnorm_jax.tools.sweep_grid import POINT_FILE
 from resnorm_jax.tools.sweep_results import dotted, run_row
+from resnorm_jax.train.metrics_file import read_metrics
 from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
 
 Row = dict[str, Any]
@@ -100,20 +100,14 @@ def capped_loss(row: Mapping[str, Any]) -> float | None:
 def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
   """(steps, periodic eval losses) of a run folder's metrics.jsonl; torn lines and
   non-finite losses skipped."""
-  steps, losses = [], []
   path = os.path.join(run_dir, "metrics.jsonl")
-  if not os.path.isfile(path):
-    return steps, losses
-  with open(path) as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      if is_finite_number(record.get("eval/loss")):
-        steps.append(int(record["step"]))
-        losses.append(float(record["eval/loss"]))
-  return steps, losses
+  records = read_metrics(path) if os.path.isfile(path) else []
+  points = [
+    (int(r["step"]), float(r["eval/loss"]))
+    for r in records
+    if isinstance(r, dict) and is_finite_number(r.get("eval/loss"))
+  ]
+  return [s for s, _ in points], [v for _, v in points]
 
 
 def late_slope(
