@@ -1,0 +1,56 @@
+"""Escape probabilities with 95% intervals and Kaplan-Meier survival curves of escape times,
+from a folder of runs made by configs/sweeps/survival.py.
+
+python scripts/survival.py [--runs=docs/survival/runs] [--out_dir=docs/survival] [--horizon=1500]
+
+Writes into --out_dir:
+  runs.csv      a row per finished run: first passage below the margin, each relapse, the
+                fraction of evals below, the project's escape step, the passage at margins
+                0.05 / 0.1 / 0.2, and for a run that never escaped its late slope with its
+                standard error and trend (falling / flat / rising at 2 standard errors)
+  cells.csv     a row per cell (variant, depth, lr): k of n runs escaped by --horizon steps,
+                the exact (Clopper-Pearson) 95% interval, the Kaplan-Meier escape probability
+                by the longest run's last step with its 95% interval (runs extended past the
+                horizon count there), relapses, and the count at each margin
+  survival.png  a column per cell: each seed's eval curve against its eval set's no-context
+                loss, and the Kaplan-Meier curve with its band
+The rules are resnorm_jax/tools/survival.py's. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from resnorm_jax.tools import survival  # (no JAX)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--runs", default=os.path.join("docs", "survival", "runs"))
+  parser.add_argument("--out_dir", default=os.path.join("docs", "survival"))
+  parser.add_argument("--horizon", type=int, default=1500, help="steps every run reached")
+  args = parser.parse_args()
+  if not os.path.isdir(args.runs):
+    sys.exit(f"no run folder at {args.runs} (the survival sweep has not started)")
+  rows = survival.finished_runs(args.runs)
+  if not rows:
+    sys.exit(f"no finished run under {args.runs}")
+  cells = survival.cells(rows, args.horizon)
+  paths = [
+    survival.write_csv(rows, os.path.join(args.out_dir, "runs.csv"), survival.RUN_COLUMNS),
+    survival.write_csv(cells, os.path.join(args.out_dir, "cells.csv"), survival.CELL_COLUMNS),
+    survival.plot_survival(args.runs, rows, os.path.join(args.out_dir, "survival.png")),
+  ]
+  for c in cells:
+    print(
+      f"{c['variant']} L{c['num_layers']} lr {c['lr']}: escaped by step {c['horizon']} on "
+      f"{c['escaped']} of {c['seeds']} (p {c['p_escape']}, 95% {c['ci_lo']}-{c['ci_hi']}); "
+      f"relapsed {c['relapsed_runs']}"
+    )
+  print(f"{len(rows)} finished runs -> {', '.join(paths)}")
+
+
+if __name__ == "__main__":
+  main()

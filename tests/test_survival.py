@@ -1,0 +1,144 @@
+"""Escape as an event in time (resnorm_jax/tools/survival.py): passages, relapses, exact
+binomial intervals, Kaplan-Meier with Greenwood's interval, the late slope's standard error,
+and a cell read from run folders. No JAX."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from resnorm_jax.tools import survival
+
+
+def test_passages_first_relapse_fraction_and_escape():
+  evals = [(25, 3.3), (50, 3.19), (75, 3.25), (100, 3.1), (125, 3.0)]
+  p = survival.passages(evals, baseline=3.3, margin=0.1)
+  assert p["first_passage"] == 50
+  assert p["relapse_steps"] == [75]
+  assert p["fraction_below"] == pytest.approx(3 / 5)
+  assert p["escape_step"] == 100  # below from 100 to the end
+
+
+def test_passages_never_below_and_nonfinite_is_above():
+  p = survival.passages([(25, 3.25), (50, float("nan")), (75, 3.21)], baseline=3.3)
+  assert p["first_passage"] is None and p["escape_step"] is None and p["relapse_steps"] == []
+  assert p["fraction_below"] == 0
+  q = survival.passages([(25, 3.1), (50, float("nan")), (75, 3.1)], baseline=3.3)
+  assert q["relapse_steps"] == [50] and q["escape_step"] == 75
+
+
+def test_margin_moves_the_passage():
+  evals = [(25, 3.24), (50, 3.19), (75, 3.05)]
+  assert survival.passages(evals, 3.3, 0.05)["first_passage"] == 25
+  assert survival.passages(evals, 3.3, 0.1)["first_passage"] == 50
+  assert survival.passages(evals, 3.3, 0.2)["first_passage"] == 75
+
+
+@pytest.mark.parametrize(
+  "k,n,lo,hi",
+  [
+    (1, 3, 0.008403, 0.905700),  # the "1 of 3" of the issue: 0.008-0.91
+    (0, 12, 0.0, 1 - 0.025 ** (1 / 12)),  # closed form at k = 0
+    (12, 12, 0.025 ** (1 / 12), 1.0),
+    (6, 12, 0.210945, 0.789055),
+  ],
+)
+def test_clopper_pearson_known_values(k, n, lo, hi):
+  got = survival.clopper_pearson(k, n)
+  assert got == pytest.approx((lo, hi), abs=2e-5)
+
+
+def test_clopper_pearson_tails_are_exact():
+  lo, hi = survival.clopper_pearson(4, 15)
+  # P(X >= 4 | lo) = 0.025 and P(X <= 4 | hi) = 0.025
+  assert 1 - survival._binom_cdf(3, 15, lo) == pytest.approx(0.025, abs=1e-9)
+  assert survival._binom_cdf(4, 15, hi) == pytest.approx(0.025, abs=1e-9)
+  with pytest.raises(ValueError, match="k=5, n=3"):
+    survival.clopper_pearson(5, 3)
+
+
+def test_kaplan_meier_by_hand():
+  km = survival.kaplan_meier([100, 200, 200, 300, 400], [True, True, False, False, True])
+  assert [r["step"] for r in km] == [100, 200, 400]
+  assert [r["at_risk"] for r in km] == [5, 4, 1]
+  assert [r["survival"] for r in km] == pytest.approx([0.8, 0.6, 0.0])
+  # Greenwood at the first event: 1 / (5 * 4); log(-log) interval around 0.8
+  v = 1 / 20
+  half = 1.959964 * math.sqrt(v) / abs(math.log(0.8))
+  assert km[0]["lo"] == pytest.approx(0.8 ** math.exp(half), rel=1e-5)
+  assert km[0]["hi"] == pytest.approx(0.8 ** math.exp(-half), rel=1e-5)
+  assert km[0]["lo"] < 0.8 < km[0]["hi"]
+  assert survival.survival_at(km, 250)["survival"] == pytest.approx(0.6)
+  assert survival.survival_at(km, 50)["survival"] == 1.0
+
+
+def test_kaplan_meier_without_censoring_is_the_empirical_fraction():
+  times = [50, 75, 75, 1500, 1500]
+  km = survival.kaplan_meier(times, [True, True, True, False, False])
+  assert survival.survival_at(km, 1500)["survival"] == pytest.approx(2 / 5)
+
+
+def test_slope_and_standard_error_match_numpy():
+  rng = np.random.default_rng(0)
+  xs = np.linspace(0.75, 1.5, 31)
+  ys = 3.3 - 0.02 * xs + rng.normal(0, 0.01, xs.size)
+  slope, se = survival.slope_with_se(list(xs), list(ys))
+  coef, cov = np.polyfit(xs, ys, 1, cov=True)
+  assert slope == pytest.approx(coef[0])
+  assert se == pytest.approx(math.sqrt(cov[0, 0]))
+  assert survival.slope_with_se([1, 2], [1, 2]) is None
+  assert survival.trend(-0.03, 0.01) == "falling"
+  assert survival.trend(0.015, 0.01) == "flat"
+  assert survival.trend(0.05, 0.01) == "rising"
+
+
+def _fake_run(root, name, seed, losses, base=3.3, steps=1500, every=25):
+  d = os.path.join(root, name)
+  os.makedirs(d)
+  config = {
+    "name": "postnorm_96L",
+    "seed": seed,
+    "model": {"num_layers": 12},
+    "opt": {"lr": 5e-4},
+    "train": {"eval_every": every, "eval_batches": 4, "batch_size": 16, "seq_len": 128},
+  }
+  summary = {
+    "status": "completed",
+    "steps": steps,
+    "final_eval_loss": losses[-1],
+    "heldout_unigram_entropy": base - 0.06,
+    "periodic_eval_no_context_loss": base,
+  }
+  point = {"config": "configs/postnorm_96L.py", "overrides": {"opt.lr": 5e-4, "seed": seed}}
+  for fname, obj in (("config.json", config), ("summary.json", summary)):
+    with open(os.path.join(d, fname), "w") as f:
+      json.dump(obj, f)
+  with open(os.path.join(d, "sweep_point.json"), "w") as f:
+    json.dump(point, f)
+  with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+    for i, v in enumerate(losses):
+      f.write(json.dumps({"step": (i + 1) * every, "train/loss": v, "eval/loss": v}) + "\n")
+
+
+def test_cell_from_run_folders(tmp_path):
+  n = 60  # 60 evals of 25 steps: 1,500 steps
+  plateau = [3.29] * n
+  escaped = [3.29] * 19 + [3.1] * (n - 19)  # first below at step 500
+  relapsed = [3.29] * 9 + [3.15] + [3.29] * 10 + [3.0] * (n - 20)
+  for seed, curve in enumerate([plateau, escaped, relapsed, plateau]):
+    _fake_run(tmp_path, f"postnorm-L12-lr0.0005-s{seed}", seed, curve)
+  rows = survival.finished_runs(str(tmp_path))
+  assert [r["first_passage"] for r in rows] == [None, 500, 250, None]
+  assert [r["relapses"] for r in rows] == [0, 0, 1, 0]
+  assert rows[0]["eval_tokens"] == 4 * 16 * 128
+  assert rows[0]["late_trend"] == "flat"
+  (cell,) = survival.cells(rows, horizon=1500)
+  assert (cell["escaped"], cell["seeds"]) == (2, 4)
+  assert (cell["ci_lo"], cell["ci_hi"]) == pytest.approx(survival.clopper_pearson(2, 4), abs=1e-4)
+  assert cell["escaped_for_good"] == 2 and cell["relapsed_runs"] == 1
+  assert cell["km_escape_by_longest"] == pytest.approx(0.5)
+  assert cell["never_flat"] == 2
+  out = survival.plot_survival(str(tmp_path), rows, str(tmp_path / "s.png"))
+  assert os.path.getsize(out) > 10_000
