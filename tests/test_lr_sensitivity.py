@@ -100,10 +100,12 @@ def test_sensitivity_table_needs_five_lrs():
   assert full["lr_sensitivity"] == pytest.approx((3.0 + 3.2 * 4) / 5 - 3.0)
   assert full["best_lr"] == 1 and full["best_loss"] == pytest.approx(3.0)
   assert full["boundary_lr"] == 1 and full["note"] == ""  # 3.2 is not within 0.1 of 3.0
+  assert full["lrs_trained"] == 1  # BASE is 3.2: only the 3.0 curve point is 0.1 below it
   stuck = [{**r, "capped_loss": 3.15} for r in rows]  # not 0.1 below the baseline anywhere
   (none,) = lrs.sensitivity_table(stuck)
   assert none["boundary_lr"] is None and none["note"] == "no lr trained"
-  assert none["lr_sensitivity"] == pytest.approx(0.0)
+  # a curve that never trains has no sensitivity (the formula's ~0 would read "insensitive")
+  assert none["lr_sensitivity"] is None and none["lrs_trained"] == 0
   assert none["best_lr"] is None  # the least bad plateau loss is no best lr
 
 

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import survival
+from resnorm_jax.tools import stats, survival
 
 
 def test_passages_first_relapse_fraction_and_escape():
@@ -46,21 +46,21 @@ def test_margin_moves_the_passage():
   ],
 )
 def test_clopper_pearson_known_values(k, n, lo, hi):
-  got = survival.clopper_pearson(k, n)
+  got = stats.clopper_pearson(k, n)
   assert got == pytest.approx((lo, hi), abs=2e-5)
 
 
 def test_clopper_pearson_tails_are_exact():
-  lo, hi = survival.clopper_pearson(4, 15)
+  lo, hi = stats.clopper_pearson(4, 15)
   # P(X >= 4 | lo) = 0.025 and P(X <= 4 | hi) = 0.025
-  assert 1 - survival._binom_cdf(3, 15, lo) == pytest.approx(0.025, abs=1e-9)
-  assert survival._binom_cdf(4, 15, hi) == pytest.approx(0.025, abs=1e-9)
+  assert 1 - stats._binom_cdf(3, 15, lo) == pytest.approx(0.025, abs=1e-9)
+  assert stats._binom_cdf(4, 15, hi) == pytest.approx(0.025, abs=1e-9)
   with pytest.raises(ValueError, match="k=5, n=3"):
-    survival.clopper_pearson(5, 3)
+    stats.clopper_pearson(5, 3)
 
 
 def test_kaplan_meier_by_hand():
-  km = survival.kaplan_meier([100, 200, 200, 300, 400], [True, True, False, False, True])
+  km = stats.kaplan_meier([100, 200, 200, 300, 400], [True, True, False, False, True])
   assert [r["step"] for r in km] == [100, 200, 400]
   assert [r["at_risk"] for r in km] == [5, 4, 1]
   assert [r["survival"] for r in km] == pytest.approx([0.8, 0.6, 0.0])
@@ -70,28 +70,28 @@ def test_kaplan_meier_by_hand():
   assert km[0]["lo"] == pytest.approx(0.8 ** math.exp(half), rel=1e-5)
   assert km[0]["hi"] == pytest.approx(0.8 ** math.exp(-half), rel=1e-5)
   assert km[0]["lo"] < 0.8 < km[0]["hi"]
-  assert survival.survival_at(km, 250)["survival"] == pytest.approx(0.6)
-  assert survival.survival_at(km, 50)["survival"] == 1.0
+  assert stats.survival_at(km, 250)["survival"] == pytest.approx(0.6)
+  assert stats.survival_at(km, 50)["survival"] == 1.0
 
 
 def test_kaplan_meier_without_censoring_is_the_empirical_fraction():
   times = [50, 75, 75, 1500, 1500]
-  km = survival.kaplan_meier(times, [True, True, True, False, False])
-  assert survival.survival_at(km, 1500)["survival"] == pytest.approx(2 / 5)
+  km = stats.kaplan_meier(times, [True, True, True, False, False])
+  assert stats.survival_at(km, 1500)["survival"] == pytest.approx(2 / 5)
 
 
 def test_slope_and_standard_error_match_numpy():
   rng = np.random.default_rng(0)
   xs = np.linspace(0.75, 1.5, 31)
   ys = 3.3 - 0.02 * xs + rng.normal(0, 0.01, xs.size)
-  slope, se = survival.slope_with_se(list(xs), list(ys))
+  slope, se = stats.slope_with_se(list(xs), list(ys))
   coef, cov = np.polyfit(xs, ys, 1, cov=True)
   assert slope == pytest.approx(coef[0])
   assert se == pytest.approx(math.sqrt(cov[0, 0]))
-  assert survival.slope_with_se([1, 2], [1, 2]) is None
-  assert survival.trend(-0.03, 0.01) == "falling"
-  assert survival.trend(0.015, 0.01) == "flat"
-  assert survival.trend(0.05, 0.01) == "rising"
+  assert stats.slope_with_se([1, 2], [1, 2]) is None
+  assert stats.trend(-0.03, 0.01) == "falling"
+  assert stats.trend(0.015, 0.01) == "flat"
+  assert stats.trend(0.05, 0.01) == "rising"
 
 
 def _fake_run(root, name, seed, losses, base=3.3, steps=1500, every=25):
@@ -136,7 +136,7 @@ def test_cell_from_run_folders(tmp_path):
   assert rows[0]["late_trend"] == "flat"
   (cell,) = survival.cells(rows, horizon=1500)
   assert (cell["escaped"], cell["seeds"]) == (2, 4)
-  assert (cell["ci_lo"], cell["ci_hi"]) == pytest.approx(survival.clopper_pearson(2, 4), abs=1e-4)
+  assert (cell["ci_lo"], cell["ci_hi"]) == pytest.approx(stats.clopper_pearson(2, 4), abs=1e-4)
   assert cell["escaped_for_good"] == 2 and cell["relapsed_runs"] == 1
   assert cell["km_escape_by_longest"] == pytest.approx(0.5)
   assert cell["never_flat"] == 2

@@ -30,6 +30,8 @@ BUDGET_COLUMNS = (
   "outcome",
   "diverged_step",
   "late_slope",
+  "late_slope_se",
+  "late_trend",
 )
 SETTING = ("variant", "num_layers", "lr", "warmup", "schedule")
 

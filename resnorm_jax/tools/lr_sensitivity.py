@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.tools import stats
 from resnorm_jax.tools.style import (
   BASELINE_STYLE,
   VARIANT_COLORS,
@@ -64,6 +65,8 @@ RESULT_COLUMNS = (
   "escape_step",
   "diverged_step",
   "late_slope",
+  "late_slope_se",
+  "late_trend",
 )
 
 
@@ -110,6 +113,14 @@ def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
   return [s for s, _ in points], [v for _, v in points]
 
 
+def late_fit(
+  steps: Sequence[int], losses: Sequence[float], budget: int, late_from: float = LATE_FROM
+) -> tuple[float, float] | None:
+  """(late_slope, its standard error) in nats per 1,000 steps; None with fewer than 3 evals."""
+  late = [(s / 1000, v) for s, v in zip(steps, losses, strict=True) if s >= late_from * budget]
+  return stats.slope_with_se([x for x, _ in late], [y for _, y in late])
+
+
 def late_slope(
   steps: Sequence[int], losses: Sequence[float], budget: int, late_from: float = LATE_FROM
 ) -> float | None:
@@ -119,11 +130,8 @@ def late_slope(
 
   A measurement, not a verdict: it says whether a run that has not escaped by its last step
   was still moving, the question a verdict at one step cannot answer."""
-  late = [(s, v) for s, v in zip(steps, losses, strict=True) if s >= late_from * budget]
-  if len(late) < 3:
-    return None
-  xs, ys = [s / 1000 for s, _ in late], [v for _, v in late]
-  return statistics.linear_regression(xs, ys).slope
+  fit = late_fit(steps, losses, budget, late_from)
+  return fit[0] if fit else None
 
 
 def result_row(run_dir: str) -> Row:
@@ -139,7 +147,10 @@ def result_row(run_dir: str) -> Row:
   }
   out["capped_loss"] = capped_loss(out)
   if out["outcome"] != "diverged" and is_finite_number(out["steps"]):
-    out["late_slope"] = late_slope(*eval_curve(run_dir), int(out["steps"]))
+    fit = late_fit(*eval_curve(run_dir), int(out["steps"]))
+    if fit:
+      out["late_slope"], out["late_slope_se"] = fit
+      out["late_trend"] = stats.trend(*fit)  # falling / flat / rising at 2 standard errors
   return out
 
 
@@ -221,6 +232,7 @@ def sensitivity_table(
       "best_lr": None,
       "best_loss": None,
       "boundary_lr": None,
+      "lrs_trained": None,
       "n_lrs": len(curve),
       "seeds": " ".join(str(s) for s in seeds),
       "n_runs": sum(len(p["losses"]) for p in curve),
@@ -237,11 +249,15 @@ def sensitivity_table(
       best_lr=best["lr"],
       best_loss=best["mean"],
       boundary_lr=boundary_lr(curve, cap),
+      # how many of the curve's lrs leave the plateau (seed-mean capped loss margin below it):
+      # the sensitivity is read beside it, never alone
+      lrs_trained=sum(1 for p in curve if p["mean"] <= cap - STUCK_MARGIN),
     )
     if row["boundary_lr"] is None:
       # Every lr on the plateau: the formula gives ~0 (every loss at the cap), which reads as
-      # "insensitive"; the best of plateau losses is no best lr.
-      row["best_lr"] = None
+      # "insensitive"; there is no sensitivity of a curve that never trains, and the best of
+      # plateau losses is no best lr.
+      row["best_lr"] = row["lr_sensitivity"] = None
     missing = [lr for lr in grid if lr not in {p["lr"] for p in curve}]
     notes = [f"partial: {len(curve)} of {len(curve) + len(missing)} lrs"] if missing else []
     row["note"] = "; ".join(notes + (["no lr trained"] if row["boundary_lr"] is None else []))
@@ -426,6 +442,7 @@ TABLE_COLUMNS = (
   "best_lr",
   "best_loss",
   "boundary_lr",
+  "lrs_trained",
   "n_lrs",
   "seeds",
   "n_runs",

@@ -23,6 +23,13 @@ from typing import Any
 
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools.lr_sensitivity import eval_curve, lr_label
+from resnorm_jax.tools.stats import (
+  clopper_pearson,
+  kaplan_meier,
+  slope_with_se,
+  survival_at,
+  trend,
+)
 from resnorm_jax.tools.style import (
   BASELINE_STYLE,
   MARGIN_STYLE,
@@ -35,7 +42,6 @@ from resnorm_jax.train.outcome import STUCK_MARGIN, escape_step, is_finite_numbe
 
 Row = dict[str, Any]
 MARGINS = (0.05, STUCK_MARGIN, 0.2)  # the margin's effect: the escape read at each
-CONFIDENCE = 0.95
 RUN_COLUMNS = (
   "name",
   "variant",
@@ -84,93 +90,6 @@ def passages(
     "fraction_below": below_count / len(points) if points else None,
     "escape_step": escape_step(points, baseline, margin),
   }
-
-
-def slope_with_se(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
-  """Least-squares slope of ys on xs and its standard error (residual variance over n - 2
-  degrees of freedom); None with fewer than 3 points or no spread in xs."""
-  n = len(xs)
-  if n < 3:
-    return None
-  mx, my = statistics.fmean(xs), statistics.fmean(ys)
-  sxx = sum((x - mx) ** 2 for x in xs)
-  if sxx == 0:
-    return None
-  slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-  resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys, strict=True))
-  return slope, math.sqrt(resid / (n - 2) / sxx)
-
-
-def trend(slope: float | None, se: float | None, k: float = 2.0) -> str | None:
-  """'falling' / 'rising' when the slope is more than k standard errors from 0, else 'flat'."""
-  if slope is None or se is None:
-    return None
-  if slope < -k * se:
-    return "falling"
-  if slope > k * se:
-    return "rising"
-  return "flat"
-
-
-def _binom_cdf(k: int, n: int, p: float) -> float:
-  """P(X <= k) for X ~ Binomial(n, p)."""
-  return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
-
-
-def _bisect(f, lo: float = 0.0, hi: float = 1.0, iters: int = 80) -> float:
-  """The root of a decreasing-then-crossing f on [lo, hi] (f(lo) > 0 > f(hi))."""
-  for _ in range(iters):
-    mid = (lo + hi) / 2
-    lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
-  return (lo + hi) / 2
-
-
-def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-  """The exact (Clopper-Pearson) interval of a binomial proportion k/n: the p at which
-  P(X >= k) and P(X <= k) each reach (1 - confidence) / 2."""
-  if not 0 <= k <= n or n <= 0:
-    raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
-  tail = (1 - confidence) / 2
-  lo = 0.0 if k == 0 else _bisect(lambda p: tail - (1 - _binom_cdf(k - 1, n, p)))
-  hi = 1.0 if k == n else _bisect(lambda p: _binom_cdf(k, n, p) - tail)
-  return lo, hi
-
-
-def kaplan_meier(
-  times: Sequence[int], events: Sequence[bool], confidence: float = CONFIDENCE
-) -> list[dict[str, float]]:
-  """The Kaplan-Meier estimate of P(not escaped by t) from event times (events True) and
-  censoring times (False): one row per distinct event time with the survival S, the number
-  at risk and the interval from Greenwood's variance on the log(-log S) scale (S stays in
-  [0, 1]; at S = 0 or 1 the interval is the point)."""
-  z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-  pairs = sorted(zip(times, events, strict=True))
-  at_risk, s, greenwood, out = len(pairs), 1.0, 0.0, []
-  i = 0
-  while i < len(pairs):
-    t = pairs[i][0]
-    same = [e for tt, e in pairs[i:] if tt == t]
-    d = sum(same)
-    if d:
-      s *= 1 - d / at_risk
-      greenwood += d / (at_risk * (at_risk - d)) if at_risk > d else math.inf
-      lo = hi = s
-      if 0 < s < 1 and math.isfinite(greenwood):
-        half = z * math.sqrt(greenwood) / abs(math.log(s))
-        lo, hi = s ** math.exp(half), s ** math.exp(-half)
-      out.append({"step": t, "at_risk": at_risk, "escaped": d, "survival": s, "lo": lo, "hi": hi})
-    at_risk -= len(same)
-    i += len(same)
-  return out
-
-
-def survival_at(curve: Sequence[Mapping[str, float]], step: int) -> Mapping[str, float]:
-  """The Kaplan-Meier row in force at `step` (S = 1 before the first event)."""
-  row = {"survival": 1.0, "lo": 1.0, "hi": 1.0}
-  for r in curve:
-    if r["step"] <= step:
-      row = r
-  return row
 
 
 def run_record(run_dir: str) -> Row:
