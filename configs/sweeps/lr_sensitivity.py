@@ -51,6 +51,10 @@ def _point(variant: str, n: int, lr: float, seed: int) -> dict:
   }
 
 
+# The left edge: below the grid's smallest lr, where deep Post-LN is still falling at 1.25e-4
+# (48 layers), seed 0:  --filter='^postnorm-L(24|48)-lr(6.25e-05|3.125e-05)-s0$'
+LEFT_EDGE_LRS = (6.25e-5, 3.125e-5)
+
 GRID = [
   _point(v, n, lr, s)
   for s in SEEDS
@@ -58,4 +62,4 @@ GRID = [
   for n in DEPTHS
   for lr in RUN_ORDER
   for v in variants
-]
+] + [_point("postnorm", n, lr, 0) for n in (24, 48) for lr in LEFT_EDGE_LRS]
