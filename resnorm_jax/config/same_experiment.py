@@ -48,9 +48,10 @@ LOGGING_ONLY = (
 # and scan unroll give the same values (tests/test_model.py, tests/test_perf_equivalence.py).
 SPEED_ONLY = ("model.remat", "model.scan_unroll", "mesh.")
 RUN_LENGTH = ("train.steps",)  # a rerun in the same workdir may extend the run
-# What a checkpoint freezes: the model, the data and the batch (train.steps, the cadences and
-# the learning rate may change on resume; an optimizer change that alters the state's
-# structure is refused by the leaf table). Written to every checkpoint (checkpoint.run_meta).
+# What a checkpoint freezes: the model, the data and the batch, compared first and named
+# when the state cannot be restored. Written to every checkpoint (checkpoint.run_meta); the
+# checkpoint's full config is then compared by the WORKDIR rule (checkpoint.check_same_run),
+# so the optimizer's keys (lr, schedule, warmup, betas, weight decay) may not change either.
 FROZEN = (
   "model.",
   "seed",
@@ -145,9 +146,10 @@ class Policy:
 # and the name; remat, scan unroll and the mesh are compared (a point run with another remat
 # is a conflict, as it always was).
 SWEEP = Policy(ignored=("name", *LOGGING_ONLY), added=Defaults())
-# A run may continue the run in its workdir (loop.completed_run): the sweep's rule with the
-# name counted (a record without a name is another run's); it may extend the run or change
-# how the step runs.
+# A run may continue the run in its workdir (loop.completed_run, and against the full config
+# its checkpoint recorded: checkpoint.check_same_run): the sweep's rule with the name counted
+# (a record without a name is another run's); it may extend the run or change how the step
+# runs.
 WORKDIR = Policy(
   ignored=LOGGING_ONLY + SPEED_ONLY + RUN_LENGTH, added=Defaults(leave_out=("name",))
 )

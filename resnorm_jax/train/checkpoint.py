@@ -496,6 +496,27 @@ def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: s
       f"{same_experiment.describe(keys, saved_cfg, config_dict, state) or 'none found'}. "
       "Use a new --workdir."
     )
+  check_same_run(meta, config_dict, directory)
+
+
+def check_same_run(meta: dict, config_dict: dict, directory: str) -> None:
+  """Raises ValueError, naming the keys, if the full config the checkpoint recorded is
+  another experiment than `config_dict` by the workdir's rule (same_experiment.WORKDIR: only
+  the run's length, logging and how the step runs may change). The checkpoint carries the
+  run's identity itself: a resume whose config.json was lost or truncated cannot change
+  opt.lr, the schedule or the warmup unseen. A checkpoint from before the full config was
+  recorded is not compared."""
+  saved = meta.get("config")
+  if not isinstance(saved, dict) or not saved:
+    return
+  policy = same_experiment.WORKDIR
+  keys = same_experiment.changed_keys(saved, config_dict, policy)
+  if keys:
+    raise ValueError(
+      f"{directory} holds a checkpoint of another experiment (the config it recorded); "
+      f"differing keys: {same_experiment.describe(keys, saved, config_dict, policy)}. "
+      "Use a new --workdir."
+    )
 
 
 def check_same_data(meta: dict, data_files: dict, directory: str, step: int) -> None:

@@ -412,7 +412,30 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   """
   workdir_lib.check_same_experiment(workdir, config.to_dict())
   has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  lost = _lost_config_json(workdir)
+  if lost and has_checkpoint:
+    print(
+      f"WARNING: {lost}: this run is checked against the config its checkpoint recorded, "
+      "and config.json is rebuilt when it matches",
+      flush=True,
+    )
+  elif lost and "cannot be read" in lost:
+    print(f"WARNING: {lost} and there is no checkpoint to check this run against", flush=True)
   return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
+
+
+def _lost_config_json(workdir: str) -> str | None:
+  """Why a workdir that holds a run has no usable config.json (`<path> is missing`, `<path>
+  cannot be read (...)`), else None; a workdir that holds nothing yet has nothing to lose."""
+  path = epath.Path(workdir, "config.json")
+  try:
+    recorded = json.loads(path.read_text())
+  except FileNotFoundError:
+    held = any(epath.Path(workdir, n).exists() for n in ("metrics.jsonl", "summary.json", "ckpt"))
+    return f"{path} is missing" if held else None
+  except (OSError, ValueError) as e:
+    return f"{path} cannot be read ({type(e).__name__}: {str(e)[:100]})"
+  return None if isinstance(recorded, dict) else f"{path} cannot be read (not a JSON object)"
 
 
 def _restore_or_init(
