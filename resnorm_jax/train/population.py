@@ -54,12 +54,15 @@ def train_steps(
   batches: tuple[jax.Array, jax.Array],
   *,
   per_layer: bool = True,
+  z_loss_weight: float = 0.0,
 ):
   """One update of every member: member i at peak lr lrs[i] on batch [i]; (states, metrics)."""
 
   def one(lr, state, batch):
     optimizer = optim.make_optimizer(opt_cfg, steps, model_def, lr=lr)
-    return ts.train_step(model_def, optimizer, state, batch, per_layer=per_layer)
+    return ts.train_step(
+      model_def, optimizer, state, batch, per_layer=per_layer, z_loss_weight=z_loss_weight
+    )
 
   return jax.vmap(one)(lrs, states, batches)
 

@@ -328,7 +328,16 @@ def _population_step(run_setup: setup_lib.RunSetup, config: ConfigDict):
 
   def step(lrs, states, member_batches):
     batch = tuple(jnp.stack(xs) for xs in zip(*member_batches, strict=True))
-    return population.train_steps(md, config.opt, steps, lrs, states, batch, per_layer=per_layer)
+    return population.train_steps(
+      md,
+      config.opt,
+      steps,
+      lrs,
+      states,
+      batch,
+      per_layer=per_layer,
+      z_loss_weight=config.train.get("z_loss", 0.0),
+    )
 
   return jax.jit(step, donate_argnums=1)
 

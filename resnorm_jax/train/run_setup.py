@@ -67,6 +67,9 @@ def validate_train(config: ConfigDict) -> None:
     v = t[key]
     if not isinstance(v, int) or v < 1:
       raise ValueError(f"train.{key}={v!r} must be a positive integer")
+  z = t.get("z_loss", 0.0)
+  if isinstance(z, bool) or not isinstance(z, (int, float)) or z < 0:
+    raise ValueError(f"train.z_loss={z!r} must be a number >= 0 (0: off; PaLM's 1e-4)")
   if config.model.position == "learned" and t.seq_len > config.model.max_seq_len:
     raise ValueError(
       f"train.seq_len={t.seq_len} exceeds model.max_seq_len="
@@ -249,7 +252,9 @@ def build(
   )
   bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
   per_layer = bool(config.diag.per_layer)
-  step = functools.partial(ts.train_step, model_def, optimizer, per_layer=per_layer)
+  step = functools.partial(
+    ts.train_step, model_def, optimizer, per_layer=per_layer, z_loss_weight=t.get("z_loss", 0.0)
+  )
   step_fn = shard_lib.jit_train_step(step, shardings, bsh)
   eval_fn = jax.jit(
     functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))

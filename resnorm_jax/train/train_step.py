@@ -37,6 +37,12 @@ def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> jax.Array:
   return losses.mean()
 
 
+def z_loss(logits_BxTxV: jax.Array) -> jax.Array:
+  """Mean squared log-partition function, log(sum exp logits)^2 (PaLM's auxiliary z-loss,
+  Chowdhery et al. 2022; Wortsman et al. 2023 use it against output-logit divergence)."""
+  return jnp.square(jax.nn.logsumexp(logits_BxTxV.astype(jnp.float32), axis=-1)).mean()
+
+
 def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, seed: int):
   """A fresh TrainState (jit this with out_shardings to create it sharded)."""
   params, model_state = init_model(model_def.cfg, seed)
@@ -66,15 +72,21 @@ def train_step(
   batch: tuple[jax.Array, jax.Array],
   *,
   per_layer: bool = True,
+  z_loss_weight: float = 0.0,
 ):
-  """One optimizer update; a non-finite loss or gradient leaves the state unchanged."""
+  """One optimizer update; a non-finite loss or gradient leaves the state unchanged. The
+  gradient is of the cross entropy plus `z_loss_weight` x z_loss; the reported loss is the
+  cross entropy alone, so curves with and without the z-loss compare."""
   inputs, targets = batch
 
   def loss_fn(params):
     logits, stats, model_state = model_def.apply(params, state.model_state, inputs, train=True)
-    return cross_entropy(logits, targets), (stats, model_state)
+    ce = cross_entropy(logits, targets)
+    z = z_loss(logits) if z_loss_weight else jnp.zeros(())
+    return ce + z_loss_weight * z, (ce, z, stats, model_state)
 
-  (loss, (stats, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  loss, z, stats, model_state = aux
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   grad_norm = _global_norm(grads)
@@ -92,6 +104,8 @@ def train_step(
     "update_norm": _global_norm(updates),
     "param_norm": _global_norm(state.params),
   }
+  if z_loss_weight:
+    metrics["z_loss"] = z
   if per_layer:
     metrics.update({k: v for k, v in stats["layers"].items()})
     layer_grads = grads["layers"]
