@@ -298,23 +298,15 @@ def _read_shard(path: str) -> np.ndarray:
   return shards_lib.read_shard(path)
 
 
-def _max_token(tokens: np.ndarray, chunk: int = 1 << 24) -> int:
-  """Max over a memmap in chunks, so a large shard is streamed rather than copied."""
-  return max(int(tokens[i : i + chunk].max()) for i in range(0, len(tokens), chunk))
-
-
 def _checked_shard(path: str, vocab_size: int, vouched: dict[str, int]) -> np.ndarray:
   """One shard, memory-mapped. A shard the manifest lists (`vouched`: real path -> tokens)
-  is checked by its size alone; any other is scanned for its largest id."""
+  must hold as many tokens as it says; every shard's ids are checked against the vocabulary
+  (a corrupt shard is bad input, not a divergence)."""
   shard = _read_shard(path)
   expected = vouched.get(os.path.realpath(path))
-  if expected is not None:
-    if len(shard) != expected:
-      raise DataError(f"{path!r} holds {len(shard)} tokens; its manifest says {expected}")
-    return shard
-  top = _max_token(shard)
-  if top >= vocab_size:
-    raise DataError(f"token id {top} in {path!r} is out of range for model.vocab_size={vocab_size}")
+  if expected is not None and len(shard) != expected:
+    raise DataError(f"{path!r} holds {len(shard)} tokens; its manifest says {expected}")
+  shards_lib.check_token_ids(shard, vocab_size, path)
   return shard
 
 

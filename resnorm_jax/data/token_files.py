@@ -110,6 +110,25 @@ def _refuse_raw_uint32(path: str, size: int, words: int = 1 << 16) -> None:
     )
 
 
+def check_token_ids(tokens: np.ndarray, vocab_size: int, path: str, chunk: int = 1 << 24) -> None:
+  """DataError naming the file, an id >= `vocab_size` (the largest of the first chunk that
+  has one), where the first one is and the vocabulary: a corrupt shard (a flipped high byte)
+  would otherwise train as NaN losses, a "divergence". Streamed in chunks of a memmap, one
+  vectorised max each (a few GB a second)."""
+  for start in range(0, len(tokens), chunk):
+    part = np.asarray(tokens[start : start + chunk])
+    top = int(part.max())
+    if top < vocab_size:
+      continue
+    bad = part >= vocab_size
+    raise DataError(
+      f"token id {top} in {path!r} is out of range for vocab_size={vocab_size} (the first "
+      f"such id at token {start + int(np.argmax(bad)):,}; {int(bad.sum()):,} in tokens "
+      f"{start:,}-{start + len(part) - 1:,}): the data is corrupt (python -m "
+      "experiments.prepare_data --verify=FOLDER checks a prepared folder's sha256s)"
+    )
+
+
 class ShardedTokens:
   """Several memory-mapped shards read as one 1-D token array, without copying them.
 
