@@ -399,8 +399,9 @@ def _load_prepared(
   def whole(ps: list[str], split: str):  # a whole split's counts apply to it, not a part
     return counts.get(split) if real(ps) == real(full[split]) else None
 
-  train = _read_shards(train_paths, vocab_size, vouched, whole(train_paths, "train"))
-  val = _read_shards(val_paths, vocab_size, vouched, whole(val_paths, "val"))
+  ids = tok["vocab_size"]  # an id past the tokenizer's is corrupt, even below the padding
+  train = _read_shards(train_paths, ids, vouched, whole(train_paths, "train"))
+  val = _read_shards(val_paths, ids, vouched, whole(val_paths, "val"))
   split = _split_info(
     "val_path" if val_path else "manifest",
     train,
