@@ -11,12 +11,15 @@ norm_scale, attn, mlp, outside_layers), the same after putting that group's para
 to their init values. A reset that brings the first layers' gradient back to the last
 layers' level names the parameters whose drift cut the gradient flow. Every `--config.a.b=v`
 override applies to all configs. Writes grad_flow.{csv,png}.
+
+With --from_data=FOLDER the figures are redrawn from the CSVs already in FOLDER.
 """
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
+from resnorm_jax.tools import reproduction_plots
 from resnorm_jax.tools import reproductions as repro
 from resnorm_jax.train import diagnostics
 
@@ -28,11 +31,21 @@ _RESET = flags.DEFINE_list(
   "reset", list(diagnostics.PARAM_GROUPS), "Parameter groups to put back to init, one at a time."
 )
 _OUTDIR = flags.DEFINE_string("outdir", "runs/grad_flow", "Output folder.")
+_FROM_DATA = flags.DEFINE_string(
+  "from_data", None, "Redraw the figures of this folder from its CSVs; nothing is measured."
+)
 
 
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
+  if _FROM_DATA.value:
+    try:
+      paths = reproduction_plots.replot(_FROM_DATA.value)
+    except ValueError as e:
+      cli.fail(str(e))
+    print("\n".join(paths))
+    return
   try:
     configs, depths = cli.comparison_from_flags(_CONFIG.value, _COMPARE.value, _DEPTHS.value)
     rows = repro.grad_flow_experiment(configs, depths, _STEPS.value, _RESET.value)

@@ -11,12 +11,15 @@ at every norm's input (mean and max over layers; RMS 1 means ||x|| = sqrt(d)). E
 and model_update_vs_depth.{csv,png} (largest update over steps 1..--early_steps).
 Expected: Post-LN's update jumps in the first steps and grows with depth, then stalls with
 large norm inputs; DeepNorm's stays small and nearly flat in depth.
+
+With --from_data=FOLDER the figures are redrawn from the CSVs already in FOLDER.
 """
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
+from resnorm_jax.tools import reproduction_plots
 from resnorm_jax.tools import reproductions as repro
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
@@ -25,11 +28,21 @@ _DEPTHS = flags.DEFINE_list("depths", [], "Depths to run each config at (empty: 
 _STEPS = flags.DEFINE_integer("steps", 100, "Training steps per run.")
 _EARLY = flags.DEFINE_integer("early_steps", 10, "Steps 1..E count as early (vs-depth plot).")
 _OUTDIR = flags.DEFINE_string("outdir", "runs/model_update", "Output folder.")
+_FROM_DATA = flags.DEFINE_string(
+  "from_data", None, "Redraw the figures of this folder from its CSVs; nothing is measured."
+)
 
 
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments {argv[1:]}")
+  if _FROM_DATA.value:
+    try:
+      paths = reproduction_plots.replot(_FROM_DATA.value)
+    except ValueError as e:
+      cli.fail(str(e))
+    print("\n".join(paths))
+    return
   try:
     configs, depths = cli.comparison_from_flags(_CONFIG.value, _COMPARE.value, _DEPTHS.value)
     if _EARLY.value < 1:

@@ -1,12 +1,12 @@
 """Drivers of the paper reproductions (experiments/grad_norms_at_init.py, model_update.py,
 grad_flow.py):
-rows as lists of dicts, and their CSV and PNG writers. The measurements are diagnostics.py's.
+rows as lists of dicts, and their CSV and PNG writers (the figures are reproduction_plots.py's).
+The measurements are diagnostics.py's.
 """
 
 from __future__ import annotations
 
 import copy
-import csv
 import functools
 import math
 import os
@@ -22,7 +22,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora as data_lib
 from resnorm_jax.model import model_def as mdl
-from resnorm_jax.tools import style
+from resnorm_jax.tools import reproduction_plots as plots
 from resnorm_jax.train import run_setup
 from resnorm_jax.train import train_step as ts
 from resnorm_jax.train.diagnostics import (
@@ -244,115 +244,38 @@ def grad_flow_ratios(rows: Sequence[Row]) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------
 
 
-def write_csv(path: str, rows: Sequence[Row]) -> str:
-  """Rows (dicts with the same keys) to a CSV file; returns the path."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
-    writer.writeheader()
-    writer.writerows(
-      {k: (float(v) if isinstance(v, np.floating) else v) for k, v in r.items()} for r in rows
-    )
-  return path
-
-
-def _by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
-  """Rows grouped by the values of `keys`, in first-seen order."""
-  groups: dict[tuple, list[Row]] = {}
-  for r in rows:
-    groups.setdefault(tuple(r[k] for k in keys), []).append(r)
-  return groups
-
-
-def _vs_depth(rows: Sequence[Row], key: str, *, ylabel: str, title: str):
-  """(figure, axes): `key` against depth on log-log axes, a line per config."""
-  fig, ax = style.pyplot().subplots(figsize=(5.5, 4))
-  for (label,), rs in _by(rows, "config").items():
-    ax.plot([r["depth"] for r in rs], [r[key] for r in rs], "o-", label=label)
-  ax.set(xscale="log", yscale="log", xlabel="layers N", ylabel=ylabel)
-  ax.set_title(title)
-  return fig, ax
+write_csv = plots.write_csv
+_by = plots.by
 
 
 def write_grad_norms(per_layer: Sequence[Row], vs_depth: Sequence[Row], outdir: str) -> list[str]:
   """grad_norms_per_layer.csv/.png and (with depths) grad_norms_vs_depth.csv/.png."""
-  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_norms_per_layer.csv"), per_layer)]
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-  for (label, n), rows in _by(per_layer, "config", "num_layers").items():
-    for ax, key in zip(axes, ("w1_grad_norm", "w2_grad_norm"), strict=True):
-      ax.plot(
-        [r["layer"] for r in rows], [r[key] for r in rows], marker=".", label=f"{label} (N={n})"
-      )
-  for ax, name in zip(axes, ("W1 (ffn_in)", "W2 (ffn_out)"), strict=True):
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set(xlabel="layer", ylabel="||E[grad]||_F", title=f"FFN {name} gradient norm at init")
-    ax.legend()
-  files.append(style.save_figure(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
+  fig = plots.grad_norms_per_layer_figure(per_layer)
+  files.append(plots.save(fig, os.path.join(outdir, "grad_norms_per_layer.png")))
   if vs_depth:
     files.append(write_csv(os.path.join(outdir, "grad_norms_vs_depth.csv"), vs_depth))
-    fig, ax = _vs_depth(
-      vs_depth,
-      "last_w2_grad_norm",
-      ylabel="||E[grad W2]||_F, last layer",
-      title="last layer's FFN W2 gradient norm at init",
-    )
-    depths = sorted({r["depth"] for r in vs_depth})
-    ref = max(r["last_w2_grad_norm"] for r in vs_depth if r["depth"] == depths[0])
-    ax.plot(depths, [ref * math.sqrt(depths[0] / d) for d in depths], "k:", label="1/sqrt(N)")
-    ax.legend()
-    files.append(style.save_figure(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
+    fig = plots.grad_norms_vs_depth_figure(vs_depth)
+    files.append(plots.save(fig, os.path.join(outdir, "grad_norms_vs_depth.png")))
   return files
 
 
 def write_model_update(rows: Sequence[Row], early: Sequence[Row], outdir: str) -> list[str]:
   """model_update.csv/.png (update and norm-input RMS vs step), model_update_vs_depth.*."""
-  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "model_update.csv"), rows)]
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-  for (label, depth), run in _by(rows, "config", "depth").items():
-    steps = [r["step"] for r in run if r["step"] > 0]
-    (line,) = axes[0].plot(
-      steps, [r["update"] for r in run if r["step"] > 0], label=f"{label} N={depth}"
-    )
-    axes[1].plot(
-      [r["step"] for r in run], [r["norm_in_rms_max"] for r in run], color=line.get_color()
-    )
-    axes[1].plot(
-      [r["step"] for r in run], [r["norm_in_rms_mean"] for r in run], ":", color=line.get_color()
-    )
-  axes[0].set(yscale="log", xlabel="step", ylabel="||F(x,θ_t) - F(x,θ_0)|| (logits, per token)")
-  axes[0].set_title("model update on a fixed batch")
-  axes[0].legend(fontsize="small")
-  axes[1].set(yscale="log", xlabel="step", ylabel="norm-input RMS (solid max, dotted mean)")
-  axes[1].set_title("norm inputs (RMS 1 = ||x|| of sqrt(d))")
-  files.append(style.save_figure(fig, os.path.join(outdir, "model_update.png")))
-  files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
-  fig, ax = _vs_depth(
-    early,
-    "early_update_per_lr",
-    ylabel="max update / lr, early steps",
-    title="early model update vs depth",
+  files.append(
+    plots.save(plots.model_update_figure(rows), os.path.join(outdir, "model_update.png"))
   )
-  ax.legend()
-  files.append(style.save_figure(fig, os.path.join(outdir, "model_update_vs_depth.png")))
+  files.append(write_csv(os.path.join(outdir, "model_update_vs_depth.csv"), early))
+  fig = plots.early_update_figure(early)
+  files.append(plots.save(fig, os.path.join(outdir, "model_update_vs_depth.png")))
   return files
 
 
 def write_grad_flow(rows: Sequence[Row], outdir: str) -> list[str]:
   """grad_flow.csv and grad_flow.png (per-layer gradient norm, one panel per config/depth)."""
-  plt = style.pyplot()
   files = [write_csv(os.path.join(outdir, "grad_flow.csv"), rows)]
-  runs = _by(rows, "config", "depth")
-  fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
-  for ax, ((label, depth), run) in zip(axes[0], runs.items(), strict=True):
-    for (name,), rs in _by(run, "state").items():
-      fmt = "k-" if name == "init" else ("r-" if name == "trained" else "--")
-      ax.plot([r["layer"] for r in rs], [r["grad_norm"] for r in rs], fmt, label=name)
-    ax.set(yscale="log", xlabel="layer", ylabel="||grad|| of the layer's parameters")
-    ax.set_title(f"{label} N={depth}: after {run[0]['steps']} steps", fontsize="medium")
-    ax.legend(fontsize="small")
-  files.append(style.save_figure(fig, os.path.join(outdir, "grad_flow.png")))
+  files.append(plots.save(plots.grad_flow_figure(rows), os.path.join(outdir, "grad_flow.png")))
   return files
 
 
