@@ -1,8 +1,10 @@
 """Train one config: python -m experiments.train --config=configs/postnorm_96L.py [--workdir=DIR]
 
 Overrides: --config.model.num_layers=24 --config.opt.warmup_steps=0 ... (a locked config:
-misspelt keys and wrong types are refused). Exit status 2 for bad input, before compiling;
-1 for a run that failed (an I/O fault such as a full disk: resumable by the same command).
+misspelt keys and wrong types are refused). --config.data.path=FILE alone trains on that
+text; a folder made by experiments.prepare_data, on its tokens with its vocabulary.
+Exit status 2 for bad input, before compiling; 1 for a run that failed (an I/O fault such
+as a full disk: resumable by the same command).
 """
 
 import sys
@@ -26,10 +28,14 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
+  from resnorm_jax.data import corpora
   from resnorm_jax.train import loop  # imports JAX: after flags, so --help stays fast
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
+    note = corpora.source_from_path(_CONFIG.value, overrides)  # data.path alone: its source
+    if note:
+      print(note, flush=True)
     summary = loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))

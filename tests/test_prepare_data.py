@@ -174,7 +174,7 @@ def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_pat
   c.model.vocab_size = 299
   with pytest.raises(corpora.DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
     run_setup.model_config(c)
-  c.data.source, c.model.vocab_size = "stdlib", 0  # byte corpora: 256, as before
+  c.data.source, c.data.path, c.model.vocab_size = "stdlib", "", 0  # bytes: 256, as before
   assert run_setup.model_config(c).vocab_size == 256
   c.data.source, c.data.path = "tokens", str(tmp_path / "nothing_here.bin")
   with pytest.raises(corpora.DataError, match="manifest.json"):

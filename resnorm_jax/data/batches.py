@@ -161,3 +161,13 @@ def eval_targets(
     for i in range(n_batches)
   ]
   return np.concatenate(rows)
+
+
+def distinct_eval_targets(n_tokens: int, n_batches: int, *, batch_size: int, seq_len: int) -> int:
+  """How many distinct held-out positions held-out batches 0 .. n_batches-1 score: their
+  windows are drawn with replacement, so a held-out split smaller than the eval is scored
+  with repeats (1,000 tokens can never give 16,384 distinct ones)."""
+  positions = eval_targets(
+    np.arange(n_tokens, dtype=np.int64), n_batches, batch_size=batch_size, seq_len=seq_len
+  )
+  return len(np.unique(positions))

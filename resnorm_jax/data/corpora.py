@@ -19,6 +19,7 @@ import glob
 import os
 import sysconfig
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
       "--config.data.allow_stdlib=true to train on the stdlib corpus anyway"
     )
   _require_tokens_path(data_cfg)
+  _check_source_and_path(data_cfg)
   val_path = getattr(data_cfg, "val_path", "") or ""
   how = _split_choice(data_cfg, val_path)
   val_fraction = float(data_cfg.val_fraction)
@@ -101,6 +103,79 @@ def load_corpus(data_cfg: Any, vocab_size: int, seq_len: int) -> Corpus:
         f"train.seq_len={seq_len} needs at least {seq_len + 1}"
       )
   return corpus
+
+
+def source_for_path(path: str) -> str:
+  """The source a data.path names: `tokens` for a folder made by experiments.prepare_data
+  (its manifest.json), a folder of .bin shards, .bin files or a URL; `text` for any other
+  file or glob. DataError naming the value and the choices when it names nothing."""
+  if fs.is_remote(path):
+    return "tokens"
+  local = os.path.expanduser(path)
+  if os.path.isdir(local):
+    if os.path.isfile(os.path.join(local, shards_lib.MANIFEST)) or glob.glob(
+      os.path.join(local, "*.bin")
+    ):
+      return "tokens"
+    raise DataError(
+      f"data.path={path!r} is a folder with neither {shards_lib.MANIFEST} nor .bin shards: "
+      f"give a text file or glob ({os.path.join(path, '*.txt')!r}, data.source=text) or a "
+      "folder made by experiments.prepare_data (data.source=tokens)"
+    )
+  files = [p for p in glob.glob(local, recursive=True) if os.path.isfile(p)]
+  if not files:
+    raise DataError(
+      f"data.path={path!r} matches no file or folder"
+      + (f" (relative to {os.getcwd()})" if not os.path.isabs(local) else "")
+      + ": give a text file or glob (data.source=text) or a folder made by "
+      "experiments.prepare_data (data.source=tokens)"
+    )
+  return "tokens" if all(p.endswith(".bin") for p in files) else "text"
+
+
+def source_from_path(config: Any, overrides: Mapping[str, Any]) -> str | None:
+  """data.path given on the command line without data.source names its own source.
+
+  Sets config.data.source from the path (source_for_path) and, for a prepared folder whose
+  vocabulary model.vocab_size was not also given, model.vocab_size=0 (from its manifest):
+  training on a folder needs no other override. Returns a one-line note of what was set, or
+  None when data.path was not given alone. DataError for a path that names no data.
+  """
+  if "data.path" not in overrides or "data.source" in overrides or not config.data.path:
+    return None
+  source = source_for_path(config.data.path)
+  notes = []
+  if source != config.data.source:
+    notes.append(f"data.source={source}")
+  config.data.source = source
+  if source == "tokens" and "model.vocab_size" not in overrides and config.model.vocab_size:
+    _, manifest = _prepared_folder(os.path.expanduser(config.data.path))
+    if manifest is not None:
+      config.model.vocab_size = 0
+      notes.append(f"model.vocab_size=0 (from its manifest: {manifest['tokenizer']['name']})")
+  if not notes:
+    return None
+  return f"data.path={config.data.path}: {', '.join(notes)}"
+
+
+def _check_source_and_path(data_cfg: Any) -> None:
+  """Refuses a data.path the source would not read: never a silent fall-back to stdlib."""
+  path = data_cfg.path
+  if not path:
+    return
+  if data_cfg.source == "stdlib":
+    raise DataError(
+      f"data.source='stdlib' reads no file, but data.path={path!r} is set: for that data give "
+      f"--config.data.source=text (a text file or glob) or tokens (a folder made by "
+      "experiments.prepare_data), or give data.path alone on the command line; for the stdlib "
+      "corpus leave data.path empty"
+    )
+  local = os.path.expanduser(path)
+  if data_cfg.source == "text" and os.path.isfile(os.path.join(local, shards_lib.MANIFEST)):
+    raise DataError(
+      f"data.source='text' and data.path={path!r} is a folder made by "
+      "experiments.prepare_data: give data.source=tokens (or data.path alone)"
+    )
 
 
 def _split_choice(data_cfg: Any, val_path: str) -> str:
@@ -349,6 +424,8 @@ def resolve_vocab_size(data_cfg: Any, vocab_size: int) -> int:
   """
   if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 0:
     raise DataError(f"model.vocab_size={vocab_size!r} must be a positive integer, or 0")
+  if data_cfg.source in SOURCES:
+    _check_source_and_path(data_cfg)
   found = manifest_vocab_size(data_cfg)
   if vocab_size == 0:
     _require_tokens_path(data_cfg)

@@ -8,7 +8,8 @@
   train:V   a byte-level BPE of V ids (<|endoftext|> included) trained offline on the input's
             training documents (never the held-out ones); the same input gives the same one
   PATH      a tokenizer.json (Hugging Face `tokenizers`)
-The BPE kinds use the `tokenizers` library (requirements-data.txt); nothing else imports it.
+The BPE kinds use the `tokenizers` library (requirements-data.txt: without it they are refused
+with that file named); nothing else imports it.
 Each document starts with the end-of-text id (as llm.c does); a piece cut from a long document
 (resnorm_jax.data.heldout) continues it, without one.
 """
@@ -27,6 +28,22 @@ BYTE_EOT = 256  # the bytes tokenizer's separator: the first id past the bytes
 KINDS = ("bytes", "gpt2", "train:V", "PATH (a tokenizer.json)")
 
 
+REQUIREMENTS = "requirements-data.txt"
+
+
+def hf_tokenizers():
+  """The `tokenizers` module (the BPE kinds'); ValueError naming the requirements file that
+  installs it where it is missing (requirements.txt leaves it out)."""
+  try:
+    import tokenizers
+  except ImportError:
+    raise ValueError(
+      "the BPE tokenizers (gpt2, train:V, a tokenizer.json) need the `tokenizers` library, "
+      f"which requirements.txt leaves out: pip install -r {REQUIREMENTS}"
+    ) from None
+  return tokenizers
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
   """What `--tokenizer` asked for: kind in (bytes, gpt2, train, file), train size, file."""
@@ -37,7 +54,18 @@ class Spec:
 
 
 def parse(spec: str) -> Spec:
-  """`--tokenizer` value -> Spec; ValueError naming the value and the valid kinds."""
+  """`--tokenizer` value -> Spec; ValueError naming the value and the valid kinds, or, for a
+  BPE kind without the `tokenizers` library, the requirements file (before any text is read)."""
+  out = _parse(spec)
+  if out.kind != "bytes":
+    try:
+      hf_tokenizers()
+    except ValueError as e:
+      raise ValueError(f"--tokenizer={spec}: {e}") from None
+  return out
+
+
+def _parse(spec: str) -> Spec:
   if spec in ("bytes", "gpt2"):
     return Spec(spec)
   if spec.startswith("train:"):
@@ -65,9 +93,7 @@ class Tokenizer:
     if hf_json is None:  # bytes
       self.vocab_size, self.eot = BYTE_EOT + 1, BYTE_EOT
     else:
-      from tokenizers import Tokenizer as HF
-
-      self._hf = HF.from_str(hf_json)
+      self._hf = hf_tokenizers().Tokenizer.from_str(hf_json)
       self.vocab_size = self._hf.get_vocab_size(with_added_tokens=True)
       self.eot = self._hf.token_to_id(EOT)
 
@@ -97,10 +123,11 @@ class Tokenizer:
 
 def train_bpe(texts: Iterable[str], vocab_size: int) -> str:
   """A byte-level BPE of `vocab_size` ids (EOT the first) trained on `texts`: its JSON."""
-  from tokenizers import Tokenizer as HF
-  from tokenizers import decoders, models, pre_tokenizers, trainers
+  tokenizers = hf_tokenizers()
+  decoders, models = tokenizers.decoders, tokenizers.models
+  pre_tokenizers, trainers = tokenizers.pre_tokenizers, tokenizers.trainers
 
-  tok = HF(models.BPE())
+  tok = tokenizers.Tokenizer(models.BPE())
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()
   trainer = trainers.BpeTrainer(
@@ -124,10 +151,9 @@ def build(spec: Spec, training_texts: Iterable[str] | None = None) -> Tokenizer:
     if training_texts is None:
       raise ValueError("train:V needs the input's texts")
     return Tokenizer(f"train:{spec.vocab_size}", train_bpe(training_texts, spec.vocab_size))
-  from tokenizers import Tokenizer as HF  # gpt2: downloaded once from the Hugging Face hub
-
+  hf_class = hf_tokenizers().Tokenizer  # gpt2: downloaded once from the Hugging Face hub
   try:
-    hf = HF.from_pretrained("openai-community/gpt2")
+    hf = hf_class.from_pretrained("openai-community/gpt2")
   except Exception as e:  # noqa: BLE001 - no network, no hub: say what was needed
     raise ValueError(
       f"--tokenizer=gpt2 fetches GPT-2's tokenizer.json from the Hugging Face hub and that "

@@ -106,9 +106,7 @@ def bytes_tokenizer() -> RunTokenizer:
 
 
 def from_tokenizer_json(path: str, name: str = "") -> RunTokenizer:
-  from tokenizers import Tokenizer as HF
-
-  hf = HF.from_str(epath.Path(path).read_text())
+  hf = tok_lib.hf_tokenizers().Tokenizer.from_str(epath.Path(path).read_text())
   eot = hf.token_to_id(tok_lib.EOT)
   return RunTokenizer(name or path, hf.get_vocab_size(with_added_tokens=True), eot, hf)
 

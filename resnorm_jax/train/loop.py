@@ -111,14 +111,19 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
   # held-out no-context loss) and the periodic eval with its best (a smaller eval set).
   periodic = f"best periodic eval {r(summary.get('best_eval_loss'))}"  # a summary from before
   if "periodic_eval_loss" in summary:
+    own = summary.get(EVAL_SET_BASELINE)  # the periodic eval set's own no-context loss
+    own = "" if own is None else f"no-context {own:.3f}; "
     periodic = (
       f"periodic eval {r(summary['periodic_eval_loss'])}{on('periodic_eval_tokens')} "
-      f"(best {r(summary.get('best_eval_loss'))})"
+      f"({own}best {r(summary.get('best_eval_loss'))})"
     )
+  final_on = on("final_eval_tokens")
+  if summary.get("final_eval_distinct_tokens"):  # a held-out split smaller than the eval
+    final_on += f" ({summary['final_eval_distinct_tokens']:,} distinct)"
   lines = [
     f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
     f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
-    f"{on('final_eval_tokens')} (no-context {r(baseline, '.3f')}); {periodic}; "
+    f"{final_on} (no-context {r(baseline, '.3f')}); {periodic}; "
     f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
     f"  summary: {os.path.join(workdir, 'summary.json')}",
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
@@ -536,6 +541,25 @@ def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
   }
 
 
+def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
+  """{final_eval_distinct_tokens: N} and a warning, once, when the held-out split has fewer
+  tokens than the end-of-run eval asks for (its windows repeat); else {}."""
+  asked = eval_tokens(t)["final"]
+  if len(corpus.val) >= asked:
+    return {}
+  n = final_eval_batches(t)
+  distinct = batches_lib.distinct_eval_targets(
+    len(corpus.val), n, batch_size=t.batch_size, seq_len=t.seq_len
+  )
+  print(
+    f"warning: the held-out split has {len(corpus.val):,} tokens, fewer than the {asked:,} "
+    f"the end-of-run eval scores: it scores {distinct:,} distinct tokens, with repeats "
+    "(hold out more: data.val_fraction, or prepare_data --val_fraction)",
+    flush=True,
+  )
+  return {"final_eval_distinct_tokens": distinct}
+
+
 def _write_config(workdir: str, resolved: dict, start: int) -> None:
   """config.json; on a resume, a note if the code changed since it was written and a warning
   for metrics lines the writer's truncation will drop. An I/O error is a RunFailed line."""
@@ -592,6 +616,7 @@ def _train(
   t, vocab = config.train, run_setup.mcfg.vocab_size
   is_main = jax.process_index() == 0
   baselines = _baselines(corpus, t, vocab)
+  short = _short_heldout(corpus, t)  # a held-out split smaller than the end-of-run eval
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
   config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
@@ -649,6 +674,7 @@ def _train(
     "steps": final_step,
     **log.results(),
     **baselines,
+    **short,
     "data_split": corpus.split,
     "tokens_per_second": log.tokens_per_second(),
     **log.totals(),
