@@ -61,7 +61,9 @@ import re
 import shlex
 import sys
 
-from resnorm_jax.config import cli  # (no JAX)
+import resnorm_jax
+from resnorm_jax.config import cli, same_experiment  # (no JAX)
+from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools import cluster
 from resnorm_jax.tools.sweep_grid import (
   POINT_FILE,
@@ -81,10 +83,41 @@ from resnorm_jax.tools.sweep_runner import (
   make_slots,
   missing_data,
   population_jobs,
+  refresh_records,
   run_points,
   with_failures,
 )
 from resnorm_jax.train.outcome import STUCK_MARGIN
+
+# The checkout this script is in: its points run this checkout's code.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REEXEC = "RESNORM_JAX_SWEEP_CHECKOUT"
+
+
+def run_this_checkout() -> None:
+  """Runs this script again on this checkout's package when the one imported is another
+  checkout's (an editable install made in a first checkout): its config files, its children
+  (sweep_runner runs them from the package's root) and their provenance then all come from
+  the checkout the sweep was started in."""
+  if os.path.realpath(resnorm_jax.ROOT) == os.path.realpath(HERE):
+    return
+  if not os.path.isfile(os.path.join(HERE, "resnorm_jax", "__init__.py")):
+    return  # a copy of the script alone: the installed package is the only one
+  if os.environ.get(_REEXEC) == HERE:
+    cli.fail(f"{HERE}'s package cannot be imported before {resnorm_jax.ROOT}'s")
+  path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
+  env = {**os.environ, "PYTHONPATH": path, _REEXEC: HERE}
+  os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+
+
+def _conflict_keys(workdir: str, expected: dict) -> str:
+  """The keys on which a finished run's config.json differs from its point's config."""
+  recorded = read_json(os.path.join(workdir, "config.json"))
+  if not isinstance(recorded, dict):
+    return "its config.json cannot be read"
+  policy = same_experiment.SWEEP
+  keys = same_experiment.changed_keys(recorded, expected, policy)
+  return "differing keys: " + same_experiment.describe(keys, recorded, expected, policy)
 
 
 def _define_flags() -> None:
@@ -125,7 +158,7 @@ def _define_flags() -> None:
   )
 
 
-def _submit(jobs: list[Job], sweep_dir: str, conflicts: list[str]) -> int:
+def _submit(jobs: list[Job], sweep_dir: str, conflicts: list) -> int:
   """--submit=slurm: the jobs as one SLURM job array, in the local sweep's order."""
   from absl import flags
 
@@ -208,7 +241,7 @@ def main(argv: list[str]) -> int:
         state = f"queued (SLURM task {queued[p.name]})"
       cmd = train_command(p, workdir, overrides)
       if state == "conflict":
-        conflicts.append(workdir)
+        conflicts.append((workdir, _conflict_keys(workdir, expected)))
       print(
         f"[{p.index + 1}] {p.name}: {state}" + ("" if state != "todo" else f"\n  {shlex.join(cmd)}")
       )
@@ -222,15 +255,18 @@ def main(argv: list[str]) -> int:
         state == "done" and not f.dry_run and not os.path.isfile(os.path.join(workdir, POINT_FILE))
       ):
         cli.write_json(os.path.join(workdir, POINT_FILE), info)  # for collect: its grid place
-    for w in conflicts:
-      print(f"conflict: {w} holds a finished run of a different config; not rerun", file=sys.stderr)
+    for w, keys in conflicts:
+      print(
+        f"conflict: {w} holds a finished run of a different config ({keys}); not rerun",
+        file=sys.stderr,
+      )
     jobs = [job for job, _, _ in todo]
     if f.vmap:  # points that differ only in opt.lr and seed: one program per group
       jobs = population_jobs(todo, f.vmap_max, write=not f.dry_run)
     if f.submit:
       return _submit(jobs, sweep_dir, conflicts)
     if f.dry_run:
-      return 0
+      return 1 if conflicts else 0
     print(
       f"{len(todo)} points in {len(jobs)} jobs to run on {len(slots)} slots: "
       + ", ".join(s.label for s in slots),
@@ -241,6 +277,10 @@ def main(argv: list[str]) -> int:
     codes, conflicts = {}, []
   if not os.path.isdir(sweep_dir):
     cli.fail(f"--sweep_dir={sweep_dir}: no such folder")
+  # A point finished by another process (a child that outlived a killed sweep, another sweep
+  # on this sweep_dir) is recorded from its folder, not as the failure last seen.
+  for name in refresh_records(sweep_dir):
+    print(f"{name}: finished by another process; its record rewritten from its folder")
   rows = with_failures(collect(sweep_dir, f.stuck_margin), sweep_dir)
   for path in write_results(sweep_dir, rows):
     print(path)
@@ -252,5 +292,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
   from absl import app
 
+  run_this_checkout()
   _define_flags()
   app.run(main)

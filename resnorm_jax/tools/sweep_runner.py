@@ -3,13 +3,18 @@ costliest first, with progress lines and signals passed on to the running childr
 that differ only in opt.lr and seed as one population job (`population_jobs`). Before any
 runs, every pending point's local data files are checked (`missing_data`); a point whose
 process fails gets its reason (exit status, last error line of its train.log) on its console
-line, in its sweep_point.json and in the results (`with_failures`). No JAX here.
+line, in its sweep_point.json and in the results (`with_failures`). A point whose workdir a
+live run holds (another sweep on the same sweep_dir, a child left by a killed sweep) is running
+elsewhere, not failed: it waits for that run to end, then counts as what its folder holds
+(`running_elsewhere`, `refresh_record`). No JAX here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import glob
+import json
 import os
 import re
 import shlex
@@ -33,6 +38,11 @@ from resnorm_jax.tools.sweep_grid import (
 from resnorm_jax.tools.sweep_results import format_cell, run_row
 
 INTERRUPTED = "__interrupted__"  # key of run_points' result when a signal stopped it
+LOCK_FILE = ".lock"  # a run's workdir lock (resnorm_jax/train/workdir.py)
+# A point's process refused because a live run holds its workdir (workdir.WorkdirInUse): not a
+# failure of the point, which is running elsewhere (another sweep, an orphaned child).
+_BUSY = re.compile(r"is in use by another run")
+FINISHED = ("completed", "diverged")  # a run folder's summary status that ends the point
 DATA_SOURCES_WITH_FILES = ("text", "tokens")  # data.source values that read data.path
 # The line of a failed run's log that says why: cli.fail's `error: ...`, a traceback's last
 # line (`ValueError: ...`, `jax.errors.JaxRuntimeError: ...`), absl's FATAL.
@@ -294,17 +304,93 @@ def progress_lines(
   return lines
 
 
+def running_elsewhere(workdir: str) -> str | None:
+  """Who holds `workdir`'s lock (`pid N on host H, started ...`) while a live run does, else
+  None. Probed with a shared flock released at once (a run starting in that instant is
+  refused as busy, and its sweep waits for this one)."""
+  path = os.path.join(workdir, LOCK_FILE)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      try:
+        info = json.loads(os.pread(fd, 4096, 0).decode())
+        return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+      except (ValueError, TypeError, KeyError, OSError):
+        return "a run that has not written its name yet"
+    except OSError:  # a filesystem that cannot lock: nothing to wait for
+      return None
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
+def finished_status(workdir: str) -> str | None:
+  """The status of a finished run in `workdir` (completed, diverged), else None."""
+  summary = read_json(os.path.join(workdir, "summary.json"))
+  status = summary.get("status") if isinstance(summary, dict) else None
+  return status if status in FINISHED else None
+
+
+def refresh_record(workdir: str) -> bool:
+  """Rewrites a point's sweep_point.json from its folder when the folder holds a finished run
+  but the record says otherwise (a failure, "running elsewhere": the run was finished by
+  another process, e.g. a child that outlived its sweep); True when it did."""
+  path = os.path.join(workdir, POINT_FILE)
+  info, status = read_json(path), finished_status(workdir)
+  if not isinstance(info, dict) or status is None:
+    return False
+  stale = info.get("returncode") not in (None, 0) or "running_elsewhere" in info
+  if not stale and info.get("status") == status:
+    return False
+  for key in ("returncode", "error", "running_elsewhere"):
+    info.pop(key, None)
+  info["status"] = status  # what the folder holds, whoever finished it
+  cli.write_json(path, info)
+  return True
+
+
+def refresh_records(sweep_dir: str) -> list[str]:
+  """refresh_record for every point folder of `sweep_dir`; the names of those rewritten."""
+  names = sorted(os.listdir(sweep_dir)) if os.path.isdir(sweep_dir) else []
+  return [n for n in names if refresh_record(os.path.join(sweep_dir, n))]
+
+
+def _record_elsewhere(workdir: str, holder: str) -> None:
+  path = os.path.join(workdir, POINT_FILE)
+  info = read_json(path) or {}
+  for key in ("returncode", "error"):
+    info.pop(key, None)
+  info["running_elsewhere"] = holder
+  cli.write_json(path, info)
+
+
+def _busy(job: Job) -> str | None:
+  """The holder of the first of the job's workdirs a live run holds, else None."""
+  return next((h for _, w in job.runs() if (h := running_elsewhere(w))), None)
+
+
 def run_points(
   jobs: Sequence[Job], slots: Sequence[Slot], progress_every: float = 60.0
 ) -> dict[str, int]:
   """Runs jobs, the costliest first, one per free slot; the exit status per point name.
 
   Children run in their own session, pinned to their slot's cores, with output in
-  <workdir>/train.log. A SIGINT/SIGTERM to the sweep is passed on once to every running
-  child (which saves a checkpoint and exits 'interrupted'); no new point starts. Returns
-  early in that case.
+  <workdir>/train.log, in the repository root of this code with it first on PYTHONPATH (a
+  sweep started from a second checkout runs that checkout's code). A job whose workdir a
+  live run holds waits until it is free (before it starts, or when its process was refused
+  as busy), then counts as finished if that run finished it, else starts (it resumes): two
+  sweeps on one sweep_dir train each point once and neither calls it failed. A
+  SIGINT/SIGTERM to the sweep is passed on once to every running child (which saves a
+  checkpoint and exits 'interrupted'); no new point starts. Returns early in that case.
   """
   pending = sorted(jobs, key=lambda j: -j.cost)
+  waiting: list[Job] = []  # running elsewhere: started again, or counted, once free
   free, running, codes = list(slots), {}, {}
   total_cost, done_cost = sum(j.cost for j in jobs), 0.0
   stop: list[int] = []
@@ -313,9 +399,20 @@ def run_points(
   old = {s: signal.signal(s, lambda signum, _: stop.append(signum)) for s in handled}
   t_start = last_progress = time.time()
   try:
-    while (pending and not stop) or running:
+    while ((pending or waiting) and not stop) or running:
+      for job in [j for j in waiting if not _busy(j)]:  # the other run has ended
+        waiting.remove(job)
+        if all(finished_status(w) for _, w in job.runs()):
+          _count_finished_elsewhere(job, codes)
+        else:
+          pending.insert(0, job)  # started now: it resumes what the other run left
       while pending and not stop and free:
-        job, slot = pending.pop(0), free.pop(0)
+        job = pending.pop(0)
+        holder = _busy(job)
+        if holder:
+          _wait_for(job, holder, waiting)
+          continue
+        slot = free.pop(0)
         os.makedirs(job.workdir, exist_ok=True)
         log = open(os.path.join(job.workdir, "train.log"), "a")
         proc = subprocess.Popen(
@@ -324,7 +421,7 @@ def run_points(
           stdout=log,
           stderr=subprocess.STDOUT,
           start_new_session=True,
-          env={**os.environ, **slot.env},
+          env=child_env(slot),
           preexec_fn=(lambda c=slot.cpus: os.sched_setaffinity(0, c)) if slot.cpus else None,
         )
         running[job.point.name] = (job, slot, proc, log, time.time())
@@ -344,6 +441,10 @@ def run_points(
         done_cost += job.cost
         log_path = os.path.join(job.workdir, "train.log")
         reason = failure_reason(log_path, proc.returncode) if proc.returncode else None
+        if reason and proc.returncode == 2 and _BUSY.search(reason):  # refused: held elsewhere
+          done_cost -= job.cost
+          _wait_for(job, _busy(job) or "another run", waiting)
+          continue
         for point, workdir in job.runs():  # a population: every member's exit and outcome
           codes[point.name] = proc.returncode
           _record_exit(workdir, proc.returncode, reason)
@@ -373,12 +474,45 @@ def run_points(
   return codes
 
 
+def child_env(slot: Slot) -> dict[str, str]:
+  """A child's environment: this one, the slot's, and this code's root first on PYTHONPATH
+  (with the root as working folder, `python -m experiments.train` imports this checkout's
+  package, not an editable install of another one)."""
+  path = os.environ.get("PYTHONPATH", "")
+  return {**os.environ, **slot.env, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, path) if p)}
+
+
+def _wait_for(job: Job, holder: str, waiting: list[Job]) -> None:
+  """Puts a job whose workdir a live run holds aside until that run ends."""
+  waiting.append(job)
+  for point, workdir in job.runs():
+    _record_elsewhere(workdir, holder)
+    print(
+      f"[{point.index + 1}] {point.name}: running elsewhere ({holder}): waiting for it to end",
+      flush=True,
+    )
+
+
+def _count_finished_elsewhere(job: Job, codes: dict[str, int]) -> None:
+  """A job whose runs another process finished: recorded from the folders, exit status 0."""
+  for point, workdir in job.runs():
+    refresh_record(workdir)
+    codes[point.name] = 0
+    row = run_row(workdir)
+    print(
+      f"[{point.index + 1}] {point.name}: {row['outcome']}, finished elsewhere "
+      f"(eval {format_cell(row['final_eval_loss'])})",
+      flush=True,
+    )
+
+
 def _record_exit(workdir: str, returncode: int, reason: str | None = None) -> None:
   """sweep_point.json: the exit status and, for a failure, its reason (`failure_reason`)."""
   path = os.path.join(workdir, POINT_FILE)
   info = read_json(path) or {}
   info["returncode"] = returncode
-  info.pop("error", None)
+  for key in ("error", "running_elsewhere", "status"):
+    info.pop(key, None)
   if reason:
     info["error"] = reason
   cli.write_json(path, info)
