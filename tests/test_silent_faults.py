@@ -272,3 +272,52 @@ def test_two_sweeps_on_one_sweep_dir_train_each_point_once_and_both_succeed(tmp_
     assert codes == {"a": 0, "b": 0, "c": 0}, out
   for name in ("a", "b", "c"):
     assert len((tmp_path / name / "trained.txt").read_text().split()) == 1
+
+
+# --- 2. a sweep runs the code of the checkout it was started from ---------------------------
+
+# The second checkout's experiments/train.py: records which package it imported and what
+# provenance that package gives, then exits as a finished run would.
+TRAIN_PROBE = """
+import json, os, sys
+import resnorm_jax
+from resnorm_jax.train import provenance
+workdir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--workdir="))
+os.makedirs(workdir, exist_ok=True)
+with open(os.path.join(workdir, "probe.json"), "w") as f:
+  json.dump({"package": resnorm_jax.ROOT, "cwd": os.getcwd(), **provenance.code_version()}, f)
+"""
+
+
+@pytest.mark.slow  # starts a sweep
+def test_a_sweep_from_a_second_checkout_runs_that_checkouts_code(tmp_path):
+  """The editable install's ROOT was the first checkout: a sweep started from a second one
+  ran the first's code, and its provenance named the first's commit, `dirty: false`."""
+  import shutil
+  import subprocess
+  import sys
+
+  second = tmp_path / "second"
+  skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+  for folder in ("resnorm_jax", "configs", "experiments", "scripts"):
+    shutil.copytree(os.path.join(ROOT, folder), second / folder, ignore=skip)
+  (second / "experiments" / "train.py").write_text(TRAIN_PROBE)
+  (second / "configs" / "sweeps" / "one.py").write_text(
+    'GRID = [{"config": "configs/smoke.py", "name": "p"}]\n'
+  )
+  git = ["git", "-C", str(second), "-c", "user.name=t", "-c", "user.email=t@t"]
+  subprocess.run([*git, "init", "-q"], check=True)
+  subprocess.run([*git, "add", "-A"], check=True)
+  subprocess.run([*git, "commit", "-q", "-m", "second"], check=True)
+  head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+  sweep = [sys.executable, str(second / "scripts" / "sweep.py")]
+  args = ["--grid=configs/sweeps/one.py", f"--sweep_dir={tmp_path / 'sw'}", "--progress_every=0"]
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  proc = subprocess.run(
+    [*sweep, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+  )
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  probe = json.loads((tmp_path / "sw" / "p" / "probe.json").read_text())
+  assert os.path.realpath(probe["package"]) == os.path.realpath(second)
+  assert os.path.realpath(probe["cwd"]) == os.path.realpath(second)
+  assert probe["commit"] == head.strip() and probe["dirty"] is False
