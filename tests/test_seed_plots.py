@@ -126,7 +126,7 @@ def test_seed_figures_and_their_command_line(tmp_path):
   assert os.path.getsize(band) > 1000 and os.path.getsize(lines) > 1000
   arm = [plots.run_record(r) for r in runs[3:6]]
   assert plots._arm_label(arm) == (
-    "Post-LN, lr 0.001, 100 warmup steps: escaped at step 50 on 3 of 3 seeds"
+    "Post-LN, lr 1e-3, 100 warmup steps: escaped at step 50 on 3 of 3 seeds"
   )
   assert "never escaped in 100 steps (seeds 0, 1, 2)" in plots._arm_label(
     [plots.run_record(r) for r in runs[:3]]

@@ -10,7 +10,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from resnorm_jax.tools.style import STATUS_COLORS, pyplot, save_figure, variant_color
+from resnorm_jax.tools.style import (
+  SPLIT_COLOR,
+  STATUS_COLORS,
+  lr_label,
+  pyplot,
+  save_figure,
+  text_color,
+  variant_color,
+)
 from resnorm_jax.tools.sweep_results import write_rows
 
 VERDICTS = ("trained", "stuck", "diverged")
@@ -96,8 +104,9 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
   return "\n".join(lines) + "\n"
 
 
-# A cell of the boundary figure: every seed left the plateau, some did, none did.
-CELL_COLORS = {"all": STATUS_COLORS["trained"], "some": "#d4e157", "none": STATUS_COLORS["stuck"]}
+# A cell of the boundary figure: every seed left the plateau, some did, none did (status greys,
+# which no variant uses: the panel titles are in the variants' colours).
+CELL_COLORS = {"all": STATUS_COLORS["trained"], "some": SPLIT_COLOR, "none": STATUS_COLORS["stuck"]}
 
 
 def boundary_cells(rows: Sequence[dict[str, str]]) -> dict[tuple[str, int], dict]:
@@ -171,10 +180,11 @@ def plot_boundary(
       text = f"{cell['loss']:.2f}" if cell["loss"] is not None else "nan"
       if cell["runs"] > 1:
         text += f"\n{cell['trained']}/{cell['runs']}"
-      ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
+      ink = text_color(CELL_COLORS[share])
+      ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=ink)
     ax.set(xlim=(0, len(depths)), ylim=(0, len(lrs)))
     ax.set_xticks([j + 0.5 for j in range(len(depths))], [str(d) for d in depths], fontsize=7)
-    ax.set_yticks([i + 0.5 for i in range(len(lrs))], [f"{lr:g}" for lr in lrs], fontsize=7)
+    ax.set_yticks([i + 0.5 for i in range(len(lrs))], [lr_label(lr) for lr in lrs], fontsize=7)
     ax.tick_params(length=0)
     name = variant + (f", warmup {warmup}" if warmup else "")
     ax.set_title(name, fontsize="medium", color=variant_color(variant))

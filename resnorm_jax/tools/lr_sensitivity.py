@@ -21,8 +21,10 @@ from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools import stats
 from resnorm_jax.tools.style import (
   BASELINE_STYLE,
+  FINAL_BASELINE_LABEL,
   VARIANT_COLORS,
   baseline_lines,
+  lr_label,
   pyplot,
   save_figure,
   variant_color,
@@ -68,12 +70,6 @@ RESULT_COLUMNS = (
   "late_slope_se",
   "late_trend",
 )
-
-
-def lr_label(lr: float) -> str:
-  """A learning rate as the docs write it: 1.25e-4, 5e-4, 3.2e-2."""
-  mantissa, exponent = f"{lr:.2e}".split("e")
-  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def variant_order(names) -> list[str]:
@@ -286,10 +282,8 @@ def setting_title(rows: Sequence[Mapping[str, Any]]) -> str:
   )
 
 
-def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
-  """Capped final eval loss against lr, a panel per depth, a line per variant (seed mean, a
-  band from the lowest to the highest seed, a dot per seed, x for a diverged run), the
-  no-context baseline dashed."""
+def draw_curves(rows: Sequence[Mapping[str, Any]]):
+  """The figure of `plot_curves` (matplotlib Figure, not saved)."""
   plt = pyplot()
   depths = sorted({int(r["num_layers"]) for r in rows})
   variants = variant_order(r["variant"] for r in rows)
@@ -315,13 +309,28 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
     axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
   axes[0].set_ylabel("final eval loss, capped at the baseline")
   handles = [plt.Line2D([], [], color=variant_color(v), marker="o", label=v) for v in variants]
+  grey = "0.35"
   handles += [
-    plt.Line2D([], [], **BASELINE_STYLE, label="no-context baseline"),
-    plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
+    plt.Line2D([], [], color=grey, marker="o", ms=4, label="seed 0 (the line joins its lrs)"),
+    plt.Line2D([], [], color=grey, marker="o", ms=4, mfc="white", ls="", label="other seeds"),
+    plt.Line2D([], [], color=grey, marker="_", ms=14, mew=2, ls="", label="mean over seeds"),
+    plt.Line2D([], [], color=grey, marker="x", ls="", label="diverged (drawn at the cap)"),
+    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
   ]
   axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-  fig.suptitle(f"Final eval loss against lr\n{setting_title(rows)}; band: seeds' min to max")
-  return save_figure(fig, out)
+  fig.suptitle(
+    f"Final eval loss against lr\n{setting_title(rows)}; every run a marker, "
+    "the seed mean a bar where an lr has several seeds"
+  )
+  return fig
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
+  """Capped final eval loss against lr, a panel per depth, a colour per variant: every run a
+  marker (seed 0 filled, others open, x for a diverged run), a line only through seed 0's
+  runs (each vertex a run's loss), the seed mean a bar at each lr with several seeds; the
+  held-out no-context baseline dashed. Nothing is drawn between lrs but seed 0's line."""
+  return save_figure(draw_curves(rows), out)
 
 
 def seeded_runs(curve: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
@@ -339,24 +348,23 @@ def seeded_runs(curve: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, An
 
 
 def _draw_curve(ax, curve: Sequence[Mapping[str, Any]], color: str) -> None:
-  """One variant's seed mean (line), seed band and per-seed dots on one panel."""
-  xs = [p["lr"] for p in curve]
-  ax.plot(xs, [p["mean"] for p in curve], "-o", color=color, ms=4, lw=1.6)
-  for run in seeded_runs(curve):  # a band only where neighbouring lrs both have seeds
-    if len(run) == 1:
-      ax.vlines(run[0]["lr"], min(run[0]["losses"]), max(run[0]["losses"]), color=color, alpha=0.4)
-      continue
-    ax.fill_between(
-      [p["lr"] for p in run],
-      [min(p["losses"]) for p in run],
-      [max(p["losses"]) for p in run],
-      color=color,
-      alpha=0.18,
-      lw=0,
-    )
+  """One variant on one panel: a marker per run, seed 0's runs joined, the seed mean a bar."""
+  seed0 = [
+    (p["lr"], loss)
+    for p in curve
+    for loss, seed in zip(p["losses"], p["seeds"], strict=True)
+    if seed == 0
+  ]
+  if len(seed0) > 1:
+    ax.plot([x for x, _ in seed0], [y for _, y in seed0], "-", color=color, lw=1.4)
   for p in curve:
-    for loss, diverged in zip(p["losses"], p["diverged"], strict=True):
-      ax.plot(p["lr"], loss, "x" if diverged else ".", color=color, ms=7 if diverged else 5)
+    for loss, seed, diverged in zip(p["losses"], p["seeds"], p["diverged"], strict=True):
+      if diverged:
+        ax.plot(p["lr"], loss, "x", color=color, ms=7)
+      else:
+        ax.plot(p["lr"], loss, "o", color=color, ms=4, mfc=color if seed == 0 else "white")
+    if len(p["losses"]) > 1:
+      ax.plot(p["lr"], p["mean"], "_", color=color, ms=14, mew=2)
 
 
 def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = "") -> str:

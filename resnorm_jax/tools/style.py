@@ -12,15 +12,29 @@ from typing import Any
 
 from resnorm_jax.train.outcome import STUCK_MARGIN
 
+# The status of a run or cell (maps, boundary): a grey ramp, dark = stuck, so no status reads as
+# a variant (every hue is some variant's). tests/test_figures_rule.py keeps each at least
+# STATUS_DISTANCE (RGB, 0-255) from every variant colour. The statuses that are no verdict
+# (interrupted, failed, unknown) are hatched too.
 STATUS_COLORS = {
-  "trained": "#66bb6a",
-  "stuck": "#ffa726",
-  "diverged": "#ef5350",
-  "interrupted": "#90a4ae",
-  "failed": "#8d6e63",
-  "pending": "#eeeeee",
-  "unknown": "#bdbdbd",
+  "trained": "#e0e0e0",
+  "stuck": "#5c5c5c",
+  "diverged": "#262626",
+  "interrupted": "#f7f7f7",
+  "failed": "#f7f7f7",
+  "pending": "#ffffff",
+  "unknown": "#f7f7f7",
 }
+STATUS_HATCHES = {"interrupted": "//", "failed": "xx", "unknown": ".."}
+# A boundary cell where the seeds split: between trained and stuck.
+SPLIT_COLOR = "#b3b3b3"
+STATUS_DISTANCE = 40.0
+
+
+def text_color(face: str) -> str:
+  """Black or white, whichever reads on a cell of colour `face` ('#rrggbb')."""
+  r, g, b = (int(face[i : i + 2], 16) for i in (1, 3, 5))
+  return "white" if 0.299 * r + 0.587 * g + 0.114 * b < 128 else "black"
 
 
 # One colour per variant in every figure (the main three first: Post-LN red, Pre-LN blue,
@@ -59,6 +73,19 @@ def variant_color(name: str) -> str:
 
 
 VARIANT_LABELS = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
+
+
+def variant_label(name: str) -> str:
+  """A variant's name in figures: Post-LN, Pre-LN, DeepNorm, else its config name."""
+  return VARIANT_LABELS.get(name, name)
+
+
+def lr_label(lr: float) -> str:
+  """A learning rate as every figure and the docs write it: 1.25e-4, 5e-4, 3.2e-2."""
+  mantissa, exponent = f"{lr:.2e}".split("e")
+  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 SEED_STYLES = ("-", "--", ":", "-.")  # seed 0, 1, 2, 3 (then again)
 
 
@@ -99,12 +126,38 @@ def baseline_lines(ax, baseline: float | None, margin: bool = True) -> None:
     ax.axhline(baseline - STUCK_MARGIN, **MARGIN_STYLE)
 
 
-def baseline_handles(margin: bool = True) -> list[Any]:
-  """Legend entries of baseline_lines."""
+# The end-of-run verdict's no-context loss (the held-out split's), where a figure draws both:
+# a short grey dash-dot at the right edge, beside the end-of-run evals it judges.
+FINAL_BASELINE_STYLE = {"ls": "-.", "lw": 1.2, "color": "0.55"}
+
+
+def final_baseline_mark(ax, baseline: float | None) -> None:
+  """The held-out split's no-context loss (the end-of-run verdict's) over the right 12% of
+  `ax`, where the end-of-run evals sit."""
+  if baseline is not None:
+    ax.axhline(baseline, xmin=0.88, xmax=1.0, **FINAL_BASELINE_STYLE)
+
+
+def final_baseline_handle() -> Any:
+  """The legend entry of final_baseline_mark."""
   from matplotlib.lines import Line2D
 
-  handles = [Line2D([], [], **BASELINE_STYLE, label="no-context loss (held-out unigram)")]
+  label = "no-context loss of the held-out split (the end-of-run verdict's, at the right)"
+  return Line2D([], [], **FINAL_BASELINE_STYLE, label=label)
+
+
+# What a periodic eval curve is judged against (outcome.curve_baseline), and what an
+# end-of-run eval loss is (outcome.baseline): two eval sets, two no-context losses.
+CURVE_BASELINE_LABEL = "no-context loss of the periodic eval's tokens"
+FINAL_BASELINE_LABEL = "no-context loss of the held-out split"
+
+
+def baseline_handles(margin: bool = True, label: str = CURVE_BASELINE_LABEL) -> list[Any]:
+  """Legend entries of baseline_lines: `label` names the no-context loss drawn."""
+  from matplotlib.lines import Line2D
+
+  handles = [Line2D([], [], **BASELINE_STYLE, label=label)]
   if margin:
-    label = f"{STUCK_MARGIN:g} nats below it (trained / escaped under it)"
-    handles.append(Line2D([], [], **MARGIN_STYLE, label=label))
+    text = f"{STUCK_MARGIN:g} nats below it (escaped from the first eval under it to the end)"
+    handles.append(Line2D([], [], **MARGIN_STYLE, label=text))
   return handles

@@ -1,0 +1,188 @@
+"""Figures agree with the escape rule and with each other: a periodic eval curve is drawn against
+the no-context loss of its own eval tokens (outcome.curve_baseline), escape labels come from
+the escape steps, every variant has one colour and no status shares it, no band is drawn
+across lrs, and lrs are written one way (style.lr_label)."""
+
+import colorsys
+import glob
+import json
+import math
+import os
+
+import pytest
+
+from resnorm_jax.tools import boundary, lr_sensitivity, plots, reproduction_plots, style
+from resnorm_jax.train.outcome import STUCK_MARGIN
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESCUE = os.path.join(ROOT, "docs/xiong_rescue/runs")
+
+
+def _rgb(colour: str) -> tuple[int, ...]:
+  return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def _full_width_levels(ax) -> set[float]:
+  """The y of every horizontal line drawn across the whole axes (axhline)."""
+  return {
+    round(float(line.get_ydata()[0]), 4)
+    for line in ax.get_lines()
+    if list(line.get_xdata()) == [0, 1] and len(set(line.get_ydata())) == 1
+  }
+
+
+def test_the_curve_baseline_is_the_periodic_eval_sets_own(tmp_path):
+  (tmp_path / "summary.json").write_text(
+    json.dumps({"heldout_unigram_entropy": 3.238, "periodic_eval_no_context_loss": 3.299})
+  )
+  assert plots.eval_baseline(str(tmp_path)) == 3.299
+  (tmp_path / "summary.json").write_text(json.dumps({"heldout_unigram_entropy": 3.238}))
+  assert plots.eval_baseline(str(tmp_path)) == 3.238  # runs that predate it: the split's
+  run = os.path.join(RESCUE, "stdlib-L12-constant-lr0.001-w0-s0")
+  with open(os.path.join(run, "summary.json")) as f:
+    summary = json.load(f)
+  record = plots.run_record(run)
+  assert record["baseline"] == summary["periodic_eval_no_context_loss"]  # 3.299, not 3.238
+  assert record["final_baseline"] == summary["heldout_unigram_entropy"]
+
+
+def test_the_rescue_figure_draws_the_rules_lines_and_escape_steps():
+  runs = sorted(glob.glob(os.path.join(RESCUE, "stdlib-L12-constant-lr0.001-w*-s?")))
+  runs = [r for r in runs if "-w0-" in r or "-w1000-" in r]
+  assert len(runs) == 6
+  fig = plots.draw_seed_bands(runs)
+  (ax,) = [a for a in fig.axes if a.get_visible()]
+  periodic = plots.run_record(runs[0])["baseline"]
+  assert _full_width_levels(ax) == {round(periodic, 4), round(periodic - STUCK_MARGIN, 4)}
+  # The escape steps in the legend are the rule's (seed 0 with warmup escaped at step 250).
+  warm = [plots.run_record(r) for r in runs if "-w1000-" in r]
+  steps = sorted(r["escape_step"] for r in warm)
+  assert steps[0] == 250
+  label = plots._arm_label(warm)
+  assert f"escaped at step {steps[0]:,}/" in label and "lr 1e-3" in label
+  texts = [t.get_text() for t in ax.get_legend().get_texts()]
+  assert label in texts
+  style.pyplot().close(fig)
+
+
+def test_an_escape_label_follows_the_escape_step():
+  base = {"variant": "postnorm", "lr": 1e-3, "warmup": 0, "steps": 1500, "seed": 0}
+  group = [{**base, "escape_step": 250}, {**base, "seed": 1, "escape_step": None}]
+  assert plots._arm_label(group).endswith("escaped at step 250 on 1 of 2 seeds")
+  group[1]["escape_step"] = 750
+  assert plots._arm_label(group).endswith("escaped at step 250/750 on 2 of 2 seeds")
+
+
+def test_no_status_colour_is_or_looks_like_a_variant_colour():
+  variants = [*style.VARIANT_COLORS.values(), *style._OTHER_COLORS]
+  statuses = [*style.STATUS_COLORS.values(), style.SPLIT_COLOR, *boundary.CELL_COLORS.values()]
+  for status in statuses:
+    assert status not in variants
+    # Every hue is some variant's (green DeepNorm, orange DyT, ...): a status has none.
+    assert colorsys.rgb_to_hsv(*(c / 255 for c in _rgb(status)))[1] < 0.05, status
+    nearest = min(math.dist(_rgb(status), _rgb(v)) for v in variants)
+    assert nearest >= style.STATUS_DISTANCE, (status, nearest)
+  assert set(boundary.CELL_COLORS.values()) <= {*style.STATUS_COLORS.values(), style.SPLIT_COLOR}
+
+
+def _lr_rows():
+  rows = []
+  for lr, losses in ((1e-3, [2.0, 2.3]), (2e-3, [1.9, 2.4]), (4e-3, [3.2])):
+    for seed, loss in enumerate(losses):
+      rows.append(
+        {
+          "variant": "postnorm",
+          "num_layers": 12,
+          "opt.lr": lr,
+          "seed": seed,
+          "capped_loss": loss,
+          "baseline": 3.238,
+          "outcome": "trained" if loss < 3.1 else "stuck",
+          "data": "stdlib bytes",
+          "train.steps": 1000,
+          "opt.warmup_steps": 0,
+          "opt.schedule": "constant",
+        }
+      )
+  return rows
+
+
+def test_lr_curves_draw_no_band_and_no_line_through_losses_no_run_had():
+  from matplotlib.collections import PolyCollection
+
+  rows = _lr_rows()
+  fig = lr_sensitivity.draw_curves(rows)
+  ax = fig.axes[0]
+  assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+  runs = {(r["opt.lr"], r["capped_loss"]) for r in rows}
+  means = {(1e-3, 2.15), (2e-3, 2.15)}
+  for line in ax.get_lines():
+    points = list(zip(line.get_xdata(), line.get_ydata(), strict=True))
+    if len(points) > 1 and list(line.get_xdata()) != [0, 1]:  # a joined line: runs only
+      assert all((x, y) in runs for x, y in points), points
+    elif len(points) == 1 and line.get_marker() == "_":  # a mean: only where seeds are several
+      assert any(math.isclose(points[0][1], m) and points[0][0] == x for x, m in means)
+  labels = [t.get_text() for t in ax.get_xticklabels()]
+  assert labels == ["1e-3", "2e-3", "4e-3"]
+  style.pyplot().close(fig)
+
+
+def test_lrs_are_written_one_way():
+  assert [style.lr_label(x) for x in (1.25e-4, 5e-4, 3.2e-2, 1e-3)] == [
+    "1.25e-4",
+    "5e-4",
+    "3.2e-2",
+    "1e-3",
+  ]
+  assert lr_sensitivity.lr_label is style.lr_label
+
+
+def test_boundary_figure_writes_lrs_as_lr_label(tmp_path, monkeypatch):
+  rows = [
+    {"variant": v, "num_layers": "6", "opt.lr": lr, "outcome": o, "final_eval_loss": "2.5"}
+    for v in ("deepnorm", "dyt")
+    for lr, o in (("0.00025", "trained"), ("0.008", "stuck"))
+  ]
+  drawn = []
+  monkeypatch.setattr(boundary, "save_figure", lambda fig, out, tight=True: drawn.append(fig))
+  boundary.plot_boundary(rows, str(tmp_path / "b.png"))
+  (fig,) = drawn
+  ax = fig.axes[0]
+  assert [t.get_text() for t in ax.get_yticklabels()] == ["2.5e-4", "8e-3"]
+  faces = {p.get_facecolor()[:3] for p in ax.patches}
+  from matplotlib.colors import to_rgb
+
+  assert faces == {to_rgb(style.STATUS_COLORS["trained"]), to_rgb(style.STATUS_COLORS["stuck"])}
+  style.pyplot().close(fig)
+
+
+@pytest.mark.parametrize(
+  "csv_name",
+  ["grad_norms_at_init/grad_norms_vs_depth.csv", "model_update_linear/lr1e-7/model_update.csv"],
+)
+def test_reproduction_figures_draw_each_config_in_its_variants_colour(csv_name):
+  rows = reproduction_plots.read_csv(os.path.join(ROOT, "docs", csv_name))
+  figure = {
+    "grad_norms_vs_depth.csv": reproduction_plots.grad_norms_vs_depth_figure,
+    "model_update.csv": reproduction_plots.model_update_figure,
+  }[os.path.basename(csv_name)]
+  fig = figure(rows)
+  for line in fig.axes[0].get_lines():
+    label = line.get_label()
+    if label.startswith("_") or label == "1/sqrt(N)":
+      continue
+    variant = label.split()[0]
+    assert line.get_color() == style.variant_color(variant), label
+  style.pyplot().close(fig)
+  assert reproduction_plots.config_color("postnorm-smoke") == style.VARIANT_COLORS["postnorm"]
+  assert reproduction_plots.config_color("postnorm_deepinit") == "#ff9896"
+
+
+def test_headline_curves_draw_each_run_in_its_variants_colour():
+  runs = [os.path.join(ROOT, "docs/runs", f"{v}_96L") for v in ("postnorm", "prenorm", "deepnorm")]
+  fig = plots.draw_curves(runs)
+  ax = fig.axes[0]
+  colours = [h.get_color() for h in ax.get_legend().legend_handles[:3]]
+  assert colours == [style.variant_color(v) for v in ("postnorm", "prenorm", "deepnorm")]
+  assert "Post-LN: never escaped in 200 steps" in ax.get_legend().get_texts()[0].get_text()
+  style.pyplot().close(fig)
