@@ -301,48 +301,141 @@ def render() -> str:
   return "\n".join(lines)
 
 
-def section(text: str) -> str | None:
-  """The README's text between the markers (markers included), None when absent."""
-  if BEGIN not in text or END not in text:
+SURVIVAL_BEGIN = "<!-- survival: written by scripts/claims.py from docs/survival/; edit there -->"
+SURVIVAL_END = "<!-- end of survival -->"
+
+
+def grid_escapes() -> dict[tuple, str]:
+  """(variant, depth, lr, seed) -> escape_step ('' when none) of the 1,000-step lr grid."""
+  return {
+    (r["variant"], int(r["num_layers"]), float(r["opt.lr"]), int(r["seed"])): r["escape_step"]
+    for r in read("docs/lr_sensitivity/results.csv")
+  }
+
+
+def render_survival() -> str:
+  """docs/results.md's escape-probability section."""
+  cells = survival_cells()
+  lines = [SURVIVAL_BEGIN]
+  if not cells:
+    lines += ["No survival run has finished yet (configs/sweeps/survival.py).", SURVIVAL_END]
+    return "\n".join(lines)
+  runs = read("docs/survival/runs.csv")
+  horizon = int(cells[0]["horizon"])
+  base = sorted({round(float(r["periodic_baseline"]), 3) for r in runs})
+  lines += [
+    f"One protocol for every cell: no warmup, constant lr, batch 16 x 128, a periodic eval every "
+    f"25 steps on the same 8,192 held-out tokens (their no-context loss "
+    f"{' / '.join(f'{b:.3f}' for b in base)}), {horizon:,} steps. The event is a run's first "
+    "periodic eval 0.1 nats or more below that no-context loss (its first passage); a relapse is "
+    "a later eval back above it; escaped for good is below at every eval to the end (the "
+    "project's escape step). Intervals are exact (Clopper-Pearson) 95% intervals of k of n; "
+    "the survival curves are Kaplan-Meier with Greenwood's interval. A run that never escaped "
+    "is described by its late slope (second half) with its standard error: falling, flat or "
+    "rising at 2 standard errors.",
+    "",
+    "| cell | escaped by step " + f"{horizon:,}" + " | 95% interval | first passages (steps) | "
+    "relapsed | escaped for good | escaped at margin 0.05 / 0.1 / 0.2 | never escaped: falling "
+    "/ flat / rising |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ]
+  for c in cells:
+    name = f"{LABEL.get(c['variant'], c['variant'])}, {c['num_layers']} layers, lr " + lr_text(
+      float(c["lr"])
+    )
+    lines.append(
+      f"| {name} | {c['escaped']} of {c['seeds']} | {float(c['ci_lo']):.3f}-"
+      f"{float(c['ci_hi']):.3f} | {c['first_passages'] or 'none'} | {c['relapsed_runs']} | "
+      f"{c['escaped_for_good']} | {c['escaped_m0.05']} / {c['escaped_m0.1']} / "
+      f"{c['escaped_m0.2']} | {c['never_falling']} / {c['never_flat']} / {c['never_rising']} |"
+    )
+  # The same seeds in the 1,000-step grid: same config and seed, so the same batches and init.
+  grid = grid_escapes()
+  same, differ = 0, []
+  for r in runs:
+    key = (r["variant"], int(r["num_layers"]), float(r["opt.lr"]), int(r["seed"]))
+    if key not in grid:
+      continue
+    first = r["first_passage"]
+    old = grid[key]
+    early = first if first and int(first) <= 1000 else ""
+    if (early == "") == (old == ""):
+      same += 1
+    else:
+      differ.append(f"{r['name']} (grid {old or 'never'}, here {first or 'never'})")
+  lines += [
+    "",
+    f"Seeds shared with the 1,000-step loss-vs-lr grid (same config and seed: the same init and "
+    f"batches): {same} of {same + len(differ)} agree on whether the run escaped by step 1,000"
+    + (f"; they differ on {', '.join(differ)}" if differ else "")
+    + ". Data: `docs/survival/runs.csv`, `docs/survival/cells.csv`; figure: "
+    "[survival.png](survival/survival.png).",
+    SURVIVAL_END,
+  ]
+  return "\n".join(lines)
+
+
+def section(text: str, begin: str = BEGIN, end: str = END) -> str | None:
+  """The text between the markers (markers included), None when absent."""
+  if begin not in text or end not in text:
     return None
-  start = text.index(BEGIN)
-  return text[start : text.index(END, start) + len(END)]
+  start = text.index(begin)
+  return text[start : text.index(end, start) + len(end)]
+
+
+RESULTS_MD = os.path.join(ROOT, "docs", "results.md")
+# (file, begin marker, end marker, renderer): every generated section
+SECTIONS = (
+  (README, BEGIN, END, render),
+  (RESULTS_MD, SURVIVAL_BEGIN, SURVIVAL_END, render_survival),
+)
 
 
 def check(path: str = README) -> list[str]:
-  """The differences between the README's section and the data's: empty when they agree."""
-  with open(path) as f:
-    have = section(f.read())
-  if have is None:
-    return [f"{path}: no results markers ({BEGIN!r} ... {END!r})"]
-  want = render()
-  if have == want:
-    return []
-  return list(difflib.unified_diff(have.splitlines(), want.splitlines(), "README", "data", n=0))
+  """The differences between a file's generated sections (those of the file of the same name:
+  README.md, results.md) and the data's: empty when they agree."""
+  problems = []
+  for target, begin, end, make in SECTIONS:
+    if os.path.basename(target) != os.path.basename(path):
+      continue
+    with open(path) as f:
+      have = section(f.read(), begin, end)
+    if have is None:
+      problems.append(f"{path}: no results markers ({begin!r} ... {end!r})")
+      continue
+    want = make()
+    if have != want:
+      problems += difflib.unified_diff(have.splitlines(), want.splitlines(), path, "data", n=0)
+  return problems
 
 
-def write(path: str = README) -> None:
+def write(path: str) -> None:
   with open(path) as f:
     text = f.read()
-  have = section(text)
-  if have is None:
-    sys.exit(f"{path}: add the markers {BEGIN!r} and {END!r} where the section goes")
+  for target, begin, end, make in SECTIONS:
+    if os.path.basename(target) != os.path.basename(path):
+      continue
+    have = section(text, begin, end)
+    if have is None:
+      sys.exit(f"{path}: add the markers {begin!r} and {end!r} where the section goes")
+    text = text.replace(have, make())
   with open(path, "w") as f:
-    f.write(text.replace(have, render()))
+    f.write(text)
 
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--write", action="store_true", help="rewrite the section from the data")
-  parser.add_argument("--readme", default=README)
+  parser.add_argument("--write", action="store_true", help="rewrite the sections from the data")
   args = parser.parse_args()
+  paths = (README, RESULTS_MD)
   if args.write:
-    write(args.readme)
-  problems = check(args.readme)
+    for path in paths:
+      write(path)
+  problems = [p for path in paths for p in check(path)]
   if problems:
     print("\n".join(problems))
     sys.exit(1)
-  print(f"{args.readme}: Results agree with the data ({len(ROWS)} claims)")
+  print(f"README.md and docs/results.md agree with the data ({len(ROWS)} README claims)")
 
 
 if __name__ == "__main__":

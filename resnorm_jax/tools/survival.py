@@ -282,8 +282,9 @@ def plot_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]], out: str) ->
   axes[0][0].set_ylabel("periodic eval - its no-context loss")
   axes[1][0].set_ylabel("fraction not yet escaped (KM, 95%)")
   fig.suptitle(
-    f"Escape from the plateau: first eval {STUCK_MARGIN:g} nats below the eval set's "
-    "no-context loss (grey: never escaped; |: censored)",
+    f"Escape from the plateau: the first periodic eval {STUCK_MARGIN:g} nats below its eval "
+    "set's no-context loss\n(top: each seed, grey when it never escaped; bottom: Kaplan-Meier, "
+    "| a run censored at its last step)",
     fontsize=10,
   )
   return save_figure(fig, out)
