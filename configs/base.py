@@ -65,6 +65,12 @@ def get_config() -> config_dict.ConfigDict:
   # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/model/variants/ngpt.py,
   # docs/variants.md) ---
   m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
+  # --- depth parametrization (resnorm_jax/model/depth_param.py) ---
+  # sp (standard: every earlier run) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
+  # | completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden
+  # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
+  m.depth_param = "sp"
+  m.base_depth = 6  # L_base: the depth the lr (and every other hyperparameter) is tuned at
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300
@@ -94,7 +100,7 @@ def get_config() -> config_dict.ConfigDict:
   # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
   # fix for output-logit divergence; 1e-4 in both): 0 is off (every earlier run).
   t.z_loss = 0.0
-  # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers. '' : none.
+  # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers, hidden. '' : none.
   o.freeze = ""
 
   d = c.data = config_dict.ConfigDict()

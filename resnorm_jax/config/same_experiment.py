@@ -64,7 +64,13 @@ FROZEN = (
 )
 # Keys added to the frozen config after checkpoints were written (besides every variant's
 # own model.<key>: a run that predates a variant never selected it).
-CHECKPOINT_ADDED = ("model.attention", "data.sampling", "data_fingerprint")
+CHECKPOINT_ADDED = (
+  "model.attention",
+  "data.sampling",
+  "data_fingerprint",
+  "model.depth_param",
+  "model.base_depth",
+)
 # Recorded keys outside configs/base.py, with the value of the runs that predate them.
 OUTSIDE_SCHEMA = {"data_fingerprint": None}  # None: not a prepared token folder
 

@@ -11,6 +11,9 @@ module then wraps the branch: it reads a mix of the copies and writes into each.
 The layer index l is scan data (model.py): a placement that depends on it (LayerNorm
 scaling's factor, Mix-LN's switch) computes values carried through one scanned stack.
 
+Under a depth parametrization (model.depth_param, depth_param.py) every branch output F is
+multiplied by m_L^-alpha before res(x, F); the `<branch>_rms` statistics are F's before it.
+
 Every layer also returns its statistics (RMS over batch, time and channels, float32):
 `stream_rms` after the layer, `<slot>_in_rms` at every norm's input and `<branch>_rms` of
 each branch output, so the scanned stack yields per-layer arrays of them.
@@ -19,9 +22,10 @@ each branch output, so the scanned stack yields per-layer arrays of them.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import variants
+from resnorm_jax.model import depth_param, variants
 from resnorm_jax.model.attention import Attention
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
@@ -47,6 +51,8 @@ class Block(nnx.Module):
     slots = ("block",) if self.parallel else ("attn", "ffn")
     combine = variants.residual(cfg.residual)
     self.wraps_branch = combine.wraps_branch
+    # The depth parametrization's m_L^-alpha on every branch output (1.0: not applied).
+    self.branch_multiplier = depth_param.branch_multiplier(cfg)
     # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
     # stream's) and `<slot>_out_norm` (on the branch output: sandwich).
     self.norms = nnx.Dict({s: norm() for s in slots} if placement.norms else {})
@@ -75,6 +81,8 @@ class Block(nnx.Module):
     if self.wraps_branch:  # e.g. hyper-connections: F reads a mix of n streams
       return self.residuals[slot](x, lambda h: self._branch(slot, h, branch_fn, stats, index))
     f = self._branch(slot, x, branch_fn, stats, index)
+    if self.branch_multiplier != 1.0:
+      f = f * jnp.asarray(self.branch_multiplier, f.dtype)
     y = self.residuals[slot](x, f)
     return self.placement.stream_output(self, slot, x, y, stats, index)
 

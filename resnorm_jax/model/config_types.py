@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from resnorm_jax.config import same_experiment
+from resnorm_jax.model import depth_param as depth_param_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.initializers import INITS, magneto_gamma
@@ -76,6 +77,10 @@ class ModelConfig:
   remat: str
   scan_unroll: int
   dtype: str
+  # Depth parametrization (resnorm_jax/model/depth_param.py): sp | depth_mup | completep,
+  # relative to base_depth layers.
+  depth_param: str
+  base_depth: int
 
   @property
   def head_dim(self) -> int:
@@ -106,6 +111,7 @@ class ModelConfig:
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks
+    depth_param_lib.check(self)  # the depth parametrization and what it refuses
 
 
 def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
@@ -155,8 +161,11 @@ def model_config_from(
       "model.vocab_size=0 (from the data) needs the data's vocabulary: build the model config "
       "with resnorm_jax.train.run_setup.model_config(config), which reads it from data.*"
     )
-  n = m.num_layers
-  _positive("model.num_layers", n)
+  _positive("model.num_layers", m.num_layers)
+  # The depth-dependent constants below: at model.base_depth under a depth parametrization.
+  depth_param_lib.alpha(_get(m, "depth_param"))  # an unknown name: refused, naming the choices
+  _positive("model.base_depth", _get(m, "base_depth"))
+  n = depth_param_lib.constants_depth(_get(m, "depth_param"), m.num_layers, _get(m, "base_depth"))
   # The placeholders, resolved: final norm (auto), DeepNorm alpha/beta, branch scale.
   final_norm = resolve_final_norm(m)
   alpha = m.residual_alpha if m.residual_alpha is not None else residual_lib.deepnorm_alpha(n)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import variants
+from resnorm_jax.model import depth_param, variants
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.block import Block
 from resnorm_jax.model.config_types import ModelConfig
@@ -26,8 +26,10 @@ COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def init_rule(cfg: ModelConfig) -> InitRule:
-  """The init rule with its depth-dependent constants."""
-  return InitRule(cfg.init, cfg.num_layers, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
+  """The init rule with its depth-dependent constants (at model.base_depth under a depth
+  parametrization: depth_param.py)."""
+  n = depth_param.constants_depth(cfg.depth_param, cfg.num_layers, cfg.base_depth)
+  return InitRule(cfg.init, n, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
 
 
 def _block_body(x_BxTxD, layer: Block, rope, index):

@@ -65,6 +65,8 @@ AXES = (
   ("d_ff", "model.d_ff"),
   ("ffn_activation", "model.ffn_activation"),
   ("position", "model.position"),
+  ("depth_param", "model.depth_param"),
+  ("base_depth", "model.base_depth"),
   ("optimizer", "opt.name"),
   ("lr", "opt.lr"),
   ("warmup_steps", "opt.warmup_steps"),

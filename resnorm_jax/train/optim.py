@@ -1,4 +1,5 @@
-"""Optimizer from config: learning-rate schedule, clipping, weight decay on matrices only."""
+"""Optimizer from config: learning-rate schedule, clipping, weight decay on matrices only, and
+a depth parametrization's per-group Adam lr and eps (resnorm_jax/model/depth_param.py)."""
 
 from typing import Any
 
@@ -6,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from resnorm_jax.model import variants
+from resnorm_jax.model import depth_param, variants
 from resnorm_jax.train import param_groups
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -100,6 +101,81 @@ def decay_mask(params: Any) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: _leaf_name(path) in DECAYED_NAMES, params)
 
 
+def scale_hidden(factor: float) -> optax.GradientTransformation:
+  """Multiplies the updates of the parameters inside the layer stack by `factor`."""
+  return optax.masked(optax.scale(factor), lambda p: param_groups.mask(p, ["hidden"]))
+
+
+def depth_scaling(
+  opt_cfg: Any, model_def: Any
+) -> tuple[optax.GradientTransformation | None, optax.GradientTransformation | None]:
+  """(before Adam, after Adam): the depth parametrization's hidden-group eps and lr.
+
+  Adam's step m / (sqrt(v) + eps) on gradients multiplied by c equals the step with eps / c
+  on the gradients themselves, so eps * m_L^-alpha is Adam with eps on the hidden gradients
+  times m_L^alpha (one optimizer state, the same structure as sp's); the lr factor
+  m_L^(alpha-1) scales Adam's output (with AdamW's decay: lr * lambda per group, as a
+  per-group lr does). (None, None) under sp, at L == base_depth or without a model_def.
+  """
+  if model_def is None or not depth_param.active(model_def.cfg):
+    return None, None
+  cfg = model_def.cfg
+  if opt_cfg.name not in ("adam", "adamw"):
+    raise ValueError(
+      f"opt.name={opt_cfg.name!r} with model.depth_param={cfg.depth_param!r}: the depth "
+      "parametrization's per-group rules are Adam's; use opt.name=adam or adamw"
+    )
+  pre = scale_hidden(1.0 / depth_param.hidden_eps_factor(cfg))
+  return pre, scale_hidden(depth_param.hidden_lr_factor(cfg))
+
+
+def group_table(opt_cfg: Any, mcfg: Any, params: Any) -> list[dict[str, Any]]:
+  """One row per parameter leaf: its group, the branch multiplier it sits behind, its peak
+  Adam lr, eps and weight decay, and its initial mean and std (`params` at init)."""
+  hidden = param_groups.mask(params, ["hidden"])
+  decayed = decay_mask(params)
+  mult, lr_f, eps_f = (
+    depth_param.branch_multiplier(mcfg),
+    depth_param.hidden_lr_factor(mcfg),
+    depth_param.hidden_eps_factor(mcfg),
+  )
+  rows = []
+  flat = jax.tree_util.tree_leaves_with_path(params)
+  flags = jax.tree_util.tree_leaves(hidden)
+  decays = jax.tree_util.tree_leaves(decayed)
+  for (path, leaf), inside, decay in zip(flat, flags, decays, strict=True):
+    a = jnp.asarray(leaf, jnp.float32)
+    rows.append(
+      {
+        "param": ".".join(param_groups.segments(jax.tree_util.keystr(path))),
+        "group": "hidden" if inside else "outside",
+        "branch_multiplier": mult if inside else 1.0,
+        "lr": float(opt_cfg.lr) * (lr_f if inside else 1.0),
+        "eps": float(opt_cfg.eps) * (eps_f if inside else 1.0),
+        "weight_decay": float(opt_cfg.weight_decay) if decay else 0.0,
+        "init_mean": float(jnp.mean(a)),
+        "init_std": float(jnp.std(a)),
+      }
+    )
+  return rows
+
+
+def format_group_table(mcfg: Any, rows: list[dict[str, Any]]) -> str:
+  """The table as text: a header line with the parametrization, then one line per leaf."""
+  m = depth_param.depth_multiplier(mcfg.num_layers, mcfg.base_depth)
+  head = (
+    f"depth_param={mcfg.depth_param} (alpha {depth_param.alpha(mcfg.depth_param):g}), "
+    f"{mcfg.num_layers} layers against base_depth={mcfg.base_depth} (m_L {m:g})"
+  )
+  cols = ("group", "branch_multiplier", "lr", "eps", "weight_decay", "init_mean", "init_std")
+  width = max(len(r["param"]) for r in rows)
+  lines = [head, f"{'param':<{width}}  " + "  ".join(f"{c:>17}" for c in cols)]
+  for r in rows:
+    cells = [f"{r['group']:>17}"] + [f"{r[c]:>17.6g}" for c in cols[1:]]
+    lines.append(f"{r['param']:<{width}}  " + "  ".join(cells))
+  return "\n".join(lines)
+
+
 def make_optimizer(
   opt_cfg: Any,
   total_steps: int,
@@ -114,14 +190,19 @@ def make_optimizer(
   `lr`: the peak lr instead of `opt.lr`, possibly traced (`make_schedule`). The optimizer's
   state does not depend on it, so states made with any lr fit. `schedule`: make_schedule's,
   when the caller has made it already (run_setup.build, once per run).
+  A depth parametrization (model_def.cfg.depth_param) scales the hidden group's eps and lr
+  around Adam (`depth_scaling`); it needs `model_def` passed.
   """
   if schedule is None:
     schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
   wd = float(opt_cfg.weight_decay)
+  depth_pre, depth_post = depth_scaling(opt_cfg, model_def)
   parts = []
   if opt_cfg.clip_norm > 0:
     parts.append(optax.clip_by_global_norm(float(opt_cfg.clip_norm)))
   if opt_cfg.name == "adamw":
+    if depth_pre is not None:
+      parts.append(depth_pre)
     # Decoupled (Loshchilov & Hutter): optax scales the decay by the scheduled lr.
     parts.append(
       optax.adamw(
@@ -138,9 +219,13 @@ def make_optimizer(
       # Coupled L2: the decay joins the gradient and goes through Adam's normalization.
       parts.append(optax.add_decayed_weights(wd, mask=decay_mask))
     if opt_cfg.name == "adam":
+      if depth_pre is not None:
+        parts.append(depth_pre)
       parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
     else:
       parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
+  if depth_post is not None:
+    parts.append(depth_post)
   extra = None if model_def is None else variants.residual(model_def.cfg.residual)
   extra = None if extra is None else extra.optimizer_transform(model_def)
   if extra is not None:

@@ -35,6 +35,8 @@ GROUPS: dict[str, Callable[[str], bool]] = {
   "attn": lambda p: segments(p)[:2] == ["layers", "attn"],
   "mlp": lambda p: segments(p)[:2] == ["layers", "mlp"],
   "outside_layers": lambda p: segments(p)[0] != "layers",
+  # Everything inside the layer stack: a depth parametrization's hidden lr and eps group.
+  "hidden": lambda p: segments(p)[0] == "layers",
 }
 
 
