@@ -12,6 +12,7 @@ Generated tables (docs/*/results.md, boundary.md) are written from their csv by 
 """
 
 import fnmatch
+import json
 import math
 import os
 import re
@@ -127,3 +128,129 @@ def test_every_quoted_number_is_in_a_data_file_its_section_cites(doc):
   assert not missing, (
     f"{doc}: (line, number) in no committed data file that its section cites: {missing}"
   )
+
+
+# The reference pages the README links to: their numbers are checked the same way (they may
+# quote none), and every page's relative links must resolve.
+PAGES = (
+  "CONTRIBUTING.md",
+  "docs/usage.md",
+  "docs/data.md",
+  "docs/clusters.md",
+  "docs/tensorboard.md",
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_quoted_number_in_a_reference_page_is_in_a_data_file(doc):
+  missing = unbacked_in_doc(_read(doc), _committed_files(), _read)
+  assert not missing, (
+    f"{doc}: (line, number) in no committed data file its section cites: {missing}"
+  )
+
+
+def slug(heading: str) -> str:
+  """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to -."""
+  text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+  return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+  body = re.sub(r"```.*?```", "", text, flags=re.S)  # a `# comment` in a code block is no heading
+  return {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", body, flags=re.M)}
+
+
+def broken_links(doc: str, text: str, exists, read) -> list[str]:
+  """Each relative link of `doc` whose file does not exist or whose #anchor is no heading
+  of its target."""
+  out = []
+  for target in LINK.findall(re.sub(r"```.*?```", "", text, flags=re.S)):
+    if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+      continue
+    path, _, anchor = target.partition("#")
+    full = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+    if not exists(full):
+      out.append(target)
+    elif anchor and full.endswith(".md") and anchor not in anchors(read(full)):
+      out.append(target)
+  return out
+
+
+def test_the_link_check_finds_a_missing_file_and_anchor():
+  pages = {"README.md": "# T\n## Quick start\n", "docs/a.md": "# A\n```\n# not a heading\n```\n"}
+  text = "[q](#quick-start) [a](docs/a.md#a) [x](docs/x.md) [n](docs/a.md#not-a-heading)"
+  got = broken_links("README.md", text, pages.__contains__, pages.__getitem__)
+  assert got == ["docs/x.md", "docs/a.md#not-a-heading"]
+  assert (
+    broken_links("docs/a.md", "[r](../README.md#t)", pages.__contains__, pages.__getitem__) == []
+  )
+
+
+@pytest.mark.parametrize("doc", ("README.md", "CHANGELOG.md", *PAGES, "docs/results.md"))
+def test_every_relative_link_resolves(doc):
+  exists = lambda p: os.path.exists(os.path.join(ROOT, p))  # noqa: E731
+  assert not broken_links(doc, _read(doc), exists, _read), doc
+
+
+def _section(text: str, heading: str) -> str:
+  return next(part for _, part in sections(text) if part.startswith(f"## {heading}\n"))
+
+
+def _commands(section: str) -> list[str]:
+  blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+  return [line for b in blocks for line in b.strip().splitlines()]
+
+
+def test_the_quickstart_claims_hold():
+  """Each claim of the README's Quickstart against the code: one .venv, a fixed workdir that
+  the same command resumes and the sample command reads, the progress and end lines in the
+  loop's formats, the error from another folder."""
+  from configs import postnorm_96L
+  from resnorm_jax.config import cli
+  from resnorm_jax.train import loop
+
+  quick = _section(_read("README.md"), "Quickstart")
+  flat = " ".join(quick.split())  # prose, whatever its line breaks
+  commands = _commands(quick)
+  assert sum("-m venv" in c for c in commands) == 1  # the tests reuse the main job's .venv
+  train = next(c for c in commands if "experiments.train" in c)
+  workdir = re.search(r"--workdir=(\S+)", train).group(1)
+  sample = next(c for c in commands if "experiments.sample" in c)
+  assert f"--workdir={workdir}" in sample
+  assert f"writes `{workdir}/`" in flat
+  loop_src = _read("resnorm_jax/train/loop.py")
+  assert "already completed at step {done['steps']}: nothing to do" in loop_src
+  assert "already completed at step 200: nothing to do" in flat
+  c = postnorm_96L.get_config()
+  assert (c.train.steps, c.train.log_every, c.train.eval_every) == (200, 10, 50)
+  assert (c.opt.lr, c.opt.warmup_steps, c.model.num_layers) == (1e-3, 0, 96)
+  assert "progress line every 10 steps, an eval every 50" in flat
+  progress = re.search(r"^step .*$", quick, flags=re.M).group()
+  assert re.fullmatch(
+    r"step +\d+/200 \| loss \d\.\d{4} \| lr 1\.00e-03 \| [\d,]+ tok/s \| ETA \d+m\d\ds", progress
+  )
+  # The end line: the loop's own words for this run's numbers (the committed curve's, the
+  # stdlib baselines of a committed run, the end-of-run eval as printed).
+  run = json.loads(_read("docs/runs/postnorm_96L/summary.json"))
+  base = json.loads(_read("docs/deepnet_panel/runs/postnorm-L96-invsqrt-w200/summary.json"))
+  summary = {
+    "status": "completed",
+    "outcome": "stuck",
+    "steps": 200,
+    "final_train_loss": run["final_train_loss"],
+    "final_eval_loss": 3.2617,
+    "final_eval_tokens": 16384,
+    "periodic_eval_loss": run["final_eval_loss"],  # then the last periodic eval
+    "periodic_eval_tokens": 8192,
+    "periodic_eval_no_context_loss": base["periodic_eval_no_context_loss"],
+    "best_eval_loss": run["best_eval_loss"],
+    "heldout_unigram_entropy": base["heldout_unigram_entropy"],
+  }
+  end = loop.end_message(summary, workdir, None).splitlines()
+  printed = end[0].rsplit("; ", 1)[0] + "; ..."
+  assert printed in quick.splitlines(), printed
+  assert all(line in quick.splitlines() for line in end[1:])
+  with pytest.raises(ValueError) as e:
+    cli._refuse_missing_config_file(["--config=configs/nope_96L.py"])
+  assert f"`error: {str(e.value).replace('nope_96L', 'postnorm_96L')}`" in flat
