@@ -5,7 +5,8 @@ python -m experiments.train_population --points=FILE.json
 FILE.json: a list of {"config": "configs/x.py[:ARG]", "overrides": {"dotted.key": value},
 "workdir": DIR}, one per member; every member writes DIR as its single run
 (`python -m experiments.train --config=... --workdir=DIR --config.k=v`) would. The same
-command resumes an interrupted population. Exit status 2 for bad input, before compiling.
+command resumes an interrupted population. Exit status 2 for bad input, before compiling;
+1 for an I/O fault (a full disk: every member's line is printed, the same command resumes).
 """
 
 import sys
@@ -25,13 +26,19 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if not _POINTS.value:
     cli.fail("--points=FILE.json is required")
-  from resnorm_jax.train import population_run  # imports JAX: after flags, so --help stays fast
+  # JAX is imported after the flags, so --help stays fast.
+  from resnorm_jax.train import loop, population_run
 
   try:
     configs, workdirs = population_run.load_points(_POINTS.value)
-    population_run.run(configs, workdirs, argv=sys.argv[1:])
+    summaries = population_run.run(configs, workdirs, argv=sys.argv[1:])
   except ValueError as e:  # bad input (points, configs, data, checkpoints): a message, exit 2
     cli.fail(str(e))
+  except loop.RunFailed as e:  # an I/O fault before training: one line
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(loop.EXIT_FAILED)
+  if any(s["status"] == "failed" for s in summaries):  # an I/O fault: its lines are printed
+    sys.exit(loop.EXIT_FAILED)
 
 
 if __name__ == "__main__":

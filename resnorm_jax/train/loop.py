@@ -69,6 +69,15 @@ def resolved_config(
 
 
 EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
+SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
+
+
+def check_seed(config: ConfigDict) -> None:
+  """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
+  is written (seed -1 used to train, write a checkpoint, then fail at the first batch)."""
+  seed = config.seed
+  if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+    raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
 
 
 class RunFailed(RuntimeError):
@@ -484,6 +493,7 @@ def _run(
   setup_lib.keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
   signals.after_distributed_init()  # several processes: a stop is agreed by all
+  check_seed(config)
   run_setup = setup_lib.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
   corpus = data_lib.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
@@ -586,7 +596,7 @@ def _write_config(workdir: str, resolved: dict, start: int) -> None:
     raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
 
 
-def _cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
+def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
   """After an I/O fault: the summary and metrics.jsonl say what the workdir holds, the newest
   saved checkpoint, and one line says why the run stopped and where it resumes."""
   final_step = summary["steps"]
@@ -686,7 +696,7 @@ def _train(
   if writer.tb_error:  # TensorBoard's curves stopped there; metrics.jsonl has every row
     summary["tensorboard_error"] = writer.tb_error
   if faults.error is not None:
-    _cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
+    cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
   summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
   # When the eval loss left the plateau for good and when the run blew up, from the whole
   # curve (metrics.jsonl holds every segment of a resumed or extended run).

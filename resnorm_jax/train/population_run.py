@@ -11,6 +11,11 @@ batches do not depend on the seed and are shared. One run_setup.build, one corpu
 step per sub-population. As loop.py does, each member's workdir is locked for the program's
 life, and a workdir holding another experiment is refused before anything is written.
 
+An I/O fault (a full disk, a failed checkpoint save) ends every live member of the program
+"failed" as loop.py ends a run: one line each naming the file and the free space, its
+metrics.jsonl cut back to its newest checkpoint, its summary.json when the disk allows, exit
+status 1 (experiments/train_population.py); the same command resumes.
+
 A member whose loss or gradient goes non-finite ends "diverged" at that step: its summary is
 written, its last finite checkpoint kept and its files closed; train_step keeps its state
 frozen and the others go on. A SIGINT/SIGTERM saves every live member at the current step and
@@ -79,6 +84,11 @@ def check_members(configs: Sequence[ConfigDict], workdirs: Sequence[str]) -> Non
   repeated = sorted({w for w in folders if folders.count(w) > 1})
   if repeated:
     raise ValueError(f"members share a workdir: {', '.join(repeated)}")
+  for config, workdir in zip(configs, workdirs, strict=True):
+    try:
+      loop.check_seed(config)
+    except ValueError as e:
+      raise ValueError(f"member {workdir}: {e}") from None
   keys = differing_keys(configs)
   if keys:
     raise ValueError(
@@ -174,6 +184,7 @@ class Member:
   population_size: int = 1
   provenance: dict | None = None  # what its config.json records
   summary: dict | None = None  # set when it ends (or found completed)
+  reached: int = 0  # the last step dispatched
   closed: bool = False
 
   @property
@@ -189,10 +200,12 @@ class Member:
     if self.closed:
       return
     self.closed = True
-    if self.writer is not None:
-      self.writer.close()
-    if self.checkpointer is not None:
-      self.checkpointer.close()
+    try:
+      if self.writer is not None:
+        self.writer.close()
+    finally:  # a full disk failing the writer's close still closes the checkpointer
+      if self.checkpointer is not None:
+        self.checkpointer.close()
 
 
 def run(
@@ -240,8 +253,14 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
     for m in live:
       _write_config(m, shared)
     _init_fresh(run_setup, [m for m in live if m.state is None])
+    faults = loop.IOFaults()
     for start in sorted({m.start for m in live}):
-      _train_group(shared, [m for m in live if m.start == start], signals)
+      group = [m for m in live if m.start == start]
+      if faults.error is None:
+        _train_group(shared, group, signals, faults)
+      for m in group:  # an I/O fault: every member not ended yet ends failed
+        if m.summary is None:
+          _fail(shared, m, faults)
   if argv and any(m.summary["status"] == "interrupted" for m in members):
     print(f"resume: {_resume_command(argv)}", flush=True)
   return [m.summary for m in members]
@@ -294,6 +313,24 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
   return m
 
 
+def _fail(shared: Shared, m: Member, faults: loop.IOFaults) -> None:
+  """Ends member m after the program's I/O fault, as loop.py ends a failed run: files closed,
+  metrics.jsonl cut back to its newest checkpoint, one line, summary.json if it can be
+  written."""
+  faults.close(m.close)
+  reached = m.reached if m.log is not None else m.start
+  m.summary = _summary(shared, m, "failed", reached) if m.log is not None else None
+  if m.summary is None:  # it never started: what its checkpoint holds
+    m.summary = {"status": "failed", "steps": m.start, **m.resumed, "provenance": m.provenance}
+  with contextlib.redirect_stdout(m.out):
+    loop.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
+  m.summary["outcome"] = classify(m.summary)
+  try:
+    cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
+  except OSError as e:
+    m.print(f"error: {ckpt_lib.describe_io_error(e, m.workdir, 'writing summary.json')}")
+
+
 def _write_config(m: Member, shared: Shared) -> None:
   """The member's config.json, as loop.py writes it; a resumed member says if the code
   changed since its run started."""
@@ -307,7 +344,10 @@ def _write_config(m: Member, shared: Shared) -> None:
     note = provenance.code_changed(recorded, m.provenance)
     if note:
       m.print(note)
-  cli.write_json(path, resolved)
+  try:
+    cli.write_json(path, resolved)
+  except OSError as e:  # nothing trained yet: one line, exit status 1
+    raise loop.RunFailed(ckpt_lib.describe_io_error(e, m.workdir, "writing config.json")) from e
 
 
 def _init_fresh(run_setup: setup_lib.RunSetup, members: Sequence[Member]) -> None:
@@ -348,8 +388,9 @@ def _take(tree, i):
   return population.member(tree, i)
 
 
-def _train_group(shared: Shared, group: Sequence[Member], signals) -> None:
-  """Trains the members that start at the same step as one population, to their ends."""
+def _train_group(shared: Shared, group: Sequence[Member], signals, faults: loop.IOFaults) -> None:
+  """Trains the members that start at the same step as one population, to their ends; an
+  I/O fault is kept in `faults` (the members it stopped are left to _fail)."""
   run_setup, config = shared.run_setup, group[0].config
   device = jax.devices()[0]
   states = jax.device_put(population.stack([m.state for m in group]), device)
@@ -365,17 +406,23 @@ def _train_group(shared: Shared, group: Sequence[Member], signals) -> None:
   print(_banner(shared, group, compile_seconds), flush=True)
   for m in group:
     m.compile_seconds, m.population_size = compile_seconds, len(group)
-    m.writer = MetricWriter(
-      m.workdir,
-      truncate_after=m.start,
-      profile_every=config.train.eval_every,  # depth images redrawn at each evaluation
-      no_context_loss=shared.baselines[EVAL_SET_BASELINE],  # the periodic eval set's plateau
-      eval_tokens=loop.eval_tokens(config.train),
-    )
     schedule = optim.make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
+    with faults.caught():
+      m.writer = MetricWriter(
+        m.workdir,
+        truncate_after=m.start,
+        profile_every=config.train.eval_every,  # depth images redrawn at each evaluation
+        no_context_loss=shared.baselines[EVAL_SET_BASELINE],  # the periodic eval set's plateau
+        eval_tokens=loop.eval_tokens(config.train),
+      )
+    if faults.error is not None:
+      return
     m.log = loop.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
+    # Wall and compile time of every segment: the checkpoint's plus this program's.
+    m.log.wall_start, m.log.compile_seconds = shared.wall_start, compile_seconds
   trainer = PopulationTrainer(shared, group, step_fn, eval_fn, lrs, signals)
-  trainer.train(states, group[0].start)
+  with faults.caught():
+    trainer.train(states, group[0].start)
 
 
 def _banner(shared: Shared, group: Sequence[Member], compile_seconds: float) -> str:
@@ -457,8 +504,9 @@ class PopulationTrainer:
     """Saves each live member's slice (its step already logged); not training time."""
     with self.paused():
       for i, m in self._live_slots():
+        results = {**m.log.results(), **m.log.totals()}
         meta = ckpt_lib.run_meta(
-          m.config_dict, m.log.interval_losses, m.log.results(), self.shared.corpus.fingerprint
+          m.config_dict, m.log.interval_losses, results, self.shared.corpus.fingerprint
         )
         m.checkpointer.save(_take(state, i), meta, force=True)
 
@@ -469,9 +517,14 @@ class PopulationTrainer:
     status, stop, pending = "completed", t.steps, None
     if self.signals.should_stop(start):  # signalled during setup or compilation
       status, stop = "interrupted", start
+    for m in self.live:
+      m.reached = start
     for step in range(start, stop):
       state, metrics = self.step_fn(self.lrs, state, self.batch(step))
       n = step + 1
+      for m in self.live:
+        m.reached = n  # the last step dispatched: where an I/O fault stops it
+        m.checkpointer.check()  # a save that ended in an error stops the program here
       if pending is not None:
         self.record(state, *pending)
       if not self.live:
@@ -515,8 +568,7 @@ def _summary(shared: Shared, m: Member, status: str, final_step: int) -> dict:
     **shared.baselines,
     "data_split": shared.corpus.split,
     "tokens_per_second": m.log.tokens_per_second(),  # its share of the population's
-    "compile_seconds": m.compile_seconds,
-    "wall_seconds": time.time() - shared.wall_start,
+    **m.log.totals(),  # wall and compile seconds of every segment of its run
     "checkpoint_blocking_seconds": sum(m.checkpointer.save_seconds),
     "config_name": m.config.name,
     "devices": shared.devices,
