@@ -10,6 +10,8 @@ same text at byte level (vocab 256; nanoGPT's character vocabulary is 65).
 python scripts/benchmark.py --config=configs/nanogpt_char.py      # 4 layers
 python scripts/benchmark.py --config=configs/nanogpt_char.py:24   # 24 layers
 python -m experiments.train --config=configs/nanogpt_char.py      # train it
+python -m experiments.train --config=configs/nanogpt_char.py --config.data.path=my.txt  # your text
+  (a text file or glob; or a folder made by experiments.prepare_data, its vocabulary from it)
 """
 
 import os
