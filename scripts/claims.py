@@ -56,24 +56,24 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
     return "none"
   lr, outcomes = max(trained)
   k, n = outcomes.count("trained"), len(outcomes)
-  return lr_text(lr) + ("" if k == n else f" ({k} of {n} seeds)")
+  return lr_text(lr) + ("" if k == n else f" ({k}/{n} seeds)")
 
 
 def row_edges() -> list[str]:
   cells = lr_cells()
   depths = sorted({d for (_, d, _) in cells})
   lrs = sorted({lr for (_, _, lr) in cells})
-  parts = []
-  for v in ("postnorm", "deepnorm"):
-    edges = ", ".join(f"{edge(cells, v, d)} at {d}" for d in depths)
-    parts.append(f"{LABEL[v]} {edges}")
-  pre = all(o.count("trained") == len(o) for (v, _, _), o in cells.items() if v == "prenorm")
-  n_lrs = len(lrs)
-  text = "; ".join(parts) + (f"; Pre-LN trains at all {n_lrs} lrs at every depth" if pre else "")
+  parts = [
+    f"{LABEL[v]} " + " / ".join(edge(cells, v, d) for d in depths) for v in ("postnorm", "deepnorm")
+  ]
+  pre = {k: o for k, o in cells.items() if k[0] == "prenorm"}
+  if all(o.count("trained") == len(o) for o in pre.values()):
+    parts.append(f"Pre-LN all {len({lr for (_, _, lr) in pre})} lrs at each")
+  at = " / ".join(str(d) for d in depths)
   return [
     "Post-LN's usable lr shrinks with depth, DeepNorm's hardly, Pre-LN's not at all",
-    f"largest lr that trains (some seed): {text}",
-    f"1,000 steps, no warmup, constant lr {lr_text(lrs[0])}-{lr_text(lrs[-1])}; seed 0, "
+    f"largest lr that trains on some seed, at {at} layers: " + "; ".join(parts),
+    f"1,000 steps, no warmup, constant lr {lr_text(lrs[0])} to {lr_text(lrs[-1])}; seed 0, "
     "0-2 next to edges; stdlib",
     "[curves](docs/lr_sensitivity/curves.png), `docs/lr_sensitivity/results.csv`",
   ]
@@ -85,23 +85,24 @@ def survival_cells() -> list[dict[str, str]]:
 
 
 def row_survival() -> list[str] | None:
-  cells = survival_cells()
+  cells = [c for c in survival_cells() if c["variant"] == "postnorm"]
   if not cells:
     return None
-  parts = []
-  for c in cells:
-    parts.append(
-      f"{c['num_layers']} layers, lr {lr_text(float(c['lr']))}: {c['escaped']} of {c['seeds']} "
-      f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
-    )
+  depth = cells[0]["num_layers"]
+  parts = [
+    f"lr {lr_text(float(c['lr']))} on {c['escaped']} of {c['seeds']} seeds "
+    f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
+    for c in cells
+    if c["num_layers"] == depth
+  ]
   horizon = int(cells[0]["horizon"])
   seeds = max(int(c["seeds"]) for c in cells)
   relapsed = sum(int(c["relapsed_runs"]) for c in cells)
   runs = sum(int(c["seeds"]) for c in cells)
   return [
-    "At the edge, escape is a coin flip per seed",
-    f"Post-LN escaped by step {horizon:,} on " + "; ".join(parts) + f" (95% exact); "
-    f"{relapsed} of {runs} runs fell back above the margin at least once",
+    f"The odds at {depth}-layer Post-LN's edge",
+    f"escaped by step {horizon:,} at " + ", at ".join(parts) + f"; {relapsed} of {runs} runs "
+    "fell back above the margin after escaping",
     f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, seeds 0-{seeds - 1}; stdlib",
     "[survival](docs/survival/survival.png), `docs/survival/cells.csv`",
   ]
@@ -267,21 +268,21 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
 def answer() -> str:
   """The one-sentence answer on top of Results."""
   cells = lr_cells()
-  post = ", ".join(f"{edge(cells, 'postnorm', d)} at {d}" for d in (6, 12, 24, 48))
+  depths = sorted({d for (_, d, _) in cells})
+  post = ", ".join(f"{edge(cells, 'postnorm', d)} at {d}" for d in depths)
   runs = read("docs/lr_sensitivity/results.csv") + read("docs/lr_sensitivity/budget.csv")
   diverged = sum(r["outcome"] == "diverged" for r in runs)
   text = (
-    "**The answer:** without warmup, deep Post-LN does not blow up, it gets stuck: above an "
-    f"lr that falls fast with depth ({post} layers) every run sits on the no-context "
-    f"plateau, and {diverged} of {len(runs)} loss-vs-lr and budget runs diverged"
+    "**The answer:** without warmup, deep Post-LN is stuck, not unstable: above an lr that "
+    f"falls with depth ({post} layers) it stays on the no-context plateau ({diverged} of "
+    f"{len(runs)} runs diverged)"
   )
-  surv = survival_cells()
+  surv = [c for c in survival_cells() if c["variant"] == "postnorm"]
   if surv:
-    odds = "; ".join(
-      f"{c['escaped']} of {c['seeds']} at lr {lr_text(float(c['lr']))}" for c in surv
-    )
-    text += f"; at the 12-layer edge leaving it is a matter of chance ({odds})"
-  return text + ". DeepNorm holds its edge to 48 layers, and Pre-LN trains at every lr tried."
+    odds = ", ".join(f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}" for c in surv)
+    text += f"; at its {surv[0]['num_layers']}-layer edge escape is a matter of odds ({odds})"
+  deep = edge(cells, "deepnorm", depths[-1])
+  return text + f"; DeepNorm still trains at {deep} at {depths[-1]} layers, Pre-LN at every lr."
 
 
 def render() -> str:
