@@ -32,12 +32,14 @@ def get_config() -> config_dict.ConfigDict:
   m.position = "learned"  # learned | rope
   m.tie_embeddings = True  # head = embedding^T
   m.qk_norm = False  # RMSNorm on queries and keys per head
-  m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | none
-  m.norm_position = "post"  # post | pre | peri | none | subln | lnscale | mix (docs/variants.md)
+  m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | derf | none
+  # post | pre | peri | none | subln | lnscale | mix | hybridnorm (docs/variants.md)
+  m.norm_position = "post"
   # auto | true | false. auto: on where a norm sits in front of each branch (the placement's
   # pre_like: pre, peri, subln, mix, lnscale), off for post and none.
   m.final_norm = "auto"
-  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt
+  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt |
+  # mhc | denseformer | valueres
   m.residual = "add"
   m.block = "sequential"  # sequential | parallel
   m.init = "xavier"  # xavier | normal | gpt2 | deepnorm | magneto
@@ -54,6 +56,11 @@ def get_config() -> config_dict.ConfigDict:
   m.mixln_post_fraction = 0.25  # mix: the first floor(fraction * N) layers are Post-LN
   m.hyperconn_rate = 4  # hyperconn: n copies of the residual stream (expansion rate)
   m.hyperconn_dynamic = False  # hyperconn: add the input-dependent (dynamic) weights
+  m.mhc_rate = 4  # mhc: n copies of the residual stream (expansion rate)
+  m.mhc_sinkhorn_iters = 20  # mhc: Sinkhorn-Knopp iterations projecting H_res (the paper's)
+  m.mhc_dynamic = True  # mhc: per-token coefficients from the flattened stream (the paper's)
+  m.hybridnorm_first_pre = False  # hybridnorm: the first layer Pre-Norm (HybridNorm*)
+  m.valueres_lambda_init = 0.5  # valueres: weight of the first layer's values at init
   # dense (einsums, probabilities materialised: every earlier run) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
   m.attention = "dense"

@@ -16,8 +16,15 @@ from resnorm_jax.model.config_types import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # residual.py's rules plus the later residuals, each a module of its own.
-RESIDUALS = set(residual_lib.RESIDUALS) | {"admin", "hyperconn", "ngpt"}
-PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix"}
+RESIDUALS = set(residual_lib.RESIDUALS) | {
+  "admin",
+  "hyperconn",
+  "ngpt",
+  "mhc",
+  "denseformer",
+  "valueres",
+}
+PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix", "hybridnorm"}
 # The variants added after the original axes, with the module that holds each.
 LATER = {
   "ngpt": "ngpt",
@@ -26,6 +33,10 @@ LATER = {
   "subln": "subln",
   "lnscale": "lnscale",
   "mix": "mix",
+  "mhc": "mhc",
+  "hybridnorm": "hybridnorm",
+  "denseformer": "denseformer",
+  "valueres": "valueres",
 }
 # The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
 # value: style.py's palette and plots.py's aliases name variants without being model code.
@@ -125,9 +136,17 @@ def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
   assert fields <= set(model)  # every field's default is configs/base.py's
   assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(ModelConfig))
   keys = variants.keys()
-  assert {"mixln_post_fraction", "hyperconn_rate", "hyperconn_dynamic", "ngpt_alpha_init"} <= set(
-    keys
-  )
+  assert {
+    "mixln_post_fraction",
+    "hyperconn_rate",
+    "hyperconn_dynamic",
+    "ngpt_alpha_init",
+    "mhc_rate",
+    "mhc_sinkhorn_iters",
+    "mhc_dynamic",
+    "hybridnorm_first_pre",
+    "valueres_lambda_init",
+  } <= set(keys)
   for name, key in keys.items():
     assert name in fields, name
     assert model[name] == key.default, name
@@ -140,6 +159,10 @@ def test_a_variant_key_is_validated_whichever_variant_is_selected():
     tiny_config(norm_position="pre", mixln_post_fraction=1.5)
   with pytest.raises(ValueError, match=r"model\.hyperconn_rate=0 must be a positive integer"):
     tiny_config(hyperconn_rate=0)
+  with pytest.raises(ValueError, match=r"model\.mhc_sinkhorn_iters=0 must be a positive integer"):
+    tiny_config(mhc_sinkhorn_iters=0)
+  with pytest.raises(ValueError, match=r"model\.valueres_lambda_init=-0\.1 not in \[0, 1\]"):
+    tiny_config(valueres_lambda_init=-0.1)
 
 
 def _selecting(axis: str, name: str) -> ModelConfig:
@@ -149,5 +172,6 @@ def _selecting(axis: str, name: str) -> ModelConfig:
       norm_position="none", position="rope", ffn_activation="swiglu", final_norm="false"
     ),
     ("residual", "hyperconn"): dict(norm_position="pre"),
+    ("residual", "mhc"): dict(norm_position="pre"),
   }
   return tiny_config(**{axis: name}, **needs.get((axis, name), {}))

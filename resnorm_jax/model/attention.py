@@ -73,25 +73,36 @@ class Attention(nnx.Module):
     self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
     self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
     self.out = Dense(rngs.params(), rule, "attn_out", (d, d), ("heads", "embed"))
+    placement = variants.placement(cfg.norm_position)
     if cfg.qk_norm:  # RMSNorm over each head's channels (OLMo-2 / Gemma 3 style)
       self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
       self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
+    elif placement.qkv_norm:  # the model's norm over each head's q, k (v below): HybridNorm
+      self.q_norm, self.k_norm = (config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
     else:
       self.q_norm = self.k_norm = None
+    self.v_norm = config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None
     # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
-    self.sub_norm = config_norm(cfg, d) if variants.placement(cfg.norm_position).sub_norm else None
+    self.sub_norm = config_norm(cfg, d) if placement.sub_norm else None
     # A residual variant's q, k transformation (after RoPE) and softmax scale: nGPT's unit q,
     # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
     combine = variants.residual(cfg.residual)
     self.ngpt = combine.qk_scale(cfg)
     self.softmax_scale = combine.softmax_scale(cfg.head_dim)
+    # A residual variant's mixing of the values with another layer's (value residuals).
+    self.value_mix = combine.value_mix(cfg)
 
-  def __call__(self, x_BxTxD: jax.Array, rope=None) -> jax.Array:
+  def __call__(self, x_BxTxD: jax.Array, rope=None, shared: dict | None = None) -> jax.Array:
+    """`shared`: the dict the residual variant carries across layers (block.py), or None."""
     b, t, d = x_BxTxD.shape
     split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
     q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
     if self.q_norm is not None:
       q, k = self.q_norm(q), self.k_norm(k)
+    if self.v_norm is not None:
+      v = self.v_norm(v)
+    if self.value_mix is not None:
+      v = self.value_mix(v, shared)
     if rope is not None:
       sin, cos = rope
       q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])

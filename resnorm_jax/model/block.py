@@ -55,7 +55,8 @@ class Block(nnx.Module):
     self.branch_multiplier = depth_param.branch_multiplier(cfg)
     # Norm modules per slot, as the placement asks: `<slot>_norm` (the branch input's or the
     # stream's) and `<slot>_out_norm` (on the branch output: sandwich).
-    self.norms = nnx.Dict({s: norm() for s in slots} if placement.norms else {})
+    normed = placement.norm_slots(cfg, slots) if placement.norms else ()
+    self.norms = nnx.Dict({s: norm() for s in normed})
     self.out_norms = nnx.Dict({s: norm() for s in slots} if placement.out_norms else {})
     # The residual module of each slot, as the residual variant makes it.
     self.residuals = nnx.Dict(
@@ -66,6 +67,10 @@ class Block(nnx.Module):
         for i, s in enumerate(slots)
       }
     )
+    # A module the residual variant keeps per layer (DenseFormer's averaging weights).
+    extra = combine.layer_module(cfg, layer_index=layer_index, rngs=rngs)
+    if extra is not None:
+      self.residuals["layer"] = extra
 
   @property
   def placement(self) -> variants.Placement:
@@ -86,12 +91,18 @@ class Block(nnx.Module):
     y = self.residuals[slot](x, f)
     return self.placement.stream_output(self, slot, x, y, stats, index)
 
-  def __call__(self, x_BxTxD: jax.Array, rope=None, index: jax.Array | None = None):
-    """(x after the layer, stats); `index` is the 0-based layer index (scan data)."""
+  def __call__(
+    self, x_BxTxD: jax.Array, rope=None, index: jax.Array | None = None, shared: dict | None = None
+  ):
+    """(x after the layer, stats); `index` is the 0-based layer index (scan data).
+
+    `shared`: what the residual variant's run_layer carries across layers for attention
+    (value residuals' first-layer values); attention reads and updates it in place.
+    """
     stats: dict[str, jax.Array] = {}
 
     def attn(h, st):
-      a = self.attn(h, rope)
+      a = self.attn(h, rope, shared)
       st["attn_branch_rms"] = rms(a)
       return a
 

@@ -72,6 +72,11 @@ class ModelConfig:
   mixln_post_fraction: float
   hyperconn_rate: int
   hyperconn_dynamic: bool
+  mhc_rate: int
+  mhc_sinkhorn_iters: int
+  mhc_dynamic: bool
+  hybridnorm_first_pre: bool
+  valueres_lambda_init: float
   attention: str
   ngpt_alpha_init: float
   remat: str

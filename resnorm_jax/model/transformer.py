@@ -32,8 +32,9 @@ def init_rule(cfg: ModelConfig) -> InitRule:
   return InitRule(cfg.init, n, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
 
 
-def _block_body(x_BxTxD, layer: Block, rope, index):
-  return layer(x_BxTxD, rope, index)
+def _block_body(stream, layer: Block, rope, index):
+  """One layer on the stream, through the residual variant's run_layer (default: the layer)."""
+  return variants.residual(layer.cfg.residual).run_layer(layer, stream, rope, index)
 
 
 class Transformer(nnx.Module):
@@ -124,7 +125,7 @@ class Transformer(nnx.Module):
     per_layer, layer_stats = [], []
     for i in range(self.cfg.num_layers):
       layer = nnx.merge(graphdef, jax.tree.map(lambda a, i=i: a[i], state))
-      x_BxTxD, st = layer(x_BxTxD, rope, jnp.int32(i))
+      x_BxTxD, st = _block_body(x_BxTxD, layer, rope, jnp.int32(i))
       per_layer.append(st)
       layer_stats.append(nnx.state(layer, nnx.BatchStat))
     # The merged slices are copies: write their batchnorm updates back, as the scan does.

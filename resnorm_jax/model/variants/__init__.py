@@ -44,6 +44,14 @@ def _default_softmax_scale(head_dim: int) -> float:
   return head_dim**-0.5
 
 
+def _run_layer(layer: Any, stream: Any, rope: Any, index: Any) -> tuple[Any, dict]:
+  return layer(stream, rope, index)
+
+
+def _every_slot(cfg: Any, slots: tuple[str, ...]) -> tuple[str, ...]:
+  return slots
+
+
 @dataclasses.dataclass(frozen=True)
 class Key:
   """A model.<key> only one variant reads: its default, its comment and its valid values.
@@ -96,6 +104,15 @@ class Residual(Variant):
   optimizer_transform(model_def): an optax transformation chained after the optimizer.
   check_opt_state(opt_state): refuses an optimizer state built without that transformation.
   matmul_params(cfg): weights its module multiplies per token and sub-layer (FLOP counts).
+  layer_module(cfg, layer_index=, rngs=): a module each layer holds for the variant (kept in
+    the layer's `residuals` under "layer"; DenseFormer's averaging weights); None: nothing.
+  value_mix(cfg): a module attention applies to its values, value_mix(v, shared), where
+    `shared` is the dict run_layer passes to the layer (value residuals); None: nothing.
+  run_layer(layer, stream, rope, index) -> (stream, stats): one layer of the stack on the
+    stream (the scan's carry, as stream_in made it); default layer(stream, rope, index). A
+    variant that carries more than the residual stream across layers (DenseFormer's past
+    outputs, the first layer's values) unpacks it here and calls
+    layer(x, rope, index, shared).
   """
 
   axis: ClassVar[str] = "residual"
@@ -112,6 +129,9 @@ class Residual(Variant):
   optimizer_transform: Callable[[Any], Any] = _nothing
   check_opt_state: Callable[[Any], None] = _nothing
   matmul_params: Callable[[Any], int] = lambda cfg: 0
+  layer_module: Callable[..., Any] = _nothing
+  value_mix: Callable[[Any], Any] = _nothing
+  run_layer: Callable[[Any, Any, Any, Any], tuple[Any, dict]] = _run_layer
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -128,6 +148,8 @@ class Placement(Variant):
   pre_like: a norm in front of each branch, so `final_norm=auto` adds one before the head.
   sub_norm: a norm inside each branch before its output projection (attention, MLP).
   normalizes_stream: the residual stream itself passes through a norm (a single stream).
+  qkv_norm: attention normalizes its queries, keys and values per head (HybridNorm).
+  norm_slots(cfg, slots): the slots that get a norm in `norms` (default: every slot).
   """
 
   axis: ClassVar[str] = "norm_position"
@@ -136,6 +158,8 @@ class Placement(Variant):
   pre_like: bool = False
   sub_norm: bool = False
   normalizes_stream: bool = False
+  qkv_norm: bool = False
+  norm_slots: Callable[[Any, tuple[str, ...]], tuple[str, ...]] = _every_slot
   branch_input: Callable[..., Any] = lambda block, slot, x, stats, index: x
   branch_output: Callable[..., Any] = lambda block, slot, f, stats: f
   stream_output: Callable[..., Any] = lambda block, slot, x, y, stats, index: y
