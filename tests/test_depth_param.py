@@ -17,6 +17,7 @@ from configs import base
 from conftest import ROOT, tiny_config, tiny_model
 from resnorm_jax.model import depth_param
 from resnorm_jax.model import model_def as mdl
+from resnorm_jax.tools import coord_check
 from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
 
@@ -267,6 +268,7 @@ def test_unknown_name_bad_base_depth_and_sgd_are_refused():
   optim.make_optimizer(_opt(name="sgd"), 10, _model_def("completep", 2, 2)[0])  # m_L = 1
 
 
+@pytest.mark.slow  # a process of its own
 def test_train_refuses_a_bad_combination_with_one_line_and_exit_2():
   cmd = [sys.executable, "-m", "experiments.train", "--config=configs/smoke.py"]
   cmd += ["--config.model.residual=none", "--config.model.depth_param=completep"]
@@ -275,3 +277,38 @@ def test_train_refuses_a_bad_combination_with_one_line_and_exit_2():
   assert r.returncode == 2, r.stderr
   lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
   assert len(lines) == 1 and "model.depth_param='completep'" in lines[0], r.stderr
+
+
+def test_spread_is_the_largest_over_the_smallest_across_depths():
+  rows = [
+    dict(depth_param="sp", depth=d, seed=s, step=1, role="stream", layer=layer, rms=v, update=u)
+    for d, s, layer, v, u in [
+      (2, 0, 0, 1.0, 0.1),
+      (2, 0, 1, 3.0, 0.3),  # layer means at L=2: rms 2, update 0.2; last layer 3, 0.3
+      (2, 1, 0, 1.0, 0.1),
+      (2, 1, 1, 3.0, 0.3),
+      (4, 0, 0, 2.0, 0.5),
+      (4, 0, 3, 6.0, 0.9),  # at L=4: rms 4, update 0.7; last layer 6, 0.9
+    ]
+  ]
+  summary = {(r["depth"], r["role"]): r for r in coord_check.summarize(rows)}
+  assert summary[(2, "stream")]["rms"] == pytest.approx(2.0)
+  assert summary[(4, "stream_last")]["update"] == pytest.approx(0.9)
+  table = {(r["role"], r["quantity"]): r for r in coord_check.spread(list(summary.values()), 1)}
+  assert table[("stream", "update")]["spread"] == pytest.approx(0.7 / 0.2)
+  assert table[("stream_last", "rms")]["spread"] == pytest.approx(2.0)
+  assert table[("stream_last", "update")]["L2"] == pytest.approx(0.3)
+
+
+@pytest.mark.slow  # trains 4 small models a few steps (about 45 CPU-seconds)
+def test_coord_check_stream_update_flat_in_depth_under_completep_growing_under_sp():
+  from configs import smoke
+
+  c = smoke.get_config()
+  c.model.norm_position, c.model.base_depth = "pre", 2
+  rows = coord_check.experiment(c, ["sp", "completep"], [2, 8], [0], 3)
+  table = coord_check.spread(coord_check.summarize(rows), 3)
+  spread = {(r["depth_param"], r["role"]): r["spread"] for r in table if r["quantity"] == "update"}
+  # Measured: sp 6.5 (stream) and 3.3 (logits), completep 1.31 and 1.05.
+  assert spread[("sp", "stream_last")] > 3.0 and spread[("sp", "logits")] > 2.0
+  assert spread[("completep", "stream_last")] < 1.6 and spread[("completep", "logits")] < 1.3

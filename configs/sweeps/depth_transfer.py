@@ -1,0 +1,63 @@
+"""Does the best lr transfer across depth? Loss against lr under depth parametrizations.
+
+The loss-vs-lr grid's settings (configs/sweeps/lr_sensitivity.py: CPU scale, batch 16 x 128,
+Adam b2 0.98, constant lr, no warmup, 1,000 steps, an eval every 50) with model.depth_param
+(resnorm_jax/model/depth_param.py) against model.base_depth=6: Pre-LN under CompleteP and
+depth-muP, Post-LN and DeepNorm under CompleteP, at 12 and 24 layers (48 last), 7 lrs from
+2.5e-4 to 1.6e-2. At 6 layers (the base depth) every parametrization is sp's run bit for bit
+(tests/test_depth_param.py), so the 6-layer points and every sp point are the committed
+docs/lr_sensitivity/ runs: not repeated here.
+
+  python scripts/sweep.py --grid=configs/sweeps/depth_transfer.py --jobs=auto \
+      --sweep_dir=docs/depth_transfer/runs --filter='^prenorm-completep-L12-'
+
+Priority: seed 0 of Pre-LN under CompleteP first (the transfer claim), then depth-muP, then
+Post-LN and DeepNorm under CompleteP (does the parametrization move Post-LN's edge?), then
+48 layers; seeds 1-2 at each curve's best lr are a filter away once seed 0 has landed.
+
+Cost on one pinned core per 1,000 steps (measured for lr_sensitivity, the same shape; the
+branch multiplier adds one elementwise product per sub-layer): ~4 min at 12 layers, 9 at 24,
+17 at 48. Seed 0 at 12 and 24 layers: 4 curves x 7 lrs x 13 min = 6.1 core-hours; 48 layers
+adds 4 x 7 x 17 min = 7.9 core-hours.
+"""
+
+CURVES = (("prenorm", "completep"), ("prenorm", "depth_mup"))
+CURVES += (("postnorm", "completep"), ("deepnorm", "completep"))
+BASE_DEPTH = 6
+DEPTHS = (12, 24)
+LATE_DEPTHS = (48,)
+LRS = tuple(2.5e-4 * 2**k for k in range(7))  # 2.5e-4 ... 1.6e-2
+# From the middle of the range outwards (as lr_sensitivity.py): a sweep stopped part-way
+# leaves every curve a contiguous stretch around its best lr.
+RUN_ORDER = (2e-3, 1e-3, 4e-3, 5e-4, 8e-3, 2.5e-4, 1.6e-2)
+assert sorted(RUN_ORDER) == sorted(LRS)
+STEPS = 1000
+
+
+def _point(variant: str, param: str, n: int, lr: float, seed: int) -> dict:
+  return {
+    "name": f"{variant}-{param}-L{n}-lr{lr:g}-s{seed}",
+    "config": f"configs/{variant}_96L.py",
+    "overrides": {
+      "model.num_layers": n,
+      "model.depth_param": param,
+      "model.base_depth": BASE_DEPTH,
+      "opt.lr": lr,
+      "opt.warmup_steps": 0,
+      "opt.schedule": "constant",
+      "train.steps": STEPS,
+      "train.eval_every": 50,
+      "seed": seed,
+      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
+      "diag.per_layer": False,
+    },
+  }
+
+
+GRID = [
+  _point(v, p, n, lr, 0)
+  for depths in (DEPTHS, LATE_DEPTHS)
+  for v, p in CURVES
+  for n in depths
+  for lr in RUN_ORDER
+]
