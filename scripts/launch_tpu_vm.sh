@@ -5,7 +5,8 @@
 # dropped SSH connection does not end the job. The worker side is scripts/tpu_worker.sh.
 #
 # scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--project P] [--repo DIR] [--sync]
-#     [--setup [--python=PY]] [--workdir DIR | --mount DIR] [--dry-run] CONFIG [--config.k=v ...]
+#     [--setup [--python=PY]] [--workdir DIR | --mount DIR] [--accelerator-type TYPE]
+#     [--no-compile-check] [--dry-run] CONFIG [--config.k=v ...]
 # scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--repo DIR] [--dry-run] --stop|--status|--logs|--tail
 #
 #   CONFIG     e.g. configs/postnorm_96L.py:paper (checked here, then read on every worker)
@@ -22,6 +23,13 @@
 #   --setup    first create <repo>/.venv with --python (default python3; JAX 0.10.2 needs
 #              >= 3.11, so python3.11 on Ubuntu 22.04 images, installed with apt-get if
 #              missing) and pip install -r requirements-tpu.txt on every worker
+#   --accelerator-type  the slice's type (v5litepod-16, v5p-8, v4-32, v6e-16; default: asked
+#              of gcloud, TPU_ACCELERATOR_TYPE): before anything reaches the workers, the run
+#              is compiled for it here (python -m experiments.compile_for, deviceless, libtpu
+#              from requirements-dev.txt) and a config that does not fit the chips' memory is
+#              refused (exit 2) with the setting that would fit. A dry run without a type
+#              skips the check (it says so on stderr).
+#   --no-compile-check  skip that compile
 #   --dry-run  print the commands instead of running them
 #   --stop     SIGTERM the run on every worker (it saves at one step and exits) and wait
 #   --status   each worker: running or idle, and its log's last line
@@ -49,8 +57,9 @@ name="${TPU_NAME:-}" zone="${TPU_ZONE:-}" project="${TPU_PROJECT:-}"
 # shellcheck disable=SC2088  # expanded by the remote shell, on each worker
 repo="~/resnorm_jax"
 workdir="" mount="" dry_run=0 setup=0 sync=0 setup_python=python3 config="" mode=launch
+accelerator="${TPU_ACCELERATOR_TYPE:-}" compile_check=1
 python="${PYTHON:-.venv/bin/python}"
-usage() { sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # POSIX shell quoting (readable, and what Python's shlex.split reads back).
 q() {
   if [[ "$1" =~ ^[A-Za-z0-9_./:=,@+%-]+$ ]]; then printf '%s' "$1"
@@ -59,7 +68,7 @@ q() {
 join() { local out="" a; for a in "$@"; do out+="${out:+ }$(q "$a")"; done; printf '%s' "$out"; }
 
 while (($#)); do
-  if [[ "$1" =~ ^--(name|zone|project|repo|workdir|mount|python)=(.*)$ ]]; then  # --opt=value
+  if [[ "$1" =~ ^--(name|zone|project|repo|workdir|mount|python|accelerator-type)=(.*)$ ]]; then
     set -- "--${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${@:2}"
   fi
   case "$1" in
@@ -70,6 +79,8 @@ while (($#)); do
     --workdir) workdir="$2"; shift 2 ;;
     --mount) mount="${2%/}"; shift 2 ;;
     --python) setup_python="$2"; shift 2 ;;
+    --accelerator-type) accelerator="$2"; shift 2 ;;
+    --no-compile-check) compile_check=0; shift ;;
     --setup) setup=1; shift ;;
     --sync) sync=1; shift ;;
     --dry-run) dry_run=1; shift ;;
@@ -127,6 +138,32 @@ if ((!shared)); then
   exit 2
 fi
 run="$(basename "$workdir")"
+
+# 0. Compile the run for the slice's chips here, deviceless; refuse a config that does not fit.
+if ((compile_check)); then
+  if [[ -z "$accelerator" ]] && ((!dry_run)); then
+    describe=(gcloud compute tpus tpu-vm describe "$name" --zone "$zone"
+      --format='value(acceleratorType)')
+    [[ -n "$project" ]] && describe+=(--project "$project")
+    accelerator="$("${describe[@]}")" || {
+      echo "error: could not ask gcloud for the accelerator type of $name: give" \
+        "--accelerator-type=TYPE (or --no-compile-check)" >&2
+      exit 2
+    }
+  fi
+  if [[ -n "$accelerator" ]]; then
+    local_python="${COMPILE_PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
+    echo "compile check: $config on $accelerator (deviceless)" >&2
+    if ! JAX_PLATFORMS=cpu "$local_python" -m experiments.compile_for "--config=$config" \
+      "--topology=$accelerator" --noeval "$@" >&2; then
+      echo "error: not launched: $config does not compile within the memory of a" \
+        "$accelerator (above: the setting that would)" >&2
+      exit 2
+    fi
+  else
+    echo "note: dry run without --accelerator-type: no compile check" >&2
+  fi
+fi
 
 # 1. Refuse a slice that is training already (a worker without the checkout runs nothing).
 check="cd $repo 2> /dev/null && [ -f scripts/tpu_worker.sh ] && bash scripts/tpu_worker.sh check"

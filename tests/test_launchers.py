@@ -9,6 +9,7 @@ second launch, a stop and the logs on a fake two-worker TPU slice.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -27,13 +28,13 @@ PAPER = "configs/postnorm_96L.py:paper"
 TRAIN = ["-m", "experiments.train", f"--config={PAPER}"]
 
 
-def _script(args, env=None):
+def _script(args, env=None, timeout=30):
   return subprocess.run(
     ["bash", *args],
     cwd=ROOT,
     capture_output=True,
     text=True,
-    timeout=30,
+    timeout=timeout,
     env={**os.environ, **(env or {})},
   )
 
@@ -168,6 +169,47 @@ def test_tpu_vm_launcher_refuses_bad_input(args, message):
   assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
+needs_libtpu = pytest.mark.skipif(
+  not importlib.util.find_spec("libtpu"), reason="libtpu (the TPU compiler) is not installed"
+)
+# Logits of 8,192 x 32 tokens x 32,768 ids per step on 4 chips: far past a v5e's 16 GiB.
+TOO_BIG = [
+  "--config.model.vocab_size=32768",
+  "--config.train.batch_size=8192",
+  "--config.model.remat=full",
+  "--config.mesh.data=1",
+  "--config.mesh.fsdp=-1",
+]
+
+
+@needs_libtpu
+@pytest.mark.parametrize("overrides, fits", [([], True), (TOO_BIG, False)])
+def test_tpu_vm_launcher_compile_check(overrides, fits):
+  """The run is compiled for the slice's chips before anything reaches the workers; a config
+  that does not fit their memory is refused with the setting that would."""
+  proc = _script(
+    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--mount=/m",
+     "--accelerator-type=v5litepod-4", "configs/smoke.py", *overrides],
+    env={"COMPILE_PYTHON": sys.executable},
+    timeout=300,
+  )  # fmt: skip
+  assert "compile check: configs/smoke.py on v5litepod-4" in proc.stderr
+  if fits:
+    assert proc.returncode == 0 and "FITS on v5e:2x2" in proc.stderr, proc.stderr[-2000:]
+    assert len(_ssh_commands(proc.stdout)) == 2  # then the busy check and the start
+  else:
+    assert proc.returncode == 2 and "DOES NOT FIT on v5e:2x2" in proc.stderr
+    assert "recommendation: train.batch_size=" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: not launched")
+    assert proc.stdout == ""  # no gcloud command: nothing reached the workers
+
+
+def test_tpu_vm_launcher_dry_run_without_a_type_says_it_skips_the_check():
+  proc = _script(["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--mount=/m",
+                  PAPER])  # fmt: skip
+  assert proc.returncode == 0 and "no compile check" in proc.stderr
+
+
 # gcloud for a slice of two workers, w0 and w1, whose home folders are $FAKE_TPU/w0 and w1:
 # `ssh --worker=all --command C` runs C with bash in each home (hostname: the worker's name),
 # `scp SRC NODE:DEST --worker=all` copies into each home, `storage cp SRC gs://B/P` copies to
@@ -253,9 +295,9 @@ def tpu_slice(tmp_path):
     TPU_ZONE="z",
   )
 
-  def launch(*args):
+  def launch(*args):  # the compile check before launching: test_tpu_vm_launcher_compile_check
     return subprocess.run(
-      ["bash", str(repo / "scripts" / "launch_tpu_vm.sh"), *args],
+      ["bash", str(repo / "scripts" / "launch_tpu_vm.sh"), "--no-compile-check", *args],
       env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 

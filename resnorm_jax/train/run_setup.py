@@ -122,13 +122,18 @@ def keep_freed_host_memory() -> bool:
   Call it before JAX starts its thread pools; returns True if applied.
   """
   import ctypes
+  import glob
   import importlib.util
 
   platforms = jax.config.jax_platforms
   if platforms:
     cpu_only = set(platforms.lower().split(",")) == {"cpu"}
   else:
-    cpu_only = not any(importlib.util.find_spec(m) for m in ("jax_plugins", "libtpu"))
+    # libtpu alone (requirements-dev.txt: the TPU compiler for deviceless compiles) is no
+    # TPU: only a host with TPU device files (/dev/accel*, /dev/vfio/N) may use one.
+    tpu_files = glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+    tpu = bool(tpu_files) and importlib.util.find_spec("libtpu") is not None
+    cpu_only = not (importlib.util.find_spec("jax_plugins") or tpu)
   if not cpu_only:
     return False
   try:
@@ -225,13 +230,17 @@ def build(
   devices: Sequence[jax.Device] | None = None,
   *,
   schedule_steps: int | None = None,
+  vocab_size: int | None = None,
+  platform: str | None = None,
 ) -> RunSetup:
   """Validates `config` and builds its run on `devices` (default: all) abstractly.
 
-  `schedule_steps` (default train.steps) is the length of the learning-rate schedule.
+  `schedule_steps` (default train.steps) is the length of the learning-rate schedule;
+  `vocab_size` and `platform` as in `validate` (a compile for a TPU topology on a host
+  without the run's data: resnorm_jax/tools/target_compile.py).
   ValueError on a bad config, optimizer, mesh or batch size, before anything compiles.
   """
-  mcfg, schedule = _checked(config, schedule_steps, None, None)
+  mcfg, schedule = _checked(config, schedule_steps, vocab_size, platform)
   t = config.train
   steps = schedule_steps or t.steps
   model_def = model_def_for(mcfg)

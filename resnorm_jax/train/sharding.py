@@ -54,7 +54,14 @@ def make_mesh(mesh_cfg, devices: Sequence[jax.Device] | None = None) -> Mesh:
   """The (data, fsdp, tensor) mesh over all devices (or `devices`)."""
   devices = list(devices if devices is not None else jax.devices())
   shape = mesh_shape(mesh_cfg, len(devices))
-  return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+  axis_types = (AxisType.Auto,) * 3
+  coords = [tuple(getattr(d, "coords", ())) for d in devices]
+  if all(coords) and len(set(coords)) < len(coords):
+    # Several devices per chip (a TPU v4's two cores, libtpu's default chip config): the
+    # topology-aware order of jax.make_mesh refuses them ("requires one device per chip");
+    # the given order keeps a chip's cores adjacent, on the innermost axes.
+    return Mesh(np.asarray(devices).reshape(shape), MESH_AXES, axis_types=axis_types)
+  return jax.make_mesh(shape, MESH_AXES, axis_types=axis_types, devices=devices)
 
 
 def _mesh_axes(axes) -> tuple[str, ...]:

@@ -1,0 +1,61 @@
+"""Compile a run for a TPU slice this host does not have (deviceless, libtpu's compiler).
+
+python -m experiments.compile_for --config=configs/postnorm_1000L.py:paper --topology=v5p:2x2x2
+python -m experiments.compile_for --config=configs/smoke.py --topology=v5litepod-4
+
+Builds the run as training does (run_setup.build on the topology's devices), compiles the
+train and eval steps for the TPU and prints per-chip memory against the chip's HBM, fits or
+not, compile seconds and the TPU compiler's cost-model estimates (FLOPs per step, step time,
+tokens/s, MFU; loop-corrected for the scanned stack). A config that does not fit: the
+first of the next remat policy, a whole-slice fsdp axis, a smaller batch that compiles
+within HBM is named. Exit 0: fits; 2: does not fit, or bad input (one line, before
+compiling). Results for the :paper configs: docs/tpu_compile/README.md.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from resnorm_jax.config import cli
+
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", None, "Config file (FILE[:ARG]).", lock_config=True
+)
+_TOPOLOGY = flags.DEFINE_string("topology", None, "v5e:4x4, v5p:2x2x2, ... or v5litepod-16, v5p-8.")
+_VOCAB = flags.DEFINE_integer("vocab_size", 0, "Vocabulary (0: the run's; no data here: 50304).")
+_EVAL = flags.DEFINE_bool("eval", True, "Also compile the eval step.")
+_LOOP = flags.DEFINE_bool("loop_correction", True, "Correct the cost for the scanned stack.")
+_SEARCH = flags.DEFINE_integer("search", 6, "Does not fit: try up to N candidate settings.")
+_JSON = flags.DEFINE_string("json", "", "Also write the result as one JSON object to this file.")
+
+
+def main(argv):
+  if len(argv) > 1 or _CONFIG.value is None or not _TOPOLOGY.value:
+    cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
+  from resnorm_jax.tools import target_compile as tc
+
+  c = _CONFIG.value
+  try:
+    tc.topology_devices(_TOPOLOGY.value)  # bad topology or no libtpu: before any compile
+    r = tc.compile_for(
+      c, _TOPOLOGY.value, vocab_size=_VOCAB.value, eval_step=_EVAL.value, correct_loop=_LOOP.value
+    )
+  except ValueError as e:
+    cli.fail(str(e))
+  print("\n".join(tc.describe(r)), flush=True)
+  row = tc.csv_row(r, c.name)
+  if not r.fits:
+    fit = tc.find_fit(c, r.topology, max_tries=_SEARCH.value, vocab_size=_VOCAB.value)
+    if fit:
+      row["recommendation"] = fit[0]
+      print(f"recommendation: {fit[0]} fits ({tc.size(fit[2].per_chip_bytes)} per chip)")
+    else:
+      row["recommendation"] = "a larger slice"
+      print("recommendation: a larger slice (none of the candidate settings fits this one)")
+  if _JSON.value:
+    cli.write_json(_JSON.value, row)
+  if not r.fits:
+    cli.fail(f"{c.name} does not fit on {r.topology}: {row['recommendation']}")
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=cli.parse_flags_or_exit)

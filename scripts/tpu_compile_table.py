@@ -1,0 +1,80 @@
+"""docs/tpu_compile/results.csv: every :paper depth config compiled for the TPU slices people
+rent, on this host (deviceless: libtpu's compiler, no TPU).
+
+python scripts/tpu_compile_table.py [--out=docs/tpu_compile/results.csv] [--only=v5e:4x4,...]
+
+Each (config, topology) is compiled as `python -m experiments.compile_for` does (train step,
+loop-corrected cost model; no eval step). A config that does not fit gets its row (fits=no)
+and the row of the first candidate setting that does (target_compile.find_fit). Rows are
+appended as they finish; a row already in the file is not compiled again (delete the file to
+redo all). est_* columns: the TPU compiler's cost-model estimates, not measurements.
+"""
+
+import argparse
+import csv
+import os
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (label, config spec, overrides): Post-LN, Pre-LN, DeepNorm at 96 and 1000 layers. There is
+# no prenorm_1000L file: Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
+CONFIGS = (
+  ("postnorm_96L", "configs/postnorm_96L.py:paper", {}),
+  ("prenorm_96L", "configs/prenorm_96L.py:paper", {}),
+  ("deepnorm_96L", "configs/deepnorm_96L.py:paper", {}),
+  ("postnorm_1000L", "configs/postnorm_1000L.py:paper", {}),
+  ("prenorm_1000L", "configs/prenorm_96L.py:paper", {"model.num_layers": 1000}),
+  ("deepnorm_1000L", "configs/deepnorm_1000L.py:paper", {}),
+)
+# v5e 16 and 64 chips, v5p 8 and 128 chips (v5p-16, v5p-256), v4 16 chips (v4-32), v6e 16.
+TOPOLOGIES = ("v5e:4x4", "v5p:2x2x2", "v4:2x2x4", "v5e:8x8", "v5p:4x4x8", "v6e:4x4")
+
+
+def main() -> None:
+  from resnorm_jax.config import cli
+  from resnorm_jax.tools import target_compile as tc
+
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/results.csv"))
+  p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
+  p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
+  args = p.parse_args()
+  fields = ("config", "settings", *tc.CSV_FIELDS[1:], "recommended")
+  done = set()
+  if os.path.exists(args.out):
+    with open(args.out) as f:
+      done = {(r["config"], r["topology"], r["settings"]) for r in csv.DictReader(f)}
+  else:
+    with open(args.out, "w", newline="") as f:
+      csv.DictWriter(f, fields, lineterminator="\n").writeheader()
+  topologies = args.only.split(",") if args.only else TOPOLOGIES
+  labels = set(args.configs.split(",")) if args.configs else None
+
+  def write(report, label: str, settings: str, recommended: str) -> None:
+    row = {**tc.csv_row(report, label), "settings": settings, "recommended": recommended}
+    with open(args.out, "a", newline="") as f:
+      csv.DictWriter(f, fields, lineterminator="\n").writerow(row)
+    print(" ".join(f"{k}={row[k]}" for k in fields), flush=True)
+
+  # Post-LN at both depths on every slice first (the memory of the other variants differs
+  # little at the same shape), then the rest.
+  first = [c for c in CONFIGS if c[0].startswith("postnorm")]
+  order = [(t, c) for t in topologies for c in first]
+  order += [(t, c) for t in topologies for c in CONFIGS if c not in first]
+  for topology, (label, spec, overrides) in order:
+    if (labels and label not in labels) or (label, topology, ":paper") in done:
+      continue
+    config = tc.with_overrides(cli.load_config_file(spec), overrides)
+    start = time.perf_counter()
+    report = tc.compile_for(config, topology, eval_step=False)
+    write(report, label, ":paper", "yes" if report.fits else "no")
+    if not report.fits:
+      fit = tc.find_fit(config, topology, correct_loop=True)
+      if fit:
+        write(fit[2], label, fit[0], "yes")
+    print(f"# {label} on {topology}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,147 @@
+"""Deviceless compiles for TPU topologies (resnorm_jax/tools/target_compile.py): libtpu's
+compiler on this host, no TPU. Skipped where libtpu (requirements-dev.txt) is not installed."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from resnorm_jax.config import cli
+from resnorm_jax.tools import target_compile as tc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_libtpu = pytest.mark.skipif(
+  not tc.importlib.util.find_spec("libtpu"),
+  reason="libtpu (the TPU compiler) is not installed: pip install -r requirements-dev.txt",
+)
+
+
+def _smoke(**overrides):
+  return tc.with_overrides(cli.load_config_file("configs/smoke.py"), overrides)
+
+
+def _cli(*args):
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  return subprocess.run(
+    [sys.executable, "-m", "experiments.compile_for", *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=env,
+  )
+
+
+@pytest.mark.parametrize(
+  "spec, name",
+  [
+    ("v5e:2x2", "v5e:2x2"),
+    ("v5litepod-16", "v5e:4x4"),
+    ("v5litepod-64", "v5e:8x8"),
+    ("v6e-32", "v6e:4x8"),
+    ("v5p-8", "v5p:2x2x1"),  # v5p and v4 accelerator types count TensorCores: 4 chips
+    ("v5p-16", "v5p:2x2x2"),
+    ("v5p-256", "v5p:4x4x8"),
+    ("v4-32", "v4:2x2x4"),
+    ("v4-128", "v4:4x4x4"),
+  ],
+)
+def test_topology_names_and_accelerator_types(spec, name):
+  assert tc.topology_name(spec)[1] == name
+
+
+@pytest.mark.parametrize("spec", ["v9:2x2", "v5e:2x2x2x2", "v5p:4x4", "v5litepod-12", "tpu", ""])
+def test_bad_topology_names_are_refused(spec):
+  with pytest.raises(tc.TargetError):
+    tc.topology_name(spec)
+
+
+def test_no_libtpu_is_one_line(monkeypatch):
+  monkeypatch.setattr(tc.importlib.util, "find_spec", lambda name: None)
+  with pytest.raises(tc.TargetError, match="libtpu is not installed"):
+    tc.topology_devices("v5e:2x2")
+
+
+def test_loop_correction_is_arithmetic():
+  one, two = {"flops": 10.0, "optimal_seconds": 1.0}, {"flops": 13.0, "optimal_seconds": 1.5}
+  assert tc.loop_corrected(one, two, 96) == {"flops": 10 + 95 * 3, "optimal_seconds": 48.5}
+
+
+def test_candidates_go_remat_then_fsdp_then_batch():
+  c = _smoke(**{"model.remat": "dots", "train.batch_size": 64})
+  labels = [label for label, _ in tc.candidates(c, 4)]
+  assert labels[:3] == ["model.remat=dots_no_batch", "model.remat=full", labels[2]]
+  assert labels[2].startswith("mesh.data=1 mesh.fsdp=-1")
+  assert all("train.batch_size" in label for label in labels[3:]) and len(labels) == 6
+
+
+@needs_libtpu
+def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
+  r = tc.compile_for(_smoke(), "v5e:2x2")
+  assert r.fits and r.chips == 4 and r.chip.name == "v5e"
+  assert r.train.memory["total"] > 0 and r.eval.memory["total"] > 0
+  assert r.cost["flops"] > 0 and r.step_seconds > 0 and 0 < r.mfu < 1
+  assert 15 * tc.GIB < r.hbm_limit <= 16 * tc.GIB  # the compiler's own limit (15.75 GiB)
+  text = "\n".join(tc.describe(r))
+  assert "FITS on v5e:2x2" in text and tc.ESTIMATE in text
+
+
+@needs_libtpu
+def test_loop_correction_matches_the_unrolled_stack():
+  """The scanned stack's cost counts its loop body once; one + (L-1) x (two - one) recovers
+  the cost of the same stack compiled without a loop (every layer in line)."""
+  c = _smoke(**{"model.num_layers": 8, "model.d_model": 128, "model.d_ff": 512})
+  scanned = tc.compile_for(c, "v5e:2x2", eval_step=False)
+  unrolled = tc.compile_for(
+    tc.with_overrides(c, {"model.scan_unroll": 8}), "v5e:2x2", eval_step=False, correct_loop=False
+  )
+  assert scanned.corrected and not unrolled.corrected
+  assert scanned.cost["flops"] == pytest.approx(unrolled.cost["flops"], rel=0.02)
+  loop_once = tc.compile_for(c, "v5e:2x2", eval_step=False, correct_loop=False)
+  assert loop_once.cost["flops"] < 0.5 * unrolled.cost["flops"]  # what the correction is for
+
+
+@needs_libtpu
+def test_v4_compiles_one_device_per_chip_and_its_cores_make_a_mesh():
+  from jax.experimental import topologies
+
+  from resnorm_jax.train import sharding
+
+  chip, name, devices = tc.topology_devices("v4:2x2x1")
+  assert (chip.name, len(devices)) == ("v4", 4)  # megacore: 4 chips, not 8 cores
+  r = tc.compile_for(_smoke(), "v4-8", eval_step=False, correct_loop=False)
+  assert r.fits and r.mesh == {"data": 4, "fsdp": 1, "tensor": 1}
+  cores = topologies.get_topology_desc("v4:2x2x1", "tpu").devices  # libtpu's default: per core
+  assert len(cores) == 8
+  mesh = sharding.make_mesh(_smoke().mesh, cores)  # jax.make_mesh alone refuses these
+  assert mesh.devices.size == 8
+
+
+@needs_libtpu
+def test_a_mesh_that_does_not_divide_the_chips_is_refused_before_compiling():
+  with pytest.raises(tc.TargetError, match="v5e:2x2: mesh"):
+    tc.compile_for(_smoke(**{"mesh.data": 3}), "v5e:2x2")
+
+
+@needs_libtpu
+def test_cli_refuses_a_config_too_big_for_the_chip_and_names_one_that_fits():
+  # Logits of 8,192 x 32 tokens x 32,768 ids per step, 4 chips: far past a v5e's 16 GiB.
+  big = ["--config.model.vocab_size=32768", "--config.train.batch_size=8192",
+         "--config.model.remat=full", "--config.mesh.data=1", "--config.mesh.fsdp=-1"]  # fmt: skip
+  proc = _cli("--config=configs/smoke.py", "--topology=v5e:2x2", "--noeval", *big)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "DOES NOT FIT on v5e:2x2" in proc.stdout
+  assert "recommendation: train.batch_size=" in proc.stdout, proc.stdout
+  assert "does not fit on v5e:2x2" in proc.stderr.splitlines()[-1]
+
+
+@needs_libtpu
+@pytest.mark.parametrize(
+  "topology, message", [("v9:2x2", "unknown TPU"), ("v5e:2x3", "not divisible")]
+)
+def test_cli_bad_topology_is_one_line_and_exit_2(topology, message):
+  proc = _cli("--config=configs/smoke.py", f"--topology={topology}")
+  assert proc.returncode == 2 and "FITS" not in proc.stdout
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and message in last, proc.stderr[-2000:]
