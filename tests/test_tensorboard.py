@@ -137,6 +137,8 @@ def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   tags = _get(base, "/data/plugin/scalars/tags")
   deep, shallow = set(tags[names[12]]), set(tags[names[2]])
   assert METRICS | {"train/lr", "train/tokens", "train/tokens_per_second"} <= deep
+  # the failure-kind diagnostics every run logs, per_layer or not (train_step.py)
+  assert {"train/attn_logit_max", "train/output_logit_rms"} <= deep
   stats = {t.split("/")[1] for t in deep if t.startswith("train_layers/")}
   assert {"stream_rms", "attn_branch_rms", "grad_norm_layer", "ffn_out_grad_norm"} <= stats
   stream = sorted(t for t in deep if t.startswith("train_layers/stream_rms/"))
@@ -144,7 +146,7 @@ def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   # 2 -> 12 layers adds only a quarter and a middle layer to each statistic: at most 4 per
   # statistic at any depth, the rest fixed.
   assert len(deep) - len(shallow) == 2 * len(stats)
-  assert len(deep) <= 12 + len(COMPARE) + 4 * len(stats)
+  assert len(deep) <= 14 + len(COMPARE) + 4 * len(stats)
   # The five numbers runs are compared by, then the loss groups: eval/, then train/.
   assert sorted({t.split("/")[0] for t in deep})[:3] == ["compare", "eval", "train"]
   # Each eval card says which eval it is (its info icon).

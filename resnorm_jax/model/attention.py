@@ -92,8 +92,14 @@ class Attention(nnx.Module):
     # A residual variant's mixing of the values with another layer's (value residuals).
     self.value_mix = combine.value_mix(cfg)
 
-  def __call__(self, x_BxTxD: jax.Array, rope=None, shared: dict | None = None) -> jax.Array:
-    """`shared`: the dict the residual variant carries across layers (block.py), or None."""
+  def __call__(
+    self, x_BxTxD: jax.Array, rope=None, shared: dict | None = None, *, stats: dict | None = None
+  ) -> jax.Array:
+    """`shared`: the dict the residual variant carries across layers (block.py), or None.
+
+    `stats`: the layer's statistics dict; the dense path adds `attn_logit_max`, the largest
+    scaled logit q.k * scale over batch, heads and causal positions (the fused paths never
+    form the logits, so they add nothing)."""
     b, t, d = x_BxTxD.shape
     split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
     q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
@@ -115,14 +121,14 @@ class Attention(nnx.Module):
         q, k, v, scale=self.softmax_scale, is_causal=True, implementation=self.implementation
       )
     else:
-      ctx_BxTxHxK = self._dense_context(q, k, v)
+      ctx_BxTxHxK = self._dense_context(q, k, v, stats)
     # One tail for every implementation: Sub-LN's norm is part of the model, not of a path.
     ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
     if self.sub_norm is not None:
       ctx_BxTxD = self.sub_norm(ctx_BxTxD)
     return self.out(ctx_BxTxD)
 
-  def _dense_context(self, q, k, v) -> jax.Array:
+  def _dense_context(self, q, k, v, stats: dict | None = None) -> jax.Array:
     """softmax(Q K^T * scale + causal mask) V as einsums: [B, T, H, K]."""
     t = q.shape[1]
     # Heads first, [B, H, T, K], before the two batched products: with [B, T, H, K] operands
@@ -133,5 +139,8 @@ class Attention(nnx.Module):
     scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
+    if stats is not None:  # attention-logit growth (Dehghani et al. 2023): one reduction of
+      # the logits already formed, so every run can log it
+      stats["attn_logit_max"] = jax.lax.stop_gradient(jnp.max(scores_BxHxTxS))
     probs = softmax(scores_BxHxTxS).astype(v.dtype)
     return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)

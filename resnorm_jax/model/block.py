@@ -102,7 +102,7 @@ class Block(nnx.Module):
     stats: dict[str, jax.Array] = {}
 
     def attn(h, st):
-      a = self.attn(h, rope, shared)
+      a = self.attn(h, rope, shared, stats=st)
       st["attn_branch_rms"] = rms(a)
       return a
 

@@ -52,6 +52,12 @@ def init_state(model_def: ModelDef, optimizer: optax.GradientTransformation, see
   return TrainState(jnp.zeros((), jnp.int32), params, opt_state, model_state)
 
 
+def logit_rms(logits_BxTxV: jax.Array) -> jax.Array:
+  """RMS of the output logits over batch, time and vocabulary (output-logit divergence,
+  Wortsman et al. 2023, shows as its growth)."""
+  return jnp.sqrt(jnp.mean(jnp.square(logits_BxTxV.astype(jnp.float32))))
+
+
 def _global_norm(tree: PyTree) -> jax.Array:
   return optax.tree.norm(tree)
 
@@ -83,10 +89,10 @@ def train_step(
     logits, stats, model_state = model_def.apply(params, state.model_state, inputs, train=True)
     ce = cross_entropy(logits, targets)
     z = z_loss(logits) if z_loss_weight else jnp.zeros(())
-    return ce + z_loss_weight * z, (ce, z, stats, model_state)
+    return ce + z_loss_weight * z, (ce, z, logit_rms(logits), stats, model_state)
 
   (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  loss, z, stats, model_state = aux
+  loss, z, output_logit_rms, stats, model_state = aux
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   grad_norm = _global_norm(grads)
@@ -103,11 +109,20 @@ def train_step(
     "grad_norm": grad_norm,
     "update_norm": _global_norm(updates),
     "param_norm": _global_norm(state.params),
+    "output_logit_rms": output_logit_rms,
   }
+  # The failure-kind diagnostics of every run: the largest attention logit over layers (per
+  # layer under per_layer) and the output logits' RMS, beside the loss.
+  layer_stats = dict(stats["layers"])
+  logit_max_L = layer_stats.pop("attn_logit_max", None)  # absent on the fused paths
+  if logit_max_L is not None:
+    metrics["attn_logit_max"] = jnp.max(logit_max_L)
   if z_loss_weight:
     metrics["z_loss"] = z
   if per_layer:
-    metrics.update({k: v for k, v in stats["layers"].items()})
+    metrics.update(layer_stats)
+    if logit_max_L is not None:
+      metrics["attn_logit_max_layer"] = logit_max_L
     layer_grads = grads["layers"]
     metrics["grad_norm_layer"] = per_layer_norm(layer_grads)
     metrics["ffn_in_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_in"])
