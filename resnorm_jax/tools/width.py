@@ -1,0 +1,268 @@
+"""The width axis (issue 42): loss against lr at d_model 64, 128 and 256, each variant's edge
+and best lr against width, and which kind of failure each run above its edge shows.
+scripts/width.py is the command line; configs/sweeps/width.py the grid. No JAX here.
+
+The rows are the loss-vs-lr grid's (resnorm_jax/tools/lr_sensitivity.py: capped loss,
+outcome, escape and divergence steps, late trend) plus the width and the failure-kind
+diagnostics every run logs (train_step.py): the largest attention logit and the output
+logits' RMS, at the first logged step and at their largest over the logged steps. Runs
+from before those metrics were logged (the d_model-64 column) leave them empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from resnorm_jax.data.fs import read_json
+from resnorm_jax.tools import lr_sensitivity as lrs
+from resnorm_jax.tools.style import (
+  BASELINE_STYLE,
+  FINAL_BASELINE_LABEL,
+  baseline_lines,
+  lr_label,
+  pyplot,
+  save_figure,
+  variant_color,
+  variant_label,
+)
+from resnorm_jax.tools.sweep_results import dotted
+from resnorm_jax.train.metrics_file import read_metrics
+from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
+
+Row = dict[str, Any]
+DIAGNOSTICS = ("attn_logit_max", "output_logit_rms")
+RESULT_COLUMNS = (
+  *lrs.RESULT_COLUMNS,
+  "d_model",
+  "num_heads",
+  *(f"{k}{s}" for k in DIAGNOSTICS for s in ("_first", "_peak")),
+)
+EDGE_COLUMNS = (
+  "variant",
+  "d_model",
+  "best_lr",
+  "best_loss",
+  "boundary_lr",
+  "failing_lr",
+  "failure",
+  "lr_sensitivity",
+  "n_lrs",
+  "seeds",
+  "n_runs",
+  "note",
+)
+# Width in a sequential blue, lighter for narrower: the variant is the panel.
+WIDTH_COLORS = {64: "#9ecae1", 128: "#3182bd", 256: "#08306b"}
+# The d_model-64 column: the loss-vs-lr grid's rows of these variants at this depth.
+REFERENCE_WIDTH = 64
+NUM_LAYERS = 12
+
+
+VARIANTS = ("postnorm", "prenorm", "deepnorm")
+
+
+def row_order(r: Mapping[str, Any]) -> tuple:
+  """Rows by variant, width, lr and seed."""
+  return (r["variant"], int(r["d_model"]), float(r["opt.lr"]), r["seed"])
+
+
+def width_color(d_model: int) -> str:
+  return WIDTH_COLORS.get(int(d_model), "0.5")
+
+
+def diagnostics(run_dir: str) -> dict[str, float | None]:
+  """`<metric>_first` and `<metric>_peak` of each diagnostic over the run's logged rows; a
+  per-layer list counts by its largest layer; non-finite values are left out."""
+  path = os.path.join(run_dir, "metrics.jsonl")
+  records = read_metrics(path) if os.path.isfile(path) else []
+  out: dict[str, float | None] = {}
+  for key in DIAGNOSTICS:
+    values = []
+    for r in records:
+      v = r.get(key) if isinstance(r, dict) else None
+      v = max(v, default=None) if isinstance(v, list) else v
+      if is_finite_number(v):
+        values.append(float(v))
+    out[f"{key}_first"] = values[0] if values else None
+    out[f"{key}_peak"] = max(values) if values else None
+  return out
+
+
+def run_rows(runs_dir: str) -> list[Row]:
+  """The finished runs of the width sweep, with width, heads and diagnostics."""
+  rows = lrs.finished_rows(runs_dir)
+  for r in rows:
+    run_dir = os.path.join(runs_dir, r["name"])
+    config = read_json(os.path.join(run_dir, "config.json")) or {}
+    for key in ("d_model", "num_heads"):
+      r[key] = dotted(config, f"resolved_model.{key}") or dotted(config, f"model.{key}")
+    r.update(diagnostics(run_dir))
+  return [r for r in rows if r["d_model"]]
+
+
+def _number(text: str) -> Any:
+  """A csv cell as int, float or None (empty); other text unchanged."""
+  if text == "":
+    return None
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text
+
+
+def reference_rows(csv_path: str, variants: Sequence[str], num_layers: int = NUM_LAYERS):
+  """The d_model-64 column: the loss-vs-lr grid's results.csv rows of `variants` at
+  `num_layers` (their runs are all d_model 64, 4 heads)."""
+  if not os.path.isfile(csv_path):
+    return []
+  with open(csv_path, newline="") as f:
+    rows = [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  rows = [r for r in rows if r["variant"] in variants and r["num_layers"] == num_layers]
+  for r in rows:
+    r.update(d_model=REFERENCE_WIDTH, num_heads=4)
+  return rows
+
+
+def _failure(members: Sequence[Mapping[str, Any]]) -> str:
+  """How the runs at a failing lr failed: 'diverged', 'stuck', or both counted."""
+  kinds = [m["outcome"] for m in members if m["outcome"] in ("stuck", "diverged")]
+  if not kinds:
+    return ""
+  if len(set(kinds)) == 1:
+    return kinds[0]
+  return ", ".join(f"{kinds.count(k)} {k}" for k in ("diverged", "stuck"))
+
+
+def edge_row(variant: str, d_model: int, members: Sequence[Mapping[str, Any]]) -> Row:
+  """One curve's best lr, boundary lr (the largest within 0.1 nats of the best), failing lr
+  (the smallest above the best whose seed-mean capped loss is on the plateau: within the
+  stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs."""
+  curve = lrs.lr_curve(members)
+  seeds = sorted({s for p in curve for s in p["seeds"]})
+  row: Row = {
+    "variant": variant,
+    "d_model": d_model,
+    "n_lrs": len(curve),
+    "seeds": " ".join(str(s) for s in seeds),
+    "n_runs": sum(len(p["losses"]) for p in curve),
+    "note": "",
+  }
+  caps = [m["baseline"] for m in members if is_finite_number(m.get("baseline"))]
+  if not curve or not caps:
+    return {**row, "note": "no finished run"}
+  cap = sum(caps) / len(caps)
+  best = min(curve, key=lambda p: p["mean"])
+  row["boundary_lr"] = lrs.boundary_lr(curve, cap)
+  if row["boundary_lr"] is None:
+    return {**row, "note": "no lr trained"}
+  row.update(best_lr=best["lr"], best_loss=best["mean"])
+  failing = [p for p in curve if p["lr"] > best["lr"] and p["mean"] >= cap - STUCK_MARGIN]
+  if failing:
+    row["failing_lr"] = failing[0]["lr"]
+    at = [m for m in members if math.isclose(float(m["opt.lr"]), failing[0]["lr"])]
+    row["failure"] = _failure(at)
+  else:
+    row["note"] = "no failing lr above the best"
+  if len(curve) >= lrs.MIN_LRS:
+    row["lr_sensitivity"] = lrs.sensitivity(curve)
+  return row
+
+
+def edge_table(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
+  """A row per (variant, width) in the palette's variant order, widths ascending."""
+  groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+  for r in rows:
+    groups.setdefault((r["variant"], int(r["d_model"])), []).append(r)
+  order = lrs.variant_order(v for v, _ in groups)
+  keys = sorted(groups, key=lambda k: (order.index(k[0]), k[1]))
+  return [edge_row(v, d, groups[(v, d)]) for v, d in keys]
+
+
+def draw_curves(rows: Sequence[Mapping[str, Any]]):
+  """Capped final eval loss against lr: a panel per variant, a colour per width (every run a
+  marker, seed 0's runs joined, the seed mean a bar, x a diverged run)."""
+  plt = pyplot()
+  variants = lrs.variant_order(r["variant"] for r in rows) or ["(no run)"]
+  widths = sorted({int(r["d_model"]) for r in rows})
+  fig, axes = plt.subplots(1, len(variants), figsize=(4.4 * len(variants) + 2.4, 4.8), sharey=True)
+  axes = list(axes) if len(variants) > 1 else [axes]
+  losses = [r["capped_loss"] for r in rows if r["capped_loss"] is not None]
+  caps = [r["baseline"] for r in rows if is_finite_number(r["baseline"])]
+  for ax, variant in zip(axes, variants, strict=True):
+    panel = [r for r in rows if r["variant"] == variant]
+    for d in widths:
+      curve = lrs.lr_curve([r for r in panel if int(r["d_model"]) == d])
+      if curve:
+        lrs._draw_curve(ax, curve, width_color(d))
+    for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
+      baseline_lines(ax, cap, margin=False)
+    lrs_here = sorted({float(r["opt.lr"]) for r in panel})
+    ax.set(xscale="log", title=variant_label(variant), xlabel="peak lr (Adam)")
+    ax.set_xticks(
+      lrs_here, [lr_label(x) for x in lrs_here], rotation=45, ha="right", fontsize="small"
+    )
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+  if losses and caps:
+    axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
+  axes[0].set_ylabel("final eval loss, capped at the baseline")
+  handles = [
+    plt.Line2D([], [], color=width_color(d), marker="o", label=f"d_model {d}") for d in widths
+  ]
+  handles += [
+    plt.Line2D([], [], color="0.35", marker="o", ms=4, mfc="white", ls="", label="seeds 1, 2"),
+    plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
+    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
+  ]
+  axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
+  fig.suptitle(
+    f"Final eval loss against lr by width, {NUM_LAYERS} layers\n{lrs.setting_title(rows)}"
+  )
+  return fig
+
+
+def draw_edges(table: Sequence[Mapping[str, Any]]):
+  """Best lr (open squares, dotted) and failing lr (filled, solid) against width per variant."""
+  plt = pyplot()
+  fig, ax = plt.subplots(figsize=(6.8, 4.4))
+  variants = lrs.variant_order(t["variant"] for t in table)
+  for i, variant in enumerate(variants):
+    pts = [t for t in table if t["variant"] == variant]
+    color, shift = variant_color(variant), 1.03 ** (i - (len(variants) - 1) / 2)
+    best = [(t["d_model"] * shift, t["best_lr"]) for t in pts if t.get("best_lr")]
+    fail = [(t["d_model"] * shift, t["failing_lr"]) for t in pts if t.get("failing_lr")]
+    if best:
+      ax.plot(*zip(*best, strict=True), ":s", mfc="white", color=color)
+    if fail:
+      ax.plot(*zip(*fail, strict=True), "-o", color=color, label=variant_label(variant))
+  widths = sorted({t["d_model"] for t in table})
+  lr_ticks = sorted({t[k] for t in table for k in ("best_lr", "failing_lr") if t.get(k)})
+  ax.set(xscale="log", yscale="log", xlabel="d_model", ylabel="peak lr (Adam)")
+  ax.set_xticks(widths, [str(w) for w in widths])
+  ax.set_yticks(lr_ticks, [lr_label(x) for x in lr_ticks])
+  ax.minorticks_off()
+  ax.grid(alpha=0.3)
+  ax.plot([], [], ":s", mfc="white", color="0.35", label="best lr")
+  ax.plot([], [], "-o", color="0.35", label="failing lr (plateau or divergence)")
+  ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+  ax.set_title(f"Edges against width, {NUM_LAYERS} layers")
+  return fig
+
+
+def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, str]:
+  """results.csv, edges.csv, curves.png and edges.png in `out_dir`."""
+  os.makedirs(out_dir, exist_ok=True)
+  names = ("results.csv", "edges.csv", "curves.png", "edges.png")
+  paths = {n: os.path.join(out_dir, n) for n in names}
+  table = edge_table(rows)
+  lrs.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
+  lrs.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
+  save_figure(draw_curves(rows), paths["curves.png"])
+  save_figure(draw_edges(table), paths["edges.png"])
+  return paths

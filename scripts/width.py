@@ -1,0 +1,57 @@
+"""Loss against lr by width (issue 42): tables and figures of the width sweep's runs.
+
+python scripts/width.py [--runs=docs/width/runs] [--reference=docs/lr_sensitivity/results.csv]
+    [--out_dir=docs/width]
+
+Reads every finished run folder of --runs (configs/sweeps/width.py: 12 layers at d_model 128
+and 256; running and interrupted points are left out, so a sweep still landing gives partial
+curves) and the d_model-64 column from the loss-vs-lr grid's --reference table (its 12-layer
+rows of the same variants), and writes into --out_dir:
+  results.csv  a row per run: docs/lr_sensitivity/results.csv's columns, then d_model,
+               num_heads and the failure-kind diagnostics (attn_logit_max_first/_peak,
+               output_logit_rms_first/_peak: first logged value and largest over training;
+               empty for runs that did not log them)
+  edges.csv    a row per (variant, width): best lr and loss, boundary lr (largest within 0.1
+               nats of the best), failing lr (smallest above the best on the plateau) and
+               how its runs failed (stuck or diverged), LR sensitivity from 5 lrs
+  curves.png   capped final eval loss against lr, a panel per variant, a colour per width
+  edges.png    best and failing lr against width, a line per variant
+The rules are resnorm_jax/tools/width.py's. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from resnorm_jax.tools import width  # (no JAX)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--runs", default=os.path.join("docs", "width", "runs"))
+  parser.add_argument("--reference", default=os.path.join("docs", "lr_sensitivity", "results.csv"))
+  parser.add_argument("--out_dir", default=os.path.join("docs", "width"))
+  args = parser.parse_args()
+  if not os.path.isdir(args.runs):
+    sys.exit(f"no run folder at {args.runs}")
+  rows = width.run_rows(args.runs)
+  variants = sorted({r["variant"] for r in rows}) or list(width.VARIANTS)
+  reference = width.reference_rows(args.reference, variants)
+  rows = sorted(reference + rows, key=width.row_order)
+  paths = width.write_outputs(rows, args.out_dir)
+  widths = sorted({r["d_model"] for r in rows})
+  print(f"{len(rows)} finished runs ({len(reference)} from {args.reference}), widths {widths}")
+  for t in width.edge_table(rows):
+    text = ", ".join(
+      f"{k} {t[k]:g}" for k in ("best_lr", "boundary_lr", "failing_lr") if t.get(k) is not None
+    )
+    extra = "; ".join(x for x in (t.get("failure"), t.get("note")) if x)
+    print(f"  {t['variant']} d_model {t['d_model']}: {text}{'; ' + extra if extra else ''}")
+  for path in paths.values():
+    print(path)
+
+
+if __name__ == "__main__":
+  main()
