@@ -91,6 +91,9 @@ def get_config() -> config_dict.ConfigDict:
   t.final_eval_tokens = 16384
   t.checkpoint_every = 100
   t.keep_checkpoints = 2
+  # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
+  # fix for output-logit divergence; 1e-4 in both): 0 is off (every earlier run).
+  t.z_loss = 0.0
 
   o = c.opt = config_dict.ConfigDict()
   o.name = "adam"  # adam | adamw | sgd
@@ -104,9 +107,6 @@ def get_config() -> config_dict.ConfigDict:
   o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
   o.clip_norm = 0.0  # global-norm clipping; 0: off
   # Parameter groups that never move (comma-separated; resnorm_jax/train/param_groups.py): norm,
-  # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
-  # fix for output-logit divergence; 1e-4 in both): 0 is off (every earlier run).
-  t.z_loss = 0.0
   # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers, hidden. '' : none.
   o.freeze = ""
 
