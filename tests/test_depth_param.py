@@ -312,3 +312,15 @@ def test_coord_check_stream_update_flat_in_depth_under_completep_growing_under_s
   # Measured: sp 6.5 (stream) and 3.3 (logits), completep 1.31 and 1.05.
   assert spread[("sp", "stream_last")] > 3.0 and spread[("sp", "logits")] > 2.0
   assert spread[("completep", "stream_last")] < 1.6 and spread[("completep", "logits")] < 1.3
+
+
+def test_the_recorded_group_table_is_not_config():
+  """config.json's depth_param_table (written by the loop for depth_mup / completep runs) is a
+  record of the run: a resume or a sweep compares the config without it."""
+  from configs import base
+  from resnorm_jax.config import same_experiment as se
+
+  c = base.get_config().to_dict()
+  recorded = {**c, "depth_param_table": [{"param": "layers.attn.q.kernel", "lr": 1e-3}]}
+  for policy in (se.SWEEP, se.WORKDIR):
+    assert se.changed_keys(recorded, c, policy) == []

@@ -31,7 +31,13 @@ from resnorm_jax.config import cli
 
 ABSENT = "<absent>"  # a key one side lacks, as the sweeps and the workdir read it
 # Sections the run adds to config.json (loop.resolved_config): recorded, never config.
-RECORDED_NOT_CONFIG = ("resolved_model", "data_split", "data_files", "provenance")
+RECORDED_NOT_CONFIG = (
+  "resolved_model",
+  "data_split",
+  "data_files",
+  "provenance",
+  "depth_param_table",  # the per-parameter lr/eps/multiplier table of a depth parametrization
+)
 # What the members of one program (resnorm_jax/train/population_run.py) may differ in: the peak
 # lr (through the schedule) and the seed (init and batches); every other key is one experiment.
 VMAPPED_KEYS = ("opt.lr", "seed")

@@ -37,7 +37,7 @@ from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, metrics_file, preemption, provenance
+from resnorm_jax.train import escape, metrics_file, optim, preemption, provenance
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
@@ -641,6 +641,12 @@ def _train(
       run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
     )
     resolved = resolved_config(config, run_setup.mcfg, corpus.split, corpus.fingerprint)
+    if run_setup.mcfg.depth_param != "sp":  # what the parametrization does to each parameter
+      rows = optim.group_table(config.opt, run_setup.mcfg, state.params)
+      resolved["depth_param_table"] = rows
+      if is_main:
+        print(f"per-parameter groups (init statistics at step {start}):", flush=True)
+        print(optim.format_group_table(run_setup.mcfg, rows), flush=True)
     if is_main:
       _write_config(workdir, resolved, start)
     batches = setup_lib.batches(run_setup, corpus)
