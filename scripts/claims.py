@@ -350,6 +350,22 @@ def render_survival() -> str:
       f"{c['escaped_for_good']} | {c['escaped_m0.05']} / {c['escaped_m0.1']} / "
       f"{c['escaped_m0.2']} | {c['never_falling']} / {c['never_flat']} / {c['never_rising']} |"
     )
+  relapsed = [r for r in runs if r["relapses"] and int(r["relapses"]) > 0]
+  if relapsed:
+    lines += [
+      "",
+      "Relapses: "
+      + "; ".join(
+        f"{r['name']} first came {0.1:g} below at step {int(r['first_passage']):,} and was back "
+        f"above at step{'s' if len(r['relapse_steps'].split()) > 1 else ''} "
+        f"{', '.join(f'{int(x):,}' for x in r['relapse_steps'].split())} (below at "
+        f"{float(r['fraction_below']):.0%} of its evals, last eval "
+        f"{float(r['final_eval_gap']):+.3f} "
+        f"from the no-context loss, late trend {r['late_trend']})"
+        for r in relapsed
+      )
+      + ": an escape at the edge need not last.",
+    ]
   # The same seeds in the 1,000-step grid: same config and seed, so the same batches and init.
   grid = grid_escapes()
   same, differ = 0, []

@@ -14,7 +14,7 @@ Cells, cheapest first (the first two decide the 12-layer edge):
   Post-LN 12 layers at lr 5e-4 and 1e-3; Post-LN 24 layers at 1.25e-4 and 2.5e-4;
   DeepNorm 24 layers at 4e-3. Seeds 0-11 (more with SEEDS=N).
 Points are ordered seed-major, so a sweep stopped part-way leaves every cell with the same
-seeds:
+seeds (SEEDS_DESCENDING=1 runs a second sweep from the last seed down):
 
   python scripts/sweep.py --grid=configs/sweeps/survival.py --jobs=auto \
       --sweep_dir=docs/survival/runs --filter='-L12-'
@@ -33,6 +33,10 @@ CELLS = (
   ("deepnorm", 24, 4e-3),
 )
 SEEDS = tuple(range(int(os.environ.get("SEEDS", "12"))))
+# A second sweep on the same folder from the other end (SEEDS_DESCENDING=1): the two meet in
+# the middle; a point one of them holds is skipped or waited for by the other.
+if os.environ.get("SEEDS_DESCENDING"):
+  SEEDS = SEEDS[::-1]
 STEPS = 3000 if os.environ.get("EXTEND") else 1500
 EVAL_EVERY = 25
 EVAL_BATCHES = 4
