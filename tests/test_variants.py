@@ -27,6 +27,7 @@ RESIDUALS = variants.names("residual")
 BLOCKS = config_types.BLOCKS
 INITS = initializers.INITS
 ORIGINAL = {
+  "norm": ("layernorm", "rmsnorm", "batchnorm", "dyt", "none"),
   "norm_position": ("post", "pre", "peri", "none"),
   "residual": ("add", "deepnorm", "scaled", "rezero", "layerscale", "gated", "none"),
   "init": ("xavier", "normal", "gpt2", "deepnorm"),
@@ -41,9 +42,13 @@ GRID = [
 
 
 def _later(row) -> bool:
-  """A row with a later placement or residual (the init rule cycles over all of them)."""
-  _, position, residual, _, _ = row
-  return position not in ORIGINAL["norm_position"] or residual not in ORIGINAL["residual"]
+  """A row with a later norm, placement or residual (the init rule cycles over all of them)."""
+  norm, position, residual, _, _ = row
+  return (
+    norm not in ORIGINAL["norm"]
+    or position not in ORIGINAL["norm_position"]
+    or residual not in ORIGINAL["residual"]
+  )
 
 
 BASE_TOKENS = np.array([3, 7, 1, 6, 0, 2], np.int32)

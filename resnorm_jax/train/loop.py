@@ -46,6 +46,19 @@ from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train.writers import MetricWriter
 
 
+def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_main: bool) -> None:
+  """Under a depth parametrization (depth_mup, completep), what it does to each parameter
+  (group, branch multiplier, Adam lr and eps, init statistics): printed and kept in
+  config.json as `depth_param_table` (a record, not config: same_experiment)."""
+  if run_setup.mcfg.depth_param == "sp":
+    return
+  rows = optim.group_table(run_setup.config.opt, run_setup.mcfg, state.params)
+  resolved["depth_param_table"] = rows
+  if is_main:
+    print(f"per-parameter groups (init statistics at step {start}):", flush=True)
+    print(optim.format_group_table(run_setup.mcfg, rows), flush=True)
+
+
 def resolved_config(
   config: ConfigDict,
   mcfg: ModelConfig,
@@ -641,12 +654,7 @@ def _train(
       run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
     )
     resolved = resolved_config(config, run_setup.mcfg, corpus.split, corpus.fingerprint)
-    if run_setup.mcfg.depth_param != "sp":  # what the parametrization does to each parameter
-      rows = optim.group_table(config.opt, run_setup.mcfg, state.params)
-      resolved["depth_param_table"] = rows
-      if is_main:
-        print(f"per-parameter groups (init statistics at step {start}):", flush=True)
-        print(optim.format_group_table(run_setup.mcfg, rows), flush=True)
+    _record_depth_param_table(run_setup, state, start, resolved, is_main)
     if is_main:
       _write_config(workdir, resolved, start)
     batches = setup_lib.batches(run_setup, corpus)
