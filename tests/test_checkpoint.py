@@ -185,11 +185,21 @@ def _config(**overrides):
   return config
 
 
-def _restore(workdir, config=None):
+def _run_dict(config, common=True):
+  """The config as the loop hands it to a restore: the run's config with the data's fingerprint
+  added (None for the stdlib corpus); with `common`, COMMON's end-of-run eval size. A restore
+  checks the full config the checkpoint recorded, so it must be the run's."""
+  config = config.copy_and_resolve_references()
+  if common:
+    config.train.final_eval_tokens = 1
+  return {**config.to_dict(), "data_fingerprint": None}
+
+
+def _restore(workdir, config=None, common=True):
   config = config or _config()
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"))
   try:
-    return checkpointer.restore_latest(_abstract(config), config.to_dict())
+    return checkpointer.restore_latest(_abstract(config), _run_dict(config, common))
   finally:
     checkpointer.close()
 
@@ -321,7 +331,7 @@ def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, c
   damage(os.path.join(workdir, "ckpt", "40"))
   config = _config()
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"))
-  state, meta, step = checkpointer.restore_latest(_abstract(config), config.to_dict())
+  state, meta, step = checkpointer.restore_latest(_abstract(config), _run_dict(config))
   out = capsys.readouterr().out
   assert step == 35
   assert "checkpoint at step 40 is damaged" in out and "resuming from step 35" in out
@@ -623,7 +633,8 @@ def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
   assert all(np.isfinite(r["train/loss"]) for r in rows if r["step"] <= last_good)
   config = smoke.get_config()
   config.model.norm, config.model.norm_position, config.opt.name = "none", "none", "sgd"
-  state, _, step = _restore(workdir, config)
+  config.opt.lr, config.opt.warmup_steps = 10.0, 120
+  state, _, step = _restore(workdir, config, common=False)
   assert step == last_good
   assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state))
 
