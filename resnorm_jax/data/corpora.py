@@ -143,7 +143,12 @@ def source_from_path(config: Any, overrides: Mapping[str, Any]) -> str | None:
   """
   if "data.path" not in overrides or "data.source" in overrides or not config.data.path:
     return None
-  source = source_for_path(config.data.path)
+  try:
+    source = source_for_path(config.data.path)
+  except DataError:
+    if config.data.source != "stdlib":  # the config names its source (a :wide folder): its
+      return None  # own check names the path and the command that makes it
+    raise
   notes = []
   if source != config.data.source:
     notes.append(f"data.source={source}")

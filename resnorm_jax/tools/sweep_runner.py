@@ -348,8 +348,9 @@ def refresh_record(workdir: str) -> bool:
   stale = info.get("returncode") not in (None, 0) or "running_elsewhere" in info
   if not stale and info.get("status") == status:
     return False
-  for key in ("returncode", "error", "running_elsewhere"):
-    info.pop(key, None)
+  if stale:  # a failure or "elsewhere" the folder contradicts; a clean exit 0 is kept
+    for key in ("returncode", "error", "running_elsewhere"):
+      info.pop(key, None)
   info["status"] = status  # what the folder holds, whoever finished it
   cli.write_json(path, info)
   return True
