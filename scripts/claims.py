@@ -360,7 +360,7 @@ def render_survival() -> str:
         f"above at step{'s' if len(r['relapse_steps'].split()) > 1 else ''} "
         f"{', '.join(f'{int(x):,}' for x in r['relapse_steps'].split())} (below at "
         f"{float(r['fraction_below']):.0%} of its evals, last eval "
-        f"{float(r['final_eval_gap']):+.3f} "
+        f"{r['final_eval_gap']} "
         f"from the no-context loss, late trend {r['late_trend']})"
         for r in relapsed
       )
