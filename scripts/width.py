@@ -1,4 +1,4 @@
-"""Loss against lr by width (issue 42): tables and figures of the width sweep's runs.
+"""Loss against lr by width: tables and figures of the width sweep's runs.
 
 python scripts/width.py [--runs=docs/width/runs] [--reference=docs/lr_sensitivity/results.csv]
     [--out_dir=docs/width]

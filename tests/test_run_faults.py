@@ -1,4 +1,4 @@
-"""The quieter ways a run lost or misreported work (issue 29, item 7): the bookkeeping of a
+"""The quieter ways a run lost or misreported work: the bookkeeping of a
 diverged or resumed run, eval rows' speed, metrics.jsonl's lines and mode, non-finite config
 values, an unwritable workdir, a missing config file. The full-disk and damaged-checkpoint
 runs are in test_checkpoint.py."""

@@ -1,4 +1,4 @@
-"""Faults that gave a wrong result without a word (issue 44): a lost config.json letting a
+"""Faults that gave a wrong result without a word: a lost config.json letting a
 resume change the experiment, a sweep started from a second checkout running the first's
 code, token ids outside the vocabulary trained as a divergence, sweep records that stayed
 stale, and a population weaker than a single run."""

@@ -1,4 +1,4 @@
-"""The width axis (issue 42): the failure-kind diagnostics every run logs (the largest
+"""The width axis: the failure-kind diagnostics every run logs (the largest
 attention logit, the output logits' RMS) against NumPy on a tiny model; the grid file; and
 scripts/width.py on a tree of fake run folders."""
 

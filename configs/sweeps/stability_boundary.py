@@ -23,7 +23,7 @@ VARIANTS = (
   "rezero",
   "dyt",
   "rmsnorm_prenorm",
-  # The post-DeepNet variants (docs/variants.md; issue 18), appended so earlier points keep
+  # The post-DeepNet variants (docs/variants.md), appended so earlier points keep
   # their order.
   "subln",
   "admin",

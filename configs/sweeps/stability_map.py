@@ -4,7 +4,7 @@ and DeepNorm) under one fixed setting: Adam lr 1e-3, b2 0.98, no warmup, constan
 Each point is the variant's configs/<variant>_96L.py at N layers with the CPU-scale training
 settings base.experiment gives N layers (200 steps, batch 16 x 128; 150 steps of 8 x 64 at
 1000 layers), so a cell differs from its neighbours only by variant and depth: 57 runs (39
-before issue 18 added six variants; the sweep skips finished points).
+before the six post-DeepNet variants were added; the sweep skips finished points).
 
   python scripts/sweep.py --grid=configs/sweeps/stability_map.py
   python scripts/plot_curves.py --stability_map=runs/sweeps/stability_map/results.csv
@@ -29,7 +29,7 @@ VARIANTS = (
   "parallel",
   "batchnorm",
   "noresidual",
-  # The post-DeepNet variants (docs/variants.md; issue 18).
+  # The post-DeepNet variants (docs/variants.md).
   "subln",
   "admin",
   "mixln",

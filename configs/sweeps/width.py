@@ -1,4 +1,4 @@
-"""The width axis (issue 42): do the 12-layer depth results hold at d_model 128 and 256?
+"""The width axis: do the 12-layer depth results hold at d_model 128 and 256?
 
 Only the width changes from the loss-vs-lr grid (configs/sweeps/lr_sensitivity.py, whose
 12-layer runs are this grid's d_model-64 column): byte-level stdlib text, batch 16 x 128,

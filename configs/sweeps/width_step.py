@@ -1,4 +1,4 @@
-"""One step toward scale: the depth contrasts at 4x the width, on BPE tokens (issue 33).
+"""One step toward scale: the depth contrasts at 4x the width, on BPE tokens.
 
 Every named config's `:wide` scale (configs/base.py): d_model 256, 4 heads, FFN 1024, batch
 32 x 256 tokens of the stdlib corpus in a 4,096-id BPE (data/prepared/stdlib_bpe4096), Adam

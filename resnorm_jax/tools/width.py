@@ -1,4 +1,4 @@
-"""The width axis (issue 42): loss against lr at d_model 64, 128 and 256, each variant's edge
+"""The width axis: loss against lr at d_model 64, 128 and 256, each variant's edge
 and best lr against width, and which kind of failure each run above its edge shows.
 scripts/width.py is the command line; configs/sweeps/width.py the grid. No JAX here.
 
