@@ -21,6 +21,8 @@ branch multiplier adds one elementwise product per sub-layer): ~4 min at 12 laye
 adds 4 x 7 x 17 min = 7.9 core-hours.
 """
 
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+
 CURVES = (("prenorm", "completep"), ("prenorm", "depth_mup"))
 CURVES += (("postnorm", "completep"), ("deepnorm", "completep"))
 BASE_DEPTH = 6
@@ -35,23 +37,15 @@ STEPS = 1000
 
 
 def _point(variant: str, param: str, n: int, lr: float, seed: int) -> dict:
-  return {
-    "name": f"{variant}-{param}-L{n}-lr{lr:g}-s{seed}",
-    "config": f"configs/{variant}_96L.py",
-    "overrides": {
-      "model.num_layers": n,
-      "model.depth_param": param,
-      "model.base_depth": BASE_DEPTH,
-      "opt.lr": lr,
-      "opt.warmup_steps": 0,
-      "opt.schedule": "constant",
-      "train.steps": STEPS,
-      "train.eval_every": 50,
-      "seed": seed,
-      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
-      "diag.per_layer": False,
-    },
-  }
+  return constant_lr_point(
+    f"{variant}-{param}-L{n}-lr{lr:g}-s{seed}",
+    f"configs/{variant}_96L.py",
+    n,
+    lr,
+    seed,
+    STEPS,
+    **{"model.depth_param": param, "model.base_depth": BASE_DEPTH},
+  )
 
 
 GRID = [

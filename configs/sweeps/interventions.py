@@ -16,26 +16,15 @@ point beside the committed run it changes one thing of (docs/lr_sensitivity/runs
 Cost on one pinned core: ~9 min per 24-layer point, ~17 at 48 (the lr grid's).
 """
 
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+
 STEPS = 1000
 
 
 def _point(name: str, config: str, n: int, lr: float, **overrides) -> dict:
-  return {
-    "name": f"{name}-L{n}-lr{lr:g}-s0",
-    "config": f"configs/{config}.py",
-    "overrides": {
-      "model.num_layers": n,
-      "opt.lr": lr,
-      "opt.warmup_steps": 0,
-      "opt.schedule": "constant",
-      "train.steps": STEPS,
-      "train.eval_every": 50,
-      "seed": 0,
-      "model.remat": "none" if n <= 24 else "full",
-      "diag.per_layer": False,
-      **overrides,
-    },
-  }
+  return constant_lr_point(
+    f"{name}-L{n}-lr{lr:g}-s0", f"configs/{config}.py", n, lr, 0, STEPS, **overrides
+  )
 
 
 WORTSMAN = [

@@ -20,6 +20,8 @@ scaled by Pre-LN's ~2 min per 1,000-step point at 6 layers (9 at 24, 17 at 48), 
 for the 6-layer points, 3.4 h at 24 layers and 2.3 h at 48: ~8 core-hours, a third of it mHC.
 """
 
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+
 VARIANTS = ("mhc", "hybridnorm", "valueres", "derf", "denseformer")
 LRS = tuple(1.25e-4 * 2**k for k in range(9))  # 1.25e-4 ... 3.2e-2, as lr_sensitivity.py
 # From the middle of the range outwards (lr_sensitivity.py's order): a sweep stopped part-way
@@ -33,21 +35,9 @@ STEPS = 1000
 
 def _point(variant: str, n: int, lr: float, seed: int = 0) -> dict:
   """lr_sensitivity.py's point, field for field (its name, config and overrides)."""
-  return {
-    "name": f"{variant}-L{n}-lr{lr:g}-s{seed}",
-    "config": f"configs/{variant}_96L.py",
-    "overrides": {
-      "model.num_layers": n,
-      "opt.lr": lr,
-      "opt.warmup_steps": 0,
-      "opt.schedule": "constant",
-      "train.steps": STEPS,
-      "train.eval_every": 50,
-      "seed": seed,
-      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
-      "diag.per_layer": False,
-    },
-  }
+  return constant_lr_point(
+    f"{variant}-L{n}-lr{lr:g}-s{seed}", f"configs/{variant}_96L.py", n, lr, seed, STEPS
+  )
 
 
 GRID = (

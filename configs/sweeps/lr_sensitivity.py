@@ -19,6 +19,8 @@ budget test of the same cell (configs/sweeps/budget.py).
 Cost on one pinned core per 1,000 steps: ~2 min at 6 layers, 4 at 12, 9 at 24, 17 at 48.
 """
 
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+
 MAIN = ("postnorm", "prenorm", "deepnorm")
 MORE = ("sandwich", "dyt", "subln", "hyperconn")
 DEPTHS = (6, 12, 24, 48)
@@ -34,21 +36,9 @@ STEPS = 1000
 
 
 def _point(variant: str, n: int, lr: float, seed: int) -> dict:
-  return {
-    "name": f"{variant}-L{n}-lr{lr:g}-s{seed}",
-    "config": f"configs/{variant}_96L.py",
-    "overrides": {
-      "model.num_layers": n,
-      "opt.lr": lr,
-      "opt.warmup_steps": 0,
-      "opt.schedule": "constant",
-      "train.steps": STEPS,
-      "train.eval_every": 50,
-      "seed": seed,
-      "model.remat": "none" if n <= 24 else "full",  # speed and memory only
-      "diag.per_layer": False,
-    },
-  }
+  return constant_lr_point(
+    f"{variant}-L{n}-lr{lr:g}-s{seed}", f"configs/{variant}_96L.py", n, lr, seed, STEPS
+  )
 
 
 # The left edge: below the grid's smallest lr, where deep Post-LN is still falling at 1.25e-4

@@ -18,12 +18,14 @@ seeds (SEEDS_DESCENDING=1 runs a second sweep from the last seed down):
 
   python scripts/sweep.py --grid=configs/sweeps/survival.py --jobs=auto \
       --sweep_dir=docs/survival/runs --filter='-L12-'
-  python scripts/survival.py   # escapes.csv, cells.csv, survival.png
+  python scripts/survival.py   # runs.csv, cells.csv, survival.png
 
 Cost on one pinned core: ~6 min per 12-layer point (1,500 steps), ~14 at 24 layers.
 """
 
 import os
+
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
 
 CELLS = (
   ("postnorm", 12, 5e-4),
@@ -43,23 +45,16 @@ EVAL_BATCHES = 4
 
 
 def _point(variant: str, n: int, lr: float, seed: int) -> dict:
-  return {
-    "name": f"{variant}-L{n}-lr{lr:g}-s{seed}",
-    "config": f"configs/{variant}_96L.py",
-    "overrides": {
-      "model.num_layers": n,
-      "opt.lr": lr,
-      "opt.warmup_steps": 0,
-      "opt.schedule": "constant",
-      "train.steps": STEPS,
-      "train.eval_every": EVAL_EVERY,
-      "train.eval_batches": EVAL_BATCHES,
-      "train.checkpoint_every": 250,
-      "seed": seed,
-      "model.remat": "none",
-      "diag.per_layer": False,
-    },
-  }
+  return constant_lr_point(
+    f"{variant}-L{n}-lr{lr:g}-s{seed}",
+    f"configs/{variant}_96L.py",
+    n,
+    lr,
+    seed,
+    STEPS,
+    eval_every=EVAL_EVERY,
+    **{"train.eval_batches": EVAL_BATCHES, "train.checkpoint_every": 250, "model.remat": "none"},
+  )
 
 
 GRID = [_point(v, n, lr, s) for s in SEEDS for (v, n, lr) in CELLS]

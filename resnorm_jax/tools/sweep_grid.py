@@ -208,3 +208,35 @@ def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   ):
     return "conflict"
   return "done"
+
+
+def constant_lr_point(
+  name: str,
+  config: str,
+  num_layers: int,
+  lr: float,
+  seed: int,
+  steps: int,
+  eval_every: int = 50,
+  **overrides: Any,
+) -> dict[str, Any]:
+  """A point of the loss-vs-lr protocol (configs/sweeps/lr_sensitivity.py): `config` at
+  `num_layers`, constant `lr` from step 0 (no warmup), `steps` steps, an eval every
+  `eval_every`, full remat above 24 layers (speed and memory only), no per-layer diagnostics;
+  `overrides` (dotted keys) change or add the rest."""
+  return {
+    "name": name,
+    "config": config,
+    "overrides": {
+      "model.num_layers": num_layers,
+      "opt.lr": lr,
+      "opt.warmup_steps": 0,
+      "opt.schedule": "constant",
+      "train.steps": steps,
+      "train.eval_every": eval_every,
+      "seed": seed,
+      "model.remat": "none" if num_layers <= 24 else "full",
+      "diag.per_layer": False,
+      **overrides,
+    },
+  }
