@@ -35,7 +35,7 @@ def read(path: str) -> list[dict[str, str]]:
 
 def lr_text(lr: float) -> str:
   """1.25e-4, 5e-4, 3.2e-2: a learning rate as the docs write it."""
-  mantissa, exponent = f"{lr:.2e}".split("e")
+  mantissa, exponent = f"{lr:.3e}".split("e")
   return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
@@ -62,7 +62,10 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
 def row_edges() -> list[str]:
   cells = lr_cells()
   depths = sorted({d for (_, d, _) in cells})
-  lrs = sorted({lr for (_, _, lr) in cells})
+  # the grid: the lrs every Pre-LN curve has; an lr run for some Post-LN curves only (the left
+  # edge) is named apart
+  grid = sorted({lr for (v, _, lr) in cells if v == "prenorm"})
+  extra = sorted({lr for (_, _, lr) in cells} - set(grid))
   parts = [
     f"{LABEL[v]} " + " / ".join(edge(cells, v, d) for d in depths) for v in ("postnorm", "deepnorm")
   ]
@@ -70,11 +73,21 @@ def row_edges() -> list[str]:
   if all(o.count("trained") == len(o) for o in pre.values()):
     parts.append(f"Pre-LN all {len({lr for (_, _, lr) in pre})} lrs at each")
   at = " / ".join(str(d) for d in depths)
+  budget = f"1,000 steps, no warmup, constant lr {lr_text(grid[0])} to {lr_text(grid[-1])}"
+  if extra:
+    rows = [r for r in read("docs/lr_sensitivity/results.csv") if float(r["opt.lr"]) in extra]
+    where = ", ".join(sorted({r["num_layers"] for r in rows}, key=int))
+    lrs = ", ".join(lr_text(lr) for lr in extra)
+    trained = sum(r["outcome"] == "trained" for r in rows)
+    falling = sum(r["late_trend"] == "falling" for r in rows)
+    budget += (
+      f" (Post-LN at {where} layers also {lrs}: {trained} of {len(rows)} trained, "
+      f"{falling} still falling)"
+    )
   return [
     "Post-LN's usable lr shrinks with depth, DeepNorm's hardly, Pre-LN's not at all",
     f"largest lr that trains on some seed, at {at} layers: " + "; ".join(parts),
-    f"1,000 steps, no warmup, constant lr {lr_text(lrs[0])} to {lr_text(lrs[-1])}; seed 0, "
-    "0-2 next to edges; stdlib",
+    f"{budget}; seed 0, 0-2 next to edges; stdlib",
     "[curves](docs/lr_sensitivity/curves.png), `docs/lr_sensitivity/results.csv`",
   ]
 
@@ -84,25 +97,40 @@ def survival_cells() -> list[dict[str, str]]:
   return read(path) if os.path.isfile(os.path.join(ROOT, path)) else []
 
 
+def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
+  """'Post-LN 12 layers: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
+  'Post-LN 12 layers 11/12 at 5e-4, ...' (short), a group per (variant, depth)."""
+  groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+  for c in cells:
+    groups.setdefault((c["variant"], c["num_layers"]), []).append(c)
+  out = []
+  for (variant, depth), members in groups.items():
+    if long:
+      parts = [
+        f"{lr_text(float(c['lr']))} {c['escaped']}/{c['seeds']} "
+        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
+        for c in members
+      ]
+      out.append(f"{LABEL[variant]} {depth} layers: " + ", ".join(parts))
+    else:
+      parts = [f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}" for c in members]
+      out.append(f"{LABEL[variant]} {depth} layers " + ", ".join(parts))
+  return "; ".join(out)
+
+
 def row_survival() -> list[str] | None:
-  cells = [c for c in survival_cells() if c["variant"] == "postnorm"]
+  cells = survival_cells()
   if not cells:
     return None
-  depth = cells[0]["num_layers"]
-  parts = [
-    f"lr {lr_text(float(c['lr']))} on {c['escaped']} of {c['seeds']} seeds "
-    f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
-    for c in cells
-    if c["num_layers"] == depth
-  ]
   horizon = int(cells[0]["horizon"])
   seeds = max(int(c["seeds"]) for c in cells)
   relapsed = sum(int(c["relapsed_runs"]) for c in cells)
   runs = sum(int(c["seeds"]) for c in cells)
   return [
-    f"The odds at {depth}-layer Post-LN's edge",
-    f"escaped by step {horizon:,} at " + ", at ".join(parts) + f"; {relapsed} of {runs} runs "
-    "fell back above the margin after escaping",
+    "The odds at the edges",
+    f"seeds escaped by step {horizon:,} (95% interval): "
+    + odds_by_cell(cells, long=True)
+    + f"; {relapsed} of {runs} runs fell back after escaping",
     f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, seeds 0-{seeds - 1}; stdlib",
     "[survival](docs/survival/survival.png), `docs/survival/cells.csv`",
   ]
@@ -277,10 +305,9 @@ def answer() -> str:
     f"falls with depth ({post} layers) it stays on the no-context plateau ({diverged} of "
     f"{len(runs)} runs diverged)"
   )
-  surv = [c for c in survival_cells() if c["variant"] == "postnorm"]
+  surv = survival_cells()
   if surv:
-    odds = ", ".join(f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}" for c in surv)
-    text += f"; at its {surv[0]['num_layers']}-layer edge escape is a matter of odds ({odds})"
+    text += f"; at the edge escape is a matter of odds ({odds_by_cell(surv, long=False)})"
   deep = edge(cells, "deepnorm", depths[-1])
   return text + f"; DeepNorm still trains at {deep} at {depths[-1]} layers, Pre-LN at every lr."
 

@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".txt")
 DOCS = ("README.md", "docs/results.md")
 NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?|-?\d+[eE][-+]?\d+")
-QUOTED = re.compile(r"(?<![\d.])\d+\.\d{3}(?![\d])")  # 3.249; not 1e-3, 2.5e-4 or 0.0625
+# 3.249 and -0.779 (a sign is part of the number); not 1e-3, 2.5e-4, 3.125e-5 or 0.0625
+QUOTED = re.compile(r"(?<![\d.])-?\d+\.\d{3}(?!\d|[eE][-+]?\d)")
 CITED = re.compile(r"docs/[\w./*{},-]+")
 
 
@@ -101,6 +102,9 @@ def test_the_check_finds_a_number_its_section_does_not_back():
   assert cited_files("`docs/sweep/run1`", [curve]) == [curve]
   assert cited_files("`docs/sweep/*`", [curve]) == [curve]
   assert cited_files("`docs/sweep/`", [curve]) == []  # a sweep folder: not its curves
+  # the sign is part of a number; a 3-decimal mantissa of an lr is no loss
+  values = data_values(["-0.7791, 0.6982, 3.125e-05"])
+  assert unbacked("slopes -0.779 and -0.698 at lr 3.125e-5", values) == [(1, "-0.698")]
 
 
 def _committed_files() -> list[str]:

@@ -177,3 +177,21 @@ def test_seed_bands_span_only_neighbouring_lrs_with_seeds():
   curve = [{"lr": lr, "losses": [1.0] * n} for lr, n in ((1, 3), (2, 3), (3, 1), (4, 2), (5, 1))]
   runs = lrs.seeded_runs(curve)
   assert [[p["lr"] for p in run] for run in runs] == [[1, 2], [4]]  # no band across lr 3
+
+
+def test_an_lr_run_for_few_curves_extends_them_without_entering_the_grid(tmp_path):
+  """The left edge (two lrs below the grid, run for deep Post-LN alone) is drawn but not
+  averaged: every curve's sensitivity is over the same lrs, and nothing reads as partial."""
+  grid = (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)
+  for variant, depth in (("postnorm", 6), ("prenorm", 6), ("deepnorm", 6)):
+    for i, lr in enumerate(grid):
+      fake_run(tmp_path, variant, depth, lr, 0, 2.0 + 0.1 * i)
+  fake_run(tmp_path, "postnorm", 6, 5e-4, 0, 1.0)  # better than any grid lr: must not count
+  assert lrs.grid_lrs(str(tmp_path)) == list(grid)
+  rows = lrs.finished_rows(str(tmp_path))
+  table = {t["variant"]: t for t in lrs.sensitivity_table(rows, grid=lrs.grid_lrs(str(tmp_path)))}
+  post, pre = table["postnorm"], table["prenorm"]
+  assert post["n_lrs"] == pre["n_lrs"] == 5
+  assert post["lr_sensitivity"] == pytest.approx(pre["lr_sensitivity"])
+  assert post["best_lr"] == 1e-3 and post["best_loss"] == pytest.approx(2.0)
+  assert post["note"] == "1 lr outside the grid, not averaged: 0.0005" and pre["note"] == ""

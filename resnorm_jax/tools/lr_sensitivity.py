@@ -160,14 +160,19 @@ def finished_rows(runs_dir: str) -> list[Row]:
 
 
 def grid_lrs(runs_dir: str) -> list[float]:
-  """Every lr of the sweep's points (sweep_point.json), run or not, ascending."""
-  lrs = set()
+  """The sweep's grid, ascending: every lr planned (sweep_point.json, run or not) for at least
+  half of the sweep's (config, depth) curves. An lr planned for fewer (the left edge, run for
+  deep Post-LN alone) is an extension: drawn, but outside the grid the curves are compared on."""
+  planned: dict[tuple[str, Any], set[float]] = {}
   for name in os.listdir(runs_dir):
     point = read_json(os.path.join(runs_dir, name, POINT_FILE)) or {}
-    lr = (point.get("overrides") or {}).get("opt.lr")
+    overrides = point.get("overrides") or {}
+    lr = overrides.get("opt.lr")
     if is_finite_number(lr):
-      lrs.add(float(lr))
-  return sorted(lrs)
+      key = (str(point.get("config")), overrides.get("model.num_layers"))
+      planned.setdefault(key, set()).add(float(lr))
+  lrs = set().union(*planned.values())
+  return sorted(lr for lr in lrs if 2 * sum(lr in p for p in planned.values()) >= len(planned))
 
 
 def lr_curve(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -220,6 +225,10 @@ def sensitivity_table(
   table = []
   for (variant, depth), members in sorted(groups.items()):
     curve = lr_curve(members)
+    # lrs outside the common grid (an extension run for some curves only) are drawn but not
+    # averaged: every curve's sensitivity is over the same lrs
+    extra = [p for p in curve if grid and p["lr"] not in grid]
+    curve = [p for p in curve if p not in extra]
     seeds = sorted({s for p in curve for s in p["seeds"]})
     row: Row = {
       "variant": variant,
@@ -256,6 +265,9 @@ def sensitivity_table(
       row["best_lr"] = row["lr_sensitivity"] = None
     missing = [lr for lr in grid if lr not in {p["lr"] for p in curve}]
     notes = [f"partial: {len(curve)} of {len(curve) + len(missing)} lrs"] if missing else []
+    if extra:
+      lrs = " ".join(f"{p['lr']:g}" for p in extra)
+      notes.append(f"{len(extra)} lr{'s' * (len(extra) > 1)} outside the grid, not averaged: {lrs}")
     row["note"] = "; ".join(notes + (["no lr trained"] if row["boundary_lr"] is None else []))
     table.append(row)
   return table
