@@ -61,7 +61,7 @@ def get_config() -> config_dict.ConfigDict:
   m.mhc_dynamic = True  # mhc: per-token coefficients from the flattened stream (the paper's)
   m.hybridnorm_first_pre = False  # hybridnorm: the first layer Pre-Norm (HybridNorm*)
   m.valueres_lambda_init = 0.5  # valueres: weight of the first layer's values at init
-  # dense (einsums, probabilities materialised: every earlier run) | fused
+  # dense (einsums, probabilities materialised; the default) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
   m.attention = "dense"
   m.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
@@ -73,7 +73,7 @@ def get_config() -> config_dict.ConfigDict:
   # docs/variants.md) ---
   m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
   # --- depth parametrization (resnorm_jax/model/depth_param.py) ---
-  # sp (standard: every earlier run) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
+  # sp (standard; the default) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
   # | completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden
   # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
   m.depth_param = "sp"
@@ -92,7 +92,7 @@ def get_config() -> config_dict.ConfigDict:
   t.checkpoint_every = 100
   t.keep_checkpoints = 2
   # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
-  # fix for output-logit divergence; 1e-4 in both): 0 is off (every earlier run).
+  # fix for output-logit divergence; 1e-4 in both): 0 is off (the default).
   t.z_loss = 0.0
 
   o = c.opt = config_dict.ConfigDict()

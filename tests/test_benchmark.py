@@ -124,7 +124,7 @@ def test_bench_matmuls_runs_end_to_end(tmp_path, run_script):
 def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   """scripts/gpu_check.sh end to end with its GPU checks skipped and a tiny shape: each remat
   policy and attention path writes its JSON and the summary reads them (the keys it reads
-  exist). Where no GPU is lent, this is the only run the script gets before a user's."""
+  exist). On a machine without a GPU this is the only run the script gets."""
   out = tmp_path / "gpu"
   tiny = [
     *TINY_SHAPE,

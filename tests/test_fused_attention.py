@@ -1,7 +1,7 @@
 """model.attention: jax.nn.dot_product_attention (XLA on CPU) equals the dense einsum path.
 
 The fused path is what runs on a GPU (cuDNN flash attention); here its XLA implementation is
-compared with the dense one every earlier run used, in values and gradients, for every norm
+compared with the dense one (the default), in values and gradients, for every norm
 placement, the parallel block and every variant that changes the attention branch (QK-norm with
 and without RoPE, Sub-LN's inner norm, nGPT's unit q, k and sqrt(K) softmax scale), causal.
 scripts/gpu_check.sh times both on a GPU.

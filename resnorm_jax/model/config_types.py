@@ -18,7 +18,7 @@ ACTIVATIONS = ("gelu", "relu", "swiglu")
 EMBED_POSITIONS = ("learned", "rope")
 REMATS = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
-# model.attention: `dense` (default, the einsum path every earlier run used), `fused`
+# model.attention: `dense` (default: einsums, probabilities materialised), `fused`
 # (jax.nn.dot_product_attention: cuDNN flash attention on a GPU in bfloat16, XLA elsewhere),
 # or one implementation by name. ModelConfig holds the resolved one: dense | xla | cudnn.
 ATTENTIONS = ("dense", "fused", "xla", "cudnn")

@@ -1,6 +1,6 @@
 """Depth parametrizations: standard (sp), depth-muP and CompleteP as one knob.
 
-`model.depth_param` names the branch exponent alpha: sp 0 (every earlier run), depth_mup 1/2
+`model.depth_param` names the branch exponent alpha: sp 0 (the default), depth_mup 1/2
 (Yang et al. 2023, arXiv 2310.02244; Bordelon et al. 2023, arXiv 2309.16620), completep 1
 (Dey et al. 2025, arXiv 2505.01618). With m_L = L / L_base (model.num_layers /
 model.base_depth) and the width multiplier m_d = 1 (no width muP here), the rules as

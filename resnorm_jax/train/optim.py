@@ -81,7 +81,7 @@ def make_schedule(
   if warmup == 0:
     return decay
   # lr * (s + 1) / W: step 0 already trains at lr / W, never at 0 (optax's warmup schedules
-  # start at init_value=0, which wastes the first step: nanoGPT issue 443); lr at s = W - 1.
+  # start at init_value=0, which wastes the first step: nanoGPT's issue #443); lr at s = W - 1.
   ramp = optax.linear_schedule(lr / warmup, lr, warmup - 1)
   return optax.join_schedules([ramp, decay], [warmup])
 
