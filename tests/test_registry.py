@@ -5,7 +5,9 @@ nowhere else in the library, and each variant's own config keys one schema with 
 import ast
 import dataclasses
 import glob
+import importlib
 import os
+import pkgutil
 
 import pytest
 
@@ -25,19 +27,22 @@ RESIDUALS = set(residual_lib.RESIDUALS) | {
   "valueres",
 }
 PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix", "hybridnorm"}
+
+
+def _declared_outside_standard() -> dict[str, str]:
+  """{variant name: its module} of every variant the registry finds outside standard.py (the
+  original axes, whose names the whole library uses): read from the package itself, so a new
+  variant's module is guarded without editing this test."""
+  out = {}
+  for info in pkgutil.iter_modules(variants.__path__):
+    if info.name != "standard":
+      module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
+      out.update({v.name: info.name for v in module.VARIANTS})
+  return out
+
+
 # The variants added after the original axes, with the module that holds each.
-LATER = {
-  "ngpt": "ngpt",
-  "hyperconn": "hyperconn",
-  "admin": "admin",
-  "subln": "subln",
-  "lnscale": "lnscale",
-  "mix": "mix",
-  "mhc": "mhc",
-  "hybridnorm": "hybridnorm",
-  "denseformer": "denseformer",
-  "valueres": "valueres",
-}
+LATER = _declared_outside_standard()
 # The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
 # value: style.py's palette and plots.py's aliases name variants without being model code.
 NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/plots.py"}
@@ -54,9 +59,6 @@ def test_registry_lists_every_variant():
 
 
 def test_every_module_of_the_package_declares_variants():
-  import importlib
-  import pkgutil
-
   for info in pkgutil.iter_modules(variants.__path__):
     module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
     declared = getattr(module, "VARIANTS", ())
@@ -125,6 +127,31 @@ def test_each_later_variant_is_named_in_its_module_and_the_registry_only():
     assert (
       f"resnorm_jax/model/variants/{module}.py" in files
     )  # the test sees the literal it looks for
+
+
+def _names_used(path: str) -> set[str]:
+  """String literals, attribute names and identifiers of a module."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), filename=path)
+  out = _string_literals(path)
+  out |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+  return out | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def test_the_guard_covers_every_later_variant_and_reads_its_own_keys_in_its_module_only():
+  assert set(LATER) >= {"ngpt", "hyperconn", "admin", "mhc", "hybridnorm", "valueres"}
+  assert set(LATER.values()) == {
+    i.name for i in pkgutil.iter_modules(variants.__path__) if i.name != "standard"
+  }
+  paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
+  used = {os.path.relpath(p, ROOT): _names_used(p) for p in paths}
+  for info in pkgutil.iter_modules(variants.__path__):
+    module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
+    for key in {k for v in module.VARIANTS for k in v.keys}:
+      # the owner reads it; config_types.py declares the typed field (one schema, checked below)
+      own = {f"resnorm_jax/model/variants/{info.name}.py", "resnorm_jax/model/config_types.py"}
+      files = {p for p, names in used.items() if key in names}
+      assert files <= own, f"model.{key} is read in {sorted(files - own)}"
 
 
 def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
