@@ -7,7 +7,7 @@ key on which it and the current config differ, among the keys its `Policy` compa
   - a key that moved (cli.MOVED_KEYS) is read at its new place;
   - the sections a run adds to config.json (RECORDED_NOT_CONFIG) are not config;
   - a key the record lacks reads as the value that reproduces the runs that predate the key
-    (`Policy.added`: configs/base.py's default), so it counts as unchanged while the current
+    (`Policy.added`: the schema's default), so it counts as unchanged while the current
     config keeps that value;
   - keys that only change what a run logs (LOGGING_ONLY), how fast or in how much memory the
     step runs (SPEED_ONLY) or how long the run is (RUN_LENGTH) are compared or not by policy.
@@ -16,7 +16,7 @@ The policies of its users are data below: SWEEP (is a finished run a grid point'
 WORKDIR (may this run continue the workdir's run) and CHECKPOINT_STATE (the keys named when a
 checkpoint's state does not fit); the checkpoint's own, which also reads the variants' keys
 from the model's registry, is train/checkpoint.py's CHECKPOINT, built from FROZEN and
-CHECKPOINT_ADDED here. No JAX here; configs/base.py is read on first use.
+CHECKPOINT_ADDED here. No JAX here; the schema is read on first use.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ CHECKPOINT_ADDED = (
   "model.depth_param",
   "model.base_depth",
 )
-# Recorded keys outside configs/base.py, with the value of the runs that predate them.
+# Recorded keys outside the schema, with the value of the runs that predate them.
 OUTSIDE_SCHEMA = {"data_fingerprint": None}  # None: not a prepared token folder
 
 
@@ -99,14 +99,14 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @functools.cache
 def schema_defaults() -> dict[str, Any]:
-  """{dotted key: default} of configs/base.py."""
-  from configs.base import get_config
+  """{dotted key: default} of the schema (resnorm_jax/config/schema.py)."""
+  from resnorm_jax.config.schema import get_config
 
   return flatten(get_config().to_dict())
 
 
 class Defaults(Mapping):
-  """{key: configs/base.py's default (OUTSIDE_SCHEMA's value for a key outside it)} of the keys
+  """{key: the schema's default (OUTSIDE_SCHEMA's value for a key outside it)} of the keys
   `names()` lists (None: every key of the schema), `leave_out` left out: read on first use,
   so importing this module reads nothing."""
 

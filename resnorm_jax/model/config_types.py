@@ -39,7 +39,7 @@ def _positive(key: str, value: Any) -> None:
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Every model axis, resolved: no 'auto', no unset constants. No defaults here: a key the
-  config lacks (an older config.json) takes configs/base.py's, the one schema
+  config lacks (an older config.json) takes the schema's (resnorm_jax/config/schema.py)
   (model_config_from)."""
 
   vocab_size: int
@@ -68,7 +68,7 @@ class ModelConfig:
   batchnorm_momentum: float
   dyt_alpha_init: float
   # The variants' own keys (declared with defaults and checks in resnorm_jax/model/variants/;
-  # tests/test_registry.py keeps configs/base.py's defaults equal to the declarations).
+  # tests/test_registry.py keeps the schema's defaults equal to the declarations).
   mixln_post_fraction: float
   hyperconn_rate: int
   hyperconn_dynamic: bool
@@ -212,7 +212,7 @@ def model_config_from(
 
 
 def _get(m: Any, key: str) -> Any:
-  """model.<key> of the config, or configs/base.py's default when an older config lacks it."""
+  """model.<key> of the config, or the schema's default when an older config lacks it."""
   return m[key] if key in m else same_experiment.schema_defaults()[f"model.{key}"]
 
 

@@ -56,13 +56,13 @@ def _overlay(base: ConfigDict, recorded: dict) -> None:
 def run_config(workdir: str) -> tuple[ConfigDict, dict]:
   """(config, config.json) of a run folder, its config on one device (the mesh of one
   device holds any checkpoint: orbax reshards on restore). ValueError without config.json."""
-  from configs import base  # the schema and defaults
+  from resnorm_jax.config import schema  # the defaults
 
   path = epath.Path(workdir, "config.json")
   if not path.is_file():
     raise ValueError(f"{workdir} is not a run folder (no config.json)")
   recorded = json.loads(path.read_text())
-  config = base.get_config()
+  config = schema.get_config()
   _overlay(config, {k: v for k, v in recorded.items() if k not in RECORDED_NOT_CONFIG})
   vocab = recorded.get("resolved_model", {}).get("vocab_size")
   if vocab:  # a prepared folder's size was resolved from its manifest: no data needed now

@@ -39,7 +39,7 @@ from resnorm_jax.train.train_step import TrainState
 # What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
 # on resume, e.g. to fit memory) and how a checkpoint that predates a frozen key is read: the
 # policy CHECKPOINT. ADDED_KEYS: the frozen keys added after checkpoints were
-# written, each with configs/base.py's default, the value that reproduces the runs that
+# written, each with the schema's default, the value that reproduces the runs that
 # predate it (every variant's own key, model.attention, data.sampling, data_fingerprint).
 FROZEN_KEYS = tuple(k for k in same_experiment.FROZEN if not k.endswith("."))
 

@@ -1,0 +1,207 @@
+"""The config schema: every key, its default and what it means, declared once here (the
+comment on or above a key is its description: `python -m resnorm_jax.config` lists them).
+
+Named experiments (configs/*.py) start from `get_config()` and override a few keys; the
+library reads defaults from here and never imports configs/. A config.json written before a
+key existed loads with the key at its default here.
+"""
+
+from __future__ import annotations
+
+from ml_collections import config_dict
+
+placeholder = config_dict.placeholder
+
+
+def get_config() -> config_dict.ConfigDict:
+  """Returns the default config: a 6-layer Post-LN byte-level model on stdlib source."""
+  c = config_dict.ConfigDict()
+  c.name = "base"  # run name prefix: runs/<name>-<timestamp>
+  c.seed = 0  # parameter init and data order
+
+  m = c.model = config_dict.ConfigDict()
+  # byte-level by default; 0: from the data (256 for bytes; a folder made by
+  # experiments.prepare_data: its tokenizer's size padded to a multiple of 128)
+  m.vocab_size = 256
+  m.num_layers = 6  # N decoder layers (each: attention + FFN sub-layer)
+  m.d_model = 64  # width of the residual stream
+  m.num_heads = 4  # attention heads (head dim d_model / num_heads)
+  m.d_ff = 256  # hidden width of the FFN
+  m.ffn_activation = "gelu"  # gelu | relu | swiglu
+  m.max_seq_len = 128  # size of the learned position table
+  m.position = "learned"  # learned | rope
+  m.tie_embeddings = True  # head = embedding^T
+  m.qk_norm = False  # RMSNorm on queries and keys per head
+  m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | derf | none
+  # post | pre | peri | none | subln | lnscale | mix | hybridnorm (docs/variants.md)
+  m.norm_position = "post"
+  # auto | true | false. auto: on where a norm sits in front of each branch (the placement's
+  # pre_like: pre, peri, subln, mix, lnscale), off for post and none.
+  m.final_norm = "auto"
+  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt |
+  # mhc | denseformer | valueres
+  m.residual = "add"
+  m.block = "sequential"  # sequential | parallel
+  m.init = "xavier"  # xavier | normal | gpt2 | deepnorm | magneto
+  m.norm_eps = 1e-5  # epsilon of every norm's variance
+  m.residual_alpha = placeholder(float)  # deepnorm alpha; unset: (2N)^(1/4)
+  m.branch_scale = placeholder(float)  # scaled residual s; unset: 1/sqrt(2N)
+  m.rezero_init = 0.0  # ReZero scalar init
+  m.layerscale_init = 1e-4  # LayerScale per-channel init (CaiT: 1e-5 at 24 layers)
+  # deepnorm init beta; unset: (8N)^(-1/4). magneto's gamma; unset: sqrt(ln 2N).
+  m.init_beta = placeholder(float)
+  m.init_std = 0.02  # std of the normal and gpt2 rules
+  m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
+  m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
+  m.mixln_post_fraction = 0.25  # mix: the first floor(fraction * N) layers are Post-LN
+  m.hyperconn_rate = 4  # hyperconn: n copies of the residual stream (expansion rate)
+  m.hyperconn_dynamic = False  # hyperconn: add the input-dependent (dynamic) weights
+  m.mhc_rate = 4  # mhc: n copies of the residual stream (expansion rate)
+  m.mhc_sinkhorn_iters = 20  # mhc: Sinkhorn-Knopp iterations projecting H_res (the paper's)
+  m.mhc_dynamic = True  # mhc: per-token coefficients from the flattened stream (the paper's)
+  m.hybridnorm_first_pre = False  # hybridnorm: the first layer Pre-Norm (HybridNorm*)
+  m.valueres_lambda_init = 0.5  # valueres: weight of the first layer's values at init
+  # dense (einsums, probabilities materialised; the default) | fused
+  # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
+  m.attention = "dense"
+  m.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
+  # Layers per iteration of the scanned stack; >= num_layers: no loop at all (no stacked
+  # activations, but compile time then grows with depth).
+  m.scan_unroll = 1
+  m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
+  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/model/variants/ngpt.py,
+  # docs/variants.md) ---
+  m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
+  # --- depth parametrization (resnorm_jax/model/depth_param.py) ---
+  # sp (standard; the default) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
+  # | completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden
+  # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
+  m.depth_param = "sp"
+  m.base_depth = 6  # L_base: the depth the lr (and every other hyperparameter) is tuned at
+
+  t = c.train = config_dict.ConfigDict()
+  t.steps = 300  # optimizer steps of the run (its budget)
+  t.batch_size = 16  # global batch, sequences
+  t.seq_len = 128  # tokens per sequence
+  t.log_every = 10  # steps between metrics.jsonl / TensorBoard records
+  t.eval_every = 100  # steps between periodic held-out evals (the escape step's resolution)
+  t.eval_batches = 4  # held-out batches of each periodic eval
+  # The end-of-run eval (the verdict's loss) uses at least this many held-out tokens: 0.05
+  # nats near the plateau cannot be told apart on 8k tokens.
+  t.final_eval_tokens = 16384
+  t.checkpoint_every = 100  # steps between checkpoints
+  t.keep_checkpoints = 2  # newest checkpoints kept
+  # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
+  # fix for output-logit divergence; 1e-4 in both): 0 is off (the default).
+  t.z_loss = 0.0
+
+  o = c.opt = config_dict.ConfigDict()
+  o.name = "adam"  # adam | adamw | sgd
+  o.lr = 1e-3  # peak learning rate
+  o.b1 = 0.9  # Adam's first-moment decay
+  o.b2 = 0.98  # Adam's second-moment decay (Xiong's 0.98)
+  o.eps = 1e-8  # Adam's epsilon
+  o.weight_decay = 0.0  # decoupled (adamw) or added to the gradient (adam, sgd)
+  o.schedule = "constant"  # constant | inverse_sqrt | cosine | linear
+  o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
+  o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr
+  o.clip_norm = 0.0  # global-norm clipping; 0: off
+  # Parameter groups that never move (comma-separated; resnorm_jax/train/param_groups.py): norm,
+  # norm_bias, norm_scale, residual, embed, attn, mlp, outside_layers, hidden. '' : none.
+  o.freeze = ""
+
+  d = c.data = config_dict.ConfigDict()
+  d.source = "stdlib"  # stdlib | text | tokens
+  d.path = ""  # text: file or glob; tokens: glob of .bin shards (train), see val_path
+  d.val_path = ""  # tokens/text: held-out shards; unset: last files/10% of the train split
+  d.val_fraction = 0.1  # stdlib/text: fraction of files (or bytes) held out
+  # text/tokens without val_path: tail (the last val_fraction; every committed run) | hash
+  # (text: pieces of each file held out by a hash of their bytes, as prepare_data's folders)
+  d.split = "tail"
+  d.allow_stdlib = True  # false (the :paper scale): data.source=stdlib is refused
+  # random: window starts drawn with replacement (every committed CPU result) | epoch: each
+  # epoch a fresh order of non-overlapping windows, every token seen once per epoch
+  d.sampling = "random"
+
+  mesh = c.mesh = config_dict.ConfigDict()
+  mesh.data = -1  # data-parallel axis size; -1: the rest of the devices
+  mesh.fsdp = 1  # parameter-sharded data-parallel axis
+  mesh.tensor = 1  # tensor-parallel axis
+  # Logical axis -> mesh axes. Weights carry logical names; only this table maps them.
+  mesh.rules = (
+    ("batch", ("data", "fsdp")),
+    ("layers", None),
+    ("embed", "fsdp"),
+    ("mlp", "tensor"),
+    ("heads", "tensor"),
+    ("vocab", "tensor"),
+  )
+
+  diag = c.diag = config_dict.ConfigDict()
+  diag.per_layer = True  # log per-layer stream RMS, norm-input RMS and grad norms
+
+  dist = c.dist = config_dict.ConfigDict()
+  dist.initialize = "auto"  # auto | true | false: call jax.distributed.initialize()
+  dist.coordinator_address = ""  # host:port of process 0 (empty: from the environment)
+  dist.num_processes = 0  # 0: from the environment
+  dist.process_id = -1  # -1: from the environment
+  # A process that stops sending heartbeats this long (killed, host lost) ends every other
+  # process with an error instead of leaving it in a collective forever; 0: JAX's (100 s).
+  dist.heartbeat_timeout_seconds = 0
+  return c
+
+
+def describe() -> list[tuple[str, object, str]]:
+  """(dotted key, default, description) of every key, in the schema's order: the description
+  is the comment on the key's line, or the comment lines right above it (read from this
+  file's source, where it is written once)."""
+  import ast
+  import io
+  import tokenize
+
+  with open(__file__, encoding="utf-8") as f:
+    source = f.read()
+  comments: dict[int, str] = {}
+  for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+    if tok.type == tokenize.COMMENT:
+      comments[tok.start[0]] = tok.string.lstrip("#").strip()
+  lines = source.splitlines()
+  func = next(
+    n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "get_config"
+  )
+  sections: dict[str, str] = {}  # local name -> "model." etc.
+  defaults = _flat(get_config().to_dict())
+  out = []
+  for node in func.body:
+    if not (isinstance(node, ast.Assign) and isinstance(node.targets[-1], ast.Attribute)):
+      continue
+    target = node.targets[-1]
+    if not isinstance(target.value, ast.Name):
+      continue
+    owner = sections.get(target.value.id, "")
+    key = owner + target.attr
+    if len(node.targets) == 2 and isinstance(node.targets[0], ast.Name):  # m = c.model = ...
+      sections[node.targets[0].id] = key + "."
+      continue
+    if key not in defaults:
+      continue
+    text = comments.get(node.lineno, "")
+    if not text or lines[node.lineno - 1].lstrip().startswith("#"):
+      above, row = [], node.lineno - 1
+      while row in comments and lines[row - 1].lstrip().startswith("#"):
+        if not comments[row].startswith("---"):  # a section heading, not a description
+          above.insert(0, comments[row])
+        row -= 1
+      text = " ".join(above) if not text else text
+    out.append((key, defaults[key], text))
+  return out
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
+  out: dict[str, object] = {}
+  for k, v in tree.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
