@@ -82,6 +82,35 @@ def test_a_lost_config_json_does_not_let_a_resume_change_the_lr(tmp_path, capsys
   assert json.loads(path.read_text())["opt"]["lr"] == 1e-3
 
 
+# --- 7. a completed run is not shortened ----------------------------------------------------
+
+
+@pytest.mark.slow  # trains
+def test_a_shorter_train_steps_on_a_completed_run_is_refused_and_rewrites_nothing(tmp_path):
+  """train.steps below a completed run's exited 0 and rewrote config.json to the shorter
+  length the run never had."""
+  workdir = tmp_path / "run"
+  _run_smoke(workdir, train__steps=4)
+  files = {n: (workdir / n).read_text() for n in ("config.json", "summary.json")}
+  with pytest.raises(ValueError, match=r"completed at step 4: train.steps=2 is shorter"):
+    _run_smoke(workdir, train__steps=2)
+  assert {n: (workdir / n).read_text() for n in files} == files
+  assert _run_smoke(workdir, train__steps=4)["steps"] == 4  # as it is: nothing to do
+
+
+@pytest.mark.slow  # trains
+def test_a_summary_rebuilt_from_the_last_checkpoint_keeps_the_runs_rate(tmp_path):
+  """summary.json lost after the last step: the rerun rebuilds it from the checkpoint without
+  timing a step; tokens_per_second was null, now it is the rate of the segments that ran."""
+  workdir = tmp_path / "run"
+  first = _run_smoke(workdir, train__steps=4)
+  (workdir / "summary.json").unlink()
+  rebuilt = _run_smoke(workdir, train__steps=4)
+  assert rebuilt["steps"] == 4 and rebuilt["tokens_per_second"] is not None
+  assert rebuilt["timed_steps"] == first["timed_steps"] > 0
+  assert rebuilt["tokens_per_second"] == pytest.approx(first["tokens_per_second"], rel=0.05)
+
+
 # --- 3. corrupt data is refused, not tabulated as a divergence -------------------------------
 
 

@@ -200,9 +200,11 @@ def test_a_completed_run_is_recognised_without_its_checkpoints(tmp_path):
   summary = workdir_lib.completed_summary(workdir, 20, has_checkpoint=False)
   assert summary == {"status": "completed", "steps": 20}
   assert workdir_lib.completed_summary(workdir, 30, has_checkpoint=True) is None  # extend it
-  for steps in (30, 10):  # no checkpoint to train it to another length from
-    with pytest.raises(ValueError, match=rf"completed at step 20 but no checkpoint.*{steps}"):
-      workdir_lib.completed_summary(workdir, steps, has_checkpoint=False)
+  with pytest.raises(ValueError, match=r"completed at step 20 but no checkpoint.*30"):
+    workdir_lib.completed_summary(workdir, 30, has_checkpoint=False)  # nothing to extend from
+  for has_checkpoint in (True, False):  # never shortened, with or without its checkpoints
+    with pytest.raises(ValueError, match=r"completed at step 20: train.steps=10 is shorter"):
+      workdir_lib.completed_summary(workdir, 10, has_checkpoint=has_checkpoint)
 
 
 @pytest.mark.parametrize("status", ["interrupted", "diverged"])

@@ -202,7 +202,10 @@ class RunLog:
     self.t_last = time.time()
     # Wall and compile time of the whole run: the earlier segments' (from the checkpoint)
     # plus this one's, which the loop sets (wall_start, compile_seconds).
-    self.earlier = {k: resumed.get(k) or 0.0 for k in ("wall_seconds", "compile_seconds")}
+    # Training time and timed steps likewise: the rate of every segment, so a summary rebuilt
+    # from a checkpoint at the last step (no step timed now) keeps the run's rate.
+    earlier = ("wall_seconds", "compile_seconds", "train_seconds", "timed_steps")
+    self.earlier = {k: resumed.get(k) or 0.0 for k in earlier}
     self.wall_start, self.compile_seconds = time.time(), 0.0
 
   @contextlib.contextmanager
@@ -285,12 +288,16 @@ class RunLog:
     return {
       "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
       "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
+      "train_seconds": self.earlier["train_seconds"] + self.train_time,
+      "timed_steps": int(self.earlier["timed_steps"]) + self.timed_steps,
     }
 
   def tokens_per_second(self) -> float | None:
-    if not self.train_time:
+    """Training throughput over every segment of the run (evals and saves excluded)."""
+    totals = self.totals()
+    if not totals["train_seconds"]:
       return None
-    return self.timed_steps * self.tokens_per_step / self.train_time
+    return totals["timed_steps"] * self.tokens_per_step / totals["train_seconds"]
 
 
 @contextlib.contextmanager

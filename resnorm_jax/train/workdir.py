@@ -179,7 +179,8 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
   """The summary of the run completed in `workdir` at `steps` (nothing to do), else None.
 
   Raises ValueError for a completed run to be trained to another length with no checkpoint
-  to continue from: never a silent restart from step 0 over its files.
+  to continue from (never a silent restart from step 0 over its files), and for a shorter
+  length than it was completed at (never a config.json rewritten to a length it did not run).
   """
   summary = read_json(os.path.join(workdir, "summary.json"))
   if not isinstance(summary, dict) or summary.get("status") != "completed":
@@ -187,6 +188,13 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
   done = summary.get("steps")
   if done == steps:
     return summary
+  if isinstance(done, int) and steps < done:
+    # a run is not shortened: its files stay those of the longer run it is
+    raise ValueError(
+      f"{workdir} holds a run completed at step {done}: train.steps={steps} is shorter and "
+      f"cannot shorten it (train.steps={done} reads it as it is, a larger value extends it; "
+      "for a shorter run, use a new --workdir)."
+    )
   if not has_checkpoint:
     raise ValueError(
       f"{workdir} holds a run completed at step {done} but no checkpoint to train it to "
