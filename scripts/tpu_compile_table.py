@@ -7,7 +7,10 @@ Each (config, topology) is compiled as `python -m experiments.compile_for` does 
 loop-corrected cost model; no eval step). A config that does not fit gets its row (fits=no)
 and the row of the first candidate setting that does (target_compile.find_fit). Rows are
 appended as they finish; a row already in the file is not compiled again (delete the file to
-redo all). est_* columns: the TPU compiler's cost-model estimates, not measurements.
+redo all). est_* columns: the TPU compiler's cost-model estimates, not measurements;
+flops_ratio: the compiled FLOPs over the analytic model FLOPs (above 2: the partitioned
+step repeats work on several chips, and the estimates are of that program). A file written
+before a column was added is rewritten with it (derived from the other columns, or empty).
 """
 
 import argparse
@@ -31,6 +34,13 @@ CONFIGS = (
 TOPOLOGIES = ("v5e:4x4", "v5p:2x2x2", "v4:2x2x4", "v5e:8x8", "v5p:4x4x8", "v6e:4x4")
 
 
+def derived(row: dict[str, str], key: str) -> str:
+  """A column an older file lacks, where its other columns give it: flops_ratio."""
+  if key == "flops_ratio" and row.get("flops_per_step") and row.get("model_flops_per_step"):
+    return f"{float(row['flops_per_step']) / float(row['model_flops_per_step']):.2f}"
+  return ""
+
+
 def main() -> None:
   from resnorm_jax.config import cli
   from resnorm_jax.tools import target_compile as tc
@@ -41,13 +51,19 @@ def main() -> None:
   p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
   args = p.parse_args()
   fields = ("config", "settings", *tc.CSV_FIELDS[1:], "recommended")
-  done = set()
+  rows, header = [], ()
   if os.path.exists(args.out):
     with open(args.out) as f:
-      done = {(r["config"], r["topology"], r["settings"]) for r in csv.DictReader(f)}
-  else:
+      reader = csv.DictReader(f)
+      rows, header = list(reader), tuple(reader.fieldnames or ())
+    if header != fields:  # a file from before a new column: rewritten with it
+      rows = [{k: r.get(k) or derived(r, k) for k in fields} for r in rows]
+  if header != fields:
     with open(args.out, "w", newline="") as f:
-      csv.DictWriter(f, fields, lineterminator="\n").writeheader()
+      w = csv.DictWriter(f, fields, lineterminator="\n")
+      w.writeheader()
+      w.writerows(rows)
+  done = {(r["config"], r["topology"], r["settings"]) for r in rows}
   topologies = args.only.split(",") if args.only else TOPOLOGIES
   labels = set(args.configs.split(",")) if args.configs else None
 

@@ -11,9 +11,15 @@ The cost model counts a `while` loop's body once, not once per iteration, so the
 layer stack's cost is that of one layer whatever the depth. `loop_corrected` compiles the
 step a second time with two layers per loop iteration (model.scan_unroll=2): the difference
 is one layer's cost, and outside + L x layer is the step's (docs/tpu_compile/README.md
-validates it against the analytic FLOPs at 96 and 1000 layers). Every time, rate and MFU
+checks it against the same stack compiled without a loop). Every time, rate and MFU
 derived from it is the TPU compiler's cost-model estimate, not a measurement.
-"""
+
+The compiled FLOPs (all chips) over the analytic model FLOPs (`Report.flops_ratio`) says
+whether the partitioned program does the model's work once: full remat's recompute and the
+elementwise ops the cost model also counts put a well-partitioned step at 1.0-1.5; above
+FLOPS_RATIO_LIMIT the chips repeat work (measured: the fsdp :paper configs compute every
+layer's attention on the whole global batch on every chip), and the output and results.csv
+say so."""
 
 from __future__ import annotations
 
@@ -31,6 +37,12 @@ GIB = 2**30
 ESTIMATE = "TPU compiler cost-model estimate, not a measurement"
 GPT2_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the :paper data)
 REMAT_ORDER = ("none", "dots", "dots_no_batch", "full")  # most memory first
+# Compiled FLOPs (all chips, loop-corrected) over the analytic model FLOPs above which the
+# estimate is flagged: full remat recomputes the forward pass (4/3 of the analytic 6N) and
+# the cost model also counts norms, softmax and the optimizer; a step whose chips each do
+# their share measured 1.3 (docs/tpu_compile/README.md). Above 2, work is repeated on
+# several chips, and the time, tokens/s and MFU estimate that program, not the model's.
+FLOPS_RATIO_LIMIT = 2.0
 
 
 class TargetError(ValueError):
@@ -274,6 +286,7 @@ class Report:
   corrected: bool
   model_flops_per_step: float  # analytic (bench.flops_per_token x tokens), all chips
   seconds: float | None = None  # step_estimate's, per step
+  scanned: bool = True  # the stack compiled as a loop (model.scan_unroll < num_layers)
   seconds_source: str = ""
   notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -300,6 +313,29 @@ class Report:
   def mfu(self) -> float | None:
     s = self.step_seconds
     return self.model_flops_per_step / (s * self.chips * self.chip.bf16_flops) if s else None
+
+  @property
+  def flops_ratio(self) -> float | None:
+    """The compiler's FLOPs per step (all chips, loop-corrected) over the analytic model
+    FLOPs; None without a cost (refused, or no loop correction on a scanned stack)."""
+    if not (self.fits and self.cost.get("flops") and self.model_flops_per_step > 0):
+      return None
+    if not self.corrected and self.scanned:
+      return None  # the loop body counted once: not the step's FLOPs
+    return self.cost["flops"] * self.chips / self.model_flops_per_step
+
+  @property
+  def flops_warning(self) -> str:
+    """'' or why the cost estimate is not the model's (flops_ratio > FLOPS_RATIO_LIMIT)."""
+    r = self.flops_ratio
+    if r is None or r <= FLOPS_RATIO_LIMIT:
+      return ""
+    return (
+      f"the compiled step does {r:.1f}x the analytic model FLOPs (over "
+      f"{FLOPS_RATIO_LIMIT:g}x: remat and elementwise ops account for under 1.5x): the "
+      "partitioned program repeats work on several chips (e.g. activations replicated over "
+      "the batch instead of sharded); its time, tokens/s and MFU estimate that program"
+    )
 
 
 def compile_for(
@@ -359,6 +395,7 @@ def compile_for(
     model_flops_per_step=per_token * t.batch_size * t.seq_len,
     seconds=seconds,
     seconds_source=source,
+    scanned=run.mcfg.scan_unroll < layers,
     notes=[note] if note else [],
   )
 
@@ -448,6 +485,10 @@ def describe(r: Report) -> list[str]:
       f"{r.tokens_per_second:,.0f} tokens/s, MFU "
       f"{r.mfu:.1%} of {r.chip.bf16_flops / 1e12:.0f} TFLOP/s bf16 per chip",
     ]
+    if r.flops_ratio is not None:
+      lines.append(f"  compiled / analytic FLOPs {r.flops_ratio:.2f}")
+    if r.flops_warning:
+      lines.append(f"WARNING: {r.flops_warning}")
   return lines
 
 
@@ -466,6 +507,7 @@ CSV_FIELDS = (
   "flops_per_step",
   "bytes_per_step",
   "model_flops_per_step",
+  "flops_ratio",
   "est_step_s",
   "est_step_source",
   "est_tokens_per_s",
@@ -474,7 +516,8 @@ CSV_FIELDS = (
 
 
 def csv_row(r: Report, config_label: str) -> dict[str, str]:
-  """One row of docs/tpu_compile/results.csv (est_*: the cost model's, loop-corrected)."""
+  """One row of docs/tpu_compile/results.csv (est_*: the cost model's, loop-corrected;
+  flops_ratio: compiled over analytic FLOPs, flagged above FLOPS_RATIO_LIMIT)."""
   per_chip = r.per_chip_bytes
   return {
     "config": config_label,
@@ -491,6 +534,7 @@ def csv_row(r: Report, config_label: str) -> dict[str, str]:
     "flops_per_step": f"{r.cost['flops'] * r.chips:.4g}" if r.fits and r.cost else "",
     "bytes_per_step": f"{r.cost.get('bytes accessed', 0) * r.chips:.4g}" if r.fits else "",
     "model_flops_per_step": f"{r.model_flops_per_step:.4g}",
+    "flops_ratio": f"{r.flops_ratio:.2f}" if r.flops_ratio is not None else "",
     "est_step_source": r.seconds_source if r.fits else "",
     "est_step_s": f"{r.step_seconds:.4g}" if r.step_seconds else "",
     "est_tokens_per_s": f"{r.tokens_per_second:.4g}" if r.step_seconds else "",
