@@ -29,7 +29,7 @@ def main(argv):
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
   from resnorm_jax.data import corpora
-  from resnorm_jax.train import loop  # imports JAX: after flags, so --help stays fast
+  from resnorm_jax.train import io_faults, loop  # imports JAX: after flags, so --help stays fast
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
@@ -39,11 +39,11 @@ def main(argv):
     summary = loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))
-  except loop.RunFailed as e:  # an I/O fault before training: one line
+  except io_faults.RunFailed as e:  # an I/O fault before training: one line
     print(f"error: {e}", file=sys.stderr)
-    sys.exit(loop.EXIT_FAILED)
+    sys.exit(io_faults.EXIT_FAILED)
   if summary["status"] == "failed":  # an I/O fault while training: its line is printed
-    sys.exit(loop.EXIT_FAILED)
+    sys.exit(io_faults.EXIT_FAILED)
 
 
 if __name__ == "__main__":

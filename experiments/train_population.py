@@ -27,18 +27,18 @@ def main(argv):
   if not _POINTS.value:
     cli.fail("--points=FILE.json is required")
   # JAX is imported after the flags, so --help stays fast.
-  from resnorm_jax.train import loop, population_run
+  from resnorm_jax.train import io_faults, population_run
 
   try:
     configs, workdirs = population_run.load_points(_POINTS.value)
     summaries = population_run.run(configs, workdirs, argv=sys.argv[1:])
   except ValueError as e:  # bad input (points, configs, data, checkpoints): a message, exit 2
     cli.fail(str(e))
-  except loop.RunFailed as e:  # an I/O fault before training: one line
+  except io_faults.RunFailed as e:  # an I/O fault before training: one line
     print(f"error: {e}", file=sys.stderr)
-    sys.exit(loop.EXIT_FAILED)
+    sys.exit(io_faults.EXIT_FAILED)
   if any(s["status"] == "failed" for s in summaries):  # an I/O fault: its lines are printed
-    sys.exit(loop.EXIT_FAILED)
+    sys.exit(io_faults.EXIT_FAILED)
 
 
 if __name__ == "__main__":

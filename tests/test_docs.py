@@ -212,7 +212,7 @@ def test_the_quickstart_claims_hold():
   loop's formats, the error from another folder."""
   from configs import postnorm_96L
   from resnorm_jax.config import cli
-  from resnorm_jax.train import loop
+  from resnorm_jax.train import run_log
 
   quick = _section(_read("README.md"), "Quickstart")
   flat = " ".join(quick.split())  # prose, whatever its line breaks
@@ -251,7 +251,7 @@ def test_the_quickstart_claims_hold():
     "best_eval_loss": run["best_eval_loss"],
     "heldout_unigram_entropy": base["heldout_unigram_entropy"],
   }
-  end = loop.end_message(summary, workdir, None).splitlines()
+  end = run_log.end_message(summary, workdir, None).splitlines()
   printed = end[0].rsplit("; ", 1)[0] + "; ..."
   assert printed in quick.splitlines(), printed
   assert all(line in quick.splitlines() for line in end[1:])

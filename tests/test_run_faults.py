@@ -14,7 +14,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.train import loop, metrics_file, run_setup
+from resnorm_jax.train import io_faults, loop, metrics_file, run_log, run_setup
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.writers import MetricWriter
 
@@ -34,7 +34,7 @@ class _Rows:
 
 def _log(resumed=None, interval=()):
   config = smoke.get_config()
-  return loop.RunLog(config, lambda n: 1e-3, _Rows(), resumed or {}, list(interval))
+  return run_log.RunLog(config, lambda n: 1e-3, _Rows(), resumed or {}, list(interval))
 
 
 def _metrics(loss):
@@ -161,9 +161,9 @@ def test_an_unwritable_workdir_exits_2_in_one_line_before_compiling(run_script, 
 
 
 def test_failed_is_not_bad_input():
-  assert loop.EXIT_FAILED not in (0, 2)
+  assert io_faults.EXIT_FAILED not in (0, 2)
   summary = {"status": "failed", "steps": 14, "outcome": "unknown"}
-  message = loop.end_message(summary, "/w", ["--config=c.py"])
+  message = run_log.end_message(summary, "/w", ["--config=c.py"])
   assert "resume:  python -m experiments.train --config=c.py --workdir=/w" in message
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -37,12 +36,14 @@ from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, metrics_file, optim, preemption, provenance
+from resnorm_jax.train import escape, metrics_file, optim, preemption, provenance, run_log
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
+from resnorm_jax.train.run_log import RunLog, end_message
 from resnorm_jax.train.writers import MetricWriter
 
 
@@ -81,7 +82,6 @@ def resolved_config(
   return json.loads(json.dumps(out, default=str))
 
 
-EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
 SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
 
 
@@ -91,10 +91,6 @@ def check_seed(config: ConfigDict) -> None:
   seed = config.seed
   if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
     raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
-
-
-class RunFailed(RuntimeError):
-  """An I/O fault before training started (writing config.json, the checkpoint folder)."""
 
 
 def final_eval_batches(train_cfg: ConfigDict) -> int:
@@ -123,38 +119,6 @@ def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = No
   return os.path.join("runs", "-".join(p for p in parts if p))
 
 
-def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
-  """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
-  r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
-  on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
-  baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
-  tps = summary.get("tokens_per_second")
-  # Each eval beside its own kind: the end-of-run eval (the verdict's, judged against the
-  # held-out no-context loss) and the periodic eval with its best (a smaller eval set).
-  periodic = f"best periodic eval {r(summary.get('best_eval_loss'))}"  # a summary from before
-  if "periodic_eval_loss" in summary:
-    own = summary.get(EVAL_SET_BASELINE)  # the periodic eval set's own no-context loss
-    own = "" if own is None else f"no-context {own:.3f}; "
-    periodic = (
-      f"periodic eval {r(summary['periodic_eval_loss'])}{on('periodic_eval_tokens')} "
-      f"({own}best {r(summary.get('best_eval_loss'))})"
-    )
-  final_on = on("final_eval_tokens")
-  if summary.get("final_eval_distinct_tokens"):  # a held-out split smaller than the eval
-    final_on += f" ({summary['final_eval_distinct_tokens']:,} distinct)"
-  lines = [
-    f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
-    f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
-    f"{final_on} (no-context {r(baseline, '.3f')}); {periodic}; "
-    f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
-    f"  summary: {os.path.join(workdir, 'summary.json')}",
-    f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
-  ]
-  if summary["status"] in ("interrupted", "failed") and argv:
-    lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
-  return "\n".join(lines)
-
-
 def run(
   config: ConfigDict,
   workdir: str | None = None,
@@ -172,144 +136,6 @@ def run(
   """
   with preemption.StopSignals() as signals, preemption.exit_on_peer_failure():
     return _run(config, workdir, signals, overrides, argv)
-
-
-class RunLog:
-  """What a run records as it goes: interval losses, timers, best and last eval, summary.
-
-  Throughput counts training only: time spent in `paused()` (evals, saves, drawing the
-  depth images) is taken out of the interval it falls in.
-  """
-
-  def __init__(self, config: ConfigDict, schedule, writer: MetricWriter, resumed: dict, interval):
-    self.t = config.train
-    self.schedule = schedule
-    self.writer = writer
-    self.tokens_per_step = self.t.batch_size * self.t.seq_len
-    self.interval_losses: list[float] = list(interval)  # exact floats across a resume
-    self.last_train = resumed.get("final_train_loss")
-    best = resumed.get("best_eval_loss")
-    self.best_eval = math.inf if best is None else best
-    self.last_eval = resumed.get("final_eval_loss")
-    self.last_eval_tokens = resumed.get("final_eval_tokens")
-    self.periodic_eval = resumed.get("periodic_eval_loss")  # the last one, beside its best
-    self.periodic_eval_tokens = resumed.get("periodic_eval_tokens")
-    # Eval losses by step, measured when that step's state exists and written with that
-    # step's row; the end-of-run eval (final_eval_tokens) apart.
-    self.evals: dict[int, float] = {}
-    self.final_evals: dict[int, float] = {}
-    self.train_time, self.timed_steps = 0.0, 0
-    self.t_last = time.time()
-    # Wall and compile time of the whole run: the earlier segments' (from the checkpoint)
-    # plus this one's, which the loop sets (wall_start, compile_seconds).
-    # Training time and timed steps likewise: the rate of every segment, so a summary rebuilt
-    # from a checkpoint at the last step (no step timed now) keeps the run's rate.
-    earlier = ("wall_seconds", "compile_seconds", "train_seconds", "timed_steps")
-    self.earlier = {k: resumed.get(k) or 0.0 for k in earlier}
-    self.wall_start, self.compile_seconds = time.time(), 0.0
-
-  @contextlib.contextmanager
-  def paused(self):
-    """Time spent inside is not training time."""
-    t0 = time.time()
-    try:
-      yield
-    finally:
-      self.t_last += time.time() - t0
-
-  def record_eval(self, n: int, loss: float, batches: int, *, final: bool = False) -> None:
-    """A held-out loss at step n on `batches` batches (final: the end-of-run eval)."""
-    (self.final_evals if final else self.evals)[n] = loss
-    self.last_eval, self.last_eval_tokens = loss, self.tokens_per_step * batches
-    if not final:
-      self.best_eval = min(self.best_eval, loss)
-      self.periodic_eval, self.periodic_eval_tokens = loss, self.last_eval_tokens
-
-  def record_step(self, n: int, metrics) -> bool:
-    """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
-    loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
-    if not (math.isfinite(loss) and math.isfinite(gnorm)):
-      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
-      if self.interval_losses:  # the finite steps since the last logged row: the latest loss
-        self.last_train = float(np.mean(self.interval_losses))
-      self.writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
-      return False
-    self.interval_losses.append(loss)
-    if n % self.t.log_every == 0 or n in self.evals or n == self.t.steps:
-      self._log_interval(n, metrics)
-    return True
-
-  def _log_interval(self, n: int, metrics) -> None:
-    """Writes step n's row (the interval's mean loss, its speed, step n's metrics)."""
-    now = time.time()
-    dt, k = now - self.t_last, len(self.interval_losses)
-    self.t_last = now
-    self.train_time, self.timed_steps = self.train_time + dt, self.timed_steps + k
-    self.last_train = float(np.mean(self.interval_losses))
-    self.interval_losses.clear()
-    row = {
-      "train/loss": self.last_train,
-      "lr": float(self.schedule(n - 1)),
-      "tokens_per_second": k * self.tokens_per_step / max(dt, 1e-9),
-      "step_seconds": dt / max(k, 1),
-      "tokens": n * self.tokens_per_step,
-    }
-    row.update({key: v for key, v in jax.device_get(metrics).items() if key != "loss"})
-    if n in self.evals:
-      row["eval/loss"] = self.evals.pop(n)
-    if n in self.final_evals:
-      row["eval/final_loss"] = self.final_evals.pop(n)
-    with self.paused(), _naming(self.writer):  # drawing the depth images is not training time
-      self.writer.write(n, row)
-    eta = (self.t.steps - n) * dt / max(k, 1)
-    ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
-    print(
-      f"step {n:>6}/{self.t.steps} | loss {self.last_train:.4f}{ev} | lr {row['lr']:.2e} | "
-      f"{row['tokens_per_second']:,.0f} tok/s | ETA {cli.format_duration(eta)}",
-      flush=True,
-    )
-
-  def results(self) -> dict:
-    """The losses so far: what a checkpoint keeps and the summary reports. final_eval_loss:
-    the last eval, at the last step the end-of-run one (final_eval_tokens tokens);
-    best_eval_loss and periodic_eval_loss: the best and the last periodic eval (the
-    eval/loss curve, periodic_eval_tokens tokens)."""
-    return {
-      "final_train_loss": self.last_train,
-      "final_eval_loss": self.last_eval,
-      "best_eval_loss": None if math.isinf(self.best_eval) else self.best_eval,
-      "final_eval_tokens": self.last_eval_tokens,
-      "periodic_eval_loss": self.periodic_eval,
-      "periodic_eval_tokens": self.periodic_eval_tokens,
-    }
-
-  def totals(self) -> dict:
-    """Wall and compile seconds of the whole run so far, every segment of it."""
-    return {
-      "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
-      "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
-      "train_seconds": self.earlier["train_seconds"] + self.train_time,
-      "timed_steps": int(self.earlier["timed_steps"]) + self.timed_steps,
-    }
-
-  def tokens_per_second(self) -> float | None:
-    """Training throughput over every segment of the run (evals and saves excluded)."""
-    totals = self.totals()
-    if not totals["train_seconds"]:
-      return None
-    return totals["timed_steps"] * self.tokens_per_step / totals["train_seconds"]
-
-
-@contextlib.contextmanager
-def _naming(writer: MetricWriter):
-  """A write error without a file name (a full disk: file.write says only ENOSPC) names
-  metrics.jsonl, the file the writer writes on the caller's thread."""
-  try:
-    yield
-  except OSError as e:
-    if e.filename is None and getattr(writer, "path", None):
-      e.filename = writer.path
-    raise
 
 
 class Trainer:
@@ -357,7 +183,7 @@ class Trainer:
     results = {**self.log.results(), **self.log.totals()}
     meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results, self.data_files)
     with self.log.paused():
-      with _naming(self.log.writer):
+      with run_log.naming_write_errors(self.log.writer):
         self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
       self.checkpointer.save(state, meta, force=True)
 
@@ -529,31 +355,6 @@ def _run(
     return _train(run_setup, corpus, workdir, signals, argv, wall_start)
 
 
-class IOFaults:
-  """The first I/O fault of a run's training or clean-up (a full disk, a failed save)."""
-
-  def __init__(self):
-    self.error: BaseException | None = None
-
-  @contextlib.contextmanager
-  def caught(self):
-    try:
-      yield
-    except (ckpt_lib.SaveFailed, OSError) as e:
-      if self.error is None:
-        self.error = e
-
-  def close(self, close_fn) -> None:
-    """Calls close_fn (an ExitStack callback); its I/O fault is kept, not raised."""
-    with self.caught():
-      close_fn()
-
-  def message(self, workdir: str) -> str:
-    if isinstance(self.error, ckpt_lib.SaveFailed):
-      return str(self.error)
-    return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
-
-
 def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
   """The no-context losses a run is judged against: the train split's unigram entropy, the
   held-out split's unigram cross-entropy, and that of the periodic eval's own tokens."""
@@ -614,23 +415,6 @@ def _write_config(workdir: str, resolved: dict, start: int) -> None:
       )
   except OSError as e:  # nothing trained yet: one line, no summary to write
     raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
-
-
-def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
-  """After an I/O fault: the summary and metrics.jsonl say what the workdir holds, the newest
-  saved checkpoint, and one line says why the run stopped and where it resumes."""
-  final_step = summary["steps"]
-  saved = checkpointer.committed_steps()
-  summary["steps"] = saved[-1] if saved else 0
-  summary["failed_at_step"] = final_step
-  if is_main:
-    with contextlib.suppress(OSError):
-      metrics_file.cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
-  print(
-    f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
-    f"then the same command resumes from step {summary['steps']}",
-    flush=True,
-  )
 
 
 def _train(

@@ -53,7 +53,16 @@ from resnorm_jax.data import corpora as data_lib
 from resnorm_jax.data import unigram
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, loop, optim, population, preemption, provenance
+from resnorm_jax.train import (
+  escape,
+  io_faults,
+  loop,
+  optim,
+  population,
+  preemption,
+  provenance,
+  run_log,
+)
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
@@ -179,7 +188,7 @@ class Member:
   resumed: dict = dataclasses.field(default_factory=dict)
   interval: list = dataclasses.field(default_factory=list)
   writer: MetricWriter | None = None
-  log: loop.RunLog | None = None
+  log: run_log.RunLog | None = None
   compile_seconds: float = 0.0
   population_size: int = 1
   provenance: dict | None = None  # what its config.json records
@@ -253,7 +262,7 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
     for m in live:
       _write_config(m, shared)
     _init_fresh(run_setup, [m for m in live if m.state is None])
-    faults = loop.IOFaults()
+    faults = io_faults.IOFaults()
     for start in sorted({m.start for m in live}):
       group = [m for m in live if m.start == start]
       if faults.error is None:
@@ -289,7 +298,7 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
     m.summary = done
     m.print(
       f"already completed at step {done['steps']}: nothing to do",
-      loop.end_message(done, workdir, None),
+      run_log.end_message(done, workdir, None),
     )
     return m
   with contextlib.redirect_stdout(out):
@@ -313,7 +322,7 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
   return m
 
 
-def _fail(shared: Shared, m: Member, faults: loop.IOFaults) -> None:
+def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
   """Ends member m after the program's I/O fault, as loop.py ends a failed run: files closed,
   metrics.jsonl cut back to its newest checkpoint, one line, summary.json if it can be
   written."""
@@ -323,7 +332,7 @@ def _fail(shared: Shared, m: Member, faults: loop.IOFaults) -> None:
   if m.summary is None:  # it never started: what its checkpoint holds
     m.summary = {"status": "failed", "steps": m.start, **m.resumed, "provenance": m.provenance}
   with contextlib.redirect_stdout(m.out):
-    loop.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
+    io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
   m.summary["outcome"] = classify(m.summary)
   try:
     cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
@@ -347,7 +356,9 @@ def _write_config(m: Member, shared: Shared) -> None:
   try:
     cli.write_json(path, resolved)
   except OSError as e:  # nothing trained yet: one line, exit status 1
-    raise loop.RunFailed(ckpt_lib.describe_io_error(e, m.workdir, "writing config.json")) from e
+    raise io_faults.RunFailed(
+      ckpt_lib.describe_io_error(e, m.workdir, "writing config.json")
+    ) from e
 
 
 def _init_fresh(run_setup: setup_lib.RunSetup, members: Sequence[Member]) -> None:
@@ -388,7 +399,9 @@ def _take(tree, i):
   return population.member(tree, i)
 
 
-def _train_group(shared: Shared, group: Sequence[Member], signals, faults: loop.IOFaults) -> None:
+def _train_group(
+  shared: Shared, group: Sequence[Member], signals, faults: io_faults.IOFaults
+) -> None:
   """Trains the members that start at the same step as one population, to their ends; an
   I/O fault is kept in `faults` (the members it stopped are left to _fail)."""
   run_setup, config = shared.run_setup, group[0].config
@@ -417,7 +430,7 @@ def _train_group(shared: Shared, group: Sequence[Member], signals, faults: loop.
       )
     if faults.error is not None:
       return
-    m.log = loop.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
+    m.log = run_log.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
     # Wall and compile time of every segment: the checkpoint's plus this program's.
     m.log.wall_start, m.log.compile_seconds = shared.wall_start, compile_seconds
   trainer = PopulationTrainer(shared, group, step_fn, eval_fn, lrs, signals)
@@ -556,7 +569,7 @@ class PopulationTrainer:
     m.summary = _summary(self.shared, m, status, final_step)
     cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
     hparams_lib.write_run(m.workdir, m.config, m.summary)
-    m.print(loop.end_message(m.summary, m.workdir, None))
+    m.print(run_log.end_message(m.summary, m.workdir, None))
 
 
 def _summary(shared: Shared, m: Member, status: str, final_step: int) -> dict:
