@@ -31,12 +31,11 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora as data_lib
-from resnorm_jax.data import unigram
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, metrics_file, optim, preemption, provenance, run_log
+from resnorm_jax.train import escape, metrics_file, optim, outcome, preemption, provenance, run_log
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
@@ -355,23 +354,6 @@ def _run(
     return _train(run_setup, corpus, workdir, signals, argv, wall_start)
 
 
-def _baselines(corpus, t: ConfigDict, vocab: int) -> dict[str, float]:
-  """The no-context losses a run is judged against: the train split's unigram entropy, the
-  held-out split's unigram cross-entropy, and that of the periodic eval's own tokens."""
-  return {
-    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
-    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
-    # The plateau of the periodic eval curve: the no-context loss of its own tokens.
-    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(
-      corpus.train,
-      batches_lib.eval_targets(
-        corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
-      ),
-      vocab,
-    ),
-  }
-
-
 def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
   """{final_eval_distinct_tokens: N} and a warning, once, when the held-out split has fewer
   tokens than the end-of-run eval asks for (its windows repeat); else {}."""
@@ -429,7 +411,7 @@ def _train(
   config = run_setup.config
   t, vocab = config.train, run_setup.mcfg.vocab_size
   is_main = jax.process_index() == 0
-  baselines = _baselines(corpus, t, vocab)
+  baselines = outcome.no_context_losses(corpus, t, vocab)
   short = _short_heldout(corpus, t)  # a held-out split smaller than the end-of-run eval
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.

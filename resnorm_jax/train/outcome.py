@@ -127,6 +127,25 @@ def diverged_step(
 EVAL_SET_BASELINE = "periodic_eval_no_context_loss"
 
 
+def no_context_losses(corpus: Any, train_cfg: Any, vocab: int) -> dict[str, float]:
+  """The no-context losses a run is judged against, as its summary records them: the train
+  split's unigram entropy, the held-out split's unigram cross-entropy (the verdict's
+  baseline) and that of the periodic eval's own tokens (EVAL_SET_BASELINE, the curve's).
+  `corpus` has .train and .val token arrays; `train_cfg` is the config's train section. The
+  single run and the population both call this (NumPy, imported here only)."""
+  from resnorm_jax.data import batches, unigram
+
+  t = train_cfg
+  eval_targets = batches.eval_targets(
+    corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
+  )
+  return {
+    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
+    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
+    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(corpus.train, eval_targets, vocab),
+  }
+
+
 def curve_baseline(summary: Mapping[str, Any]) -> float | None:
   """The plateau of the periodic eval curve: its own eval set's no-context loss when
   recorded, else the whole held-out split's (`baseline`)."""

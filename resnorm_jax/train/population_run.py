@@ -48,9 +48,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.config.same_experiment import VMAPPED_KEYS
-from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora as data_lib
-from resnorm_jax.data import unigram
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import (
@@ -58,6 +56,7 @@ from resnorm_jax.train import (
   io_faults,
   loop,
   optim,
+  outcome,
   population,
   preemption,
   provenance,
@@ -228,19 +227,6 @@ def run(
     return _run(list(configs), list(workdirs), signals, argv)
 
 
-def baselines(corpus: data_lib.Corpus, train_cfg: ConfigDict, vocab: int) -> dict[str, float]:
-  """The no-context losses a run's summary carries (as loop.py computes them)."""
-  t = train_cfg
-  eval_targets = batches_lib.eval_targets(
-    corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
-  )
-  return {
-    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
-    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
-    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(corpus.train, eval_targets, vocab),
-  }
-
-
 def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]:
   wall_start = time.time()
   check_members(configs, workdirs)
@@ -254,7 +240,11 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
   t, vocab = configs[0].train, run_setup.mcfg.vocab_size
   corpus = data_lib.load_corpus(configs[0].data, vocab, t.seq_len)
   shared = Shared(
-    run_setup, corpus, baselines(corpus, t, vocab), shard_lib.device_info(devices), wall_start
+    run_setup,
+    corpus,
+    outcome.no_context_losses(corpus, t, vocab),
+    shard_lib.device_info(devices),
+    wall_start,
   )
   with contextlib.ExitStack() as resources:  # every member closed on every exit path
     members = [_open(shared, c, w, resources) for c, w in zip(configs, workdirs, strict=True)]
