@@ -101,3 +101,18 @@ def read_csv():
       return list(csv.DictReader(f))
 
   return read
+
+
+def write_run_folder(run: str, records, **files) -> str:
+  """A run folder as a sweep leaves it: each `files` entry (sweep_point, config, summary)
+  written as <name>.json and `records` as metrics.jsonl, one JSON row per line."""
+  import json
+  import os
+
+  os.makedirs(run, exist_ok=True)
+  for name, obj in files.items():
+    with open(os.path.join(run, f"{name}.json"), "w") as f:
+      json.dump(obj, f)
+  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records)
+  return run

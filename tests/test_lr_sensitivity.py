@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import write_run_folder
 from resnorm_jax.tools import lr_sensitivity as lrs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,7 +19,6 @@ BASE = 3.2
 def fake_run(root, variant, depth, lr, seed, loss, status="completed", steps=100):
   """A finished run folder as the sweep leaves it: sweep_point, config, summary, curve."""
   run = os.path.join(root, f"{variant}-L{depth}-lr{lr:g}-s{seed}")
-  os.makedirs(run)
   point = {"config": f"configs/{variant}_96L.py", "index": 0, "overrides": {"opt.lr": lr}}
   config = {
     "name": f"{variant}_96L",
@@ -38,16 +38,7 @@ def fake_run(root, variant, depth, lr, seed, loss, status="completed", steps=100
   }
   curve = [{"step": 50, "train/loss": 3.5, "eval/loss": 3.4}]
   curve += [{"step": steps, "train/loss": loss, "eval/loss": loss}]
-  for name, obj in (
-    ("sweep_point.json", point),
-    ("config.json", config),
-    ("summary.json", summary),
-  ):
-    with open(os.path.join(run, name), "w") as f:
-      json.dump(obj, f)
-  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in curve)
-  return run
+  return write_run_folder(run, curve, sweep_point=point, config=config, summary=summary)
 
 
 def _row(lr, seed, loss, outcome="trained"):

@@ -2,17 +2,16 @@
 quantities are read from the right per-layer records, the lower-over-higher gradient ratio is
 the first layers' mean over the last layers', and the figure draws every run."""
 
-import json
 import os
 
 import pytest
 
+from conftest import write_run_folder
 from resnorm_jax.tools import mechanism
 
 
 def _run(root, variant, grads, rms, steps=(5, 10, 20, 40)):
   run = os.path.join(root, f"{variant}-L4-lr0.001-s0")
-  os.makedirs(run)
   point = {"config": f"configs/{variant}_96L.py", "index": 0, "overrides": {"opt.lr": 1e-3}}
   config = {"seed": 0, "model": {"num_layers": 4}, "resolved_model": {"num_layers": 4}}
   config["opt"] = {"lr": 1e-3}
@@ -30,16 +29,7 @@ def _run(root, variant, grads, rms, steps=(5, 10, 20, 40)):
     }
     for s in steps
   ]
-  for name, obj in (
-    ("sweep_point.json", point),
-    ("config.json", config),
-    ("summary.json", summary),
-  ):
-    with open(os.path.join(run, name), "w") as f:
-      json.dump(obj, f)
-  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in records)
-  return run
+  return write_run_folder(run, records, sweep_point=point, config=config, summary=summary)
 
 
 def test_the_lower_layers_gradient_over_the_higher():
