@@ -119,5 +119,10 @@ def main(argv):
   )
 
 
-if __name__ == "__main__":
+def cli_main() -> None:
+  """The console command (pyproject.toml's [project.scripts]): the same as `python -m`."""
   app.run(main, flags_parser=cli.parse_flags_or_exit)
+
+
+if __name__ == "__main__":
+  cli_main()

@@ -18,5 +18,10 @@ def main(argv: list[str]) -> int:
   return 0
 
 
-if __name__ == "__main__":
+def cli_main() -> None:
+  """The console command resnorm-config (pyproject.toml)."""
   sys.exit(main(sys.argv))
+
+
+if __name__ == "__main__":
+  cli_main()
