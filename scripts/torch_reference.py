@@ -9,8 +9,8 @@ scaled_dot_product_attention, AdamW (weight decay 0.1 on matrices, b2 0.99), gra
 clipping at 1.0; one training iteration = sample a batch, forward, backward, clip, step, and
 read the loss (nanoGPT with --log_interval=1). A same-machine baseline for the JAX step.
 Not a dependency of the library, and it imports nothing from it (the standard library, torch
-and numpy only: tests/test_standalone_scripts.py): `pip install torch numpy` in any Python 3
-environment and run it from anywhere.
+and numpy only: tests/test_standalone_scripts.py): `pip install -r requirements-torch.txt`
+(the versions it was measured with) in any Python 3 environment and run it from anywhere.
 """
 
 from __future__ import annotations
