@@ -97,6 +97,11 @@ def survival_cells() -> list[dict[str, str]]:
   return read(path) if os.path.isfile(os.path.join(ROOT, path)) else []
 
 
+def for_good(cell: dict[str, str]) -> str:
+  """'4 kept': the runs below the margin at every eval from their first passage on."""
+  return f"{cell['escaped_for_good']} kept"
+
+
 def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
   """'Post-LN 12 layers: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
   'Post-LN 12 layers 11/12 at 5e-4, ...' (short), a group per (variant, depth)."""
@@ -108,12 +113,16 @@ def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
     if long:
       parts = [
         f"{lr_text(float(c['lr']))} {c['escaped']}/{c['seeds']} "
-        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
+        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f}; {for_good(c)})"
         for c in members
       ]
-      out.append(f"{LABEL[variant]} {depth} layers: " + ", ".join(parts))
+      out.append(f"{LABEL[variant]} {depth}L: " + ", ".join(parts))
     else:
-      parts = [f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}" for c in members]
+      parts = [
+        f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}"
+        + (f" ({for_good(c)})" if c["escaped_for_good"] != c["escaped"] else "")
+        for c in members
+      ]
       out.append(f"{LABEL[variant]} {depth} layers " + ", ".join(parts))
   return "; ".join(out)
 
@@ -123,15 +132,16 @@ def row_survival() -> list[str] | None:
   if not cells:
     return None
   horizon = int(cells[0]["horizon"])
-  seeds = max(int(c["seeds"]) for c in cells)
+  low, high = min(int(c["seeds"]) for c in cells), max(int(c["seeds"]) for c in cells)
+  n_seeds = f"{low}" if low == high else f"{low}-{high}"
   relapsed = sum(int(c["relapsed_runs"]) for c in cells)
   runs = sum(int(c["seeds"]) for c in cells)
   return [
     "The odds at the edges",
-    f"seeds escaped by step {horizon:,} (95% interval): "
+    f"escaped by step {horizon:,} (95% interval; kept: below to the end): "
     + odds_by_cell(cells, long=True)
-    + f"; {relapsed} of {runs} runs fell back after escaping",
-    f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, seeds 0-{seeds - 1}; stdlib",
+    + f"; {relapsed} of {runs} fell back",
+    f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, {n_seeds} seeds per cell; stdlib",
     "[survival](docs/survival/survival.png), `docs/survival/cells.csv`",
   ]
 
