@@ -13,12 +13,8 @@ from ml_collections import config_dict
 placeholder = config_dict.placeholder
 
 
-def get_config() -> config_dict.ConfigDict:
-  """Returns the default config: a 6-layer Post-LN byte-level model on stdlib source."""
-  c = config_dict.ConfigDict()
-  c.name = "base"  # run name prefix: runs/<name>-<timestamp>
-  c.seed = 0  # parameter init and data order
-
+def _model_section(c: config_dict.ConfigDict) -> None:
+  """The model.* keys (get_config's first section)."""
   m = c.model = config_dict.ConfigDict()
   # byte-level by default; 0: from the data (256 for bytes; a folder made by
   # experiments.prepare_data: its tokenizer's size padded to a multiple of 128)
@@ -78,6 +74,15 @@ def get_config() -> config_dict.ConfigDict:
   # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
   m.depth_param = "sp"
   m.base_depth = 6  # L_base: the depth the lr (and every other hyperparameter) is tuned at
+
+
+def get_config() -> config_dict.ConfigDict:
+  """Returns the default config: a 6-layer Post-LN byte-level model on stdlib source."""
+  c = config_dict.ConfigDict()
+  c.name = "base"  # run name prefix: runs/<name>-<timestamp>
+  c.seed = 0  # parameter init and data order
+
+  _model_section(c)
 
   t = c.train = config_dict.ConfigDict()
   t.steps = 300  # optimizer steps of the run (its budget)
@@ -166,13 +171,15 @@ def describe() -> list[tuple[str, object, str]]:
     if tok.type == tokenize.COMMENT:
       comments[tok.start[0]] = tok.string.lstrip("#").strip()
   lines = source.splitlines()
-  func = next(
-    n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "get_config"
-  )
+  funcs = [
+    n
+    for n in ast.parse(source).body
+    if isinstance(n, ast.FunctionDef) and n.name in ("_model_section", "get_config")
+  ]
   sections: dict[str, str] = {}  # local name -> "model." etc.
   defaults = _flat(get_config().to_dict())
   out = []
-  for node in func.body:
+  for node in (n for f in funcs for n in f.body):
     if not (isinstance(node, ast.Assign) and isinstance(node.targets[-1], ast.Attribute)):
       continue
     target = node.targets[-1]
