@@ -255,7 +255,7 @@ def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
   shutil.rmtree(out)
   redo = [a if a != "--tokenizer=train:300" else "--tokenizer=train:320" for a in prep]
   assert run_script([sys.executable, *redo]).returncode == 0
-  proc = run_script([*train, "--config.train.steps=12"], timeout=300)
+  proc = run_script([*train, "--config.train.steps=30"], timeout=300)  # extends it
   assert proc.returncode == 2 and "data_fingerprint" in proc.stderr, proc.stderr[-2000:]
 
 
