@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import depth_param, variants
+from resnorm_jax.model import depth_param, stream_sharding, variants
 from resnorm_jax.model.attention import Attention
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
@@ -117,5 +117,6 @@ class Block(nnx.Module):
     else:
       x = self._sublayer("attn", x_BxTxD, attn, stats, index)
       x = self._sublayer("ffn", x, ffn, stats, index)
+    x = stream_sharding.constrain(x)  # rows over the data-parallel axes, when jitted so
     stats["stream_rms"] = rms(x)
     return x, stats

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import depth_param, variants
+from resnorm_jax.model import depth_param, stream_sharding, variants
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.block import Block
 from resnorm_jax.model.config_types import ModelConfig
@@ -82,7 +82,7 @@ class Transformer(nnx.Module):
     x = self.embed(tokens_BxT) * self.embed_scale
     if self.pos_embed is not None:
       x = x + self.pos_embed.embedding[:t][None]
-    return x.astype(COMPUTE_DTYPES[self.cfg.dtype])
+    return stream_sharding.constrain(x.astype(COMPUTE_DTYPES[self.cfg.dtype]))
 
   def __call__(self, tokens_BxT: jax.Array, *, scan: bool = True):
     """Returns (logits [B,T,V] float32, stats); stats["layers"] holds per-layer [L] arrays."""

@@ -265,8 +265,8 @@ def build(
     ts.train_step, model_def, optimizer, per_layer=per_layer, z_loss_weight=t.get("z_loss", 0.0)
   )
   step_fn = shard_lib.jit_train_step(step, shardings, bsh)
-  eval_fn = jax.jit(
-    functools.partial(ts.eval_step, model_def), in_shardings=(shardings, (bsh, bsh))
+  eval_fn = shard_lib.jit_model_fn(
+    functools.partial(ts.eval_step, model_def), bsh, in_shardings=(shardings, (bsh, bsh))
   )
   return RunSetup(
     config, mcfg, model_def, optimizer, schedule, mesh, shardings, bsh, abstract, step_fn, eval_fn

@@ -20,6 +20,8 @@ import numpy as np
 import optax
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from resnorm_jax.model import stream_sharding
+
 MESH_AXES = ("data", "fsdp", "tensor")
 PyTree = Any
 
@@ -137,11 +139,27 @@ def state_shardings(
   )
 
 
+def stream_rows(batch_sh: NamedSharding) -> NamedSharding | None:
+  """The residual stream's sharding: rows as the batch's, every other axis whole; None
+  (no constraint, the program unchanged) when the batch is not split."""
+  rows = batch_sh.spec[0] if len(batch_sh.spec) else None
+  if int(np.prod([batch_sh.mesh.shape[a] for a in _mesh_axes(rows)])) == 1:
+    return None
+  return NamedSharding(batch_sh.mesh, PartitionSpec(rows))
+
+
+def jit_model_fn(fn, batch_sh: NamedSharding, **jit_kwargs):
+  """jax.jit of a function that runs the model on batches of `batch_sh`, traced with the
+  residual stream pinned to the batch's rows (resnorm_jax/model/stream_sharding.py)."""
+  return jax.jit(stream_sharding.constrained(fn, stream_rows(batch_sh)), **jit_kwargs)
+
+
 def jit_train_step(step_fn, shardings, batch_sh: NamedSharding):
   """jit of step_fn(state, batch) -> (state, metrics): state donated, metrics on every host."""
   replicated = NamedSharding(batch_sh.mesh, PartitionSpec())
-  return jax.jit(
+  return jit_model_fn(
     step_fn,
+    batch_sh,
     in_shardings=(shardings, (batch_sh, batch_sh)),
     out_shardings=(shardings, replicated),
     donate_argnums=0,
