@@ -1,0 +1,63 @@
+"""Does the best lr transfer across depth? Tables and figures of the depth-parametrization
+sweep (configs/sweeps/depth_transfer.py) beside standard parametrization's loss-vs-lr runs.
+
+python scripts/depth_transfer.py [--runs=docs/depth_transfer/runs] \
+    [--sp_runs=docs/lr_sensitivity/runs] [--out_dir=docs/depth_transfer]
+
+Every curve is compared on the sweep's lrs (configs/sweeps/depth_transfer.py LRS; sp's runs
+at other lrs are left out) and, at the base depth, sp's runs stand for every
+parametrization (they are the same runs bit for bit). Writes into --out_dir:
+  results.csv   a row per finished run (lr_sensitivity's columns + depth_param)
+  best_lr.csv   a row per (variant, parametrization, depth): the grid's best lr and loss, the
+                fitted best lr (parabola in log2 lr through the lowest point and 1 or 2
+                neighbours each side: 3pt, 5pt) and the standard error of its log2; empty
+                where the lowest point is at the grid's end
+  slopes.csv    d log2(best lr) / d log2(L) per (variant, parametrization), with its s.e.
+  <variant>.png loss against lr per parametrization (depth as colour) and best lr against depth
+The rules are resnorm_jax/tools/depth_transfer.py's. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from configs.sweeps import depth_transfer as grid
+from resnorm_jax.tools import depth_transfer as dt  # (no JAX)
+from resnorm_jax.tools import lr_sensitivity
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--runs", default=os.path.join("docs", "depth_transfer", "runs"))
+  parser.add_argument("--sp_runs", default=os.path.join("docs", "lr_sensitivity", "runs"))
+  parser.add_argument("--out_dir", default=os.path.join("docs", "depth_transfer"))
+  args = parser.parse_args()
+  if not os.path.isdir(args.runs):
+    sys.exit(f"no run folder at {args.runs}")
+  parametrized = dt.rows_of(args.runs)
+  variants = sorted({r["variant"] for r in parametrized})
+  depths = (grid.BASE_DEPTH, *grid.DEPTHS, *grid.LATE_DEPTHS)
+  sp = [r for r in dt.rows_of(args.sp_runs, depths) if r["variant"] in variants]
+  on_grid = lambda r: any(abs(r["opt.lr"] / lr - 1) < 1e-6 for lr in grid.LRS)
+  rows = dt.with_base_depth([r for r in sp + parametrized if on_grid(r)], grid.BASE_DEPTH)
+  table = dt.best_lr_table(rows)
+  slopes = dt.depth_slopes(table)
+  columns = (*lr_sensitivity.RESULT_COLUMNS, "depth_param")
+  paths = [
+    dt.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
+    dt.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
+    dt.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
+  ]
+  for variant in variants:
+    mine = [r for r in rows if r["variant"] == variant]
+    out = os.path.join(args.out_dir, f"{variant}.png")
+    mine_table = [t for t in table if t["variant"] == variant]
+    paths.append(dt.plot_transfer(mine, mine_table, variant, out))
+  print("\n".join(dt.describe(table, slopes)))
+  print("\n".join(paths))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,70 @@
+"""The depth-transfer analysis (resnorm_jax/tools/depth_transfer.py): best lr from a parabola in
+log2 lr, its slope against depth, and the base depth's sp runs standing for every
+parametrization. No JAX, no run folders: synthetic curves with a known answer."""
+
+import math
+
+import pytest
+
+from resnorm_jax.tools import depth_transfer as dt
+
+LRS = [2.5e-4 * 2**k for k in range(7)]
+
+
+def _curve(best_lr: float, lrs=LRS, curvature: float = 0.05, skew: float = 0.0):
+  """Seed-mean points of a loss a (log2 lr - log2 best)^2 (+ skew x cube) + 1.7."""
+  pts = []
+  for lr in lrs:
+    u = math.log2(lr / best_lr)
+    pts.append({"lr": lr, "mean": 1.7 + curvature * u**2 + skew * u**3})
+  return pts
+
+
+@pytest.mark.parametrize("best", [1e-3, 3e-3, 5.5e-3])
+def test_both_fits_find_the_vertex_of_a_parabola(best):
+  for neighbours in dt.FITS.values():
+    lr, se = dt.fit_best_lr(_curve(best), neighbours)
+    assert lr == pytest.approx(best, rel=1e-6) and se >= 0
+
+
+def test_a_lowest_point_at_the_grid_end_is_not_bracketed():
+  assert dt.fit_best_lr(_curve(1e-4), 2) is None  # below the smallest lr
+  assert dt.fit_best_lr(_curve(5e-2), 1) is None  # above the largest
+
+
+def test_the_5_point_fit_reports_the_skew_the_3_point_fit_cannot_see():
+  """An asymmetric curve: the 5-point fit has residuals, so a positive standard error, and
+  its vertex moves away from the 3-point one."""
+  curve = _curve(2e-3, skew=0.01)
+  lr3, se3 = dt.fit_best_lr(curve, 1)
+  lr5, se5 = dt.fit_best_lr(curve, 2)
+  assert se3 == pytest.approx(0.5) and se5 > 0 and abs(math.log2(lr5 / lr3)) > 0.05
+
+
+def _rows(param: str, depth: int, best: float):
+  return [
+    {"variant": "prenorm", "depth_param": param, "num_layers": depth, "opt.lr": p["lr"],
+     "capped_loss": p["mean"], "seed": 0, "outcome": "trained"}
+    for p in _curve(best)
+  ]  # fmt: skip
+
+
+def test_slope_of_best_lr_against_depth():
+  """Best lr ~ L^-0.5 under sp and constant under completep: the slopes come out as such."""
+  rows = []
+  for depth in (6, 12, 24):
+    rows += _rows("sp", depth, 4e-3 * (depth / 6) ** -0.5) + _rows("completep", depth, 2e-3)
+  table = dt.best_lr_table(rows)
+  slopes = {(s["depth_param"], s["fit"]): s for s in dt.depth_slopes(table)}
+  for fit in dt.FITS:
+    assert slopes["sp", fit]["slope"] == pytest.approx(-0.5, abs=1e-6)
+    assert slopes["completep", fit]["slope"] == pytest.approx(0.0, abs=1e-6)
+    assert slopes["sp", fit]["depths"] == "6 12 24"
+
+
+def test_base_depth_sp_runs_stand_for_every_parametrization():
+  rows = _rows("sp", 6, 4e-3) + _rows("sp", 12, 3e-3) + _rows("completep", 12, 4e-3)
+  both = dt.with_base_depth(rows, base_depth=6)
+  base = [r for r in both if r["depth_param"] == "completep" and r["num_layers"] == 6]
+  assert len(base) == len(LRS) and all(r["opt.lr"] in LRS for r in base)
+  assert not [r for r in both if r["depth_param"] == "completep" and r["num_layers"] == 24]
