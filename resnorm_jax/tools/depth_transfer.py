@@ -176,6 +176,7 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   color = {d: cmap(i / max(len(depths) - 1, 1)) for i, d in enumerate(depths)}
   fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.3 * (len(params) + 1), 4.6))
   for ax, param in zip(axes, params, strict=False):
+    ax.sharey(axes[0]) if ax is not axes[0] else None
     for depth in depths:
       curve = lrs.lr_curve(
         [r for r in rows if r["depth_param"] == param and int(r["num_layers"]) == depth]
@@ -208,6 +209,8 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   ax.set(xscale="log", yscale="log", xlabel="layers", ylabel="fitted best lr (+-1 s.e.)",
          title="best lr against depth")  # fmt: skip
   ax.set_xticks(depths, [str(d) for d in depths])
+  ticks = sorted({float(r["opt.lr"]) for r in rows})
+  ax.set_yticks(ticks, [lr_label(t) for t in ticks])
   ax.minorticks_off()
   ax.grid(alpha=0.3)
   ax.legend(fontsize="small")
