@@ -42,13 +42,14 @@ def main() -> None:
   sp = [r for r in dt.rows_of(args.sp_runs, depths) if r["variant"] in variants]
   on_grid = lambda r: any(abs(r["opt.lr"] / lr - 1) < 1e-6 for lr in grid.LRS)
   rows = dt.with_base_depth([r for r in sp + parametrized if on_grid(r)], grid.BASE_DEPTH)
+  os.makedirs(args.out_dir, exist_ok=True)
   table = dt.best_lr_table(rows)
   slopes = dt.depth_slopes(table)
   columns = (*lr_sensitivity.RESULT_COLUMNS, "depth_param")
   paths = [
-    dt.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
-    dt.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
-    dt.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
+    lr_sensitivity.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
+    lr_sensitivity.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
+    lr_sensitivity.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
   ]
   for variant in variants:
     mine = [r for r in rows if r["variant"] == variant]

@@ -20,7 +20,6 @@ not bracket it. The slope of log2(best lr) against log2(L) is a weighted least-s
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -216,15 +215,6 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   ax.legend(fontsize="small")
   fig.suptitle(f"{variant}: does the best lr transfer across depth? ({lrs.setting_title(rows)})")
   return save_figure(fig, out)
-
-
-def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: str) -> str:
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", newline="") as f:
-    w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-  return path
 
 
 def describe(table: Sequence[Row], slopes: Sequence[Row]) -> list[str]:
