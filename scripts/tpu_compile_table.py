@@ -2,6 +2,7 @@
 rent, on this host (deviceless: libtpu's compiler, no TPU).
 
 python scripts/tpu_compile_table.py [--out=docs/tpu_compile/results.csv] [--only=v5e:4x4,...]
+python scripts/tpu_compile_table.py --markdown  # its tables, as docs/tpu_compile/README.md has them
 
 Each (config, topology) is compiled as `python -m experiments.compile_for` does (train step,
 loop-corrected cost model; no eval step). A config that does not fit gets its row (fits=no)
@@ -41,6 +42,47 @@ def derived(row: dict[str, str], key: str) -> str:
   return ""
 
 
+VARIANT_NAMES = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
+
+
+def cell(row: dict[str, str] | None) -> str:
+  """One (config, topology)'s result in words: fits or not, per-chip GiB, the estimates."""
+  if row is None:
+    return "not compiled"
+  if row["fits"] != "yes":
+    return f"does not fit ({float(row['per_chip_gib']):.2f} GiB)"
+  return (
+    f"fits ({float(row['per_chip_gib']):.2f} GiB; est {float(row['est_step_s']):.3g} s/step, "
+    f"MFU {100 * float(row['est_mfu']):.0f}%; {float(row['flops_ratio']):.2f}x FLOPs)"
+  )
+
+
+def markdown(rows: list[dict[str, str]], depth: str) -> str:
+  """The `:paper` rows at one depth ("96L", "1000L") as a markdown table: topologies down
+  (those with a row at this depth), variants across, in the order of TOPOLOGIES and CONFIGS."""
+  paper = {(r["config"], r["topology"]): r for r in rows if r["settings"] == ":paper"}
+  labels = [c[0] for c in CONFIGS if c[0].endswith("_" + depth)]
+  hbm = {r["topology"]: (r["chips"], r["hbm_gib"]) for r in rows}
+  layers = depth[:-1]
+  head = [f"{VARIANT_NAMES[label.split('_')[0]]} {layers}" for label in labels]
+  lines = [
+    "| topology (chips, usable HBM) | " + " | ".join(head) + " |",
+    "| --- " * (len(head) + 1) + "|",
+  ]
+  for t in TOPOLOGIES:
+    if not any((label, t) in paper for label in labels):
+      continue
+    chips, gib = hbm[t]
+    cells = [cell(paper.get((label, t))) for label in labels]
+    lines.append(f"| {t} ({chips}, {gib} GiB) | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def read(path: str) -> list[dict[str, str]]:
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
 def main() -> None:
   from resnorm_jax.config import cli
   from resnorm_jax.tools import target_compile as tc
@@ -49,7 +91,12 @@ def main() -> None:
   p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/results.csv"))
   p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
   p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
+  p.add_argument("--markdown", action="store_true", help="print the file's tables; compile nothing")
   args = p.parse_args()
+  if args.markdown:
+    rows = read(args.out)
+    print(f"{len(rows)} rows\n\n{markdown(rows, '96L')}\n\n{markdown(rows, '1000L')}")
+    return
   fields = ("config", "settings", *tc.CSV_FIELDS[1:], "recommended")
   rows, header = [], ()
   if os.path.exists(args.out):
