@@ -289,6 +289,32 @@ def row_later() -> list[str]:
   ]
 
 
+def row_depth_transfer() -> list[str] | None:
+  path = "docs/depth_transfer/slopes.csv"
+  if not os.path.exists(os.path.join(ROOT, path)):
+    return None
+  names = {"sp": "sp", "depth_mup": "depth-muP", "completep": "CompleteP"}
+  slopes = {r["depth_param"]: r for r in read(path) if r["fit"] == "5pt"}
+  best = read("docs/depth_transfer/best_lr.csv")
+  deepest = max(int(r["num_layers"]) for r in best if r["depth_param"] != "sp")
+  at = {r["depth_param"]: r for r in best if int(r["num_layers"]) == deepest}
+  parts = [
+    f"{names[p]} {float(r['slope']):+.3f} +- {float(r['slope_se']):.3f} ({r['depths'].split()[0]}"
+    f"-{r['depths'].split()[-1]} layers)"
+    for p, r in ((p, slopes[p]) for p in names if p in slopes)
+  ]
+  losses = ", ".join(f"{names[p]} {float(at[p]['grid_best_loss']):.3f}" for p in names if p in at)
+  return [
+    "Depth transfer of Pre-LN's best lr",
+    "slope of log2(best lr) on log2(layers), 0 = transfer (5-point fit): "
+    + ", ".join(parts)
+    + f"; best loss at {deepest} layers: {losses}",
+    "1,000 steps, 7 lrs, seed 0 (sp: mean of seeds 0-2 where run), stdlib",
+    "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
+    "`docs/depth_transfer/best_lr.csv`",
+  ]
+
+
 ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_edges,
   row_survival,
@@ -300,6 +326,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_update_bound,
   row_1000,
   row_later,
+  row_depth_transfer,
 )
 
 
