@@ -13,9 +13,10 @@ docs/lr_sensitivity/ runs: not repeated here.
 
 Priority: seed 0 of Pre-LN under CompleteP first (the transfer claim), then depth-muP, then
 Post-LN and DeepNorm under CompleteP (does the parametrization move Post-LN's edge?), then
-48 layers. Seeds 1 and 2 of Pre-LN at 4e-3 (the best grid lr of sp and CompleteP at every
-depth; sp's seeds 0-2 there are committed) measure the seed spread the contrast sits in:
-  ... --filter='^prenorm-(completep|depth_mup)-L(12|24)-lr0.004-s[12]$'
+48 layers. Seeds 1 and 2 of Pre-LN at each parametrization's best grid lr at 12 and 24
+layers (SEED_LR: 4e-3 under CompleteP, as sp's, whose seeds 0-2 there are committed; 8e-3
+under depth-muP) measure the seed spread the contrast sits in:
+  ... --filter='^prenorm-(completep|depth_mup)-L(12|24)-lr[0-9.]*-s[12]$'
 
 Cost on one pinned core per 1,000 steps (measured for lr_sensitivity, the same shape; the
 branch multiplier adds one elementwise product per sub-layer): ~4 min at 12 layers, 9 at 24,
@@ -50,7 +51,7 @@ def _point(variant: str, param: str, n: int, lr: float, seed: int) -> dict:
   )
 
 
-SEED_LR = 4e-3
+SEED_LR = {"completep": 4e-3, "depth_mup": 8e-3}  # the best grid lr at 12 and 24 layers
 SEEDS = (1, 2)
 GRID = [
   _point(v, p, n, lr, 0)
@@ -58,9 +59,4 @@ GRID = [
   for v, p in CURVES
   for n in depths
   for lr in RUN_ORDER
-] + [
-  _point("prenorm", p, n, SEED_LR, s)
-  for p in ("completep", "depth_mup")
-  for n in DEPTHS
-  for s in SEEDS
-]
+] + [_point("prenorm", p, n, lr, s) for p, lr in SEED_LR.items() for n in DEPTHS for s in SEEDS]
