@@ -17,6 +17,7 @@ Post-LN and DeepNorm under CompleteP (does the parametrization move Post-LN's ed
 layers (SEED_LR: 4e-3 under CompleteP, as sp's, whose seeds 0-2 there are committed; 8e-3
 under depth-muP) measure the seed spread the contrast sits in:
   ... --filter='^prenorm-(completep|depth_mup)-L(12|24)-lr[0-9.]*-s[12]$'
+Post-LN under CompleteP has seeds 1 and 2 at 2e-3 and 12 layers (POSTNORM_SEED_LR).
 
 Cost on one pinned core per 1,000 steps (measured for lr_sensitivity, the same shape; the
 branch multiplier adds one elementwise product per sub-layer): ~4 min at 12 layers, 9 at 24,
@@ -60,3 +61,7 @@ GRID = [
   for n in depths
   for lr in RUN_ORDER
 ] + [_point("prenorm", p, n, lr, s) for p, lr in SEED_LR.items() for n in DEPTHS for s in SEEDS]
+# Post-LN under CompleteP trains at 12 layers at 2e-3, where sp's Post-LN is stuck: the
+# seeds there tell a moved edge from one lucky draw.
+POSTNORM_SEED_LR = 2e-3
+GRID += [_point("postnorm", "completep", 12, POSTNORM_SEED_LR, s) for s in SEEDS]
