@@ -1,7 +1,11 @@
-"""Compile a run for a TPU slice this host does not have (deviceless, libtpu's compiler).
+"""Compile a run for a TPU slice or GPUs this host does not have (deviceless compilation).
 
 python -m experiments.compile_for --config=configs/postnorm_1000L.py:paper --topology=v5p:2x2x2
 python -m experiments.compile_for --config=configs/smoke.py --topology=v5litepod-4
+python -m experiments.compile_for --config=configs/postnorm_96L.py:paper --topology=h100:8
+
+TPUs need libtpu (requirements-dev.txt); GPUs the CUDA plugin's compiler
+(requirements-gpu-compile.txt), which gives memory per GPU but no cost model.
 
 Builds the run as training does (run_setup.build on the topology's devices), compiles the
 train and eval steps for the TPU and prints per-chip memory against the chip's HBM, fits or
@@ -20,7 +24,9 @@ from resnorm_jax.config import cli
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
 )
-_TOPOLOGY = flags.DEFINE_string("topology", None, "v5e:4x4, v5p:2x2x2, ... or v5litepod-16, v5p-8.")
+_TOPOLOGY = flags.DEFINE_string(
+  "topology", None, "v5e:4x4, v5p:2x2x2, ..., v5litepod-16, v5p-8, or h100:N."
+)
 _VOCAB = flags.DEFINE_integer("vocab_size", 0, "Vocabulary (0: the run's; no data here: 50304).")
 _EVAL = flags.DEFINE_bool("eval", True, "Also compile the eval step.")
 _LOOP = flags.DEFINE_bool("loop_correction", True, "Correct the cost for the scanned stack.")
@@ -32,22 +38,23 @@ def main(argv):
   if len(argv) > 1 or _CONFIG.value is None or not _TOPOLOGY.value:
     cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
   from resnorm_jax.tools import target_compile as tc
+  from resnorm_jax.tools import target_report
 
   c = _CONFIG.value
   try:
-    tc.topology_devices(_TOPOLOGY.value)  # bad topology or no libtpu: before any compile
+    tc.target_devices(_TOPOLOGY.value)  # bad target or no compiler for it: before compiling
     r = tc.compile_for(
       c, _TOPOLOGY.value, vocab_size=_VOCAB.value, eval_step=_EVAL.value, correct_loop=_LOOP.value
     )
   except ValueError as e:
     cli.fail(str(e))
-  print("\n".join(tc.describe(r)), flush=True)
-  row = tc.csv_row(r, c.name)
+  print("\n".join(target_report.describe(r)), flush=True)
+  row = target_report.csv_row(r, c.name)
   if not r.fits:
     fit = tc.find_fit(c, r.topology, max_tries=_SEARCH.value, vocab_size=_VOCAB.value)
     if fit:
       row["recommendation"] = fit[0]
-      print(f"recommendation: {fit[0]} fits ({tc.size(fit[2].per_chip_bytes)} per chip)")
+      print(f"recommendation: {fit[0]} fits ({target_report.size(fit[2].per_chip_bytes)} per chip)")
     else:
       row["recommendation"] = "a larger slice"
       print("recommendation: a larger slice (none of the candidate settings fits this one)")

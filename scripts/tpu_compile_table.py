@@ -1,7 +1,9 @@
 """docs/tpu_compile/results.csv: every :paper depth config compiled for the TPU slices people
-rent, on this host (deviceless: libtpu's compiler, no TPU).
+rent, on this host (deviceless: libtpu's compiler, no TPU); gpu.csv: the same for one and
+eight H100s (the CUDA plugin's compiler, requirements-gpu-compile.txt; memory only).
 
 python scripts/tpu_compile_table.py [--out=docs/tpu_compile/results.csv] [--only=v5e:4x4,...]
+python scripts/tpu_compile_table.py --only=h100:1,h100:8 --out=docs/tpu_compile/gpu.csv
 python scripts/tpu_compile_table.py --markdown  # its tables, as docs/tpu_compile/README.md has them
 
 Each (config, topology) is compiled as `python -m experiments.compile_for` does (train step,
@@ -51,6 +53,8 @@ def cell(row: dict[str, str] | None) -> str:
     return "not compiled"
   if row["fits"] != "yes":
     return f"does not fit ({float(row['per_chip_gib']):.2f} GiB)"
+  if not row["est_step_s"]:  # a GPU: the compiler gives memory only, no cost model
+    return f"fits ({float(row['per_chip_gib']):.2f} GiB)"
   return (
     f"fits ({float(row['per_chip_gib']):.2f} GiB; est {float(row['est_step_s']):.3g} s/step, "
     f"MFU {100 * float(row['est_mfu']):.0f}%; {float(row['flops_ratio']):.2f}x FLOPs)"
@@ -59,7 +63,7 @@ def cell(row: dict[str, str] | None) -> str:
 
 def markdown(rows: list[dict[str, str]], depth: str) -> str:
   """The `:paper` rows at one depth ("96L", "1000L") as a markdown table: topologies down
-  (those with a row at this depth), variants across, in the order of TOPOLOGIES and CONFIGS."""
+  (those with a row at this depth, in the file's order), variants across (CONFIGS' order)."""
   paper = {(r["config"], r["topology"]): r for r in rows if r["settings"] == ":paper"}
   labels = [c[0] for c in CONFIGS if c[0].endswith("_" + depth)]
   hbm = {r["topology"]: (r["chips"], r["hbm_gib"]) for r in rows}
@@ -69,7 +73,7 @@ def markdown(rows: list[dict[str, str]], depth: str) -> str:
     "| topology (chips, usable HBM) | " + " | ".join(head) + " |",
     "| --- " * (len(head) + 1) + "|",
   ]
-  for t in TOPOLOGIES:
+  for t in dict.fromkeys(r["topology"] for r in rows):
     if not any((label, t) in paper for label in labels):
       continue
     chips, gib = hbm[t]
@@ -86,6 +90,7 @@ def read(path: str) -> list[dict[str, str]]:
 def main() -> None:
   from resnorm_jax.config import cli
   from resnorm_jax.tools import target_compile as tc
+  from resnorm_jax.tools import target_report
 
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/results.csv"))
@@ -97,7 +102,7 @@ def main() -> None:
     rows = read(args.out)
     print(f"{len(rows)} rows\n\n{markdown(rows, '96L')}\n\n{markdown(rows, '1000L')}")
     return
-  fields = ("config", "settings", *tc.CSV_FIELDS[1:], "recommended")
+  fields = ("config", "settings", *target_report.CSV_FIELDS[1:], "recommended")
   rows, header = [], ()
   if os.path.exists(args.out):
     with open(args.out) as f:
@@ -115,7 +120,7 @@ def main() -> None:
   labels = set(args.configs.split(",")) if args.configs else None
 
   def write(report, label: str, settings: str, recommended: str) -> None:
-    row = {**tc.csv_row(report, label), "settings": settings, "recommended": recommended}
+    row = {**target_report.csv_row(report, label), "settings": settings, "recommended": recommended}
     with open(args.out, "a", newline="") as f:
       csv.DictWriter(f, fields, lineterminator="\n").writerow(row)
     print(" ".join(f"{k}={row[k]}" for k in fields), flush=True)

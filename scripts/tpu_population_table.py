@@ -22,6 +22,7 @@ import os
 from resnorm_jax.config import cli
 from resnorm_jax.tools import population_compile as pc
 from resnorm_jax.tools import target_compile as tc
+from resnorm_jax.tools import tpu_target
 
 OUT = "docs/tpu_compile/population.csv"
 FIELDS = (
@@ -68,7 +69,7 @@ def row(r: pc.Comparison, d_model: int, layers: int) -> dict[str, str]:
     "d_model": str(d_model),
     "layers": str(layers),
     "members": str(r.members),
-    "per_chip_gib": f"{per_chip / tc.GIB:.3f}" if per_chip else "",
+    "per_chip_gib": f"{per_chip / tpu_target.GIB:.3f}" if per_chip else "",
     "fits": "yes" if pop.fits else "no",
     "flops_per_step": f"{pop.cost['flops']:.4g}" if pop.fits else "",
     "est_step_s": f"{r.population_seconds:.4g}" if r.population_seconds else "",
@@ -105,7 +106,7 @@ def main() -> None:
       d_model, layers, overrides = SHAPES[shape]
       config, single = shape_config(layers, overrides), None
       for m in [int(v) for v in a.members.split(",")]:
-        key = (tc.topology_name(topology)[1], str(d_model), str(layers), str(m))
+        key = (tpu_target.topology_name(topology)[1], str(d_model), str(layers), str(m))
         if key in done or f"{shape}:{m}" in skip:
           continue
         r = pc.compare(config, topology, m, vocab_size=VOCAB, single=single)

@@ -9,10 +9,11 @@ import pytest
 
 from resnorm_jax.config import cli
 from resnorm_jax.tools import target_compile as tc
+from resnorm_jax.tools import target_report, tpu_target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_libtpu = pytest.mark.skipif(
-  not tc.importlib.util.find_spec("libtpu"),
+  not tpu_target.importlib.util.find_spec("libtpu"),
   reason="libtpu (the TPU compiler) is not installed: pip install -r requirements-dev.txt",
 )
 
@@ -48,19 +49,19 @@ def _cli(*args):
   ],
 )
 def test_topology_names_and_accelerator_types(spec, name):
-  assert tc.topology_name(spec)[1] == name
+  assert tpu_target.topology_name(spec)[1] == name
 
 
 @pytest.mark.parametrize("spec", ["v9:2x2", "v5e:2x2x2x2", "v5p:4x4", "v5litepod-12", "tpu", ""])
 def test_bad_topology_names_are_refused(spec):
-  with pytest.raises(tc.TargetError):
-    tc.topology_name(spec)
+  with pytest.raises(tpu_target.TargetError):
+    tpu_target.topology_name(spec)
 
 
 def test_no_libtpu_is_one_line(monkeypatch):
-  monkeypatch.setattr(tc.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(tc.TargetError, match="libtpu is not installed"):
-    tc.topology_devices("v5e:2x2")
+  monkeypatch.setattr(tpu_target.importlib.util, "find_spec", lambda name: None)
+  with pytest.raises(tpu_target.TargetError, match="libtpu is not installed"):
+    tpu_target.topology_devices("v5e:2x2")
 
 
 def test_loop_correction_is_arithmetic():
@@ -70,11 +71,11 @@ def test_loop_correction_is_arithmetic():
 
 def _report(flops_per_chip, chips=64, model_flops=1e12, corrected=True, scanned=True):
   memory = {"argument": 1, "output": 1, "alias": 0, "temp": 1, "generated_code": 0, "total": 3}
-  train = tc.Compiled(memory, "", {"flops": flops_per_chip}, 1.0, 1.0)
+  train = target_report.Compiled(memory, "", {"flops": flops_per_chip}, 1.0, 1.0)
   cost = {"flops": flops_per_chip, "optimal_seconds": 1.0}
-  return tc.Report(
-    "m", "v5e:8x8", tc.CHIPS["v5e"], chips, {"data": 1, "fsdp": chips, "tensor": 1}, "full",
-    (256, 512), 10, 256, 16 * tc.GIB, train, None, cost, corrected, model_flops,
+  return target_report.Report(
+    "m", "v5e:8x8", tpu_target.CHIPS["v5e"], chips, {"data": 1, "fsdp": chips, "tensor": 1}, "full",
+    (256, 512), 10, 256, 16 * tpu_target.GIB, train, None, cost, corrected, model_flops,
     seconds=1.0, seconds_source="optimal_seconds", scanned=scanned,
   )  # fmt: skip
 
@@ -85,12 +86,14 @@ def test_compiled_over_analytic_flops_is_reported_and_flagged_past_the_limit():
   fine, repeated = _report(1.3e12 / 64), _report(13.4e12 / 64)
   assert fine.flops_ratio == pytest.approx(1.3) and not fine.flops_warning
   assert repeated.flops_ratio == pytest.approx(13.4) and "13.4x" in repeated.flops_warning
-  assert tc.csv_row(repeated, "m")["flops_ratio"] == "13.40"
-  text = "\n".join(tc.describe(repeated))
+  assert target_report.csv_row(repeated, "m")["flops_ratio"] == "13.40"
+  text = "\n".join(target_report.describe(repeated))
   assert "compiled / analytic FLOPs 13.40" in text and "WARNING: the compiled step" in text
   # A scanned stack without the loop correction counts one layer: no ratio, no verdict.
   uncorrected = _report(0.1e12 / 64, corrected=False)
-  assert uncorrected.flops_ratio is None and tc.csv_row(uncorrected, "m")["flops_ratio"] == ""
+  assert (
+    uncorrected.flops_ratio is None and target_report.csv_row(uncorrected, "m")["flops_ratio"] == ""
+  )
   assert _report(1.3e12 / 64, corrected=False, scanned=False).flops_ratio == pytest.approx(1.3)
 
 
@@ -108,9 +111,11 @@ def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
   assert r.fits and r.chips == 4 and r.chip.name == "v5e"
   assert r.train.memory["total"] > 0 and r.eval.memory["total"] > 0
   assert r.cost["flops"] > 0 and r.step_seconds > 0 and 0 < r.mfu < 1
-  assert 15 * tc.GIB < r.hbm_limit <= 16 * tc.GIB  # the compiler's own limit (15.75 GiB)
-  text = "\n".join(tc.describe(r))
-  assert "FITS on v5e:2x2" in text and tc.ESTIMATE in text
+  assert (
+    15 * tpu_target.GIB < r.hbm_limit <= 16 * tpu_target.GIB
+  )  # the compiler's own limit (15.75 GiB)
+  text = "\n".join(target_report.describe(r))
+  assert "FITS on v5e:2x2" in text and target_report.ESTIMATE in text
 
 
 @needs_libtpu
@@ -134,7 +139,7 @@ def test_v4_compiles_one_device_per_chip_and_its_cores_make_a_mesh():
 
   from resnorm_jax.train import sharding
 
-  chip, name, devices = tc.topology_devices("v4:2x2x1")
+  chip, name, devices = tpu_target.topology_devices("v4:2x2x1")
   assert (chip.name, len(devices)) == ("v4", 4)  # megacore: 4 chips, not 8 cores
   r = tc.compile_for(_smoke(), "v4-8", eval_step=False, correct_loop=False)
   assert r.fits and r.mesh == {"data": 4, "fsdp": 1, "tensor": 1}
@@ -146,7 +151,7 @@ def test_v4_compiles_one_device_per_chip_and_its_cores_make_a_mesh():
 
 @needs_libtpu
 def test_a_mesh_that_does_not_divide_the_chips_is_refused_before_compiling():
-  with pytest.raises(tc.TargetError, match="v5e:2x2: mesh"):
+  with pytest.raises(tpu_target.TargetError, match="v5e:2x2: mesh"):
     tc.compile_for(_smoke(**{"mesh.data": 3}), "v5e:2x2")
 
 
@@ -191,7 +196,7 @@ def _small(**overrides):
 def test_data_parallel_step_does_its_share_of_the_model_flops():
   r = tc.compile_for(_small(), "v5e:4x4", vocab_size=256, eval_step=False)
   assert r.mesh["data"] == 16 and not r.corrected and not r.scanned
-  assert 1.0 < r.flops_ratio < tc.FLOPS_RATIO_LIMIT and not r.flops_warning
+  assert 1.0 < r.flops_ratio < target_report.FLOPS_RATIO_LIMIT and not r.flops_warning
 
 
 @needs_libtpu
@@ -202,4 +207,4 @@ def test_fsdp_step_does_its_share_of_the_model_flops():
   fsdp = {"mesh.data": 1, "mesh.fsdp": -1}
   r = tc.compile_for(_small(**fsdp), "v5e:4x4", vocab_size=256, eval_step=False)
   assert r.mesh["fsdp"] == 16
-  assert r.flops_ratio < tc.FLOPS_RATIO_LIMIT, "\n".join(tc.describe(r))
+  assert r.flops_ratio < target_report.FLOPS_RATIO_LIMIT, "\n".join(target_report.describe(r))

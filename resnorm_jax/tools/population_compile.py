@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from ml_collections import ConfigDict
 
 from resnorm_jax.tools import target_compile as tc
+from resnorm_jax.tools import target_report, tpu_target
 
 ROOFLINE = "roofline of FLOPs and bytes"
 
@@ -50,7 +51,7 @@ class StepCost:
   @property
   def per_chip_bytes(self) -> int | None:
     """Total resident bytes, or the temporaries the compiler refused."""
-    return self.memory.get("total") or tc._bytes_in(tc._TEMPS, self.oom)
+    return self.memory.get("total") or tpu_target._bytes_in(tpu_target._TEMPS, self.oom)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,26 +59,26 @@ class Comparison:
   """M members' population step against the single step on one chip: times are estimates."""
 
   topology: str
-  chip: tc.Chip
+  chip: tpu_target.Chip
   members: int
   single: StepCost
   population: StepCost
-  single_seconds: float | None  # one single step (tc.ESTIMATE)
-  population_seconds: float | None  # one population step of `members` (tc.ESTIMATE)
+  single_seconds: float | None  # one single step (target_report.ESTIMATE)
+  population_seconds: float | None  # one population step of `members` (target_report.ESTIMATE)
   source: str  # 'optimal_seconds' or ROOFLINE: both times' source
-  label: str = tc.ESTIMATE
+  label: str = target_report.ESTIMATE
 
   @property
   def ratio(self) -> float | None:
-    """M single steps over one population step (tc.ESTIMATE); above 1: batching pays."""
+    """M single steps over one population step (target_report.ESTIMATE); above 1: batching pays."""
     if not (self.single_seconds and self.population_seconds):
       return None
     return self.members * self.single_seconds / self.population_seconds
 
 
-def one_chip(topology: str) -> tuple[tc.Chip, str, list]:
+def one_chip(topology: str) -> tuple[tpu_target.Chip, str, list]:
   """(chip, topology name, [its first compile-only device]): a population's one device."""
-  chip, name, devices = tc.topology_devices(topology)
+  chip, name, devices = tpu_target.topology_devices(topology)
   return chip, name, devices[:1]
 
 
@@ -121,7 +122,7 @@ def step_cost(
   two layers or more, 2 layers per scan iteration; the cost loop-corrected."""
   from resnorm_jax.train import run_setup
 
-  def compiled(c: ConfigDict) -> tc.Compiled:
+  def compiled(c: ConfigDict) -> target_report.Compiled:
     run = run_setup.build(c, devices, vocab_size=vocab_size, platform="tpu")
     return tc.compile_lowered(lower(run, members))
 
@@ -137,7 +138,7 @@ def step_cost(
   return StepCost(members, first.memory, first.oom, cost, costs, corrected, cpu, hbm_limit)
 
 
-def estimates(single: StepCost, pop: StepCost, chip: tc.Chip) -> tuple[float | None, ...]:
+def estimates(single: StepCost, pop: StepCost, chip: tpu_target.Chip) -> tuple[float | None, ...]:
   """(single seconds, population seconds, source), both from one source: the roofline for
   both where step_estimate falls back to it for either; None for a step that does not fit."""
   if not (single.fits and pop.fits and single.cost and pop.cost):
@@ -150,7 +151,7 @@ def estimates(single: StepCost, pop: StepCost, chip: tc.Chip) -> tuple[float | N
   return s, p, s_src
 
 
-def roofline(cost: dict[str, float], chip: tc.Chip) -> float:
+def roofline(cost: dict[str, float], chip: tpu_target.Chip) -> float:
   """max(FLOPs / bf16 peak, bytes accessed / HBM bandwidth): seconds per step on one chip."""
   return max(cost["flops"] / chip.bf16_flops, cost.get("bytes accessed", 0) / chip.hbm_bandwidth)
 
@@ -169,13 +170,13 @@ def compare(
   (compiled here when None). TargetError for a bad topology, no libtpu or a bad config."""
   chip, name, devices = one_chip(topology)
   vocab, _ = tc.resolve_vocab(config, vocab_size)
-  limit = tc.hbm_limit(devices[0]) or chip.hbm_bytes
+  limit = tpu_target.hbm_limit(devices[0]) or chip.hbm_bytes
   kw = {"vocab_size": vocab, "hbm_limit": limit}
   try:
     if single is None:
       single = step_cost(config, devices, 0, lower_single, **kw)
     pop = step_cost(config, devices, members, lower_population, **kw)
   except ValueError as e:
-    raise tc.TargetError(f"{name}: {e}") from None
+    raise tpu_target.TargetError(f"{name}: {e}") from None
   s, p, source = estimates(single, pop, chip)
   return Comparison(name, chip, members, single, pop, s, p, source)
