@@ -28,12 +28,12 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
-  from resnorm_jax.data import corpora
+  from resnorm_jax.data import sources
   from resnorm_jax.train import io_faults, loop  # imports JAX: after flags, so --help stays fast
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
-    note = corpora.source_from_path(_CONFIG.value, overrides)  # data.path alone: its source
+    note = sources.source_from_path(_CONFIG.value, overrides)  # data.path alone: its source
     if note:
       print(note, flush=True)
     summary = loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])

@@ -16,7 +16,7 @@ import types
 
 import numpy as np
 
-from resnorm_jax.data import corpora, unigram
+from resnorm_jax.data import sources, unigram
 from resnorm_jax.data.batches import eval_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +42,7 @@ def main() -> None:
   args = parser.parse_args()
   rows = []
   for name, cfg in CORPORA.items():
-    corpus = corpora.load_corpus(cfg, 256, args.seq_len)
+    corpus = sources.load_corpus(cfg, 256, args.seq_len)
     counts = unigram.token_counts(corpus.train, 256) + unigram.UNIGRAM_SMOOTHING
     logp = np.log(counts / counts.sum())
     batches = -(-args.eval_tokens // (args.batch_size * args.seq_len))

@@ -21,8 +21,7 @@ import os
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.data import batches, unigram  # (no JAX)
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import batches, corpora, sources, unigram  # (no JAX)
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools.sweep_results import run_row, write_rows
 from resnorm_jax.train import escape
@@ -61,10 +60,10 @@ def run_folders(roots: list[str], exclude: list[str]) -> list[str]:
   return sorted(found)
 
 
-_CORPORA: dict[tuple, data_lib.Corpus | None] = {}
+_CORPORA: dict[tuple, corpora.Corpus | None] = {}
 
 
-def _corpus(config: dict) -> data_lib.Corpus | None:
+def _corpus(config: dict) -> corpora.Corpus | None:
   """The run's corpus (loaded once per data section), None where it cannot be loaded here."""
   data = dict(config.get("data") or {})
   vocab = escape.vocab_size(config) or 256
@@ -72,7 +71,7 @@ def _corpus(config: dict) -> data_lib.Corpus | None:
   key = (json.dumps(data, sort_keys=True), vocab, seq)
   if key not in _CORPORA:
     try:
-      _CORPORA[key] = data_lib.load_corpus(ConfigDict(data), vocab, seq)
+      _CORPORA[key] = sources.load_corpus(ConfigDict(data), vocab, seq)
     except Exception:  # another machine's file, a missing folder: no eval-set baseline
       _CORPORA[key] = None
   return _CORPORA[key]

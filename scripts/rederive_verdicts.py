@@ -16,7 +16,7 @@ import json
 import os
 import types
 
-from resnorm_jax.data import corpora, unigram
+from resnorm_jax.data import sources, unigram
 from resnorm_jax.train.outcome import STUCK_MARGIN, classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +54,7 @@ def main() -> None:
   parser.add_argument("--out", default="docs/verdict/rederived.csv")
   args = parser.parse_args()
   cfg = types.SimpleNamespace(source="stdlib", path="", val_path="", val_fraction=0.1)
-  corpus = corpora.load_corpus(cfg, 256, 128)
+  corpus = sources.load_corpus(cfg, 256, 128)
   heldout = unigram.heldout_unigram_entropy(corpus.train, corpus.val, 256)
   table = []
   for path in args.paths:

@@ -1,4 +1,5 @@
-"""Tests for resnorm_jax.data.corpora: determinism, sharding, sources and errors."""
+"""Tests for the corpus of each data.source (resnorm_jax.data.sources): determinism, sharding,
+sources and errors."""
 
 import hashlib
 import math
@@ -10,7 +11,16 @@ import zlib
 import numpy as np
 import pytest
 
-from resnorm_jax.data import batches, corpora, data_fingerprint, heldout, unigram
+from resnorm_jax.data import (
+  batches,
+  corpora,
+  data_fingerprint,
+  heldout,
+  sources,
+  stdlib_source,
+  unigram,
+)
+from resnorm_jax.data.token_files import DataError
 
 
 def _cfg(
@@ -28,7 +38,7 @@ def _cfg(
 
 @pytest.fixture(scope="module")
 def stdlib() -> corpora.Corpus:
-  return corpora.load_corpus(_cfg(), vocab_size=256, seq_len=128)
+  return sources.load_corpus(_cfg(), vocab_size=256, seq_len=128)
 
 
 TOKENS = np.arange(1000, dtype=np.uint16) * 7 % 997  # distinct neighbours, non-monotone
@@ -75,7 +85,7 @@ def test_process_rows_concatenate_to_global_batch():
   np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), gx)
   np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), gy)
   assert parts[0][0].shape == (4, 12)
-  with pytest.raises(corpora.DataError, match="process_count=3"):
+  with pytest.raises(DataError, match="process_count=3"):
     batches.get_batch(TOKENS, process_index=0, process_count=3, **kw)
 
 
@@ -97,13 +107,13 @@ def test_stdlib_corpus(stdlib):
   assert 0.02 < len(stdlib.val) / (len(stdlib.train) + len(stdlib.val)) < 0.3
   assert b"def " in stdlib.train[:100_000].tobytes()
   # Cached: the same object; deterministic: a fresh load gives the same bytes.
-  assert corpora.load_corpus(_cfg(), vocab_size=256, seq_len=128) is stdlib
-  saved = dict(corpora._STDLIB_CACHE)
-  corpora._STDLIB_CACHE.clear()
+  assert sources.load_corpus(_cfg(), vocab_size=256, seq_len=128) is stdlib
+  saved = dict(stdlib_source._STDLIB_CACHE)
+  stdlib_source._STDLIB_CACHE.clear()
   try:
-    fresh = corpora.load_corpus(_cfg(), vocab_size=256, seq_len=128)
+    fresh = sources.load_corpus(_cfg(), vocab_size=256, seq_len=128)
   finally:
-    corpora._STDLIB_CACHE.update(saved)
+    stdlib_source._STDLIB_CACHE.update(saved)
   assert fresh is not stdlib
   np.testing.assert_array_equal(fresh.train, stdlib.train)
   np.testing.assert_array_equal(fresh.val, stdlib.val)
@@ -123,12 +133,12 @@ def test_stdlib_split_is_by_file(stdlib):
 def test_text_source_tail_split_and_val_path(tmp_path):
   text = ("hello world, " * 100).encode()
   (tmp_path / "a.txt").write_bytes(text)
-  c = corpora.load_corpus(_cfg("text", str(tmp_path / "a.txt"), val_fraction=0.25), 256, 16)
+  c = sources.load_corpus(_cfg("text", str(tmp_path / "a.txt"), val_fraction=0.25), 256, 16)
   assert c.train.dtype == np.uint8
   assert c.train.tobytes() + c.val.tobytes() == text
   assert len(c.val) == round(len(text) * 0.25)
   (tmp_path / "v.txt").write_bytes(b"held out text " * 5)
-  c = corpora.load_corpus(_cfg("text", str(tmp_path / "*.txt"), str(tmp_path / "v.txt")), 256, 16)
+  c = sources.load_corpus(_cfg("text", str(tmp_path / "*.txt"), str(tmp_path / "v.txt")), 256, 16)
   # The glob also matches v.txt: a held-out file is never trained on.
   assert c.train.tobytes() == text
   assert c.val.tobytes() == b"held out text " * 5
@@ -141,8 +151,8 @@ def test_text_source_tail_split_and_val_path(tmp_path):
     "val_files": 1,
     "excluded_from_train": 1,
   }
-  with pytest.raises(corpora.DataError, match="nothing is left to train on"):
-    corpora.load_corpus(_cfg("text", str(tmp_path / "v.txt"), str(tmp_path / "v.txt")), 256, 16)
+  with pytest.raises(DataError, match="nothing is left to train on"):
+    sources.load_corpus(_cfg("text", str(tmp_path / "v.txt"), str(tmp_path / "v.txt")), 256, 16)
 
 
 def test_text_hash_split_holds_out_pieces_by_the_hash_of_their_bytes(tmp_path):
@@ -152,7 +162,7 @@ def test_text_hash_split_holds_out_pieces_by_the_hash_of_their_bytes(tmp_path):
   for f, body in enumerate(files):
     (tmp_path / f"f{f}.txt").write_bytes(body)
   cfg = _cfg("text", str(tmp_path / "f*.txt"), val_fraction=0.2, split="hash")
-  c = corpora.load_corpus(cfg, 256, 16)
+  c = sources.load_corpus(cfg, 256, 16)
   limit = c.split["piece_bytes"]
   assert limit == int(sum(map(len, files)) * 0.2 / 32)  # 1/32 of the expected held-out bytes
   want = {"train": b"", "val": b""}
@@ -169,7 +179,7 @@ def test_text_hash_split_holds_out_pieces_by_the_hash_of_their_bytes(tmp_path):
   assert c.train.tobytes() == want["train"] and c.val.tobytes() == want["val"]
   assert 0.1 < len(c.val) / (len(c.train) + len(c.val)) < 0.3
   assert c.split["method"] == "document_hash" and c.split["val_pieces"] > 10
-  tail = corpora.load_corpus(_cfg("text", str(tmp_path / "f*.txt"), val_fraction=0.2), 256, 16)
+  tail = sources.load_corpus(_cfg("text", str(tmp_path / "f*.txt"), val_fraction=0.2), 256, 16)
   assert tail.split["method"] == "tail"  # the default is unchanged
   assert tail.train.tobytes() + tail.val.tobytes() == b"".join(files)
 
@@ -190,14 +200,14 @@ def test_pieces_end_at_line_ends_else_at_character_boundaries():
 def test_the_split_key_is_checked(tmp_path):
   (tmp_path / "a.txt").write_bytes(b"some text\n" * 200)
   np.arange(3000, dtype=np.uint16).tofile(tmp_path / "t.bin")
-  with pytest.raises(corpora.DataError, match="data.split='random' is not one of tail, hash"):
-    corpora.load_corpus(_cfg("text", str(tmp_path / "a.txt"), split="random"), 256, 8)
-  with pytest.raises(corpora.DataError, match="both choose the held-out text"):
-    corpora.load_corpus(
+  with pytest.raises(DataError, match="data.split='random' is not one of tail, hash"):
+    sources.load_corpus(_cfg("text", str(tmp_path / "a.txt"), split="random"), 256, 8)
+  with pytest.raises(DataError, match="both choose the held-out text"):
+    sources.load_corpus(
       _cfg("text", str(tmp_path / "a.txt"), str(tmp_path / "a.txt"), split="hash"), 256, 8
     )
-  with pytest.raises(corpora.DataError, match="needs documents"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "t.bin"), split="hash"), 4096, 8)
+  with pytest.raises(DataError, match="needs documents"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "t.bin"), split="hash"), 4096, 8)
 
 
 def _unique_windows(n: int, seed: int) -> np.ndarray:
@@ -233,7 +243,7 @@ def test_eval_batches_never_come_from_the_train_split(tmp_path, source, held):
   val_path = "" if held == "tail" else str(tmp_path / f"part2{suffix}")
   if held == "val_path":
     pattern = str(tmp_path / f"part[01]{suffix}")
-  corpus = corpora.load_corpus(_cfg(source, pattern, val_path, 0.2), 256, 16)
+  corpus = sources.load_corpus(_cfg(source, pattern, val_path, 0.2), 256, 16)
   if held != "tail":
     np.testing.assert_array_equal(corpus.val, parts[2])
     assert len(corpus.train) == 6000
@@ -271,7 +281,7 @@ def test_tokens_nanogpt_raw_bin(tmp_path):
   tokens.tofile(tmp_path / "train.bin")
   np.arange(100, dtype=np.uint16).tofile(tmp_path / "val.bin")
   cfg = _cfg("tokens", str(tmp_path / "train.bin"), str(tmp_path / "val.bin"))
-  c = corpora.load_corpus(cfg, vocab_size=50304, seq_len=32)
+  c = sources.load_corpus(cfg, vocab_size=50304, seq_len=32)
   np.testing.assert_array_equal(c.train, tokens)
   np.testing.assert_array_equal(c.val, np.arange(100))
   assert c.train.dtype == np.uint16
@@ -291,7 +301,7 @@ def test_tokens_llmc_shards_glob_and_tail_split(tmp_path):
   _write_llmc(tmp_path / "shard_000.bin", a)
   _write_llmc(tmp_path / "shard_001.bin", b)
   cfg = _cfg("tokens", str(tmp_path / "shard_*.bin"), val_fraction=0.1)
-  c = corpora.load_corpus(cfg, vocab_size=50257, seq_len=32)
+  c = sources.load_corpus(cfg, vocab_size=50257, seq_len=32)
   both = np.concatenate([a, b])
   np.testing.assert_array_equal(c.train, both[:900])
   np.testing.assert_array_equal(c.val, both[900:])
@@ -300,56 +310,56 @@ def test_tokens_llmc_shards_glob_and_tail_split(tmp_path):
 def test_tokens_llmc_v2_uint32(tmp_path):
   tokens = np.arange(200, dtype=np.uint32) + 100_000
   _write_llmc(tmp_path / "s.bin", tokens, version=2)
-  c = corpora.load_corpus(_cfg("tokens", str(tmp_path / "s.bin"), val_fraction=0.5), 128256, 16)
+  c = sources.load_corpus(_cfg("tokens", str(tmp_path / "s.bin"), val_fraction=0.5), 128256, 16)
   np.testing.assert_array_equal(c.train, tokens[:100])
 
 
 def test_missing_path_errors(tmp_path):
   missing = str(tmp_path / "nope.txt")
-  with pytest.raises(corpora.DataError, match="nope.txt"):
-    corpora.load_corpus(_cfg("text", missing), 256, 8)
-  with pytest.raises(corpora.DataError, match="nope_"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "nope_*.bin")), 256, 8)
+  with pytest.raises(DataError, match="nope.txt"):
+    sources.load_corpus(_cfg("text", missing), 256, 8)
+  with pytest.raises(DataError, match="nope_"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "nope_*.bin")), 256, 8)
 
 
 def test_empty_file_errors(tmp_path):
   (tmp_path / "empty.txt").write_bytes(b"")
-  with pytest.raises(corpora.DataError, match="empty.txt"):
-    corpora.load_corpus(_cfg("text", str(tmp_path / "empty.txt")), 256, 8)
+  with pytest.raises(DataError, match="empty.txt"):
+    sources.load_corpus(_cfg("text", str(tmp_path / "empty.txt")), 256, 8)
   (tmp_path / "empty.bin").write_bytes(b"")
-  with pytest.raises(corpora.DataError, match="empty.bin"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "empty.bin")), 256, 8)
+  with pytest.raises(DataError, match="empty.bin"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "empty.bin")), 256, 8)
 
 
 def test_corpus_shorter_than_one_sequence(tmp_path):
   (tmp_path / "short.txt").write_bytes(b"x" * 100)
-  with pytest.raises(corpora.DataError, match=r"val split.*short.txt.*10 tokens.*65"):
-    corpora.load_corpus(_cfg("text", str(tmp_path / "short.txt")), 256, 64)
-  with pytest.raises(corpora.DataError, match="seq_len=200"):
-    corpora.load_corpus(_cfg("text", str(tmp_path / "short.txt"), val_fraction=0.5), 256, 200)
+  with pytest.raises(DataError, match=r"val split.*short.txt.*10 tokens.*65"):
+    sources.load_corpus(_cfg("text", str(tmp_path / "short.txt")), 256, 64)
+  with pytest.raises(DataError, match="seq_len=200"):
+    sources.load_corpus(_cfg("text", str(tmp_path / "short.txt"), val_fraction=0.5), 256, 200)
 
 
 def test_token_id_out_of_vocab(tmp_path):
   tokens = np.arange(300, dtype=np.uint16)
   tokens.tofile(tmp_path / "big.bin")
-  with pytest.raises(corpora.DataError, match=r"token id 299 .*big.bin.*vocab_size=256"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "big.bin")), 256, 8)
+  with pytest.raises(DataError, match=r"token id 299 .*big.bin.*vocab_size=256"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "big.bin")), 256, 8)
   _write_llmc(tmp_path / "big_llmc.bin", tokens)
-  with pytest.raises(corpora.DataError, match=r"token id 299 .*big_llmc.bin"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "big_llmc.bin")), 299, 8)
+  with pytest.raises(DataError, match=r"token id 299 .*big_llmc.bin"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "big_llmc.bin")), 299, 8)
 
 
 def test_bad_llmc_header(tmp_path):
   _write_llmc(tmp_path / "v9.bin", np.arange(10, dtype=np.uint16), version=9)
-  with pytest.raises(corpora.DataError, match="version 9"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "v9.bin")), 256, 4)
+  with pytest.raises(DataError, match="version 9"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "v9.bin")), 256, 4)
 
 
 def test_unknown_source_and_small_byte_vocab():
-  with pytest.raises(corpora.DataError, match=r"'webtext'.*stdlib, text, tokens"):
-    corpora.load_corpus(_cfg("webtext"), 256, 8)
-  with pytest.raises(corpora.DataError, match="vocab_size=128"):
-    corpora.load_corpus(_cfg("stdlib"), 128, 8)
+  with pytest.raises(DataError, match=r"'webtext'.*stdlib, text, tokens"):
+    sources.load_corpus(_cfg("webtext"), 256, 8)
+  with pytest.raises(DataError, match="vocab_size=128"):
+    sources.load_corpus(_cfg("stdlib"), 128, 8)
 
 
 def test_unigram_entropy():
@@ -361,7 +371,7 @@ def test_unigram_entropy():
   expected = float(-(p * np.log(p)).sum())
   assert unigram.unigram_entropy(tokens, 256) == pytest.approx(expected)
   assert unigram.unigram_entropy(tokens, 256, chunk=4) == pytest.approx(expected)
-  with pytest.raises(corpora.DataError, match="token id 9"):
+  with pytest.raises(DataError, match="token id 9"):
     unigram.unigram_entropy(np.array([9]), 4)
 
 
@@ -371,27 +381,27 @@ def test_unigram_entropy():
 def test_every_source_fingerprints_the_files_it_reads(tmp_path, stdlib):
   text = tmp_path / "corpus.txt"
   text.write_bytes(b"hello world\n" * 100)
-  before = corpora.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
+  before = sources.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
   assert set(before["files"]) == {str(text)} and before["files"][str(text)]["size"] == 1200
   os.utime(text, (1, 1))  # touched (or copied): the same data
   assert (
     data_fingerprint.changes(
-      before, corpora.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
+      before, sources.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
     )
     == []
   )
   text.write_bytes(b"hello world\n" * 99 + b"hello World\n")  # edited under the same path and size
-  after = corpora.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
+  after = sources.load_corpus(_cfg("text", str(text)), 256, 8).fingerprint
   (change,) = data_fingerprint.changes(before, after)
   assert change.startswith(f"{text} (sha256 ")
   # Raw and llm.c shards, without a manifest: each file (train and held out) by itself.
   TOKENS.tofile(tmp_path / "train.bin")
   _write_llmc(tmp_path / "val.bin", TOKENS[:100])
   cfg = _cfg("tokens", str(tmp_path / "train.bin"), str(tmp_path / "val.bin"))
-  shards = corpora.load_corpus(cfg, 1000, 8).fingerprint
+  shards = sources.load_corpus(cfg, 1000, 8).fingerprint
   assert sorted(shards["files"]) == [str(tmp_path / "train.bin"), str(tmp_path / "val.bin")]
   _write_llmc(tmp_path / "val.bin", TOKENS[:99])
-  (change,) = data_fingerprint.changes(shards, corpora.load_corpus(cfg, 1000, 8).fingerprint)
+  (change,) = data_fingerprint.changes(shards, sources.load_corpus(cfg, 1000, 8).fingerprint)
   assert change == f"{tmp_path / 'val.bin'} (size 1224 -> 1222 bytes)"
   # The stdlib corpus: one record over its bytes, by content (not by where Python lives).
   record = stdlib.fingerprint["corpus"]
@@ -422,14 +432,14 @@ def test_large_files_are_fingerprinted_by_samples(tmp_path, monkeypatch):
 def test_raw_uint32_tokens_without_a_header_are_refused(tmp_path):
   """They read as uint16 with every other token 0 (the high halves)."""
   (TOKENS.astype("<u4")).tofile(tmp_path / "u32.bin")
-  with pytest.raises(corpora.DataError, match=r"u32.bin.*no llm.c header.*every other uint16"):
-    corpora.load_corpus(_cfg("tokens", str(tmp_path / "u32.bin")), 1000, 8)
+  with pytest.raises(DataError, match=r"u32.bin.*no llm.c header.*every other uint16"):
+    sources.load_corpus(_cfg("tokens", str(tmp_path / "u32.bin")), 1000, 8)
   TOKENS.tofile(tmp_path / "u16.bin")  # nanoGPT's raw uint16 still reads
-  c = corpora.load_corpus(_cfg("tokens", str(tmp_path / "u16.bin")), 1000, 8)
+  c = sources.load_corpus(_cfg("tokens", str(tmp_path / "u16.bin")), 1000, 8)
   np.testing.assert_array_equal(np.concatenate([c.train, c.val]), TOKENS)
 
 
 def test_a_folder_given_as_text_data_is_named_as_a_folder(tmp_path):
   (tmp_path / "a.txt").write_bytes(b"x" * 1000)
-  with pytest.raises(corpora.DataError, match=r"data.path=.* is a folder: give a file or a glob"):
-    corpora.load_corpus(_cfg("text", str(tmp_path)), 256, 8)
+  with pytest.raises(DataError, match=r"data.path=.* is a folder: give a file or a glob"):
+    sources.load_corpus(_cfg("text", str(tmp_path)), 256, 8)

@@ -18,7 +18,7 @@ import pytest
 
 from resnorm_jax.config import cli as cli_lib
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import sources
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.tools import reproductions as repro
 from resnorm_jax.train import diagnostics as diag
@@ -81,7 +81,7 @@ def post_model():
   """The smoke Post-LN model at seed 0 and the K=2 training batches the CLI run uses."""
   config = cli_lib.load_config_file(POST)
   mcfg = model_config_from(config)
-  corpus = data_lib.load_corpus(config.data, mcfg.vocab_size, config.train.seq_len)
+  corpus = sources.load_corpus(config.data, mcfg.vocab_size, config.train.seq_len)
   t = config.train
   batches = [
     batches_lib.get_batch(corpus.train, seed=0, step=k, batch_size=t.batch_size, seq_len=t.seq_len)

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax.data import batches, corpora
+from resnorm_jax.data import batches, corpora, sources
 from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.data import vocab as vocab_lib
+from resnorm_jax.data.token_files import DataError
 
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(2000))
 
@@ -40,55 +42,55 @@ def prepared(tmp_path, text_file):
 
 
 def test_source_for_path(tmp_path, text_file, prepared):
-  assert corpora.source_for_path(text_file) == "text"
-  assert corpora.source_for_path(str(tmp_path / "*.txt")) == "text"
-  assert corpora.source_for_path(prepared) == "tokens"
+  assert sources.source_for_path(text_file) == "text"
+  assert sources.source_for_path(str(tmp_path / "*.txt")) == "text"
+  assert sources.source_for_path(prepared) == "tokens"
   np.arange(100, dtype=np.uint16).tofile(tmp_path / "a.bin")
-  assert corpora.source_for_path(str(tmp_path / "a.bin")) == "tokens"
-  assert corpora.source_for_path("gs://bucket/folder") == "tokens"
+  assert sources.source_for_path(str(tmp_path / "a.bin")) == "tokens"
+  assert sources.source_for_path("gs://bucket/folder") == "tokens"
   (tmp_path / "empty").mkdir()
-  with pytest.raises(corpora.DataError, match="neither manifest.json nor .bin"):
-    corpora.source_for_path(str(tmp_path / "empty"))
-  with pytest.raises(corpora.DataError, match=r"nothere.txt' matches no file.*data.source=text"):
-    corpora.source_for_path(str(tmp_path / "nothere.txt"))
+  with pytest.raises(DataError, match="neither manifest.json nor .bin"):
+    sources.source_for_path(str(tmp_path / "empty"))
+  with pytest.raises(DataError, match=r"nothere.txt' matches no file.*data.source=text"):
+    sources.source_for_path(str(tmp_path / "nothere.txt"))
 
 
 def test_data_path_alone_names_its_source_and_a_folder_its_vocabulary(text_file, prepared):
   c = base.get_config()
   c.data.path = text_file
-  note = corpora.source_from_path(c, {"data.path": text_file})
+  note = sources.source_from_path(c, {"data.path": text_file})
   assert c.data.source == "text" and c.model.vocab_size == 256
   assert note == f"data.path={text_file}: data.source=text"
   c = base.get_config()
   c.data.path = prepared
-  note = corpora.source_from_path(c, {"data.path": prepared})
+  note = sources.source_from_path(c, {"data.path": prepared})
   assert c.data.source == "tokens" and c.model.vocab_size == 0
   assert "model.vocab_size=0 (from its manifest: bytes)" in note
-  assert corpora.resolve_vocab_size(c.data, c.model.vocab_size) == 384  # 257 padded
+  assert vocab_lib.resolve_vocab_size(c.data, c.model.vocab_size) == 384  # 257 padded
   # Given together, data.source and model.vocab_size stand (and are checked as given).
   c = base.get_config()
   c.data.path, c.data.source = prepared, "tokens"
-  assert corpora.source_from_path(c, {"data.path": prepared, "data.source": "tokens"}) is None
+  assert sources.source_from_path(c, {"data.path": prepared, "data.source": "tokens"}) is None
   assert c.model.vocab_size == 256
   # data.path from the config file, not the command line: nothing inferred.
   c = base.get_config()
   c.data.path = text_file
-  assert corpora.source_from_path(c, {}) is None and c.data.source == "stdlib"
+  assert sources.source_from_path(c, {}) is None and c.data.source == "stdlib"
 
 
 def test_a_path_the_source_would_not_read_is_refused(text_file, prepared):
   """Before: data.source=stdlib with data.path trained on the stdlib corpus, exit 0."""
   c = base.get_config()
   c.data.path = text_file
-  with pytest.raises(corpora.DataError, match=r"data.source='stdlib' reads no file.*my.txt"):
-    corpora.load_corpus(c.data, 256, 64)
-  with pytest.raises(corpora.DataError, match="data.source='stdlib' reads no file"):
-    corpora.resolve_vocab_size(c.data, 256)  # what run_setup.validate and sweeps check
+  with pytest.raises(DataError, match=r"data.source='stdlib' reads no file.*my.txt"):
+    sources.load_corpus(c.data, 256, 64)
+  with pytest.raises(DataError, match="data.source='stdlib' reads no file"):
+    vocab_lib.resolve_vocab_size(c.data, 256)  # what run_setup.validate and sweeps check
   c.data.source, c.data.path = "text", prepared
   with pytest.raises(
-    corpora.DataError, match="is a folder made by experiments.prepare_data: give data.source=tokens"
+    DataError, match="is a folder made by experiments.prepare_data: give data.source=tokens"
   ):
-    corpora.load_corpus(c.data, 512, 64)
+    sources.load_corpus(c.data, 512, 64)
 
 
 def test_bpe_without_tokenizers_names_the_requirements_file(monkeypatch):

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from configs import base
-from resnorm_jax.data import batches, corpora, heldout, prepare, token_files, unigram
+from resnorm_jax.data import batches, heldout, prepare, sources, token_files, unigram
 from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.data.token_files import DataError
 from resnorm_jax.train import run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +78,7 @@ def test_bytes_shards_hold_the_hash_split_with_separators_and_checksums(texts, t
     raw = (tmp_path / "b" / entry["file"]).read_bytes()
     assert hashlib.sha256(raw).hexdigest() == entry["sha256"]
     assert np.frombuffer(raw[:12], "<i4").tolist() == [20240520, 1, entry["tokens"]]
-  corpus = corpora.load_corpus(_cfg(tmp_path / "b"), 384, 64)
+  corpus = sources.load_corpus(_cfg(tmp_path / "b"), 384, 64)
   assert isinstance(corpus.train, token_files.ShardedTokens)  # memmaps, not one copy
   assert all(isinstance(s, np.memmap) for s in corpus.train.shards)
   np.testing.assert_array_equal(np.asarray(corpus.val), expected["val"])
@@ -172,37 +173,37 @@ def test_vocab_from_the_manifest_padded_and_a_smaller_one_refused(texts, tmp_pat
   c.model.vocab_size = 512
   assert run_setup.model_config(c).vocab_size == 512
   c.model.vocab_size = 299
-  with pytest.raises(corpora.DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
+  with pytest.raises(DataError, match=r"vocab_size=299 is smaller.*300 ids.*takes 384"):
     run_setup.model_config(c)
   c.data.source, c.data.path, c.model.vocab_size = "stdlib", "", 0  # bytes: 256, as before
   assert run_setup.model_config(c).vocab_size == 256
   c.data.source, c.data.path = "tokens", str(tmp_path / "nothing_here.bin")
-  with pytest.raises(corpora.DataError, match="manifest.json"):
+  with pytest.raises(DataError, match="manifest.json"):
     run_setup.model_config(c)
   assert base.get_config().model.vocab_size == 256  # the current default is unchanged
 
 
 def test_manifest_spares_the_scan_and_guards_the_files(texts, tmp_path, monkeypatch):
   m = _prepare(texts, tmp_path / "t", "train:300")
-  corpus = corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  corpus = sources.load_corpus(_cfg(tmp_path / "t"), 384, 32)
   assert corpus.train.counts is not None and corpus.train.counts.sum() == len(corpus.train)
   # A glob over every shard: the held-out ones are still held out, never trained on.
-  both = corpora.load_corpus(_cfg(tmp_path / "t" / "*.bin"), 384, 32)
+  both = sources.load_corpus(_cfg(tmp_path / "t" / "*.bin"), 384, 32)
   assert len(both.train) == len(corpus.train) and both.split["excluded_from_train"] == 1
-  with pytest.raises(corpora.DataError, match="smaller"):
-    corpora.load_corpus(_cfg(tmp_path / "t"), 299, 32)
+  with pytest.raises(DataError, match="smaller"):
+    sources.load_corpus(_cfg(tmp_path / "t"), 299, 32)
   # A changed manifest, or a shard of the wrong length, is refused.
   edited = dict(m, splits={**m["splits"], "val": {**m["splits"]["val"], "tokens": 1}})
   (tmp_path / "t" / "manifest.json").write_text(json.dumps(edited))
-  with pytest.raises(corpora.DataError, match="fingerprint does not match"):
-    corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  with pytest.raises(DataError, match="fingerprint does not match"):
+    sources.load_corpus(_cfg(tmp_path / "t"), 384, 32)
   token_files.write_manifest(
     str(tmp_path / "t"), {k: v for k, v in m.items() if k != "fingerprint"}
   )
   first = tmp_path / "t" / m["splits"]["train"]["shards"][0]["file"]
   token_files.write_shard(str(first), np.zeros(10, np.uint16), 1)
-  with pytest.raises(corpora.DataError, match="its manifest says"):
-    corpora.load_corpus(_cfg(tmp_path / "t"), 384, 32)
+  with pytest.raises(DataError, match="its manifest says"):
+    sources.load_corpus(_cfg(tmp_path / "t"), 384, 32)
   assert token_files.verify(str(tmp_path / "t")) == [first.name]
 
 
@@ -305,17 +306,17 @@ def test_paper_scale_trains_on_resnorm_data_and_refuses_stdlib(texts, tmp_path, 
   c = _paper_config()
   assert (c.data.source, c.data.path, c.model.vocab_size) == ("tokens", str(tmp_path / "p"), 0)
   assert run_setup.model_config(c).vocab_size == 384
-  corpus = corpora.load_corpus(c.data, 384, c.train.seq_len)
+  corpus = sources.load_corpus(c.data, 384, c.train.seq_len)
   assert corpus.split["manifest"]["tokenizer"] == "train:300"
   monkeypatch.delenv(base.DATA_ENV)
   c = _paper_config()
-  with pytest.raises(corpora.DataError, match="RESNORM_DATA=DIR"):
+  with pytest.raises(DataError, match="RESNORM_DATA=DIR"):
     run_setup.model_config(c)
   c.data.source, c.model.vocab_size = "stdlib", 0
-  with pytest.raises(corpora.DataError, match="allow_stdlib=true"):
-    corpora.load_corpus(c.data, 256, c.train.seq_len)
+  with pytest.raises(DataError, match="allow_stdlib=true"):
+    sources.load_corpus(c.data, 256, c.train.seq_len)
   c.data.allow_stdlib = True  # asked for explicitly: the stdlib corpus at paper scale
-  assert corpora.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
+  assert sources.load_corpus(c.data, 256, c.train.seq_len).split["method"] == "by_file_hash"
 
 
 def _words_file(path, size: int) -> None:
@@ -350,7 +351,7 @@ def test_defaults_work_on_a_3mb_file_and_a_failed_run_does_not_block_the_retry(
   assert 0.002 < val / (val + train) < 0.01  # the default 0.5%, by piece hash
   assert m["held_out"]["val_fraction"] == 0.005 and m["held_out"]["max_val_tokens"] == 10**8
   assert m["splits"]["val"]["pieces"] > 5 and m["source"]["documents"] == 1
-  corpus_ = corpora.load_corpus(_cfg(out), 384, 64)
+  corpus_ = sources.load_corpus(_cfg(out), 384, 64)
   assert len(corpus_.val) == val and corpus_.split["manifest"]["fingerprint"] == m["fingerprint"]
   again = run_script([*prep, f"--input={corpus / 'a.txt'}"])
   assert again.returncode == 2 and "already exists" in again.stderr

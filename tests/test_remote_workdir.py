@@ -21,8 +21,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.data import corpora, prepare, token_files
+from resnorm_jax.data import prepare, sources, token_files, tokens_source
 from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.data import vocab as vocab_lib
+from resnorm_jax.data.token_files import DataError
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import hparams, metrics_file, writers
 
@@ -89,9 +91,9 @@ def _cfg(path, val_path=""):
 
 def test_a_gs_data_folder_is_read_through_a_checked_local_copy(fake_gcs, monkeypatch):
   manifest = _prepare_bytes(fake_gcs / "bucket/data")
-  monkeypatch.setenv(corpora.CACHE_ENV, str(fake_gcs / "cache"))
-  local = corpora.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 384, 32)
-  remote = corpora.load_corpus(_cfg("gs://bucket/data"), 384, 32)
+  monkeypatch.setenv(tokens_source.CACHE_ENV, str(fake_gcs / "cache"))
+  local = sources.load_corpus(_cfg(str(fake_gcs / "bucket/data")), 384, 32)
+  remote = sources.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   np.testing.assert_array_equal(np.asarray(remote.train), np.asarray(local.train))
   np.testing.assert_array_equal(np.asarray(remote.val), np.asarray(local.val))
   assert remote.split["manifest"]["folder"] == "gs://bucket/data"  # where it came from
@@ -100,22 +102,22 @@ def test_a_gs_data_folder_is_read_through_a_checked_local_copy(fake_gcs, monkeyp
     [e["file"] for e in token_files.listed_files(manifest)] + ["manifest.json"]
   )
   vocab = manifest["tokenizer"]["vocab_size"]
-  assert corpora.manifest_vocab_size(_cfg("gs://bucket/data"))[0] == vocab
-  glob = corpora.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 384, 32)  # a glob inside it
+  assert vocab_lib.manifest_vocab_size(_cfg("gs://bucket/data"))[0] == vocab
+  glob = sources.load_corpus(_cfg("gs://bucket/data/train_*.bin"), 384, 32)  # a glob inside it
   assert len(glob.train) == len(local.train)
   # A damaged file in the bucket is refused, not copied; a folder without a manifest is named.
   (copy / manifest["splits"]["val"]["shards"][0]["file"]).unlink()
   (fake_gcs / "bucket/data" / manifest["splits"]["val"]["shards"][0]["file"]).write_bytes(b"x")
-  with pytest.raises(corpora.DataError, match="does not match the sha256"):
-    corpora.load_corpus(_cfg("gs://bucket/data"), 384, 32)
+  with pytest.raises(DataError, match="does not match the sha256"):
+    sources.load_corpus(_cfg("gs://bucket/data"), 384, 32)
   assert not list(copy.glob("*.tmp"))
   (fake_gcs / "bucket/other").mkdir()
-  with pytest.raises(corpora.DataError, match=r"'gs://bucket/other' has no manifest.json"):
-    corpora.load_corpus(_cfg("gs://bucket/other"), 384, 32)
+  with pytest.raises(DataError, match=r"'gs://bucket/other' has no manifest.json"):
+    sources.load_corpus(_cfg("gs://bucket/other"), 384, 32)
   c = smoke.get_config()
   c.data.source, c.data.path, c.model.vocab_size = "tokens", "gs://bucket/other", 0
-  with pytest.raises(corpora.DataError, match=r"data.path='gs://bucket/other' has none"):
-    corpora.resolve_vocab_size(c.data, 0)
+  with pytest.raises(DataError, match=r"data.path='gs://bucket/other' has none"):
+    vocab_lib.resolve_vocab_size(c.data, 0)
 
 
 def test_truncation_on_resume_keeps_the_file_mode(tmp_path):
@@ -176,7 +178,7 @@ def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs
   cwd.mkdir(), tmp.mkdir()
   monkeypatch.chdir(cwd)
   monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-  monkeypatch.setenv(corpora.CACHE_ENV, str(fake_gcs / "cache"))
+  monkeypatch.setenv(tokens_source.CACHE_ENV, str(fake_gcs / "cache"))
 
   class BucketFolderCheckpointer(ckpt_lib.Checkpointer):
     """Orbax on the bucket's local folder: TensorStore's GCS driver cannot use the stand-in."""

@@ -94,8 +94,7 @@ def test_a_prepared_folder_trained_two_epochs_sees_every_window_once_per_epoch(t
   """The batch source the loop uses, on a folder made by prepare_data (bytes)."""
   import types
 
-  from resnorm_jax.data import corpora as data_lib
-  from resnorm_jax.data import prepare
+  from resnorm_jax.data import prepare, sources
   from resnorm_jax.data import tokenizer as tok_lib
 
   text = tmp_path / "doc.txt"
@@ -113,7 +112,7 @@ def test_a_prepared_folder_trained_two_epochs_sees_every_window_once_per_epoch(t
     shard_tokens=10_000,
   )
   cfg = types.SimpleNamespace(source="tokens", path=str(out), val_path="", val_fraction=0.1)
-  corpus = data_lib.load_corpus(cfg, 384, 32)
+  corpus = sources.load_corpus(cfg, 384, 32)
   seq_len, batch_size = 32, 8
   tokens = np.asarray(corpus.train)
   windows = (len(tokens) - 1) // seq_len

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from configs import base
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import sources
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.model.transformer import Transformer
@@ -148,7 +148,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
 
 @functools.cache
 def _corpus(seq_len: int):
-  return data_lib.load_corpus(base.get_config().data, 256, seq_len)
+  return sources.load_corpus(base.get_config().data, 256, seq_len)
 
 
 def mesh_config(name: str):

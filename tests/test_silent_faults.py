@@ -121,7 +121,7 @@ def test_token_ids_past_the_vocabulary_are_refused_naming_the_file(tmp_path):
 
   import numpy as np
 
-  from resnorm_jax.data import corpora, prepare, token_files
+  from resnorm_jax.data import prepare, sources, token_files
   from resnorm_jax.data import tokenizer as tok_lib
 
   (tmp_path / "doc.txt").write_bytes(
@@ -140,13 +140,13 @@ def test_token_ids_past_the_vocabulary_are_refused_naming_the_file(tmp_path):
     shard_tokens=30_000,
   )
   cfg = types.SimpleNamespace(source="tokens", path=str(folder), val_path="", val_fraction=0.1)
-  corpora.load_corpus(cfg, 384, 32)  # intact
+  sources.load_corpus(cfg, 384, 32)  # intact
   shard = folder / manifest["splits"]["train"]["shards"][0]["file"]
   tokens = np.array(token_files.read_shard(str(shard)))
   tokens[::97] |= 0x100  # ids 256..511: past the 257 of the tokenizer
   token_files.write_shard(str(shard), tokens, 1)  # same size: the manifest's count holds
-  with pytest.raises(corpora.DataError) as e:
-    corpora.load_corpus(cfg, 384, 32)
+  with pytest.raises(token_files.DataError) as e:
+    sources.load_corpus(cfg, 384, 32)
   msg = str(e.value)
   bad = np.flatnonzero(tokens >= 257)
   assert f"token id {tokens.max()} in {str(shard)!r}" in msg, msg

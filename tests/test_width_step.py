@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from configs import base
-from resnorm_jax.data import corpora, prepare
+from resnorm_jax.data import prepare, sources
 from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.data.token_files import DataError
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.tools import sweep_grid
 from resnorm_jax.train import loop, run_setup
@@ -74,7 +75,7 @@ def test_wide_data_is_made_by_its_recipe_and_ignored_by_git():
 def test_stdlib_input_reads_the_stdlib_corpus_files():
   """--input=stdlib: the files data.source=stdlib reads, one document each."""
   source, documents = prepare.stdlib_documents()
-  corpus = corpora.load_corpus(base.get_config().data, 256, 128)
+  corpus = sources.load_corpus(base.get_config().data, 256, 128)
   assert f"({source['files']} files;" in corpus.description
   assert source["input"] == "stdlib" and source["bytes"] == len(corpus.train) + len(corpus.val)
   first = next(documents())
@@ -85,13 +86,13 @@ def test_a_missing_folder_names_the_path_and_the_command(tmp_path):
   c = _config("postnorm_96L")
   missing = str(tmp_path / "stdlib_bpe4096")
   c.data.path = missing
-  with pytest.raises(corpora.DataError) as e:
-    corpora.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
+  with pytest.raises(DataError) as e:
+    sources.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
   assert f"data.path={missing!r} does not exist" in str(e.value)
   assert f"--input=stdlib --tokenizer=train:4096 --val_fraction=0.1 --out={missing}" in str(e.value)
   c.data.path = str(tmp_path / "other")  # no recipe of that name: what to give instead
-  with pytest.raises(corpora.DataError, match="does not exist: give a folder made by"):
-    corpora.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
+  with pytest.raises(DataError, match="does not exist: give a folder made by"):
+    sources.load_corpus(c.data, c.model.vocab_size, c.train.seq_len)
 
 
 def test_a_missing_folder_is_refused_before_compiling(tmp_path, monkeypatch):
@@ -105,7 +106,7 @@ def test_a_missing_folder_is_refused_before_compiling(tmp_path, monkeypatch):
   c = _config("postnorm_96L")
   c.model.num_layers = 2
   c.data.path = str(tmp_path / "stdlib_bpe4096")
-  with pytest.raises(corpora.DataError, match="make it with: python -m experiments.prepare_data"):
+  with pytest.raises(DataError, match="make it with: python -m experiments.prepare_data"):
     loop.run(c, str(tmp_path / "run"))
   assert not (tmp_path / "run").exists()
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from resnorm_jax.data import corpora, fs, heldout, token_files
+from resnorm_jax.data import fs, heldout, stdlib_source, token_files
 from resnorm_jax.data import tokenizer as tok_lib
 
 # The folders the CPU configs train on (the :wide scale, configs/base.py): made on the fly by
@@ -79,8 +79,8 @@ STDLIB = "stdlib"  # --input=stdlib: the default corpus's files
 
 def stdlib_paths(root: str | None = None) -> list[str]:
   """The `*.py` files of the standard library at `root` (default: the running Python's),
-  sorted: the files data.source=stdlib reads (resnorm_jax/data/corpora.py's list)."""
-  paths = corpora.stdlib_paths(root)
+  sorted: the files data.source=stdlib reads (resnorm_jax/data/stdlib_source.py's list)."""
+  paths = stdlib_source.stdlib_paths(root)
   if not paths:
     root = root or sysconfig.get_paths()["stdlib"]
     raise ValueError(f"--input=stdlib: no *.py files under the standard library at {root!r}")

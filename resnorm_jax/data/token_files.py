@@ -37,7 +37,7 @@ VOCAB_MULTIPLE = 128  # nanoGPT pads GPT-2's 50257 to 50304: whole tiles for the
 
 class DataError(ValueError):
   """Bad data input: a missing file, a short corpus, a token id outside the vocabulary, a
-  shard or manifest that cannot be read as written (resnorm_jax.data.corpora re-exports it)."""
+  shard or manifest that cannot be read as written."""
 
 
 def shard_version(vocab_size: int) -> int:

@@ -33,7 +33,8 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import corpora, sources
+from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.norms import rms
@@ -89,9 +90,9 @@ def measure(now: dict, init: dict) -> dict[str, np.ndarray]:
   return jax.device_get(out)
 
 
-def _corpus(config: ConfigDict) -> data_lib.Corpus:
-  vocab = data_lib.resolve_vocab_size(config.data, config.model.vocab_size)  # 0: the data's
-  return data_lib.load_corpus(config.data, vocab, config.train.seq_len)
+def _corpus(config: ConfigDict) -> corpora.Corpus:
+  vocab = vocab_lib.resolve_vocab_size(config.data, config.model.vocab_size)  # 0: the data's
+  return sources.load_corpus(config.data, vocab, config.train.seq_len)
 
 
 def run_seeds(config: ConfigDict, seeds: Sequence[int], steps: int, corpus) -> list[Row]:

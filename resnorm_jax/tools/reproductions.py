@@ -20,7 +20,8 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import corpora, sources
+from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.tools import reproduction_plots as plots
 from resnorm_jax.train import run_setup
@@ -45,12 +46,12 @@ def with_depth(config: ConfigDict, depth: int) -> ConfigDict:
   return c
 
 
-def _corpus(config: ConfigDict) -> data_lib.Corpus:
-  vocab = data_lib.resolve_vocab_size(config.data, config.model.vocab_size)  # 0: the data's
-  return data_lib.load_corpus(config.data, vocab, config.train.seq_len)
+def _corpus(config: ConfigDict) -> corpora.Corpus:
+  vocab = vocab_lib.resolve_vocab_size(config.data, config.model.vocab_size)  # 0: the data's
+  return sources.load_corpus(config.data, vocab, config.train.seq_len)
 
 
-def _train_batch(corpus: data_lib.Corpus, config: ConfigDict, step: int) -> Batch:
+def _train_batch(corpus: corpora.Corpus, config: ConfigDict, step: int) -> Batch:
   t = config.train
   return batches_lib.get_batch(
     corpus.train, seed=config.seed, step=step, batch_size=t.batch_size, seq_len=t.seq_len

@@ -30,7 +30,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import sources
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
@@ -341,7 +341,7 @@ def _run(
   check_seed(config)
   run_setup = setup_lib.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
-  corpus = data_lib.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
+  corpus = sources.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
   workdir_lib.make_writable(workdir)  # a read-only or unmakeable folder: bad input, exit 2
   # One run per workdir for the run's whole life, summary included; a second is refused
   # before it reads anything: it would resume this one's checkpoint and rewrite its files.

@@ -48,7 +48,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.config.same_experiment import VMAPPED_KEYS
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import corpora, sources
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import (
@@ -166,7 +166,7 @@ class Shared:
   """What every member has in common: the run setup, corpus, baselines, devices."""
 
   run_setup: setup_lib.RunSetup
-  corpus: data_lib.Corpus
+  corpus: corpora.Corpus
   baselines: dict[str, float]
   devices: dict
   wall_start: float
@@ -238,7 +238,7 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
   for c in configs[1:]:
     setup_lib.validate(c)  # its own opt.lr
   t, vocab = configs[0].train, run_setup.mcfg.vocab_size
-  corpus = data_lib.load_corpus(configs[0].data, vocab, t.seq_len)
+  corpus = sources.load_corpus(configs[0].data, vocab, t.seq_len)
   shared = Shared(
     run_setup,
     corpus,

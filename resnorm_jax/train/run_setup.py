@@ -23,7 +23,8 @@ from jax.sharding import Mesh, NamedSharding
 from ml_collections import ConfigDict
 
 from resnorm_jax.data import batches as batches_lib
-from resnorm_jax.data import corpora as data_lib
+from resnorm_jax.data import corpora, sources
+from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
 from resnorm_jax.train import optim
@@ -153,10 +154,10 @@ def model_config(
   """config.model resolved against the data, the one place a run does it: model.vocab_size=0
   takes the data's vocabulary (256 for bytes, a prepared folder's tokenizer padded to a
   multiple of 128), an explicit size is checked against a prepared folder's tokenizer
-  (corpora.resolve_vocab_size; reads at most a manifest.json). `vocab_size` overrides both;
+  (vocab.resolve_vocab_size; reads at most a manifest.json). `vocab_size` overrides both;
   `platform` as in model_config_from."""
   if vocab_size is None:
-    vocab_size = data_lib.resolve_vocab_size(config.data, config.model.vocab_size)
+    vocab_size = vocab_lib.resolve_vocab_size(config.data, config.model.vocab_size)
   return model_config_from(config, vocab_size=vocab_size, platform=platform)
 
 
@@ -279,7 +280,7 @@ class Batches:
   global arrays. Pure functions of (seed, step or index, process): a resumed or
   benchmarked run sees the same data."""
 
-  corpus: data_lib.Corpus
+  corpus: corpora.Corpus
   config: ConfigDict
   sharding: NamedSharding
 
@@ -313,9 +314,9 @@ def _process() -> dict[str, int]:
   return {"process_index": jax.process_index(), "process_count": jax.process_count()}
 
 
-def batches(run: RunSetup, corpus: data_lib.Corpus | None = None) -> Batches:
+def batches(run: RunSetup, corpus: corpora.Corpus | None = None) -> Batches:
   """The batch source of `run` on `corpus` (default: loaded from config.data)."""
   config = run.config
   if corpus is None:
-    corpus = data_lib.load_corpus(config.data, run.mcfg.vocab_size, config.train.seq_len)
+    corpus = sources.load_corpus(config.data, run.mcfg.vocab_size, config.train.seq_len)
   return Batches(corpus, config, run.batch_sharding)
