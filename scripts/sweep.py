@@ -74,19 +74,11 @@ from resnorm_jax.tools.sweep_grid import (
   run_state,
   train_command,
 )
+from resnorm_jax.tools.sweep_jobs import Job, estimated_cost, missing_data, population_jobs
+from resnorm_jax.tools.sweep_records import refresh_records, with_failures
 from resnorm_jax.tools.sweep_results import collect, write_results
-from resnorm_jax.tools.sweep_runner import (
-  ACCELERATORS,
-  INTERRUPTED,
-  Job,
-  estimated_cost,
-  make_slots,
-  missing_data,
-  population_jobs,
-  refresh_records,
-  run_points,
-  with_failures,
-)
+from resnorm_jax.tools.sweep_runner import INTERRUPTED, run_points
+from resnorm_jax.tools.sweep_slots import ACCELERATORS, make_slots
 from resnorm_jax.train.outcome import STUCK_MARGIN
 
 # The checkout this script is in: its points run this checkout's code.

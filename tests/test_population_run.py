@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from configs import smoke
-from resnorm_jax.tools import sweep_grid, sweep_runner
+from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_runner, sweep_slots
 from resnorm_jax.train import population_run
 from resnorm_jax.train.metrics_file import read_metrics
 
@@ -352,8 +352,8 @@ def test_population_jobs_record_every_member(tmp_path):
     os.makedirs(workdir)
     with open(os.path.join(workdir, sweep_grid.POINT_FILE), "w") as f:
       json.dump({"name": p.name, "index": p.index}, f)
-    todo.append((sweep_runner.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
-  jobs = sweep_runner.population_jobs(todo)
+    todo.append((sweep_jobs.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
+  jobs = sweep_jobs.population_jobs(todo)
   assert [j.label for j in jobs] == ["p0 and 1 more (one program)", "deep"]
   population, single = jobs
   assert single is todo[2][0] and population.cost == 2.0
@@ -368,7 +368,7 @@ def test_population_jobs_record_every_member(tmp_path):
   ok = [sys.executable, "-c", "print('step 3/3 | loss 1.0 | ETA 0m00s')"]
   population.command = ok
   single.command = ok
-  codes = sweep_runner.run_points(jobs, [sweep_runner.Slot("0", None, {})], progress_every=0)
+  codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
   assert codes == {"p0": 0, "p1": 0, "deep": 0}
   for name in ("p0", "p1", "deep"):
     assert json.load(open(tmp_path / name / sweep_grid.POINT_FILE))["returncode"] == 0

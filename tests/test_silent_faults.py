@@ -185,7 +185,7 @@ except ValueError as e:
 def _point_jobs(sweep_dir, names, seconds=1.0):
   import sys
 
-  from resnorm_jax.tools import sweep_grid, sweep_runner
+  from resnorm_jax.tools import sweep_grid, sweep_jobs
 
   points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in names])
   jobs = []
@@ -196,7 +196,7 @@ def _point_jobs(sweep_dir, names, seconds=1.0):
     with open(os.path.join(workdir, sweep_grid.POINT_FILE), "w") as f:
       json.dump(info, f)
     command = [sys.executable, "-c", POINT_CHILD, workdir, str(seconds)]
-    jobs.append(sweep_runner.Job(p, workdir, command))
+    jobs.append(sweep_jobs.Job(p, workdir, command))
   return jobs
 
 
@@ -223,7 +223,7 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
   point, but sweep_point.json and results.csv said "exit 2, in use by another run" forever.
   Now the rerun waits for the child and records the point from its folder: exit 0, no error,
   trained once. `refused`: the rerun's process started before the child held the lock."""
-  from resnorm_jax.tools import sweep_grid, sweep_results, sweep_runner
+  from resnorm_jax.tools import sweep_grid, sweep_records, sweep_results, sweep_runner, sweep_slots
 
   (job,) = _point_jobs(str(tmp_path), ["p"])
   orphan = _hold_and_finish(job.workdir, 2.0)
@@ -235,7 +235,7 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
       return real(job) if len(calls) > 1 else None
 
     monkeypatch.setattr(sweep_runner, "_busy", busy_after_the_first_probe)
-  codes = sweep_runner.run_points([job], [sweep_runner.Slot("0", None, {})], progress_every=0)
+  codes = sweep_runner.run_points([job], [sweep_slots.Slot("0", None, {})], progress_every=0)
   orphan.wait(timeout=60)
   assert codes == {"p": 0}
   out = capsys.readouterr().out
@@ -244,7 +244,7 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
   record = json.load(open(os.path.join(job.workdir, sweep_grid.POINT_FILE)))
   assert record.get("returncode") in (None, 0) and "error" not in record
   assert "running_elsewhere" not in record
-  rows = sweep_runner.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
+  rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   assert [(r["name"], r["outcome"]) for r in rows] == [("p", "trained")]
   assert "error" not in rows[0]
 
@@ -252,7 +252,7 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
 def test_a_stale_failure_record_is_rewritten_from_the_points_folder(tmp_path):
   """A record left as "exit 2, in use by another run" by a sweep before this fix, the point
   since finished: --collect_only and every rerun kept the failure."""
-  from resnorm_jax.tools import sweep_grid, sweep_results, sweep_runner
+  from resnorm_jax.tools import sweep_grid, sweep_records, sweep_results
 
   workdir = tmp_path / "p"
   workdir.mkdir()
@@ -264,24 +264,24 @@ def test_a_stale_failure_record_is_rewritten_from_the_points_folder(tmp_path):
       {"status": "completed", "steps": 2, "final_eval_loss": 2.0, "heldout_unigram_entropy": 3.0}
     )
   )
-  assert sweep_runner.refresh_records(str(tmp_path)) == ["p"]
+  assert sweep_records.refresh_records(str(tmp_path)) == ["p"]
   record = json.loads((workdir / sweep_grid.POINT_FILE).read_text())
   assert "returncode" not in record and "error" not in record and record["status"] == "completed"
-  rows = sweep_runner.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
+  rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   assert rows[0]["outcome"] == "trained" and "error" not in rows[0]
-  assert sweep_runner.refresh_records(str(tmp_path)) == []  # once
+  assert sweep_records.refresh_records(str(tmp_path)) == []  # once
   # A point that has not finished keeps its failure.
   (workdir / "summary.json").unlink()
   (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(stale))
-  assert sweep_runner.refresh_records(str(tmp_path)) == []
+  assert sweep_records.refresh_records(str(tmp_path)) == []
 
 
 SWEEP_DRIVER = """
 import json, sys
-from resnorm_jax.tools import sweep_runner
+from resnorm_jax.tools import sweep_runner, sweep_slots
 import test_silent_faults as t
 jobs = t._point_jobs(sys.argv[1], ["a", "b", "c"])
-codes = sweep_runner.run_points(jobs, [sweep_runner.Slot("0", None, {})], progress_every=0)
+codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
 print("CODES " + json.dumps(codes))
 """
 

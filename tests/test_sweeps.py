@@ -16,7 +16,15 @@ import numpy as np
 import pytest
 
 from resnorm_jax.config.same_experiment import SWEEP, changed_keys
-from resnorm_jax.tools import boundary, sweep_grid, sweep_results, sweep_runner
+from resnorm_jax.tools import (
+  boundary,
+  sweep_grid,
+  sweep_jobs,
+  sweep_records,
+  sweep_results,
+  sweep_runner,
+  sweep_slots,
+)
 from resnorm_jax.tools import plots as plot_curves
 from resnorm_jax.train import outcome
 
@@ -111,27 +119,27 @@ def test_changed_keys_compares_only_what_results_depend_on(monkeypatch):
 
 
 def test_make_slots_pins_disjoint_cores():
-  slots = sweep_runner.make_slots("auto", 1, cpus=[0, 1, 2, 3])
+  slots = sweep_slots.make_slots("auto", 1, cpus=[0, 1, 2, 3])
   assert [s.cpus for s in slots] == [(0,), (1,), (2,), (3,)]
   assert all("--xla_cpu_multi_thread_eigen=false" in s.env["XLA_FLAGS"] for s in slots)
-  slots = sweep_runner.make_slots("auto", 2, cpus=[0, 1, 2, 3, 4])
+  slots = sweep_slots.make_slots("auto", 2, cpus=[0, 1, 2, 3, 4])
   assert [s.cpus for s in slots] == [(0, 1), (2, 3)]
   assert "multi_thread_eigen" not in slots[0].env["XLA_FLAGS"]
-  assert sweep_runner.make_slots("1", 1, cpus=[0, 1]) == [sweep_runner.Slot("all cores", None, {})]
+  assert sweep_slots.make_slots("1", 1, cpus=[0, 1]) == [sweep_slots.Slot("all cores", None, {})]
   for jobs, threads, msg in (("3", 1, "needs 3 cores"), ("0", 1, "positive"), ("x", 1, "auto")):
     with pytest.raises(ValueError, match=msg):
-      sweep_runner.make_slots(jobs, threads, cpus=[0, 1])
+      sweep_slots.make_slots(jobs, threads, cpus=[0, 1])
 
 
 def test_make_slots_one_device_per_job(monkeypatch):
   monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-  slots = sweep_runner.make_slots("auto", 1, "gpu")
+  slots = sweep_slots.make_slots("auto", 1, "gpu")
   assert [s.env for s in slots] == [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(3)]
   assert all(s.cpus is None for s in slots)
   with pytest.raises(ValueError, match="only 3 GPUs"):
-    sweep_runner.make_slots("4", 1, "gpu")
+    sweep_slots.make_slots("4", 1, "gpu")
   with pytest.raises(ValueError, match="not one of"):
-    sweep_runner.make_slots("1", 1, "npu")
+    sweep_slots.make_slots("1", 1, "npu")
 
 
 def test_longest_points_start_first_and_progress_is_read_from_logs(tmp_path):
@@ -139,16 +147,16 @@ def test_longest_points_start_first_and_progress_is_read_from_logs(tmp_path):
   _, small = sweep_grid.resolve(point, {}, None)
   _, deep = sweep_grid.resolve(point, {"model.num_layers": 8}, None)
   _, long = sweep_grid.resolve(point, {"train.steps": 200}, None)
-  costs = [sweep_runner.estimated_cost(c) for c in (small, deep, long)]
+  costs = [sweep_jobs.estimated_cost(c) for c in (small, deep, long)]
   assert costs[0] < costs[1] and costs[0] < costs[2]
   order = []
   child = "import sys; print(sys.argv[1])"
   points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in ("s", "d", "l")])
   jobs = [
-    sweep_runner.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child, p.name], c)
+    sweep_jobs.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child, p.name], c)
     for p, c in zip(points, costs, strict=True)
   ]
-  codes = sweep_runner.run_points(jobs, [sweep_runner.Slot("0", None, {})], progress_every=0)
+  codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
   assert codes == {"s": 0, "d": 0, "l": 0}
   for p in points:  # one slot: the start order is the order of the logs' mtimes
     order.append((os.path.getmtime(tmp_path / p.name / "train.log"), p.name))
@@ -235,9 +243,7 @@ def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
     "time.sleep(60)\n"
   )
   points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in ("a", "b", "c")])
-  jobs = [
-    sweep_runner.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child]) for p in points
-  ]
+  jobs = [sweep_jobs.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child]) for p in points]
   for job in jobs:
     job.command[-1] = child.replace("'ready'", repr(os.path.join(job.workdir, "ready")))
 
@@ -250,7 +256,7 @@ def test_run_points_passes_a_signal_on_and_starts_nothing_more(tmp_path):
     os.kill(os.getpid(), signal.SIGINT)
 
   threading.Thread(target=interrupt, daemon=True).start()
-  slots = [sweep_runner.Slot(str(i), None, {}) for i in range(2)]
+  slots = [sweep_slots.Slot(str(i), None, {}) for i in range(2)]
   codes = sweep_runner.run_points(jobs, slots)
   assert codes == {"a": 7, "b": 7, sweep_runner.INTERRUPTED: 128 + signal.SIGINT}
   assert not os.path.exists(tmp_path / "c")
@@ -324,7 +330,7 @@ def test_sweep_and_plot_cli(tmp_path, read_csv):
 def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
   """--jobs=2 (each point pinned to one core, single-threaded XLA) gives the same results
   as --jobs=1 (one point at a time on every core)."""
-  if len(sweep_runner.available_cpus()) < 2:
+  if len(sweep_slots.available_cpus()) < 2:
     pytest.skip("needs 2 cores")
   grid = tmp_path / "grid.py"
   grid.write_text(
@@ -513,19 +519,19 @@ def test_missing_data_names_local_paths_that_match_nothing(tmp_path):
   def data(source, path="", val_path=""):
     return {"data": {"source": source, "path": path, "val_path": val_path}}
 
-  assert sweep_runner.missing_data(data("stdlib")) == []
-  assert sweep_runner.missing_data(data("text", str(tmp_path / "a.txt"))) == []
-  assert sweep_runner.missing_data(data("text", str(tmp_path / "*.txt"))) == []
-  assert sweep_runner.missing_data(data("tokens", str(tmp_path / "shards"))) == []
-  assert sweep_runner.missing_data(data("tokens", "gs://bucket/none", "gs://b/v")) == []
-  assert sweep_runner.missing_data(data("text", "tests/data")) == []  # from the repo root
-  assert sweep_runner.missing_data(data("text", str(tmp_path / "b.txt"))) == [
+  assert sweep_jobs.missing_data(data("stdlib")) == []
+  assert sweep_jobs.missing_data(data("text", str(tmp_path / "a.txt"))) == []
+  assert sweep_jobs.missing_data(data("text", str(tmp_path / "*.txt"))) == []
+  assert sweep_jobs.missing_data(data("tokens", str(tmp_path / "shards"))) == []
+  assert sweep_jobs.missing_data(data("tokens", "gs://bucket/none", "gs://b/v")) == []
+  assert sweep_jobs.missing_data(data("text", "tests/data")) == []  # from the repo root
+  assert sweep_jobs.missing_data(data("text", str(tmp_path / "b.txt"))) == [
     f"data.path={tmp_path / 'b.txt'} (no such file)"
   ]
-  assert sweep_runner.missing_data(
+  assert sweep_jobs.missing_data(
     data("tokens", str(tmp_path / "shards"), str(tmp_path / "val" / "*.bin"))
   ) == [f"data.val_path={tmp_path / 'val' / '*.bin'} (matches no file)"]
-  assert sweep_runner.missing_data(data("tokens")) == [
+  assert sweep_jobs.missing_data(data("tokens")) == [
     "data.path is empty (data.source='tokens' reads it)"
   ]
 
@@ -579,14 +585,14 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
   points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in names])
   children = (fails, killed, "print('fine')")
   jobs = [
-    sweep_runner.Job(p, str(tmp_path / p.name), [sys.executable, "-c", c], cost=3 - i)
+    sweep_jobs.Job(p, str(tmp_path / p.name), [sys.executable, "-c", c], cost=3 - i)
     for i, (p, c) in enumerate(zip(points, children, strict=True))
   ]
   for job in jobs:
     os.makedirs(job.workdir)
     with open(os.path.join(job.workdir, sweep_grid.POINT_FILE), "w") as f:
       json.dump({"name": job.point.name, "index": job.point.index, "config": "c.py"}, f)
-  slot = sweep_runner.Slot("0", None, {})
+  slot = sweep_slots.Slot("0", None, {})
   codes = sweep_runner.run_points(jobs, [slot], progress_every=0)
   assert codes == {"fails": 2, "killed": -signal.SIGKILL, "ok": 0}
   out = capsys.readouterr().out
@@ -595,7 +601,7 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
   assert "[2] killed: failed (killed by SIGKILL: compiling) in " in out
   point = json.load(open(tmp_path / "fails" / sweep_grid.POINT_FILE))
   assert point["returncode"] == 2 and point["error"] == why
-  rows = sweep_runner.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
+  rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   by_name = {r["name"]: r for r in rows}
   assert list(by_name["fails"])[list(by_name["fails"]).index("outcome") :][:3] == [
     "outcome",
@@ -612,4 +618,4 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
   shutil.copytree(tmp_path / "ok", tmp_path / "clean" / "ok")
   ok_only = sweep_results.collect(str(tmp_path / "clean"))
   assert len(ok_only) == 1 and "error" not in ok_only[0]
-  assert sweep_runner.with_failures(ok_only, str(tmp_path / "clean")) == ok_only
+  assert sweep_records.with_failures(ok_only, str(tmp_path / "clean")) == ok_only

@@ -75,12 +75,12 @@ def _sbatch_lines(n_tasks: int, sweep_dir: str, spec: ArraySpec) -> list[str]:
 
 
 def _runs(job) -> tuple:
-  """(point, workdir) of every run a sweep_runner.Job trains (several for a population)."""
+  """(point, workdir) of every run a sweep_jobs.Job trains (several for a population)."""
   return job.runs() if hasattr(job, "runs") else ((job.point, job.workdir),)
 
 
 def array_script(jobs: Sequence, sweep_dir: str, spec: ArraySpec) -> str:
-  """The sbatch script of a job array: task i runs jobs[i] (sweep_runner.Job) as is."""
+  """The sbatch script of a job array: task i runs jobs[i] (sweep_jobs.Job) as is."""
   if not jobs:
     raise ValueError("no points to submit")
   if len(jobs) > MAX_ARRAY_TASKS:

@@ -5,8 +5,9 @@ A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]"
 config is done: "the same config" compares only what results depend on
 (`same_experiment.changed_keys` under the policy same_experiment.SWEEP: logging keys ignored, a
 key added after the run counts as unchanged while it keeps its default, a key that moved
-(cli.MOVED_KEYS) is compared at its new place). Running the points is sweep_runner.py,
-tabulating them sweep_results.py; scripts/sweep.py is the command line. No JAX here."""
+(cli.MOVED_KEYS) is compared at its new place). The points' jobs are sweep_jobs.py, running
+them sweep_runner.py, tabulating them sweep_results.py; scripts/sweep.py is the command line.
+No JAX here."""
 
 from __future__ import annotations
 
