@@ -41,8 +41,13 @@ def lr_text(lr: float) -> str:
 
 def lr_cells(path: str = "docs/lr_sensitivity/results.csv") -> dict[tuple, list[str]]:
   """(variant, depth, lr) -> the outcomes of its seeds."""
+  return lr_cells_of(read(path))
+
+
+def lr_cells_of(rows: list[dict[str, str]]) -> dict[tuple, list[str]]:
+  """(variant, depth, lr) -> the outcomes of its seeds, from results.csv rows."""
   cells: dict[tuple, list[str]] = collections.defaultdict(list)
-  for r in read(path):
+  for r in rows:
     cells[(r["variant"], int(r["num_layers"]), float(r["opt.lr"]))].append(r["outcome"])
   return cells
 
@@ -294,10 +299,13 @@ def row_depth_transfer() -> list[str] | None:
   if not os.path.exists(os.path.join(ROOT, path)):
     return None
   names = {"sp": "sp", "depth_mup": "depth-muP", "completep": "CompleteP"}
-  slopes = {r["depth_param"]: r for r in read(path) if r["fit"] == "5pt"}
-  best = read("docs/depth_transfer/best_lr.csv")
-  deepest = max(int(r["num_layers"]) for r in best if r["depth_param"] != "sp")
-  at = {r["depth_param"]: r for r in best if int(r["num_layers"]) == deepest}
+  slopes = {
+    r["depth_param"]: r for r in read(path) if r["fit"] == "5pt" and r["variant"] == "prenorm"
+  }
+  best = [r for r in read("docs/depth_transfer/best_lr.csv") if r["variant"] == "prenorm"]
+  # the deepest depth whose curve brackets its best lr under every parametrization run there
+  deepest = max(int(r["num_layers"]) for r in best if r["depth_param"] != "sp" and r["best_lr_3pt"])
+  at = {r["depth_param"]: r for r in best if int(r["num_layers"]) == deepest and r["best_lr_3pt"]}
   parts = [
     f"{names[p]} {float(r['slope']):+.3f} +- {float(r['slope_se']):.3f} ({r['depths'].split()[0]}"
     f"-{r['depths'].split()[-1]} layers)"
@@ -309,9 +317,50 @@ def row_depth_transfer() -> list[str] | None:
     "slope of log2(best lr) on log2(layers), 0 = transfer (5-point fit): "
     + ", ".join(parts)
     + f"; best loss at {deepest} layers: {losses}",
-    "1,000 steps, 7 lrs, seed 0 (sp: mean of seeds 0-2 where run), stdlib",
+    "1,000 steps, 7 lrs, seed 0; at each best lr the mean of seeds 0-2; stdlib",
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
     "`docs/depth_transfer/best_lr.csv`",
+  ]
+
+
+def row_param_edges() -> list[str] | None:
+  """Post-LN's and DeepNorm's edge (largest lr that trains on some seed) under sp and under
+  CompleteP, at the depths CompleteP was run, and the best loss there."""
+  path = "docs/depth_transfer/results.csv"
+  if not os.path.exists(os.path.join(ROOT, path)):
+    return None
+  rows = read(path)
+  best = {
+    (r["variant"], r["depth_param"], int(r["num_layers"])): r
+    for r in read("docs/depth_transfer/best_lr.csv")
+  }
+  parts, all_depths = [], set()
+  for variant in ("postnorm", "deepnorm"):
+    cp = [r for r in rows if r["variant"] == variant and r["depth_param"] == "completep"]
+    # above the base depth (at 6 layers CompleteP's runs are sp's)
+    depths = sorted({int(r["num_layers"]) for r in cp} - {6})
+    if not depths:
+      continue
+    all_depths |= set(depths)
+    text = []
+    for param, name in (("sp", "sp"), ("completep", "CompleteP")):
+      cells = lr_cells_of([r for r in rows if r["depth_param"] == param])
+      edges = " / ".join(edge(cells, variant, d) for d in depths)
+      losses = []
+      for d in depths:
+        b = best.get((variant, param, d))
+        trained = b and float(b["grid_best_loss"]) < float(rows[0]["baseline"]) - 0.1
+        losses.append(f"{float(b['grid_best_loss']):.3f}" if trained else "-")
+      text.append(f"{name} {edges} (best loss {' / '.join(losses)})")
+    parts.append(f"{LABEL[variant]}: " + ", ".join(text))
+  if not parts:
+    return None
+  at = " / ".join(str(d) for d in sorted(all_depths))
+  return [
+    "CompleteP moves Post-LN's edge",
+    f"largest lr that trains on some seed at {at} layers: " + "; ".join(parts),
+    "1,000 steps, no warmup, constant lr 2.5e-4 to 1.6e-2; seed 0, 0-2 at some cells; stdlib",
+    "[figure](docs/depth_transfer/postnorm.png), `docs/depth_transfer/results.csv`",
   ]
 
 
@@ -327,6 +376,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_1000,
   row_later,
   row_depth_transfer,
+  row_param_edges,
 )
 
 
