@@ -30,7 +30,7 @@ from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import optim
+from resnorm_jax.train import checkpoint_integrity, optim, resume_policy
 from resnorm_jax.train import train_step as ts
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.metrics_file import read_metrics
@@ -358,15 +358,16 @@ def test_a_flipped_bit_in_the_metadata_is_reported_and_skipped(reference, tmp_pa
 
 def test_meta_from_before_checksums_is_read_and_a_lost_checksum_is_damage():
   meta = {"leaves": {}, "summary": {"best_eval_loss": 4.4561}}
-  ckpt_lib.check_meta(meta)  # written before checksums: read as it is
-  sealed = ckpt_lib.sealed(meta)
-  ckpt_lib.check_meta(json.loads(json.dumps(sealed)))  # what a save writes reads back
+  checkpoint_integrity.check_meta(meta)  # written before checksums: read as it is
+  sealed = checkpoint_integrity.sealed(meta)
+  checkpoint_integrity.check_meta(json.loads(json.dumps(sealed)))  # what a save writes reads back
   for damaged in (
     {**sealed, "summary": {"best_eval_loss": 0.4561}},
-    {k: v for k, v in sealed.items() if k != ckpt_lib.META_CHECKSUM},  # the key's name hit
+    # the key's name hit
+    {k: v for k, v in sealed.items() if k != checkpoint_integrity.META_CHECKSUM},
   ):
     with pytest.raises(ValueError, match="sha256"):
-      ckpt_lib.check_meta(damaged)
+      checkpoint_integrity.check_meta(damaged)
 
 
 @pytest.mark.slow  # training processes
@@ -536,8 +537,8 @@ def test_changed_optimizer_structure_is_refused(reference):
 
 def test_frozen_config_ignores_run_length_and_cadence():
   def changed(a, b):
-    frozen_a, frozen_b = ckpt_lib.frozen_config(a), ckpt_lib.frozen_config(b)
-    return same_experiment.changed_keys(frozen_a, frozen_b, ckpt_lib.CHECKPOINT)
+    frozen_a, frozen_b = resume_policy.frozen_config(a), resume_policy.frozen_config(b)
+    return same_experiment.changed_keys(frozen_a, frozen_b, resume_policy.CHECKPOINT)
 
   a, b = _config().to_dict(), _config(train__steps=999, train__checkpoint_every=3).to_dict()
   assert changed(a, b) == []
@@ -546,15 +547,15 @@ def test_frozen_config_ignores_run_length_and_cadence():
 
 def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
   config = _config().to_dict()
-  old = ckpt_lib.frozen_config(config)
-  for key, default in ckpt_lib.ADDED_KEYS.items():
+  old = resume_policy.frozen_config(config)
+  for key, default in resume_policy.ADDED_KEYS.items():
     assert old[key] == default, key  # the schema's default
     del old[key]  # as in a checkpoint written before the key existed
   meta = {"frozen_config": old, "leaves": {}}
-  ckpt_lib.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
+  resume_policy.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
   changed = _config(model__hyperconn_rate=2).to_dict()
   with pytest.raises(ValueError, match=r"model\.hyperconn_rate \(4 -> 2\)"):
-    ckpt_lib.check_compatible(meta, changed, {}, "ckpt")
+    resume_policy.check_compatible(meta, changed, {}, "ckpt")
 
 
 def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_value():
@@ -562,15 +563,15 @@ def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_v
   it ran), and is refused with attention=fused, naming the key."""
   config = _config()
   abstract = _abstract(config)
-  frozen = ckpt_lib.frozen_config(config.to_dict())
-  old = {k: v for k, v in frozen.items() if k not in ckpt_lib.ADDED_KEYS}
+  frozen = resume_policy.frozen_config(config.to_dict())
+  old = {k: v for k, v in frozen.items() if k not in resume_policy.ADDED_KEYS}
   assert "model.attention" in frozen and "model.attention" not in old
-  leaves = {k: [*v, 0] for k, v in ckpt_lib._abstract_table(abstract).items()}
+  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
   meta = {"frozen_config": old, "leaves": leaves}
-  ckpt_lib.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
   fused = _config(model__attention="fused").to_dict()
   with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
-    ckpt_lib.check_compatible(meta, fused, abstract, "ckpt")
+    resume_policy.check_compatible(meta, fused, abstract, "ckpt")
 
 
 def test_checkpoint_predating_the_move_of_model_settings_resumes():
@@ -579,21 +580,22 @@ def test_checkpoint_predating_the_move_of_model_settings_resumes():
   remat and scan_unroll may change on resume as before."""
   config = _config()
   abstract = _abstract(config)
-  frozen = ckpt_lib.frozen_config(config.to_dict())
+  frozen = resume_policy.frozen_config(config.to_dict())
   assert frozen["model.dtype"] == "float32"
   assert "model.remat" not in frozen and "model.scan_unroll" not in frozen
   moved = {new: old for old, new in cli.MOVED_KEYS.items()}
-  saved_config = {moved.get(k, k): v for k, v in ckpt_lib.flat_config(config.to_dict()).items()}
+  flat = resume_policy.flat_config(config.to_dict())
+  saved_config = {moved.get(k, k): v for k, v in flat.items()}
   assert saved_config["train.dtype"] == "float32" and "model.dtype" not in saved_config
   old = {k: v for k, v in frozen.items() if k not in moved}  # the old frozen config
-  leaves = {k: [*v, 0] for k, v in ckpt_lib._abstract_table(abstract).items()}
+  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
   meta = {"frozen_config": old, "config": saved_config, "leaves": leaves}
-  ckpt_lib.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
   remat = _config(model__remat="full", model__scan_unroll=2)
-  ckpt_lib.check_compatible(meta, remat.to_dict(), _abstract(remat), "ckpt")
+  resume_policy.check_compatible(meta, remat.to_dict(), _abstract(remat), "ckpt")
   bf16 = _config(model__dtype="bfloat16")
   with pytest.raises(ValueError, match=r"model\.dtype \('float32' -> 'bfloat16'\)"):
-    ckpt_lib.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
+    resume_policy.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
 
 
 # --- divergence and signals ----------------------------------------------------------------

@@ -160,7 +160,7 @@ def test_the_guard_covers_every_later_variant_and_reads_its_own_keys_in_its_modu
 
 def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
   from configs import base
-  from resnorm_jax.train import checkpoint
+  from resnorm_jax.train import resume_policy
 
   fields = {f.name for f in dataclasses.fields(ModelConfig)}
   model = base.get_config().model
@@ -182,7 +182,7 @@ def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
     assert name in fields, name
     assert model[name] == key.default, name
     # A checkpoint written before the variant existed resumes with the key at its default.
-    assert checkpoint.ADDED_KEYS[f"model.{name}"] == key.default, name
+    assert resume_policy.ADDED_KEYS[f"model.{name}"] == key.default, name
 
 
 def test_a_variant_key_is_validated_whichever_variant_is_selected():

@@ -14,7 +14,7 @@ from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.config.same_experiment import CHECKPOINT_STATE, SWEEP, WORKDIR
 from resnorm_jax.data import fs
 from resnorm_jax.tools import sweep_grid
-from resnorm_jax.train.checkpoint import CHECKPOINT
+from resnorm_jax.train.resume_policy import CHECKPOINT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Committed finished sweep points, one per shape of record: written before the move of
@@ -44,7 +44,7 @@ def _without(config: dict, *keys: str) -> dict:
 
 
 def _frozen(config: dict) -> dict:
-  """A checkpoint's frozen config (checkpoint.frozen_config, without its JAX import)."""
+  """A checkpoint's frozen config (resume_policy.frozen_config, without its JAX import)."""
   flat = same_experiment.flatten(config)
   return {k: v for k, v in flat.items() if CHECKPOINT.compares(k)}
 

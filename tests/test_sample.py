@@ -111,6 +111,7 @@ def test_a_sharded_checkpoint_restores_onto_one_device(tmp_path):
   """A state saved sharded over 8 (fake) devices with the run's checkpointer reads back
   onto one device unchanged; nothing in ckpt/ is moved or added."""
   from resnorm_jax.train import checkpoint as ckpt_lib
+  from resnorm_jax.train import resume_policy
 
   config = _smoke_config()
   config.mesh.fsdp, config.mesh.data = -1, 1  # parameters sharded over all 8 devices
@@ -118,7 +119,7 @@ def test_a_sharded_checkpoint_restores_onto_one_device(tmp_path):
   assert len(sharded.mesh.devices.flat) == 8
   state = sharded.init_state()
   c = ckpt_lib.Checkpointer(str(tmp_path / "ckpt"), async_save=False)
-  c.save(state, ckpt_lib.run_meta(config.to_dict(), [], {}), force=True)
+  c.save(state, resume_policy.run_meta(config.to_dict(), [], {}), force=True)
   c.close()
   shutil.copy(os.path.join(COMMITTED, "config.json"), tmp_path / "config.json")
   (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from configs import smoke
-from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import resume_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,12 +37,12 @@ def _smoke(**overrides):
 def test_a_checkpoint_refuses_a_resume_that_changes_the_optimizer(changes, named):
   """The checkpoint's frozen keys let opt.lr, the schedule and the warmup change; only
   config.json refused them, so with it lost a resume trained one run at two settings."""
-  saved = ckpt_lib.run_meta(_smoke().to_dict(), [], {})
-  ckpt_lib.check_same_run(saved, _smoke().to_dict(), "ckpt")  # the same run resumes
+  saved = resume_policy.run_meta(_smoke().to_dict(), [], {})
+  resume_policy.check_same_run(saved, _smoke().to_dict(), "ckpt")  # the same run resumes
   longer = _smoke(train__steps=99, train__log_every=3, model__remat="full")
-  ckpt_lib.check_same_run(saved, longer.to_dict(), "ckpt")  # length, logging, speed may change
+  resume_policy.check_same_run(saved, longer.to_dict(), "ckpt")  # length, logging, speed may change
   with pytest.raises(ValueError, match="another experiment") as e:
-    ckpt_lib.check_same_run(saved, _smoke(**changes).to_dict(), "ckpt")
+    resume_policy.check_same_run(saved, _smoke(**changes).to_dict(), "ckpt")
   assert named in str(e.value) and "new --workdir" in str(e.value)
 
 

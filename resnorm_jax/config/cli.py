@@ -28,7 +28,7 @@ _UNNAMED_PREFIXES = ("mesh.", "dist.")
 # Config keys that moved: old dotted key -> new one (configs/base.py re-exports it as the
 # schema's record). The old key is refused with the new one named; a config.json or
 # checkpoint written before the move is read at the new place (scripts/sweep.py's
-# skip-finished comparison, checkpoint.check_compatible).
+# skip-finished comparison, resume_policy.check_compatible).
 MOVED_KEYS: dict[str, str] = {
   "train.remat": "model.remat",
   "train.scan_unroll": "model.scan_unroll",

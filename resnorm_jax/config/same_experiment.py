@@ -15,7 +15,7 @@ key on which it and the current config differ, among the keys its `Policy` compa
 The policies of its users are data below: SWEEP (is a finished run a grid point's run),
 WORKDIR (may this run continue the workdir's run) and CHECKPOINT_STATE (the keys named when a
 checkpoint's state does not fit); the checkpoint's own, which also reads the variants' keys
-from the model's registry, is train/checkpoint.py's CHECKPOINT, built from FROZEN and
+from the model's registry, is train/resume_policy.py's CHECKPOINT, built from FROZEN and
 CHECKPOINT_ADDED here. No JAX here; the schema is read on first use.
 """
 
@@ -55,8 +55,8 @@ LOGGING_ONLY = (
 SPEED_ONLY = ("model.remat", "model.scan_unroll", "mesh.")
 RUN_LENGTH = ("train.steps",)  # a rerun in the same workdir may extend the run
 # What a checkpoint freezes: the model, the data and the batch, compared first and named
-# when the state cannot be restored. Written to every checkpoint (checkpoint.run_meta); the
-# checkpoint's full config is then compared by the WORKDIR rule (checkpoint.check_same_run),
+# when the state cannot be restored. Written to every checkpoint (resume_policy.run_meta); the
+# checkpoint's full config is then compared by the WORKDIR rule (resume_policy.check_same_run),
 # so the optimizer's keys (lr, schedule, warmup, betas, weight decay) may not change either.
 FROZEN = (
   "model.",
@@ -159,7 +159,7 @@ class Policy:
 # is a conflict, as it always was).
 SWEEP = Policy(ignored=("name", *LOGGING_ONLY), added=Defaults())
 # A run may continue the run in its workdir (loop.completed_run, and against the full config
-# its checkpoint recorded: checkpoint.check_same_run): the sweep's rule with the name counted
+# its checkpoint recorded: resume_policy.check_same_run): the sweep's rule with the name counted
 # (a record without a name is another run's); it may extend the run or change how the step
 # runs.
 WORKDIR = Policy(

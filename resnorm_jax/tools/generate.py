@@ -30,7 +30,7 @@ from resnorm_jax.config.same_experiment import RECORDED_NOT_CONFIG
 from resnorm_jax.data import token_files
 from resnorm_jax.data import tokenizer as tok_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import run_setup
+from resnorm_jax.train import checkpoint_integrity, run_setup
 
 EOT_TEXT = tok_lib.EOT
 
@@ -153,7 +153,7 @@ def restore(workdir: str, run: run_setup.RunSetup) -> tuple[Any, int]:
         ),
       )
       meta = json.loads((root / str(step) / "meta" / "metadata").read_text())
-      table, saved = ckpt_lib.leaf_table(state), meta.get("leaves", {})
+      table, saved = checkpoint_integrity.leaf_table(state), meta.get("leaves", {})
       bad = [k for k, v in saved.items() if table.get(k) != v]
       if bad:
         raise ValueError(f"{len(bad)} leaves differ from their saved fingerprint")

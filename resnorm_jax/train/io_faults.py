@@ -8,7 +8,7 @@ import contextlib
 import os
 
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import metrics_file
+from resnorm_jax.train import io_errors, metrics_file
 
 EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
 
@@ -39,7 +39,7 @@ class IOFaults:
   def message(self, workdir: str) -> str:
     if isinstance(self.error, ckpt_lib.SaveFailed):
       return str(self.error)
-    return ckpt_lib.describe_io_error(self.error, workdir, "writing the run's files")
+    return io_errors.describe_io_error(self.error, workdir, "writing the run's files")
 
 
 def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):

@@ -35,7 +35,17 @@ from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, metrics_file, optim, outcome, preemption, provenance, run_log
+from resnorm_jax.train import (
+  escape,
+  io_errors,
+  metrics_file,
+  optim,
+  outcome,
+  preemption,
+  provenance,
+  resume_policy,
+  run_log,
+)
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
@@ -180,7 +190,9 @@ class Trainer:
   def save(self, state) -> None:
     """Saves the state (its step already logged); blocking time is not training time."""
     results = {**self.log.results(), **self.log.totals()}
-    meta = ckpt_lib.run_meta(self.config_dict, self.log.interval_losses, results, self.data_files)
+    meta = resume_policy.run_meta(
+      self.config_dict, self.log.interval_losses, results, self.data_files
+    )
     with self.log.paused():
       with run_log.naming_write_errors(self.log.writer):
         self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
@@ -310,7 +322,7 @@ def _restore_or_init(
     return run_setup.init_state(), 0, {}, []
   state, meta, start = restored
   print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
-  return (state, start, *ckpt_lib.resumed_run(meta))
+  return (state, start, *resume_policy.resumed_run(meta))
 
 
 def _banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: dict) -> str:
@@ -396,7 +408,7 @@ def _write_config(workdir: str, resolved: dict, start: int) -> None:
         flush=True,
       )
   except OSError as e:  # nothing trained yet: one line, no summary to write
-    raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing config.json")) from e
+    raise RunFailed(io_errors.describe_io_error(e, workdir, "writing config.json")) from e
 
 
 def _train(
@@ -421,7 +433,7 @@ def _train(
     try:
       checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
     except OSError as e:
-      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "creating ckpt/")) from e
+      raise RunFailed(io_errors.describe_io_error(e, workdir, "creating ckpt/")) from e
     resources.callback(faults.close, checkpointer.close)
     state, start, resumed, interval = _restore_or_init(
       run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
@@ -448,7 +460,7 @@ def _train(
         eval_tokens=eval_tokens(t),
       )
     except OSError as e:  # nothing trained yet: one line, no summary to write
-      raise RunFailed(ckpt_lib.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
+      raise RunFailed(io_errors.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
     resources.callback(faults.close, writer.close)
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
@@ -495,6 +507,6 @@ def _train(
     except OSError as e:
       if faults.error is None:
         raise
-      print(f"error: {ckpt_lib.describe_io_error(e, workdir, 'writing summary.json')}", flush=True)
+      print(f"error: {io_errors.describe_io_error(e, workdir, 'writing summary.json')}", flush=True)
   print(end_message(summary, workdir, argv), flush=True)
   return summary

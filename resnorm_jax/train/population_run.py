@@ -53,6 +53,7 @@ from resnorm_jax.data.fs import read_json
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import (
   escape,
+  io_errors,
   io_faults,
   loop,
   optim,
@@ -60,6 +61,7 @@ from resnorm_jax.train import (
   population,
   preemption,
   provenance,
+  resume_policy,
   run_log,
 )
 from resnorm_jax.train import hparams as hparams_lib
@@ -76,7 +78,7 @@ _ABSENT = "<absent>"
 def differing_keys(configs: Sequence[ConfigDict]) -> list[str]:
   """Dotted config keys (`name` included) whose values differ between `configs`, apart from
   the vmapped ones (VMAPPED_KEYS)."""
-  flats = [ckpt_lib.flat_config(c.to_dict()) for c in configs]
+  flats = [resume_policy.flat_config(c.to_dict()) for c in configs]
   keys = set().union(*flats) - set(VMAPPED_KEYS)
   return sorted(
     k for k in keys if any(f.get(k, _ABSENT) != flats[0].get(k, _ABSENT) for f in flats[1:])
@@ -307,7 +309,7 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
       m.print(f"no checkpoint in {checkpointer.directory}: starting from step 0")
     return m
   m.state, meta, m.start = restored
-  m.resumed, m.interval = ckpt_lib.resumed_run(meta)
+  m.resumed, m.interval = resume_policy.resumed_run(meta)
   m.print(f"resuming from step {m.start} ({checkpointer.directory})")
   return m
 
@@ -327,7 +329,7 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
   try:
     cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
   except OSError as e:
-    m.print(f"error: {ckpt_lib.describe_io_error(e, m.workdir, 'writing summary.json')}")
+    m.print(f"error: {io_errors.describe_io_error(e, m.workdir, 'writing summary.json')}")
 
 
 def _write_config(m: Member, shared: Shared) -> None:
@@ -347,7 +349,7 @@ def _write_config(m: Member, shared: Shared) -> None:
     cli.write_json(path, resolved)
   except OSError as e:  # nothing trained yet: one line, exit status 1
     raise io_faults.RunFailed(
-      ckpt_lib.describe_io_error(e, m.workdir, "writing config.json")
+      io_errors.describe_io_error(e, m.workdir, "writing config.json")
     ) from e
 
 
@@ -508,7 +510,7 @@ class PopulationTrainer:
     with self.paused():
       for i, m in self._live_slots():
         results = {**m.log.results(), **m.log.totals()}
-        meta = ckpt_lib.run_meta(
+        meta = resume_policy.run_meta(
           m.config_dict, m.log.interval_losses, results, self.shared.corpus.fingerprint
         )
         m.checkpointer.save(_take(state, i), meta, force=True)

@@ -1,0 +1,156 @@
+"""What a checkpoint records about its run for a resume, and which resumes it refuses: the frozen
+config (the keys a resumed run must not change, and how a checkpoint that predates a key is
+read), the run's full config by the workdir's rule, a state that does not fit the config, and
+changed data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from resnorm_jax.config import cli, same_experiment
+from resnorm_jax.data import data_fingerprint
+from resnorm_jax.model import variants
+
+# What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
+# on resume, e.g. to fit memory) and how a checkpoint that predates a frozen key is read: the
+# policy CHECKPOINT. ADDED_KEYS: the frozen keys added after checkpoints were
+# written, each with the schema's default, the value that reproduces the runs that
+# predate it (every variant's own key, model.attention, data.sampling, data_fingerprint).
+FROZEN_KEYS = tuple(k for k in same_experiment.FROZEN if not k.endswith("."))
+
+
+def _variant_keys() -> list[str]:
+  return [f"model.{name}" for name in variants.keys()]
+
+
+# A run may resume a checkpoint: its frozen keys. A key the checkpoint predates reads as its
+# default only for the keys listed (CHECKPOINT_ADDED and the variants' own); any other key a
+# side lacks reads as None, as an unset placeholder (model.residual_alpha) does.
+CHECKPOINT = same_experiment.Policy(
+  only=same_experiment.FROZEN,
+  ignored=same_experiment.SPEED_ONLY,
+  added=same_experiment.Defaults(lambda: [*_variant_keys(), *same_experiment.CHECKPOINT_ADDED]),
+  absent=None,
+)
+ADDED_KEYS = CHECKPOINT.added
+
+
+def flat_config(config_dict: dict) -> dict[str, Any]:
+  """A config (as a plain dict) as {dotted.key: JSON value}."""
+  return same_experiment.flatten(config_dict)
+
+
+def frozen_config(config_dict: dict) -> dict[str, Any]:
+  """The part of a config (as a plain dict) that a resumed run must not change (each frozen
+  key present, None where the config lacks it)."""
+  flat = flat_config(config_dict)
+  compared = CHECKPOINT.compares
+  keep = {k: v for k, v in flat.items() if k not in FROZEN_KEYS and compared(k)}
+  keep.update({k: flat.get(k) for k in FROZEN_KEYS})
+  return keep
+
+
+def run_meta(
+  config_dict: dict,
+  interval_losses: list[float],
+  summary: dict,
+  data_files: dict | None = None,
+) -> dict:
+  """What a checkpoint stores about its run besides the state (the leaf table is added by
+  Checkpointer.save): the frozen config (refusing another experiment on resume), the full
+  config (naming changed keys), the losses of the log interval the checkpoint cuts (exact
+  floats: the resumed interval mean is identical), the summary fields so far and the data's
+  fingerprint (data_fingerprint.py: a resume on changed data is refused)."""
+  meta = {
+    "frozen_config": frozen_config(config_dict),
+    "config": flat_config(config_dict),
+    "interval_losses": list(interval_losses),
+    "summary": dict(summary),
+  }
+  if data_files:
+    meta["data_files"] = data_files
+  return meta
+
+
+def resumed_run(meta: dict) -> tuple[dict, list[float]]:
+  """(summary fields, interval losses) that run_meta stored, for the resumed run."""
+  return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
+
+
+def saved_frozen_config(meta: dict) -> dict[str, Any]:
+  """A checkpoint's frozen config in today's keys (same_experiment reads a key it predates
+  as its default). A key that moved (cli.MOVED_KEYS) is read at its new place, from the
+  saved full config when the old place was not frozen (train.dtype, now model.dtype)."""
+  saved_flat = cli.renamed_moved_keys(meta.get("config", {}))
+  checkpoint = CHECKPOINT
+  moved = {
+    new: saved_flat[new]
+    for new in cli.MOVED_KEYS.values()
+    if new in saved_flat and checkpoint.compares(new)
+  }
+  return {**moved, **cli.renamed_moved_keys(meta.get("frozen_config", {}))}
+
+
+def _abstract_table(abstract_state) -> dict[str, list]:
+  flat = jax.tree_util.tree_flatten_with_path(abstract_state)[0]
+  return {jax.tree_util.keystr(p): [list(x.shape), str(x.dtype)] for p, x in flat}
+
+
+def check_compatible(meta: dict, config_dict: dict, abstract_state, directory: str) -> None:
+  """Raises ValueError, naming the changed keys, if the checkpoint is another experiment's."""
+  frozen, saved_frozen = frozen_config(config_dict), saved_frozen_config(meta)
+  checkpoint = CHECKPOINT
+  changed = same_experiment.changed_keys(saved_frozen, frozen, checkpoint)
+  if changed:
+    raise ValueError(
+      f"{directory} holds a checkpoint of a different experiment; changed keys: "
+      f"{same_experiment.describe(changed, saved_frozen, frozen, checkpoint)}. "
+      "Use a new --workdir."
+    )
+  want = _abstract_table(abstract_state)
+  have = {k: v[:2] for k, v in meta["leaves"].items()}
+  if want != have:
+    diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    saved_cfg, state = meta.get("config", {}), same_experiment.CHECKPOINT_STATE
+    keys = same_experiment.changed_keys(saved_cfg, config_dict, state)
+    raise ValueError(
+      f"{directory} holds a checkpoint whose state does not fit this config (leaves "
+      f"{diff[:4]}{' ...' if len(diff) > 4 else ''} differ); changed keys: "
+      f"{same_experiment.describe(keys, saved_cfg, config_dict, state) or 'none found'}. "
+      "Use a new --workdir."
+    )
+  check_same_run(meta, config_dict, directory)
+
+
+def check_same_run(meta: dict, config_dict: dict, directory: str) -> None:
+  """Raises ValueError, naming the keys, if the full config the checkpoint recorded is
+  another experiment than `config_dict` by the workdir's rule (same_experiment.WORKDIR: only
+  the run's length, logging and how the step runs may change). The checkpoint carries the
+  run's identity itself: a resume whose config.json was lost or truncated cannot change
+  opt.lr, the schedule or the warmup unseen. A checkpoint from before the full config was
+  recorded is not compared."""
+  saved = meta.get("config")
+  if not isinstance(saved, dict) or not saved:
+    return
+  policy = same_experiment.WORKDIR
+  keys = same_experiment.changed_keys(saved, config_dict, policy)
+  if keys:
+    raise ValueError(
+      f"{directory} holds a checkpoint of another experiment (the config it recorded); "
+      f"differing keys: {same_experiment.describe(keys, saved, config_dict, policy)}. "
+      "Use a new --workdir."
+    )
+
+
+def check_same_data(meta: dict, data_files: dict, directory: str, step: int) -> None:
+  """Raises ValueError naming the files whose content changed since the checkpoint."""
+  changed = data_fingerprint.changes(meta["data_files"], data_files)
+  if changed:
+    shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    raise ValueError(
+      f"the data changed since the checkpoint of step {step} in {directory} was written: "
+      f"{shown}. Resuming would train one run on two corpora: restore the data, or use a "
+      "new --workdir."
+    )
