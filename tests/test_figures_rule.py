@@ -11,7 +11,15 @@ import os
 
 import pytest
 
-from resnorm_jax.tools import boundary, lr_sensitivity, plots, reproduction_plots, style
+from resnorm_jax.tools import (
+  boundary,
+  loss_curves,
+  lr_sensitivity,
+  reproduction_plots,
+  run_records,
+  seed_plots,
+  style,
+)
 from resnorm_jax.train.outcome import STUCK_MARGIN
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,13 +43,13 @@ def test_the_curve_baseline_is_the_periodic_eval_sets_own(tmp_path):
   (tmp_path / "summary.json").write_text(
     json.dumps({"heldout_unigram_entropy": 3.238, "periodic_eval_no_context_loss": 3.299})
   )
-  assert plots.eval_baseline(str(tmp_path)) == 3.299
+  assert run_records.eval_baseline(str(tmp_path)) == 3.299
   (tmp_path / "summary.json").write_text(json.dumps({"heldout_unigram_entropy": 3.238}))
-  assert plots.eval_baseline(str(tmp_path)) == 3.238  # runs that predate it: the split's
+  assert run_records.eval_baseline(str(tmp_path)) == 3.238  # runs that predate it: the split's
   run = os.path.join(RESCUE, "stdlib-L12-constant-lr0.001-w0-s0")
   with open(os.path.join(run, "summary.json")) as f:
     summary = json.load(f)
-  record = plots.run_record(run)
+  record = run_records.run_record(run)
   assert record["baseline"] == summary["periodic_eval_no_context_loss"]  # 3.299, not 3.238
   assert record["final_baseline"] == summary["heldout_unigram_entropy"]
 
@@ -50,15 +58,15 @@ def test_the_rescue_figure_draws_the_rules_lines_and_escape_steps():
   runs = sorted(glob.glob(os.path.join(RESCUE, "stdlib-L12-constant-lr0.001-w*-s?")))
   runs = [r for r in runs if "-w0-" in r or "-w1000-" in r]
   assert len(runs) == 6
-  fig = plots.draw_seed_bands(runs)
+  fig = seed_plots.draw_seed_bands(runs)
   (ax,) = [a for a in fig.axes if a.get_visible()]
-  periodic = plots.run_record(runs[0])["baseline"]
+  periodic = run_records.run_record(runs[0])["baseline"]
   assert _full_width_levels(ax) == {round(periodic, 4), round(periodic - STUCK_MARGIN, 4)}
   # The escape steps in the legend are the rule's (seed 0 with warmup escaped at step 250).
-  warm = [plots.run_record(r) for r in runs if "-w1000-" in r]
+  warm = [run_records.run_record(r) for r in runs if "-w1000-" in r]
   steps = sorted(r["escape_step"] for r in warm)
   assert steps[0] == 250
-  label = plots._arm_label(warm)
+  label = seed_plots._arm_label(warm)
   assert f"escaped at step {steps[0]:,}/" in label and "lr 1e-3" in label
   texts = [t.get_text() for t in ax.get_legend().get_texts()]
   assert label in texts
@@ -68,9 +76,9 @@ def test_the_rescue_figure_draws_the_rules_lines_and_escape_steps():
 def test_an_escape_label_follows_the_escape_step():
   base = {"variant": "postnorm", "lr": 1e-3, "warmup": 0, "steps": 1500, "seed": 0}
   group = [{**base, "escape_step": 250}, {**base, "seed": 1, "escape_step": None}]
-  assert plots._arm_label(group).endswith("escaped at step 250 on 1 of 2 seeds")
+  assert seed_plots._arm_label(group).endswith("escaped at step 250 on 1 of 2 seeds")
   group[1]["escape_step"] = 750
-  assert plots._arm_label(group).endswith("escaped at step 250/750 on 2 of 2 seeds")
+  assert seed_plots._arm_label(group).endswith("escaped at step 250/750 on 2 of 2 seeds")
 
 
 def test_no_status_colour_is_or_looks_like_a_variant_colour():
@@ -180,7 +188,7 @@ def test_reproduction_figures_draw_each_config_in_its_variants_colour(csv_name):
 
 def test_headline_curves_draw_each_run_in_its_variants_colour():
   runs = [os.path.join(ROOT, "docs/runs", f"{v}_96L") for v in ("postnorm", "prenorm", "deepnorm")]
-  fig = plots.draw_curves(runs)
+  fig = loss_curves.draw_curves(runs)
   ax = fig.axes[0]
   colours = [h.get_color() for h in ax.get_legend().legend_handles[:3]]
   assert colours == [style.variant_color(v) for v in ("postnorm", "prenorm", "deepnorm")]

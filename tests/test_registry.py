@@ -44,8 +44,8 @@ def _declared_outside_standard() -> dict[str, str]:
 # The variants added after the original axes, with the module that holds each.
 LATER = _declared_outside_standard()
 # The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
-# value: style.py's palette and plots.py's aliases name variants without being model code.
-NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/plots.py"}
+# value: style.py's palette and run_records.py's aliases name variants without being model code.
+NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/run_records.py"}
 
 
 def test_registry_lists_every_variant():

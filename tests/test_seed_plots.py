@@ -1,6 +1,7 @@
-"""Figures over seeds (resnorm_jax/tools/plots.py: run_record, plot_seed_bands, plot_seed_lines and
-scripts/plot_curves.py --seeds): the periodic eval is told from the end-of-run eval, runs
-that differ only in their seed are one arm, every run gets its variant's colour."""
+"""Figures over seeds (resnorm_jax/tools/run_records.py: run_record; seed_plots.py:
+plot_seed_bands, plot_seed_lines; scripts/plot_curves.py --seeds): the periodic eval is told
+from the end-of-run eval, runs that differ only in their seed are one arm, every run gets its
+variant's colour."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from resnorm_jax.tools import plots
+from resnorm_jax.tools import run_records, seed_plots
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,7 +64,9 @@ def _run(
 def test_run_record_tells_the_end_of_run_eval_from_the_periodic_one(tmp_path):
   # Newer loops: the end-of-run eval is eval/final_loss; the periodic eval at the last step
   # is kept.
-  new = plots.run_record(_run(tmp_path / "a-s1", seed=1, final=2.9, evals=[(50, 3.0), (100, 2.95)]))
+  new = run_records.run_record(
+    _run(tmp_path / "a-s1", seed=1, final=2.9, evals=[(50, 3.0), (100, 2.95)])
+  )
   assert new["eval"] == ([50, 100], [3.0, 2.95]) and new["final"] == (100, 2.9)
   assert (new["variant"], new["num_layers"], new["seed"], new["corpus"]) == (
     "postnorm",
@@ -73,7 +76,7 @@ def test_run_record_tells_the_end_of_run_eval_from_the_periodic_one(tmp_path):
   )
   assert new["baseline"] == 3.2 and new["escape_step"] == 50 and new["steps"] == 100
   # Older loops logged the end-of-run eval as the last eval/loss: not a periodic point.
-  old = plots.run_record(
+  old = run_records.run_record(
     _run(
       tmp_path / "b",
       final=3.25,
@@ -87,12 +90,12 @@ def test_run_record_tells_the_end_of_run_eval_from_the_periodic_one(tmp_path):
 
 
 def test_a_committed_run_of_each_loop():
-  xiong = plots.run_record(
+  xiong = run_records.run_record(
     os.path.join(ROOT, "docs/xiong_rescue/runs/stdlib-L12-constant-lr0.001-w0-s0")
   )
   assert xiong["variant"] == "postnorm"  # configs/xiong_rescue.py, drawn as Post-LN
   assert xiong["eval"][0] == [250, 500, 750, 1000, 1250] and xiong["final"][0] == 1500
-  deepnet = plots.run_record(
+  deepnet = run_records.run_record(
     os.path.join(ROOT, "docs/deepnet_panel/runs_seed1/postnorm-L18-invsqrt-w200")
   )
   assert deepnet["eval"][0][-1] == 1000 and deepnet["seed"] == 1
@@ -121,18 +124,18 @@ def test_seed_figures_and_their_command_line(tmp_path):
       evals=[(50, 2.6), (100, 2.5)],
     )
   )
-  band = plots.plot_seed_bands(runs[:6], str(tmp_path / "band.png"))
-  lines = plots.plot_seed_lines(runs, str(tmp_path / "lines.png"), panels="layers")
+  band = seed_plots.plot_seed_bands(runs[:6], str(tmp_path / "band.png"))
+  lines = seed_plots.plot_seed_lines(runs, str(tmp_path / "lines.png"), panels="layers")
   assert os.path.getsize(band) > 1000 and os.path.getsize(lines) > 1000
-  arm = [plots.run_record(r) for r in runs[3:6]]
-  assert plots._arm_label(arm) == (
+  arm = [run_records.run_record(r) for r in runs[3:6]]
+  assert seed_plots._arm_label(arm) == (
     "Post-LN, lr 1e-3, 100 warmup steps: escaped at step 50 on 3 of 3 seeds"
   )
-  assert "never escaped in 100 steps (seeds 0, 1, 2)" in plots._arm_label(
-    [plots.run_record(r) for r in runs[:3]]
+  assert "never escaped in 100 steps (seeds 0, 1, 2)" in seed_plots._arm_label(
+    [run_records.run_record(r) for r in runs[:3]]
   )
   with pytest.raises(ValueError, match="panels"):
-    plots.plot_seed_lines(runs, str(tmp_path / "x.png"), panels="width")
+    seed_plots.plot_seed_lines(runs, str(tmp_path / "x.png"), panels="width")
   cli = subprocess.run(
     [
       sys.executable,

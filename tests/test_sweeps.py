@@ -18,6 +18,8 @@ import pytest
 from resnorm_jax.config.same_experiment import SWEEP, changed_keys
 from resnorm_jax.tools import (
   boundary,
+  run_records,
+  stability_map,
   sweep_grid,
   sweep_jobs,
   sweep_records,
@@ -25,7 +27,6 @@ from resnorm_jax.tools import (
   sweep_runner,
   sweep_slots,
 )
-from resnorm_jax.tools import plots as plot_curves
 from resnorm_jax.train import outcome
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,7 +229,7 @@ def test_collect_results_and_seed_groups(tmp_path, read_csv):
   paths = sweep_results.write_results(str(tmp_path), rows)
   assert [os.path.basename(p) for p in paths] == ["results.csv", "results.md", "results_seeds.csv"]
   assert "| a2 |" in open(paths[1]).read() and "Over seeds" in open(paths[1]).read()
-  cells = plot_curves.stability_cells(read_csv(paths[0]))
+  cells = stability_map.stability_cells(read_csv(paths[0]))
   assert cells[0] == ["postnorm", "prenorm"] and cells[1] == [6]
   assert cells[2][("postnorm", 6)][0] == "trained"  # the most common status of the 4 runs
 
@@ -319,10 +320,12 @@ def test_sweep_and_plot_cli(tmp_path, read_csv):
   )
   assert plots.returncode == 0, plots.stderr
   assert os.path.getsize(out / "c.png") > 1000
-  curves = plot_curves.read_curves(str(sweep_dir / "fresh"))
+  curves = run_records.read_curves(str(sweep_dir / "fresh"))
   # the plateau drawn is the periodic eval's own no-context loss (the escape rule's baseline)
   assert curves["train"][0] and curves["unigram"] == summary["periodic_eval_no_context_loss"]
-  map_png = plot_curves.plot_stability_map(read_csv(sweep_dir / "results.csv"), str(out / "m.png"))
+  map_png = stability_map.plot_stability_map(
+    read_csv(sweep_dir / "results.csv"), str(out / "m.png")
+  )
   assert os.path.getsize(map_png) > 1000
 
 
