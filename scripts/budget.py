@@ -9,7 +9,7 @@ its curve when the summary predates it) and writes into --out_dir:
               escape_step (empty: never escaped), final_eval_loss, baseline, outcome
   budget.png  the fraction of seeds escaped against step, a line per setting
   budget_curves.png  each run's periodic eval loss against step, a panel per cell
-The rules are resnorm_jax/tools/budget.py's, lr_sensitivity.py's and outcome.py's. No JAX here.
+The rules are resnorm_jax/tools/budget.py's, lr_sweep_rows.py's and outcome.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import budget, lr_sensitivity  # (no JAX)
+from resnorm_jax.tools import budget, lr_sweep_rows  # (no JAX)
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
   args = parser.parse_args()
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs} (the budget runs have not started)")
-  rows = lr_sensitivity.finished_rows(args.runs)
+  rows = lr_sweep_rows.finished_rows(args.runs)
   paths = budget.write_budget(rows, args.out_dir, args.runs, mark_step=args.mark_step)
   escaped = sum(r["escape_step"] is not None for r in rows)
   print(f"{len(rows)} finished runs, {escaped} escaped -> {', '.join(paths.values())}")

@@ -7,7 +7,7 @@ python scripts/depth_transfer.py [--runs=docs/depth_transfer/runs] \
 Every curve is compared on the sweep's lrs (configs/sweeps/depth_transfer.py LRS; sp's runs
 at other lrs are left out) and, at the base depth, sp's runs stand for every
 parametrization (they are the same runs bit for bit). Writes into --out_dir:
-  results.csv   a row per finished run (lr_sensitivity's columns + depth_param)
+  results.csv   a row per finished run (lr_sweep_rows.py's columns + depth_param)
   best_lr.csv   a row per (variant, parametrization, depth): the grid's best lr and loss, the
                 fitted best lr (parabola in log2 lr through the lowest point and 1 or 2
                 neighbours each side: 3pt, 5pt) and the standard error of its log2; empty
@@ -25,7 +25,7 @@ import sys
 
 from configs.sweeps import depth_transfer as grid
 from resnorm_jax.tools import depth_transfer as dt  # (no JAX)
-from resnorm_jax.tools import lr_sensitivity
+from resnorm_jax.tools import lr_sweep_rows
 
 
 def main() -> None:
@@ -45,11 +45,11 @@ def main() -> None:
   os.makedirs(args.out_dir, exist_ok=True)
   table = dt.best_lr_table(rows)
   slopes = dt.depth_slopes(table)
-  columns = (*lr_sensitivity.RESULT_COLUMNS, "depth_param")
+  columns = (*lr_sweep_rows.RESULT_COLUMNS, "depth_param")
   paths = [
-    lr_sensitivity.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
-    lr_sensitivity.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
-    lr_sensitivity.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
+    lr_sweep_rows.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
+    lr_sweep_rows.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
+    lr_sweep_rows.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
   ]
   for variant in variants:
     mine = [r for r in rows if r["variant"] == variant]

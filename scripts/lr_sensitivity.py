@@ -14,7 +14,7 @@ landing gives partial curves) and writes into --out_dir:
                    missing some of the sweep's lrs is noted as partial
   curves.png       capped final eval loss against lr, a panel per depth, a line per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
-The rules are resnorm_jax/tools/lr_sensitivity.py's. No JAX here.
+The rules are resnorm_jax/tools/lr_sensitivity.py's, the rows lr_sweep_rows.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import lr_sensitivity  # (no JAX)
+from resnorm_jax.tools import lr_figures, lr_sensitivity, lr_sweep_rows  # (no JAX)
 
 
 def main() -> None:
@@ -33,11 +33,11 @@ def main() -> None:
   args = parser.parse_args()
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs}")
-  rows = lr_sensitivity.finished_rows(args.runs)
-  grid = lr_sensitivity.grid_lrs(args.runs)
-  paths = lr_sensitivity.write_outputs(rows, args.out_dir, grid)
+  rows = lr_sweep_rows.finished_rows(args.runs)
+  grid = lr_sweep_rows.grid_lrs(args.runs)
+  paths = lr_figures.write_outputs(rows, args.out_dir, grid)
   table = lr_sensitivity.sensitivity_table(rows, grid=grid)
-  print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sensitivity.setting_title(rows)})")
+  print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sweep_rows.setting_title(rows)})")
   for t in table:
     value = t["lr_sensitivity"]
     text = f"{value:.3f}, boundary lr {t['boundary_lr']}" if value is not None else ""

@@ -14,7 +14,7 @@ import pytest
 from resnorm_jax.tools import (
   boundary,
   loss_curves,
-  lr_sensitivity,
+  lr_figures,
   reproduction_plots,
   run_records,
   seed_plots,
@@ -119,7 +119,7 @@ def test_lr_curves_draw_no_band_and_no_line_through_losses_no_run_had():
   from matplotlib.collections import PolyCollection
 
   rows = _lr_rows()
-  fig = lr_sensitivity.draw_curves(rows)
+  fig = lr_figures.draw_curves(rows)
   ax = fig.axes[0]
   assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
   runs = {(r["opt.lr"], r["capped_loss"]) for r in rows}
@@ -142,7 +142,7 @@ def test_lrs_are_written_one_way():
     "3.2e-2",
     "1e-3",
   ]
-  assert lr_sensitivity.lr_label is style.lr_label
+  assert lr_figures.lr_label is style.lr_label
 
 
 def test_boundary_figure_writes_lrs_as_lr_label(tmp_path, monkeypatch):

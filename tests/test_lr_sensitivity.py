@@ -11,6 +11,7 @@ import pytest
 
 from conftest import write_run_folder
 from resnorm_jax.tools import lr_sensitivity as lrs
+from resnorm_jax.tools import lr_sweep_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.2
@@ -43,16 +44,17 @@ def fake_run(root, variant, depth, lr, seed, loss, status="completed", steps=100
 
 def _row(lr, seed, loss, outcome="trained"):
   row = {"opt.lr": lr, "seed": seed, "final_eval_loss": loss, "baseline": BASE, "outcome": outcome}
-  return {**row, "capped_loss": lrs.capped_loss(row)}
+  return {**row, "capped_loss": lr_sweep_rows.capped_loss(row)}
 
 
 def test_capped_loss():
-  assert lrs.capped_loss({"final_eval_loss": 2.0, "baseline": BASE}) == 2.0
-  assert lrs.capped_loss({"final_eval_loss": 3.9, "baseline": BASE}) == BASE  # above: the cap
-  assert lrs.capped_loss({"final_eval_loss": math.nan, "baseline": BASE}) == BASE
+  assert lr_sweep_rows.capped_loss({"final_eval_loss": 2.0, "baseline": BASE}) == 2.0
+  above = {"final_eval_loss": 3.9, "baseline": BASE}
+  assert lr_sweep_rows.capped_loss(above) == BASE  # above: the cap
+  assert lr_sweep_rows.capped_loss({"final_eval_loss": math.nan, "baseline": BASE}) == BASE
   diverged = {"final_eval_loss": 2.0, "baseline": BASE, "outcome": "diverged"}
-  assert lrs.capped_loss(diverged) == BASE
-  assert lrs.capped_loss({"final_eval_loss": 2.0, "baseline": None}) is None
+  assert lr_sweep_rows.capped_loss(diverged) == BASE
+  assert lr_sweep_rows.capped_loss({"final_eval_loss": 2.0, "baseline": None}) is None
 
 
 def test_sensitivity_by_hand_with_a_capped_point_and_two_seeds():
@@ -144,14 +146,14 @@ def test_script_on_a_tiny_run_tree(tmp_path, read_csv):
 def test_late_slope_is_the_least_squares_slope_of_the_second_half_per_1000_steps():
   steps = list(range(50, 1050, 50))
   falling = [3.4 - 0.1 * s / 1000 for s in steps]  # 0.1 nats per 1,000 steps throughout
-  assert lrs.late_slope(steps, falling, 1000) == pytest.approx(-0.1)
+  assert lr_sweep_rows.late_slope(steps, falling, 1000) == pytest.approx(-0.1)
   # Only the evals from step 500 on count: a fast first half changes nothing.
   early_drop = [4.0 if s < 500 else v for s, v in zip(steps, falling, strict=True)]
-  assert lrs.late_slope(steps, early_drop, 1000) == pytest.approx(-0.1)
-  assert lrs.late_slope(steps, [3.3] * len(steps), 1000) == pytest.approx(0.0)
+  assert lr_sweep_rows.late_slope(steps, early_drop, 1000) == pytest.approx(-0.1)
+  assert lr_sweep_rows.late_slope(steps, [3.3] * len(steps), 1000) == pytest.approx(0.0)
   # The window follows the budget: at 3,000 steps these evals are all before step 1,500.
-  assert lrs.late_slope(steps, falling, 3000) is None
-  assert lrs.late_slope([500, 1000], [3.3, 3.2], 1000) is None  # two evals are no trend
+  assert lr_sweep_rows.late_slope(steps, falling, 3000) is None
+  assert lr_sweep_rows.late_slope([500, 1000], [3.3, 3.2], 1000) is None  # two evals are no trend
 
 
 def test_result_row_carries_the_late_slope_of_its_curve(tmp_path):
@@ -159,9 +161,9 @@ def test_result_row_carries_the_late_slope_of_its_curve(tmp_path):
   curve = [{"step": s, "eval/loss": 3.35 - 0.05 * s / 1000} for s in range(50, 1050, 50)]
   with open(os.path.join(run, "metrics.jsonl"), "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in curve)
-  assert lrs.result_row(run)["late_slope"] == pytest.approx(-0.05)
+  assert lr_sweep_rows.result_row(run)["late_slope"] == pytest.approx(-0.05)
   nan = fake_run(tmp_path, "postnorm", 24, 2e-3, 0, math.nan, status="diverged", steps=1000)
-  assert lrs.result_row(nan)["late_slope"] is None
+  assert lr_sweep_rows.result_row(nan)["late_slope"] is None
 
 
 def test_seed_bands_span_only_neighbouring_lrs_with_seeds():
@@ -178,9 +180,10 @@ def test_an_lr_run_for_few_curves_extends_them_without_entering_the_grid(tmp_pat
     for i, lr in enumerate(grid):
       fake_run(tmp_path, variant, depth, lr, 0, 2.0 + 0.1 * i)
   fake_run(tmp_path, "postnorm", 6, 5e-4, 0, 1.0)  # better than any grid lr: must not count
-  assert lrs.grid_lrs(str(tmp_path)) == list(grid)
-  rows = lrs.finished_rows(str(tmp_path))
-  table = {t["variant"]: t for t in lrs.sensitivity_table(rows, grid=lrs.grid_lrs(str(tmp_path)))}
+  assert lr_sweep_rows.grid_lrs(str(tmp_path)) == list(grid)
+  rows = lr_sweep_rows.finished_rows(str(tmp_path))
+  planned = lr_sweep_rows.grid_lrs(str(tmp_path))
+  table = {t["variant"]: t for t in lrs.sensitivity_table(rows, grid=planned)}
   post, pre = table["postnorm"], table["prenorm"]
   assert post["n_lrs"] == pre["n_lrs"] == 5
   assert post["lr_sensitivity"] == pytest.approx(pre["lr_sensitivity"])

@@ -210,7 +210,7 @@ def fake_run(root, variant, d_model, lr, seed, loss, *, outcome_loss=None, logit
 
 def _reference_csv(path):
   """A loss-vs-lr results.csv: Post-LN at 12 layers (the d_model-64 column) and 24 (not)."""
-  from resnorm_jax.tools import lr_sensitivity as lrs
+  from resnorm_jax.tools import lr_sweep_rows
 
   rows = []
   for n, lr, loss, outcome in [
@@ -237,13 +237,12 @@ def _reference_csv(path):
         "outcome": outcome,
       }
     )
-  lrs.write_csv(rows, lrs.RESULT_COLUMNS, path)
+  lr_sweep_rows.write_csv(rows, lr_sweep_rows.RESULT_COLUMNS, path)
 
 
 @pytest.mark.slow  # a child process draws two figures
 def test_width_script_on_fake_runs(tmp_path, run_script, read_csv):
-  from resnorm_jax.tools import lr_sensitivity as lrs
-  from resnorm_jax.tools import width
+  from resnorm_jax.tools import lr_sweep_rows, width
 
   runs = tmp_path / "runs"
   for lr, loss in [(1.25e-4, 2.5), (2.5e-4, 2.35), (5e-4, 3.25)]:
@@ -266,7 +265,7 @@ def test_width_script_on_fake_runs(tmp_path, run_script, read_csv):
   assert r.returncode == 0, r.stderr
   rows = read_csv(out / "results.csv")
   assert tuple(rows[0]) == (
-    *lrs.RESULT_COLUMNS,
+    *lr_sweep_rows.RESULT_COLUMNS,
     "d_model",
     "num_heads",
     "attn_logit_max_first",

@@ -11,8 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.lr_sensitivity import Row, eval_curve, lr_label, variant_order, write_csv
-from resnorm_jax.tools.style import SEED_STYLES, baseline_lines, pyplot, save_figure, variant_color
+from resnorm_jax.tools.lr_sweep_rows import Row, eval_curve, write_csv
+from resnorm_jax.tools.style import (
+  SEED_STYLES,
+  baseline_lines,
+  lr_label,
+  pyplot,
+  save_figure,
+  variant_color,
+  variant_order,
+)
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE, is_finite_number
 
 BUDGET_COLUMNS = (

@@ -1,7 +1,7 @@
 """Does the best lr transfer across depth? Loss-vs-lr curves per depth parametrization, the
 best lr per depth from a fit in log lr, and the slope of best lr against depth. No JAX here.
 
-Rows are lr_sensitivity's (final eval loss capped at the no-context baseline), each with the
+Rows are lr_sweep_rows.py's (final eval loss capped at the no-context baseline), each with the
 run's `model.depth_param` (config.json; "sp" where absent). Standard parametrization's rows
 are the loss-vs-lr grid's runs (docs/lr_sensitivity/runs); a parametrized run at its base
 depth is sp's run bit for bit (tests/test_depth_param.py), so the base depth's sp rows stand
@@ -29,6 +29,7 @@ import numpy as np
 
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools import lr_sensitivity as lrs
+from resnorm_jax.tools import lr_sweep_rows
 from resnorm_jax.tools.style import lr_label, pyplot, save_figure
 
 Row = dict[str, Any]
@@ -56,7 +57,7 @@ def rows_of(runs_dir: str, depths: Sequence[int] | None = None) -> list[Row]:
   """Finished runs' rows under `runs_dir`, each with its depth_param (optionally only the
   given depths)."""
   out = []
-  for r in lrs.finished_rows(runs_dir):
+  for r in lr_sweep_rows.finished_rows(runs_dir):
     if depths is None or int(r["num_layers"]) in depths:
       out.append({**r, "depth_param": depth_param(os.path.join(runs_dir, r["name"]))})
   return out
@@ -213,7 +214,9 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   ax.minorticks_off()
   ax.grid(alpha=0.3)
   ax.legend(fontsize="small")
-  fig.suptitle(f"{variant}: does the best lr transfer across depth? ({lrs.setting_title(rows)})")
+  fig.suptitle(
+    f"{variant}: does the best lr transfer across depth? ({lr_sweep_rows.setting_title(rows)})"
+  )
   return save_figure(fig, out)
 
 

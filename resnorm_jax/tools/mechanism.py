@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.lr_sensitivity import eval_curve, lr_label
+from resnorm_jax.tools.lr_sweep_rows import eval_curve
 from resnorm_jax.tools.style import (
   baseline_lines,
+  lr_label,
   pyplot,
   save_figure,
   variant_color,

@@ -80,6 +80,12 @@ def variant_label(name: str) -> str:
   return VARIANT_LABELS.get(name, name)
 
 
+def variant_order(names) -> list[str]:
+  """Variants in the palette's order (the main three first), others after, by name."""
+  known = list(VARIANT_COLORS)
+  return sorted(set(names), key=lambda v: (known.index(v) if v in known else len(known), v))
+
+
 def lr_label(lr: float) -> str:
   """A learning rate as every figure and the docs write it: 1.25e-4, 5e-4, 3.2e-2."""
   mantissa, exponent = f"{lr:.2e}".split("e")

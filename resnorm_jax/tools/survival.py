@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.lr_sensitivity import eval_curve, lr_label
+from resnorm_jax.tools.lr_sweep_rows import eval_curve
 from resnorm_jax.tools.stats import (
   clopper_pearson,
   kaplan_meier,
@@ -33,6 +33,7 @@ from resnorm_jax.tools.stats import (
 from resnorm_jax.tools.style import (
   BASELINE_STYLE,
   MARGIN_STYLE,
+  lr_label,
   pyplot,
   save_figure,
   variant_color,

@@ -2,7 +2,7 @@
 and best lr against width, and which kind of failure each run above its edge shows.
 scripts/width.py is the command line; configs/sweeps/width.py the grid. No JAX here.
 
-The rows are the loss-vs-lr grid's (resnorm_jax/tools/lr_sensitivity.py: capped loss,
+The rows are the loss-vs-lr grid's (resnorm_jax/tools/lr_sweep_rows.py: capped loss,
 outcome, escape and divergence steps, late trend) plus the width and the failure-kind
 diagnostics every run logs (train_step.py): the largest attention logit and the output
 logits' RMS, at the first logged step and at their largest over the logged steps. Runs
@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.tools import lr_figures, lr_sweep_rows
 from resnorm_jax.tools import lr_sensitivity as lrs
 from resnorm_jax.tools.style import (
   BASELINE_STYLE,
@@ -28,6 +29,7 @@ from resnorm_jax.tools.style import (
   save_figure,
   variant_color,
   variant_label,
+  variant_order,
 )
 from resnorm_jax.tools.sweep_results import dotted
 from resnorm_jax.train.metrics_file import read_metrics
@@ -36,7 +38,7 @@ from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
 Row = dict[str, Any]
 DIAGNOSTICS = ("attn_logit_max", "output_logit_rms")
 RESULT_COLUMNS = (
-  *lrs.RESULT_COLUMNS,
+  *lr_sweep_rows.RESULT_COLUMNS,
   "d_model",
   "num_heads",
   *(f"{k}{s}" for k in DIAGNOSTICS for s in ("_first", "_peak")),
@@ -94,7 +96,7 @@ def diagnostics(run_dir: str) -> dict[str, float | None]:
 
 def run_rows(runs_dir: str) -> list[Row]:
   """The finished runs of the width sweep, with width, heads and diagnostics."""
-  rows = lrs.finished_rows(runs_dir)
+  rows = lr_sweep_rows.finished_rows(runs_dir)
   for r in rows:
     run_dir = os.path.join(runs_dir, r["name"])
     config = read_json(os.path.join(run_dir, "config.json")) or {}
@@ -179,7 +181,7 @@ def edge_table(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
   groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
   for r in rows:
     groups.setdefault((r["variant"], int(r["d_model"])), []).append(r)
-  order = lrs.variant_order(v for v, _ in groups)
+  order = variant_order(v for v, _ in groups)
   keys = sorted(groups, key=lambda k: (order.index(k[0]), k[1]))
   return [edge_row(v, d, groups[(v, d)]) for v, d in keys]
 
@@ -188,7 +190,7 @@ def draw_curves(rows: Sequence[Mapping[str, Any]]):
   """Capped final eval loss against lr: a panel per variant, a colour per width (every run a
   marker, seed 0's runs joined, the seed mean a bar, x a diverged run)."""
   plt = pyplot()
-  variants = lrs.variant_order(r["variant"] for r in rows) or ["(no run)"]
+  variants = variant_order(r["variant"] for r in rows) or ["(no run)"]
   widths = sorted({int(r["d_model"]) for r in rows})
   fig, axes = plt.subplots(1, len(variants), figsize=(4.4 * len(variants) + 2.4, 4.8), sharey=True)
   axes = list(axes) if len(variants) > 1 else [axes]
@@ -199,7 +201,7 @@ def draw_curves(rows: Sequence[Mapping[str, Any]]):
     for d in widths:
       curve = lrs.lr_curve([r for r in panel if int(r["d_model"]) == d])
       if curve:
-        lrs._draw_curve(ax, curve, width_color(d))
+        lr_figures._draw_curve(ax, curve, width_color(d))
     for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
       baseline_lines(ax, cap, margin=False)
     lrs_here = sorted({float(r["opt.lr"]) for r in panel})
@@ -222,7 +224,7 @@ def draw_curves(rows: Sequence[Mapping[str, Any]]):
   ]
   axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
   fig.suptitle(
-    f"Final eval loss against lr by width, {NUM_LAYERS} layers\n{lrs.setting_title(rows)}"
+    f"Final eval loss against lr by width, {NUM_LAYERS} layers\n{lr_sweep_rows.setting_title(rows)}"
   )
   return fig
 
@@ -231,7 +233,7 @@ def draw_edges(table: Sequence[Mapping[str, Any]]):
   """Best lr (open squares, dotted) and failing lr (filled, solid) against width per variant."""
   plt = pyplot()
   fig, ax = plt.subplots(figsize=(6.8, 4.4))
-  variants = lrs.variant_order(t["variant"] for t in table)
+  variants = variant_order(t["variant"] for t in table)
   for i, variant in enumerate(variants):
     pts = [t for t in table if t["variant"] == variant]
     color, shift = variant_color(variant), 1.03 ** (i - (len(variants) - 1) / 2)
@@ -261,8 +263,8 @@ def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, 
   names = ("results.csv", "edges.csv", "curves.png", "edges.png")
   paths = {n: os.path.join(out_dir, n) for n in names}
   table = edge_table(rows)
-  lrs.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
-  lrs.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
+  lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
+  lr_sweep_rows.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
   save_figure(draw_curves(rows), paths["curves.png"])
   save_figure(draw_edges(table), paths["edges.png"])
   return paths
