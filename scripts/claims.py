@@ -364,6 +364,41 @@ def row_param_edges() -> list[str] | None:
   ]
 
 
+def row_width() -> list[str] | None:
+  """Each variant's edge (boundary and failing lr) and best lr at every width run, and how
+  many runs above an edge diverged."""
+  path = "docs/width/edges.csv"
+  if not os.path.exists(os.path.join(ROOT, path)):
+    return None
+  edges = read(path)
+  widths = sorted({int(r["d_model"]) for r in edges})
+  if len(widths) < 2:
+    return None
+  by = {(r["variant"], int(r["d_model"])): r for r in edges}
+  parts = []
+  for variant in ("postnorm", "deepnorm", "prenorm"):
+    cells = []
+    for d in widths:
+      r = by.get((variant, d))
+      if r is None or not r["best_lr"]:
+        cells.append("none trained")
+        continue
+      fail = f", stuck at {lr_text(float(r['failing_lr']))}" if r["failing_lr"] else ""
+      cells.append(f"best {lr_text(float(r['best_lr']))}{fail}")
+    parts.append(f"{LABEL[variant]} " + " / ".join(cells))
+  runs = [r for r in read("docs/width/results.csv") if int(r["d_model"]) > widths[0]]
+  diverged = sum(r["outcome"] == "diverged" for r in runs)
+  at = " / ".join(str(d) for d in widths)
+  return [
+    "Width moves the edges down in sp",
+    f"12 layers, d_model {at}: " + "; ".join(parts) + f"; {diverged} of {len(runs)} runs "
+    f"at {', '.join(str(d) for d in widths[1:])} diverged",
+    "1,000 steps, no warmup, constant lr; head dim 16; seed 0 (d_model 64: 0-2 next to edges); "
+    "stdlib",
+    "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",
+  ]
+
+
 ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_edges,
   row_survival,
@@ -377,6 +412,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_later,
   row_depth_transfer,
   row_param_edges,
+  row_width,
 )
 
 

@@ -16,13 +16,13 @@ Tiers, in priority order (a sweep stopped part-way has decided the most it could
   2. d_model 128, seeds 1 and 2 at the two cells next to each edge (EDGE_128).
   3. d_model 256, seed 0: Post-LN and Pre-LN at 3 lrs around the edge at 128 (its upper
      cell, the lower, and half the lower: standard parametrization expects the edge to fall
-     with width), DeepNorm the same, last (the issue asks for it where 128 leaves it open).
-  Under muP width scaling (item 3): no width multiplier exists (model.depth_param scales
-  depth only), so this grid is standard parametrization only.
+     with width), DeepNorm the same, last.
+  No width multiplier exists (model.depth_param scales depth only), so this grid is
+  standard parametrization only.
 
-EDGE_128 holds each variant's (last cell that trains, first that fails) at d_model 128. Until
-tier 1 has landed it is the d_model-64 edge; set it from docs/width/edges.csv then and rerun
-the sweep: names carry every axis, so finished points are kept and only new cells run.
+EDGE_128 holds each variant's (last cell that trains, first that fails) at d_model 128, set
+from docs/width/edges.csv once tier 1 ran; names carry every axis, so a rerun keeps finished
+points and runs only new cells.
 
   python scripts/sweep.py --grid=configs/sweeps/width.py --jobs=auto \
       --sweep_dir=docs/width/runs --filter='-d128-.*-s0$'       # tier 1
@@ -52,10 +52,11 @@ RUN_ORDER_128 = {
 }
 # (last lr that trains, first that fails) at d_model 128: the d_model-64 edge until tier 1
 # lands (Pre-LN's: the boundary lr, 0.1 nats from its best, and the next cell).
-EDGE_128 = {
-  "postnorm": (5e-4, 1e-3),
+EDGE_128 = {  # measured (docs/width/edges.csv, seed 0); Pre-LN trains at every lr run: the
+  # cells where its loss turns up (1.691 at 2e-3, 1.810 at 4e-3, 2.457 at 8e-3)
+  "postnorm": (2.5e-4, 5e-4),
   "prenorm": (4e-3, 8e-3),
-  "deepnorm": (4e-3, 8e-3),
+  "deepnorm": (5e-4, 1e-3),
 }
 SEEDS_AT_EDGE = (1, 2)
 
