@@ -27,10 +27,10 @@ def main(argv):
   if not _POINTS.value:
     cli.fail("--points=FILE.json is required")
   # JAX is imported after the flags, so --help stays fast.
-  from resnorm_jax.train import io_faults, population_run
+  from resnorm_jax.train import io_faults, population_points, population_run
 
   try:
-    configs, workdirs = population_run.load_points(_POINTS.value)
+    configs, workdirs = population_points.load_points(_POINTS.value)
     summaries = population_run.run(configs, workdirs, argv=sys.argv[1:])
   except ValueError as e:  # bad input (points, configs, data, checkpoints): a message, exit 2
     cli.fail(str(e))

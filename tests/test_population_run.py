@@ -17,7 +17,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_runner, sweep_slots
-from resnorm_jax.train import population_run
+from resnorm_jax.train import population_points
 from resnorm_jax.train.metrics_file import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,13 +42,13 @@ TIMING = ("tokens_per_second", "step_seconds")
 # Runs single runs (loop.run) and populations (population_run.run) of points files.
 DRIVER = """
 import json, sys
-from resnorm_jax.train import loop, population_run
+from resnorm_jax.train import loop, population_points, population_run
 spec = json.load(open(sys.argv[1]))
 for path in spec["singles"]:
-  for config, workdir in zip(*population_run.load_points(path)):
+  for config, workdir in zip(*population_points.load_points(path)):
     loop.run(config, workdir)
 for path in spec["populations"]:
-  population_run.run(*population_run.load_points(path))
+  population_run.run(*population_points.load_points(path))
 """
 # experiments.train_population sending signal SIGNUM to itself when the batches of step AT
 # are built (while step AT+1 is being prepared): a real signal at a chosen step.
@@ -283,14 +283,14 @@ def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, post
 def test_members_must_differ_only_in_lr_and_seed(tmp_path):
   a, b = smoke.get_config(), smoke.get_config()
   b.opt.lr, b.seed = 2e-3, 5
-  population_run.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
+  population_points.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
   b.model.num_layers, b.name = 3, "other"
   with pytest.raises(ValueError, match="these keys differ: model.num_layers, name"):
-    population_run.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
+    population_points.check_members([a, b], [str(tmp_path / "a"), str(tmp_path / "b")])
   with pytest.raises(ValueError, match="share a workdir"):
-    population_run.check_members([a, a], [str(tmp_path / "a"), str(tmp_path / "a")])
+    population_points.check_members([a, a], [str(tmp_path / "a"), str(tmp_path / "a")])
   with pytest.raises(ValueError, match="one per member"):
-    population_run.check_members([a], [])
+    population_points.check_members([a], [])
 
 
 @pytest.mark.slow  # starts experiments.train_population

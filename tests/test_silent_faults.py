@@ -356,12 +356,12 @@ def test_a_sweep_from_a_second_checkout_runs_that_checkouts_code(tmp_path):
 
 
 def _members(tmp_path, seeds=(0, 1), **extra):
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train import population_points
 
   overrides = {"train.steps": 6, "train.log_every": 2, "train.eval_every": 2}
   overrides.update({"train.checkpoint_every": 2, **extra})
   configs = [
-    population_run.member_config("configs/smoke.py", {**overrides, "seed": s}) for s in seeds
+    population_points.member_config("configs/smoke.py", {**overrides, "seed": s}) for s in seeds
   ]
   return configs, [str(tmp_path / f"s{s}") for s in seeds]
 

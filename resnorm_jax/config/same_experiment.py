@@ -30,7 +30,7 @@ from typing import Any
 from resnorm_jax.config import cli
 
 ABSENT = "<absent>"  # a key one side lacks, as the sweeps and the workdir read it
-# Sections the run adds to config.json (loop.resolved_config): recorded, never config.
+# Sections the run adds to config.json (run_files.resolved_config): recorded, never config.
 RECORDED_NOT_CONFIG = (
   "resolved_model",
   "data_split",
@@ -158,7 +158,7 @@ class Policy:
 # and the name; remat, scan unroll and the mesh are compared (a point run with another remat
 # is a conflict, as it always was).
 SWEEP = Policy(ignored=("name", *LOGGING_ONLY), added=Defaults())
-# A run may continue the run in its workdir (loop.completed_run, and against the full config
+# A run may continue the run in its workdir (run_files.completed_run, and against the full config
 # its checkpoint recorded: resume_policy.check_same_run): the sweep's rule with the name counted
 # (a record without a name is another run's); it may extend the run or change how the step
 # runs.

@@ -17,7 +17,6 @@ metrics.jsonl cut back to the checkpoint it resumes from, summary.json if it can
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -31,27 +30,22 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import sources
-from resnorm_jax.model import model_def as mdl
-from resnorm_jax.model import variants
-from resnorm_jax.model.config_types import ModelConfig
-from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import (
-  escape,
+  banner,
   io_errors,
-  metrics_file,
   optim,
   outcome,
   preemption,
-  provenance,
   resume_policy,
+  run_files,
   run_log,
 )
-from resnorm_jax.train import hparams as hparams_lib
+from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
+from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.run_log import RunLog, end_message
 from resnorm_jax.train.writers import MetricWriter
 
@@ -67,28 +61,6 @@ def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_m
   if is_main:
     print(f"per-parameter groups (init statistics at step {start}):", flush=True)
     print(optim.format_group_table(run_setup.mcfg, rows), flush=True)
-
-
-def resolved_config(
-  config: ConfigDict,
-  mcfg: ModelConfig,
-  data_split: dict | None = None,
-  data_files: dict | None = None,
-) -> dict:
-  """The run's config plus the constants the model resolved (`mcfg`: alpha, beta, final norm,
-  the vocabulary) and, when given, how the corpus was split (`data_split`: method and sizes
-  of both splits) and what the data is (`data_files`: data_fingerprint.py). Sections the run
-  adds are listed in same_experiment.RECORDED_NOT_CONFIG."""
-  out = config.to_dict()
-  out["resolved_model"] = vars(mcfg).copy()
-  # What the variants record, e.g. Admin's profiled omegas (a pure function of the seed).
-  out["resolved_model"].update(variants.record(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
-  if data_split is not None:
-    out["data_split"] = dict(data_split)
-  if data_files:
-    out["data_files"] = dict(data_files)
-  out["provenance"] = provenance.collect()  # commit, package versions, host
-  return json.loads(json.dumps(out, default=str))
 
 
 SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
@@ -231,15 +203,6 @@ class Trainer:
     return state, status
 
 
-def _recorded_provenance(workdir: str) -> dict | None:
-  """The provenance in a workdir's config.json (None when absent or unreadable)."""
-  try:
-    recorded = json.loads(epath.Path(workdir, "config.json").read_text())
-  except (OSError, ValueError):
-    return None
-  return recorded.get("provenance") if isinstance(recorded, dict) else None
-
-
 def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
   if workdir is not None:
     return workdir
@@ -275,40 +238,6 @@ def _workdir_lock(workdir: str):
     yield
 
 
-def completed_run(config: ConfigDict, workdir: str) -> dict | None:
-  """The summary of the run `config` completed in `workdir` (nothing to do), else None.
-
-  Raises ValueError, before anything is written, when the workdir holds another experiment
-  (its config.json; names the differing keys) or a completed run this one cannot continue.
-  """
-  workdir_lib.check_same_experiment(workdir, config.to_dict())
-  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
-  lost = _lost_config_json(workdir)
-  if lost and has_checkpoint:
-    print(
-      f"WARNING: {lost}: this run is checked against the config its checkpoint recorded, "
-      "and config.json is rebuilt when it matches",
-      flush=True,
-    )
-  elif lost and "cannot be read" in lost:
-    print(f"WARNING: {lost} and there is no checkpoint to check this run against", flush=True)
-  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
-
-
-def _lost_config_json(workdir: str) -> str | None:
-  """Why a workdir that holds a run has no usable config.json (`<path> is missing`, `<path>
-  cannot be read (...)`), else None; a workdir that holds nothing yet has nothing to lose."""
-  path = epath.Path(workdir, "config.json")
-  try:
-    recorded = json.loads(path.read_text())
-  except FileNotFoundError:
-    held = any(epath.Path(workdir, n).exists() for n in ("metrics.jsonl", "summary.json", "ckpt"))
-    return f"{path} is missing" if held else None
-  except (OSError, ValueError) as e:
-    return f"{path} cannot be read ({type(e).__name__}: {str(e)[:100]})"
-  return None if isinstance(recorded, dict) else f"{path} cannot be read (not a JSON object)"
-
-
 def _restore_or_init(
   run_setup: setup_lib.RunSetup, checkpointer, config_dict: dict, workdir: str, data_files: dict
 ):
@@ -323,20 +252,6 @@ def _restore_or_init(
   state, meta, start = restored
   print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
   return (state, start, *resume_policy.resumed_run(meta))
-
-
-def _banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: dict) -> str:
-  mcfg, config = run_setup.mcfg, run_setup.config
-  return (
-    f"{config.name}: {mcfg.num_layers} layers, norm={mcfg.norm} "
-    f"position={mcfg.norm_position} residual={mcfg.residual} block={mcfg.block} "
-    f"init={mcfg.init}; {run_setup.num_params:,} params; "
-    f"mesh {dict(run_setup.mesh.shape)} on {shard_lib.describe_devices(extra['devices'])}; "
-    f"attention {mcfg.attention}; compiled in {extra['compile_seconds']:.1f}s; "
-    f"unigram entropy {baselines['unigram_entropy']:.3f} nats "
-    f"(held-out {baselines['heldout_unigram_entropy']:.3f}); "
-    f"{corpus.description}; run folder {extra['workdir']}"
-  )
 
 
 def _run(
@@ -358,7 +273,7 @@ def _run(
   # One run per workdir for the run's whole life, summary included; a second is refused
   # before it reads anything: it would resume this one's checkpoint and rewrite its files.
   with _workdir_lock(workdir):
-    done = completed_run(config, workdir)
+    done = run_files.completed_run(config, workdir)
     if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
@@ -383,32 +298,6 @@ def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
     flush=True,
   )
   return {"final_eval_distinct_tokens": distinct}
-
-
-def _write_config(workdir: str, resolved: dict, start: int) -> None:
-  """config.json; on a resume, a note if the code changed since it was written and a warning
-  for metrics lines the writer's truncation will drop. An I/O error is a RunFailed line."""
-  try:
-    if start > 0:  # resuming: say if the code changed since config.json was written
-      note = provenance.code_changed(_recorded_provenance(workdir), resolved["provenance"])
-      if note:
-        print(note, flush=True)
-    cli.write_json(os.path.join(workdir, "config.json"), resolved)
-    # Lines the writer's truncation drops without a word; rows up to the checkpoint are
-    # not trained again, so the curve keeps a gap there.
-    path = os.path.join(workdir, "metrics.jsonl")
-    lost = (
-      [s for s in metrics_file.unreadable_rows(path) if s is None or s < start] if start else []
-    )
-    if lost:
-      print(
-        f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
-        f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
-        "dropped, the curve has a gap there",
-        flush=True,
-      )
-  except OSError as e:  # nothing trained yet: one line, no summary to write
-    raise RunFailed(io_errors.describe_io_error(e, workdir, "writing config.json")) from e
 
 
 def _train(
@@ -438,17 +327,17 @@ def _train(
     state, start, resumed, interval = _restore_or_init(
       run_setup, checkpointer, config_dict, workdir, corpus.fingerprint
     )
-    resolved = resolved_config(config, run_setup.mcfg, corpus.split, corpus.fingerprint)
+    resolved = run_files.resolved_config(config, run_setup.mcfg, corpus.split, corpus.fingerprint)
     _record_depth_param_table(run_setup, state, start, resolved, is_main)
     if is_main:
-      _write_config(workdir, resolved, start)
+      run_files.write_config(workdir, resolved, start)
     batches = setup_lib.batches(run_setup, corpus)
     extra = {"devices": shard_lib.device_info(), "workdir": workdir}  # a CPU fallback shows
     compile_start = time.time()
     step_fn = run_setup.compile_step()
     extra["compile_seconds"] = time.time() - compile_start
     eval_fn = run_setup.compile_eval()
-    print(_banner(run_setup, corpus, baselines, extra), flush=True)
+    print(banner.run_banner(run_setup, corpus, baselines, extra), flush=True)
     try:
       writer = MetricWriter(
         workdir,
@@ -478,32 +367,26 @@ def _train(
     with faults.caught():
       state, status = trainer.train(state, start)
     final_step = trainer.reached if faults.error else int(jax.device_get(state.step))
-  summary = {
-    "status": status if faults.error is None else "failed",
-    "steps": final_step,
-    **log.results(),
-    **baselines,
-    **short,
-    "data_split": corpus.split,
-    "tokens_per_second": log.tokens_per_second(),
-    **log.totals(),
-    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
-    "config_name": config.name,
-    "devices": extra["devices"],
-    "provenance": resolved["provenance"],
-  }
+  summary = run_files.summary(
+    status if faults.error is None else "failed",
+    final_step,
+    log,
+    checkpointer,
+    config,
+    baselines=baselines,
+    short=short,
+    data_split=corpus.split,
+    devices=extra["devices"],
+    provenance=resolved["provenance"],
+  )
   if writer.tb_error:  # TensorBoard's curves stopped there; metrics.jsonl has every row
     summary["tensorboard_error"] = writer.tb_error
   if faults.error is not None:
     cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
-  summary["outcome"] = classify(summary)  # trained | stuck | diverged | interrupted
-  # When the eval loss left the plateau for good and when the run blew up, from the whole
-  # curve (metrics.jsonl holds every segment of a resumed or extended run).
-  summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
+  run_files.add_outcome(summary, workdir, vocab)  # trained | stuck | diverged | interrupted
   if is_main:
     try:
-      cli.write_json(os.path.join(workdir, "summary.json"), summary)
-      hparams_lib.write_run(workdir, config, summary)  # TensorBoard's HParams: axes, outcome
+      run_files.write_summary(workdir, config, summary)  # and TensorBoard's HParams
     except OSError as e:
       if faults.error is None:
         raise

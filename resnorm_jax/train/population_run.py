@@ -9,7 +9,9 @@ resumes a single run's), summary.json with loop.py's fields, and TensorBoard hpa
 trains on the batches its single run draws (run_setup.Batches of its own seed); the held-out
 batches do not depend on the seed and are shared. One run_setup.build, one corpus, one compiled
 step per sub-population. As loop.py does, each member's workdir is locked for the program's
-life, and a workdir holding another experiment is refused before anything is written.
+life, and a workdir holding another experiment is refused before anything is written. Its
+members come from a points file (population_points.py); config.json and summary.json are
+written by the single run's code (run_files.py), the banner beside the run's (banner.py).
 
 An I/O fault (a full disk, a failed checkpoint save) ends every live member of the program
 "failed" as loop.py ends a run: one line each naming the file and the free space, its
@@ -30,15 +32,12 @@ Output: a line per sub-population, then each member's lines as its single run pr
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import io
-import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
 
 import jax
 import jax.numpy as jnp
@@ -47,175 +46,28 @@ from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.config.same_experiment import VMAPPED_KEYS
-from resnorm_jax.data import corpora, sources
-from resnorm_jax.data.fs import read_json
-from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.data import sources
 from resnorm_jax.train import (
-  escape,
+  banner,
   io_errors,
   io_faults,
   loop,
   optim,
   outcome,
   population,
+  population_points,
   preemption,
-  provenance,
   resume_policy,
+  run_files,
   run_log,
 )
-from resnorm_jax.train import hparams as hparams_lib
+from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
+from resnorm_jax.train.population_member import Member, Prefixed, Shared
 from resnorm_jax.train.writers import MetricWriter
-
-POINT_KEYS = frozenset({"config", "overrides", "workdir"})
-_ABSENT = "<absent>"
-
-
-def differing_keys(configs: Sequence[ConfigDict]) -> list[str]:
-  """Dotted config keys (`name` included) whose values differ between `configs`, apart from
-  the vmapped ones (VMAPPED_KEYS)."""
-  flats = [resume_policy.flat_config(c.to_dict()) for c in configs]
-  keys = set().union(*flats) - set(VMAPPED_KEYS)
-  return sorted(
-    k for k in keys if any(f.get(k, _ABSENT) != flats[0].get(k, _ABSENT) for f in flats[1:])
-  )
-
-
-def check_members(configs: Sequence[ConfigDict], workdirs: Sequence[str]) -> None:
-  """ValueError unless there is one distinct workdir per config and the configs differ only
-  in VMAPPED_KEYS (naming the keys that differ)."""
-  if not configs or len(configs) != len(workdirs):
-    raise ValueError(f"{len(configs)} configs and {len(workdirs)} workdirs: need one per member")
-  folders = [ckpt_lib.absolute(w) for w in workdirs]
-  repeated = sorted({w for w in folders if folders.count(w) > 1})
-  if repeated:
-    raise ValueError(f"members share a workdir: {', '.join(repeated)}")
-  for config, workdir in zip(configs, workdirs, strict=True):
-    try:
-      loop.check_seed(config)
-    except ValueError as e:
-      raise ValueError(f"member {workdir}: {e}") from None
-  keys = differing_keys(configs)
-  if keys:
-    raise ValueError(
-      f"population members may differ only in {', '.join(VMAPPED_KEYS)}; these keys differ: "
-      + ", ".join(keys)
-    )
-
-
-def member_config(spec: str, overrides: dict[str, Any]) -> ConfigDict:
-  """The locked config of FILE[:ARG] with `overrides` ({dotted key: value}); ValueError."""
-  config = cli.load_config_file(spec)
-  cli.refuse_moved_keys(overrides, where="overrides")
-  for key, value in overrides.items():  # one at a time: the error names its key
-    try:
-      config.update_from_flattened_dict({key: value})
-    except (KeyError, AttributeError, TypeError) as e:
-      msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-      raise ValueError(f"{spec}: override {key}={value!r}: {msg}") from None
-  return config
-
-
-def load_points(path: str) -> tuple[list[ConfigDict], list[str]]:
-  """(configs, workdirs) of a points file: a JSON list of {config, overrides, workdir}."""
-  try:
-    with open(path) as f:
-      points = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise ValueError(f"--points={path}: {e}") from None
-  if not isinstance(points, list) or not points:
-    raise ValueError(f"--points={path}: expected a non-empty JSON list of points")
-  configs, workdirs = [], []
-  for i, p in enumerate(points):
-    if not isinstance(p, dict) or not {"config", "workdir"} <= set(p) or set(p) - POINT_KEYS:
-      raise ValueError(
-        f"--points={path}[{i}] = {p!r}: expected {{'config', 'workdir', 'overrides'}} "
-        "('overrides' optional)"
-      )
-    overrides = p.get("overrides", {})
-    if not isinstance(overrides, dict):
-      raise ValueError(f"--points={path}[{i}]: 'overrides' must be a dict")
-    configs.append(member_config(p["config"], overrides))
-    workdirs.append(str(p["workdir"]))
-  return configs, workdirs
-
-
-class _Prefixed(io.TextIOBase):
-  """A text stream writing each line to `out` behind a prefix: a member's lines in the
-  population's output, told apart by its folder name."""
-
-  def __init__(self, prefix: str, out: TextIO):
-    self.prefix, self.out, self._line_start = prefix, out, True
-
-  def write(self, s: str) -> int:
-    for piece in s.splitlines(keepends=True):
-      if self._line_start:
-        self.out.write(self.prefix)
-      self.out.write(piece)
-      self._line_start = piece.endswith("\n")
-    return len(s)
-
-  def flush(self) -> None:
-    self.out.flush()
-
-
-@dataclasses.dataclass(frozen=True)
-class Shared:
-  """What every member has in common: the run setup, corpus, baselines, devices."""
-
-  run_setup: setup_lib.RunSetup
-  corpus: corpora.Corpus
-  baselines: dict[str, float]
-  devices: dict
-  wall_start: float
-
-
-@dataclasses.dataclass(eq=False)
-class Member:
-  """One member's run: its config and folder, and what it writes there."""
-
-  config: ConfigDict
-  workdir: str
-  config_dict: dict  # frozen into each checkpoint's meta
-  out: TextIO  # where its lines go
-  checkpointer: ckpt_lib.Checkpointer | None = None  # None: completed before, not reopened
-  batches: setup_lib.Batches | None = None
-  state: Any = None  # its restored or fresh TrainState, until its sub-population starts
-  start: int = 0
-  resumed: dict = dataclasses.field(default_factory=dict)
-  interval: list = dataclasses.field(default_factory=list)
-  writer: MetricWriter | None = None
-  log: run_log.RunLog | None = None
-  compile_seconds: float = 0.0
-  population_size: int = 1
-  provenance: dict | None = None  # what its config.json records
-  summary: dict | None = None  # set when it ends (or found completed)
-  reached: int = 0  # the last step dispatched
-  closed: bool = False
-
-  @property
-  def name(self) -> str:
-    return os.path.basename(os.path.normpath(self.workdir))
-
-  def print(self, *lines: str) -> None:
-    with contextlib.redirect_stdout(self.out):
-      print(*lines, sep="\n", flush=True)
-
-  def close(self) -> None:
-    """Closes its writer and checkpointer (waiting for a save in flight); idempotent."""
-    if self.closed:
-      return
-    self.closed = True
-    try:
-      if self.writer is not None:
-        self.writer.close()
-    finally:  # a full disk failing the writer's close still closes the checkpointer
-      if self.checkpointer is not None:
-        self.checkpointer.close()
 
 
 def run(
@@ -231,7 +83,7 @@ def run(
 
 def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]:
   wall_start = time.time()
-  check_members(configs, workdirs)
+  population_points.check_members(configs, workdirs)
   if jax.process_count() > 1:
     raise ValueError(f"a population trains in one process ({jax.process_count()} here)")
   setup_lib.keep_freed_host_memory()
@@ -241,13 +93,8 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
     setup_lib.validate(c)  # its own opt.lr
   t, vocab = configs[0].train, run_setup.mcfg.vocab_size
   corpus = sources.load_corpus(configs[0].data, vocab, t.seq_len)
-  shared = Shared(
-    run_setup,
-    corpus,
-    outcome.no_context_losses(corpus, t, vocab),
-    shard_lib.device_info(devices),
-    wall_start,
-  )
+  baselines, info = outcome.no_context_losses(corpus, t, vocab), shard_lib.device_info(devices)
+  shared = Shared(run_setup, corpus, baselines, info, wall_start)
   with contextlib.ExitStack() as resources:  # every member closed on every exit path
     members = [_open(shared, c, w, resources) for c, w in zip(configs, workdirs, strict=True)]
     live = [m for m in members if m.summary is None]
@@ -263,14 +110,9 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
         if m.summary is None:
           _fail(shared, m, faults)
   if argv and any(m.summary["status"] == "interrupted" for m in members):
-    print(f"resume: {_resume_command(argv)}", flush=True)
+    command = ["python", "-m", "experiments.train_population", *argv]
+    print(f"resume: {shlex.join(command)}", flush=True)
   return [m.summary for m in members]
-
-
-def _resume_command(argv: Sequence[str]) -> str:
-  import shlex
-
-  return shlex.join(["python", "-m", "experiments.train_population", *argv])
 
 
 def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member:
@@ -281,11 +123,11 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   # One run per workdir, as loop.py holds it: a second would rewrite this one's files.
   resources.enter_context(workdir_lib.hold(workdir))
-  out = _Prefixed(f"[{os.path.basename(os.path.normpath(workdir))}] ", sys.stdout)
+  out = Prefixed(f"[{os.path.basename(os.path.normpath(workdir))}] ", sys.stdout)
   config_dict = config.to_dict()
   config_dict["data_fingerprint"] = shared.corpus.split.get("manifest", {}).get("fingerprint")
   m = Member(config, workdir, config_dict, out)
-  done = loop.completed_run(config, workdir)
+  done = run_files.completed_run(config, workdir)
   if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
     m.summary = done
     m.print(
@@ -330,27 +172,6 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
     cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
   except OSError as e:
     m.print(f"error: {io_errors.describe_io_error(e, m.workdir, 'writing summary.json')}")
-
-
-def _write_config(m: Member, shared: Shared) -> None:
-  """The member's config.json, as loop.py writes it; a resumed member says if the code
-  changed since its run started."""
-  path = os.path.join(m.workdir, "config.json")
-  corpus = shared.corpus
-  resolved = loop.resolved_config(m.config, shared.run_setup.mcfg, corpus.split, corpus.fingerprint)
-  m.provenance = resolved["provenance"]
-  if m.start > 0:
-    recorded = read_json(path)
-    recorded = recorded.get("provenance") if isinstance(recorded, dict) else None
-    note = provenance.code_changed(recorded, m.provenance)
-    if note:
-      m.print(note)
-  try:
-    cli.write_json(path, resolved)
-  except OSError as e:  # nothing trained yet: one line, exit status 1
-    raise io_faults.RunFailed(
-      io_errors.describe_io_error(e, m.workdir, "writing config.json")
-    ) from e
 
 
 def _init_fresh(run_setup: setup_lib.RunSetup, members: Sequence[Member]) -> None:
@@ -408,7 +229,8 @@ def _train_group(
   compile_seconds = time.time() - compile_start
   eval_fn = jax.jit(functools.partial(population.eval_steps, run_setup.model_def))
   eval_fn = eval_fn.lower(states, run_setup.abstract_batch).compile()
-  print(_banner(shared, group, compile_seconds), flush=True)
+  configs, start = [m.config for m in group], group[0].start
+  print(banner.population_banner(shared, configs, start, compile_seconds), flush=True)
   for m in group:
     m.compile_seconds, m.population_size = compile_seconds, len(group)
     schedule = optim.make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
@@ -428,19 +250,6 @@ def _train_group(
   trainer = PopulationTrainer(shared, group, step_fn, eval_fn, lrs, signals)
   with faults.caught():
     trainer.train(states, group[0].start)
-
-
-def _banner(shared: Shared, group: Sequence[Member], compile_seconds: float) -> str:
-  mcfg, config = shared.run_setup.mcfg, group[0].config
-  lrs = ", ".join(f"{m.config.opt.lr:g}" for m in group)
-  seeds = ", ".join(str(m.config.seed) for m in group)
-  return (
-    f"{config.name}: population of {len(group)} from step {group[0].start} (lr {lrs}; seed "
-    f"{seeds}); {mcfg.num_layers} layers, norm={mcfg.norm} position={mcfg.norm_position} "
-    f"residual={mcfg.residual}; {shared.run_setup.num_params:,} params each; on "
-    f"{shard_lib.describe_devices(shared.devices)}; compiled in {compile_seconds:.1f}s; "
-    f"{shared.corpus.description}"
-  )
 
 
 class PopulationTrainer:
@@ -559,29 +368,33 @@ class PopulationTrainer:
     self.live.remove(m)
     m.close()  # metrics flushed and saves finished: summary.json last
     m.summary = _summary(self.shared, m, status, final_step)
-    cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
-    hparams_lib.write_run(m.workdir, m.config, m.summary)
+    run_files.write_summary(m.workdir, m.config, m.summary)
     m.print(run_log.end_message(m.summary, m.workdir, None))
+
+
+def _write_config(m: Member, shared: Shared) -> None:
+  """The member's config.json, as loop.py writes it; a resumed member says if the code
+  changed since its run started."""
+  corpus, mcfg = shared.corpus, shared.run_setup.mcfg
+  resolved = run_files.resolved_config(m.config, mcfg, corpus.split, corpus.fingerprint)
+  m.provenance = resolved["provenance"]
+  with contextlib.redirect_stdout(m.out):
+    run_files.write_config(m.workdir, resolved, m.start, warn_lost_rows=False)
 
 
 def _summary(shared: Shared, m: Member, status: str, final_step: int) -> dict:
   """A member's summary.json: loop.py's fields, plus the size of its population."""
-  summary = {
-    "status": status,
-    "steps": final_step,
-    **m.log.results(),
-    **shared.baselines,
-    "data_split": shared.corpus.split,
-    "tokens_per_second": m.log.tokens_per_second(),  # its share of the population's
-    **m.log.totals(),  # wall and compile seconds of every segment of its run
-    "checkpoint_blocking_seconds": sum(m.checkpointer.save_seconds),
-    "config_name": m.config.name,
-    "devices": shared.devices,
-    "provenance": m.provenance,
-    "population_size": m.population_size,
-  }
-  summary["outcome"] = classify(summary)
-  metrics_path = os.path.join(m.workdir, "metrics.jsonl")
-  vocab = shared.run_setup.mcfg.vocab_size
-  summary.update(escape.summary_fields(metrics_path, summary, vocab))
+  summary = run_files.summary(
+    status,
+    final_step,
+    m.log,
+    m.checkpointer,
+    m.config,
+    baselines=shared.baselines,
+    data_split=shared.corpus.split,
+    devices=shared.devices,
+    provenance=m.provenance,
+    population_size=m.population_size,
+  )
+  run_files.add_outcome(summary, m.workdir, shared.run_setup.mcfg.vocab_size)
   return summary

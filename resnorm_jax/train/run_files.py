@@ -1,0 +1,150 @@
+"""A run folder's records, the same for a single run (loop.py) and a population member
+(population_run.py): config.json (the config plus what the run resolved), whether a folder
+holds a completed run, and summary.json (the run's results, its outcome and TensorBoard's
+HParams)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from etils import epath
+from ml_collections import ConfigDict
+
+from resnorm_jax.config import cli
+from resnorm_jax.data.fs import read_json
+from resnorm_jax.model import model_def as mdl
+from resnorm_jax.model import variants
+from resnorm_jax.model.config_types import ModelConfig
+from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import escape, io_errors, metrics_file, provenance
+from resnorm_jax.train import hparams as hparams_lib
+from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.io_faults import RunFailed
+from resnorm_jax.train.outcome import classify
+
+
+def resolved_config(
+  config: ConfigDict,
+  mcfg: ModelConfig,
+  data_split: dict | None = None,
+  data_files: dict | None = None,
+) -> dict:
+  """The run's config plus the constants the model resolved (`mcfg`: alpha, beta, final norm,
+  the vocabulary) and, when given, how the corpus was split (`data_split`: method and sizes
+  of both splits) and what the data is (`data_files`: data_fingerprint.py). Sections the run
+  adds are listed in same_experiment.RECORDED_NOT_CONFIG."""
+  out = config.to_dict()
+  out["resolved_model"] = vars(mcfg).copy()
+  # What the variants record, e.g. Admin's profiled omegas (a pure function of the seed).
+  out["resolved_model"].update(variants.record(mcfg, lambda: mdl.init_model(mcfg, config.seed)[0]))
+  if data_split is not None:
+    out["data_split"] = dict(data_split)
+  if data_files:
+    out["data_files"] = dict(data_files)
+  out["provenance"] = provenance.collect()  # commit, package versions, host
+  return json.loads(json.dumps(out, default=str))
+
+
+def write_config(workdir: str, resolved: dict, start: int, *, warn_lost_rows: bool = True) -> None:
+  """config.json; on a resume, a note if the code changed since it was written and (with
+  `warn_lost_rows`) a warning for metrics lines the writer's truncation will drop. An I/O
+  error is a RunFailed line."""
+  try:
+    if start > 0:  # resuming: say if the code changed since config.json was written
+      recorded = read_json(epath.Path(workdir, "config.json"))
+      recorded = recorded.get("provenance") if isinstance(recorded, dict) else None
+      note = provenance.code_changed(recorded, resolved["provenance"])
+      if note:
+        print(note, flush=True)
+    cli.write_json(os.path.join(workdir, "config.json"), resolved)
+    if warn_lost_rows:
+      _warn_lost_rows(workdir, start)
+  except OSError as e:  # nothing trained yet: one line, no summary to write
+    raise RunFailed(io_errors.describe_io_error(e, workdir, "writing config.json")) from e
+
+
+def _warn_lost_rows(workdir: str, start: int) -> None:
+  """Lines the writer's truncation drops without a word; rows up to the checkpoint are not
+  trained again, so the curve keeps a gap there."""
+  path = os.path.join(workdir, "metrics.jsonl")
+  lost = [s for s in metrics_file.unreadable_rows(path) if s is None or s < start] if start else []
+  if lost:
+    print(
+      f"WARNING: {path} has {len(lost)} unreadable line(s) before the checkpoint's "
+      f"step {start} (after the rows of steps {sorted({s or 0 for s in lost})}): "
+      "dropped, the curve has a gap there",
+      flush=True,
+    )
+
+
+def completed_run(config: ConfigDict, workdir: str) -> dict | None:
+  """The summary of the run `config` completed in `workdir` (nothing to do), else None.
+
+  Raises ValueError, before anything is written, when the workdir holds another experiment
+  (its config.json; names the differing keys) or a completed run this one cannot continue.
+  """
+  workdir_lib.check_same_experiment(workdir, config.to_dict())
+  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  lost = _lost_config_json(workdir)
+  if lost and has_checkpoint:
+    print(
+      f"WARNING: {lost}: this run is checked against the config its checkpoint recorded, "
+      "and config.json is rebuilt when it matches",
+      flush=True,
+    )
+  elif lost and "cannot be read" in lost:
+    print(f"WARNING: {lost} and there is no checkpoint to check this run against", flush=True)
+  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
+
+
+def _lost_config_json(workdir: str) -> str | None:
+  """Why a workdir that holds a run has no usable config.json (`<path> is missing`, `<path>
+  cannot be read (...)`), else None; a workdir that holds nothing yet has nothing to lose."""
+  path = epath.Path(workdir, "config.json")
+  try:
+    recorded = json.loads(path.read_text())
+  except FileNotFoundError:
+    held = any(epath.Path(workdir, n).exists() for n in ("metrics.jsonl", "summary.json", "ckpt"))
+    return f"{path} is missing" if held else None
+  except (OSError, ValueError) as e:
+    return f"{path} cannot be read ({type(e).__name__}: {str(e)[:100]})"
+  return None if isinstance(recorded, dict) else f"{path} cannot be read (not a JSON object)"
+
+
+def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw) -> dict:
+  """summary.json's fields of a run that ended `status` at `steps`: its RunLog's results and
+  totals, kw's `baselines` (no-context losses), `short` (a short held-out split's note),
+  `data_split`, `devices` and `provenance`, then the rest of kw (a population's size)."""
+  baselines, short = kw.pop("baselines"), kw.pop("short", {})
+  data_split, devices, prov = kw.pop("data_split"), kw.pop("devices"), kw.pop("provenance")
+  return {
+    "status": status,
+    "steps": steps,
+    **log.results(),
+    **baselines,
+    **short,
+    "data_split": data_split,
+    "tokens_per_second": log.tokens_per_second(),  # a member's: its share of the population's
+    **log.totals(),  # wall and compile seconds of every segment of the run
+    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
+    "config_name": config.name,
+    "devices": devices,
+    "provenance": prov,
+    **kw,
+  }
+
+
+def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
+  """The summary's outcome (trained | stuck | diverged | interrupted) and, from the whole
+  curve (metrics.jsonl holds every segment of a resumed or extended run), when the eval loss
+  left the plateau for good and when the run blew up."""
+  summary["outcome"] = classify(summary)
+  summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
+
+
+def write_summary(workdir: str, config: ConfigDict, summary: Mapping) -> None:
+  """summary.json and TensorBoard's HParams (axes, outcome)."""
+  cli.write_json(os.path.join(workdir, "summary.json"), summary)
+  hparams_lib.write_run(workdir, config, summary)
