@@ -30,7 +30,7 @@ import numpy as np
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools import lr_sensitivity as lrs
 from resnorm_jax.tools import lr_sweep_rows
-from resnorm_jax.tools.style import lr_label, pyplot, save_figure
+from resnorm_jax.tools.style import lr_label, pyplot, save_figure, variant_label
 
 Row = dict[str, Any]
 PARAMS = ("sp", "depth_mup", "completep")
@@ -215,7 +215,8 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   ax.grid(alpha=0.3)
   ax.legend(fontsize="small")
   fig.suptitle(
-    f"{variant}: does the best lr transfer across depth? ({lr_sweep_rows.setting_title(rows)})"
+    f"{variant_label(variant)}: does the best lr transfer across depth? "
+    f"({lr_sweep_rows.setting_title(rows)})"
   )
   return save_figure(fig, out)
 
