@@ -350,7 +350,8 @@ def row_param_edges() -> list[str] | None:
       losses = []
       for d in depths:
         b = best.get((variant, param, d))
-        trained = b and float(b["grid_best_loss"]) < float(rows[0]["baseline"]) - 0.1
+        # the rule's own verdict at the best lr, not the margin worked out again here
+        trained = b and "trained" in cells.get((variant, d, float(b["grid_best_lr"])), [])
         losses.append(f"{float(b['grid_best_loss']):.3f}" if trained else "-")
       text.append(f"{name} {edges} (best loss {' / '.join(losses)})")
     parts.append(f"{LABEL[variant]}: " + ", ".join(text))
