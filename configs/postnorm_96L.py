@@ -10,6 +10,11 @@ distribution (~unigram entropy) and stays there: it fails to learn (Xiong 2020).
 """
 
 from configs import base
+from resnorm_jax.train.expected import Expected
+
+# The outcome this experiment reproduces as named (the end line and summary.json say whether
+# a run showed it; any override of a key its results depend on makes it another experiment).
+EXPECTED = Expected("stuck", "as Xiong et al. 2020 report for Post-LN without warmup at depth")
 
 
 def get_config(arg: str | None = None):

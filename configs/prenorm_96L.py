@@ -10,6 +10,11 @@ entropy.
 """
 
 from configs import base
+from resnorm_jax.train.expected import Expected
+
+# The outcome this experiment reproduces as named (the end line and summary.json say whether
+# a run showed it; any override of a key its results depend on makes it another experiment).
+EXPECTED = Expected("trained", "as Xiong et al. 2020 report for Pre-LN without warmup")
 
 
 def get_config(arg: str | None = None):

@@ -36,7 +36,10 @@ def main(argv):
     note = sources.source_from_path(_CONFIG.value, overrides)  # data.path alone: its source
     if note:
       print(note, flush=True)
-    summary = loop.run(_CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:])
+    expected = _expected(overrides)
+    summary = loop.run(
+      _CONFIG.value, _WORKDIR.value, overrides=overrides, argv=sys.argv[1:], expected=expected
+    )
   except ValueError as e:  # bad input (config, data, mesh, checkpoint): a message, exit 2
     cli.fail(str(e))
   except io_faults.RunFailed as e:  # an I/O fault before training: one line
@@ -44,6 +47,18 @@ def main(argv):
     sys.exit(io_faults.EXIT_FAILED)
   if summary["status"] == "failed":  # an I/O fault while training: its line is printed
     sys.exit(io_faults.EXIT_FAILED)
+
+
+def _expected(overrides):
+  """The named config's EXPECTED outcome when this run is the experiment it speaks for (its
+  default scale, no override of a key its results depend on); else None."""
+  from resnorm_jax.train import expected as expected_lib
+
+  spec = config_flags.get_config_filename(flags.FLAGS["config"])
+  declared, arg = expected_lib.for_config_file(spec)
+  if declared is None or not expected_lib.applies(arg, overrides):
+    return None
+  return declared
 
 
 def cli_main() -> None:

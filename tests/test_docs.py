@@ -212,7 +212,7 @@ def test_the_quickstart_claims_hold():
   loop's formats, the error from another folder."""
   from configs import postnorm_96L
   from resnorm_jax.config import cli
-  from resnorm_jax.train import run_log
+  from resnorm_jax.train import expected, run_log
 
   quick = _section(_read("README.md"), "Quickstart")
   flat = " ".join(quick.split())  # prose, whatever its line breaks
@@ -251,6 +251,8 @@ def test_the_quickstart_claims_hold():
     "best_eval_loss": run["best_eval_loss"],
     "heldout_unigram_entropy": base["heldout_unigram_entropy"],
   }
+  declared, _ = expected.for_config_file(os.path.join(ROOT, "configs", "postnorm_96L.py"))
+  summary["expected"] = expected.record(declared, "stuck")
   end = run_log.end_message(summary, workdir, None).splitlines()
   printed = end[0].rsplit("; ", 1)[0] + "; ..."
   assert printed in quick.splitlines(), printed

@@ -41,9 +41,11 @@ from resnorm_jax.train import (
   run_log,
 )
 from resnorm_jax.train import checkpoint as ckpt_lib
+from resnorm_jax.train import expected as expected_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train.expected import Expected
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.run_log import RunLog, end_message
@@ -106,17 +108,19 @@ def run(
   *,
   overrides: Mapping[str, Any] | None = None,
   argv: Sequence[str] | None = None,
+  expected: Expected | None = None,
 ) -> dict:
   """Trains `config` in `workdir` (default: default_workdir); returns the summary.
 
   `overrides` ({dotted key: value} given on the command line) name the default workdir;
   `argv` (the command line's arguments) is printed back as the command that resumes an
-  interrupted run, with its --workdir.
+  interrupted run, with its --workdir. `expected` (a named config's EXPECTED, where it
+  applies to this run: train/expected.py) is recorded in summary.json and the end line.
   Signal handlers are installed first: a SIGTERM/SIGINT during setup or compilation stops
   the run as soon as the state exists (saved at its step), never with a traceback.
   """
   with preemption.StopSignals() as signals, preemption.exit_on_peer_failure():
-    return _run(config, workdir, signals, overrides, argv)
+    return _run(config, workdir, signals, overrides, argv, expected)
 
 
 class Trainer:
@@ -260,6 +264,7 @@ def _run(
   signals: preemption.StopSignals,
   overrides: Mapping[str, Any] | None = None,
   argv: Sequence[str] | None = None,
+  expected: Expected | None = None,
 ) -> dict:
   wall_start = time.time()
   setup_lib.keep_freed_host_memory()
@@ -278,7 +283,7 @@ def _run(
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
-    return _train(run_setup, corpus, workdir, signals, argv, wall_start)
+    return _train(run_setup, corpus, workdir, signals, argv, wall_start, expected)
 
 
 def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
@@ -307,6 +312,7 @@ def _train(
   signals: preemption.StopSignals,
   argv: Sequence[str] | None,
   wall_start: float,
+  expected: Expected | None = None,
 ) -> dict:
   """Trains in a locked workdir, resuming its checkpoint if any; writes summary.json last."""
   config = run_setup.config
@@ -384,6 +390,8 @@ def _train(
   if faults.error is not None:
     cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
   run_files.add_outcome(summary, workdir, vocab)  # trained | stuck | diverged | interrupted
+  if expected is not None:
+    summary["expected"] = expected_lib.record(expected, summary.get("outcome"))
   if is_main:
     try:
       run_files.write_summary(workdir, config, summary)  # and TensorBoard's HParams

@@ -17,6 +17,7 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
+from resnorm_jax.train import expected as expected_lib
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.writers import MetricWriter
 
@@ -45,6 +46,10 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
     f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
     f"{final_on} (no-context {r(baseline, '.3f')}); {periodic}; "
     f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
+  ]
+  if summary.get("expected"):  # a named experiment's expected outcome, and whether it held
+    lines.append(expected_lib.line(summary["expected"], summary.get("outcome")))
+  lines += [
     f"  summary: {os.path.join(workdir, 'summary.json')}",
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
   ]
