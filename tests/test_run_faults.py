@@ -107,6 +107,45 @@ def test_metrics_jsonl_keeps_its_mode_when_a_resume_truncates_it(tmp_path):
   assert stat.S_IMODE(os.stat(path).st_mode) == 0o644  # a temporary file's 0600 before
 
 
+def test_a_resume_whose_metrics_jsonl_is_gone_says_so(tmp_path, capsys):
+  first = MetricWriter(str(tmp_path))
+  first.write(5, {"train/loss": 1.0})
+  first.close()
+  os.remove(tmp_path / "metrics.jsonl")
+  MetricWriter(str(tmp_path), truncate_after=5).close()
+  out = capsys.readouterr().out
+  assert "metrics.jsonl is missing: the logged rows of steps 1-5 are lost" in out, out
+  MetricWriter(str(tmp_path / "fresh"), truncate_after=0).close()  # a fresh start: no rows yet
+  assert "missing" not in capsys.readouterr().out
+
+
+@pytest.mark.slow  # trains
+def test_a_completed_run_on_a_read_only_folder_has_nothing_to_do(tmp_path, monkeypatch, capsys):
+  config = smoke.get_config()
+  config.train.steps = 4
+  workdir = str(tmp_path / "run")
+  summary = loop.run(config, workdir)
+  files = {n: (tmp_path / "run" / n).read_text() for n in ("config.json", "summary.json")}
+
+  def read_only(path):
+    raise workdir_lib.not_writable(path, OSError(errno.EROFS, "Read-only file system"))
+
+  monkeypatch.setattr(workdir_lib, "make_writable", read_only)
+  capsys.readouterr()
+  assert loop.run(config, workdir) == summary
+  assert "already completed at step 4: nothing to do (read only)" in capsys.readouterr().out
+  assert {n: (tmp_path / "run" / n).read_text() for n in files} == files
+  with pytest.raises(workdir_lib.NotWritable, match="Read-only file system"):
+    loop.run(config, str(tmp_path / "new"))  # nothing completed there: bad input, exit 2
+
+
+def test_a_lock_path_that_is_a_folder_is_bad_input_in_one_line(tmp_path):
+  (tmp_path / workdir_lib.LOCK_FILE).mkdir()
+  with pytest.raises(ValueError, match=r"\.lock is a folder, not the run's lock file: remove it"):
+    with workdir_lib.hold(str(tmp_path)):
+      pass
+
+
 @pytest.mark.parametrize("key", ["opt.lr", "model.init_std", "opt.eps", "model.norm_eps"])
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
 def test_non_finite_config_values_are_refused_naming_the_key(key, value):

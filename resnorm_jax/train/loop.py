@@ -274,10 +274,20 @@ def _run(
   run_setup = setup_lib.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
   corpus = sources.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
-  workdir_lib.make_writable(workdir)  # a read-only or unmakeable folder: bad input, exit 2
   # One run per workdir for the run's whole life, summary included; a second is refused
   # before it reads anything: it would resume this one's checkpoint and rewrite its files.
-  with _workdir_lock(workdir):
+  lock = contextlib.ExitStack()
+  try:
+    workdir_lib.make_writable(workdir)  # a read-only or unmakeable folder: bad input, exit 2
+    lock.enter_context(_workdir_lock(workdir))
+  except workdir_lib.NotWritable:  # unless it holds this run completed: nothing to write
+    done = run_files.completed_run(config, workdir)
+    if done is None:
+      raise
+    print(f"already completed at step {done['steps']}: nothing to do (read only)", flush=True)
+    print(end_message(done, workdir, None), flush=True)
+    return done
+  with lock:
     done = run_files.completed_run(config, workdir)
     if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)

@@ -42,10 +42,15 @@ class WorkdirInUse(ValueError):
   """A live run holds the workdir: refused like bad input (exit status 2)."""
 
 
-def not_writable(workdir: str, e: OSError) -> ValueError:
+class NotWritable(ValueError):
+  """The workdir cannot be made or written: bad input (exit status 2), unless it already holds
+  the run completed (nothing to write: loop.py says so)."""
+
+
+def not_writable(workdir: str, e: OSError) -> NotWritable:
   """The bad-input error of a workdir that cannot be made or written (`e` says why)."""
   where = f" ({e.filename})" if e.filename and e.filename != workdir else ""
-  return ValueError(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
+  return NotWritable(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
 
 
 def make_writable(workdir: str) -> None:
@@ -126,6 +131,11 @@ def hold(workdir: str) -> Iterator[str | None]:
   except OSError as e:
     if e.errno in _NOT_WRITABLE:  # the lock file is the run's first write in the folder
       raise not_writable(workdir, e) from None
+    if e.errno == errno.EISDIR:  # something made a folder where the lock file goes
+      raise ValueError(
+        f"{path} is a folder, not the run's lock file: remove it (nothing of the run is in "
+        "it) and run the same command again"
+      ) from None
     if e.errno not in _NO_LOCKING:
       raise
     print(f"note: the filesystem of {workdir} cannot lock ({e.strerror}): not locked", flush=True)

@@ -143,6 +143,12 @@ class MetricWriter:
       no_context_loss=no_context_loss,
       eval_tokens=eval_tokens,
     )
+    if truncate_after and not exists:  # a resume whose earlier rows are gone: said, not hidden
+      print(
+        f"warning: {self.path} is missing: the logged rows of steps 1-{truncate_after} are "
+        f"lost; the run resumes from its checkpoint at step {truncate_after} and logs from there",
+        flush=True,
+      )
     if truncate_after is not None and exists:
       metrics_file.truncate(local_metrics, truncate_after)
       for record in metrics_file.read_metrics(
