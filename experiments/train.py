@@ -13,6 +13,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
+from resnorm_jax.train import startup_signals
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Config file (FILE[:ARG]).", lock_config=True
@@ -30,6 +31,8 @@ def main(argv):
     cli.fail("--config=FILE is required (e.g. configs/postnorm_96L.py)")
   from resnorm_jax.data import sources
   from resnorm_jax.train import io_faults, loop  # imports JAX: after flags, so --help stays fast
+
+  startup_signals.stop_if_received()
 
   try:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
@@ -63,6 +66,7 @@ def _expected(overrides):
 
 def cli_main() -> None:
   """The console command (pyproject.toml's [project.scripts]): the same as `python -m`."""
+  startup_signals.hold()  # a Ctrl-C while JAX imports: one line, not a traceback
   app.run(main, flags_parser=cli.parse_flags_or_exit)
 
 

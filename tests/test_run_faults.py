@@ -139,6 +139,33 @@ def test_a_completed_run_on_a_read_only_folder_has_nothing_to_do(tmp_path, monke
     loop.run(config, str(tmp_path / "new"))  # nothing completed there: bad input, exit 2
 
 
+def test_a_signal_while_the_program_starts_stops_it_in_one_line(capsys):
+  """A Ctrl-C while JAX imports is recorded, not raised (a traceback, or lost in a callback):
+  the entry point stops before writing anything (exit 130), or the run's StopSignals takes it
+  over and stops at the first step it can save."""
+  import signal
+
+  from resnorm_jax.train import preemption, startup_signals
+
+  old = {sig: signal.getsignal(sig) for sig in startup_signals.SIGNALS}
+  try:
+    startup_signals.hold()
+    startup_signals.stop_if_received()  # nothing yet: goes on
+    os.kill(os.getpid(), signal.SIGINT)
+    assert startup_signals.received() == signal.SIGINT
+    with preemption.StopSignals() as signals:
+      assert signals.should_stop(0)  # handed over to the run
+    with pytest.raises(SystemExit) as e:
+      startup_signals.stop_if_received()
+    assert e.value.code == startup_signals.EXIT_INTERRUPTED == 130
+    err = capsys.readouterr().err
+    assert err == "signal 2 before the run started: stopped, nothing written\n"
+  finally:
+    startup_signals._received.clear()
+    for sig, handler in old.items():
+      signal.signal(sig, handler)
+
+
 def test_a_lock_path_that_is_a_folder_is_bad_input_in_one_line(tmp_path):
   (tmp_path / workdir_lib.LOCK_FILE).mkdir()
   with pytest.raises(ValueError, match=r"\.lock is a folder, not the run's lock file: remove it"):

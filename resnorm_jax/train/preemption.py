@@ -30,6 +30,8 @@ import sys
 
 import jax
 
+from resnorm_jax.train import startup_signals
+
 EXIT_PEER_FAILED = 3  # a step failed in a multi-process run: another process likely died
 
 
@@ -61,6 +63,7 @@ class StopSignals:
     self._old: dict = {}
 
   def __enter__(self):
+    self.received = startup_signals.received()  # one that came while the program started
     owned = self.SIGNALS if not _notifier_active() else (signal.SIGINT,)
     for sig in owned:
       try:
