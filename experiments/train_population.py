@@ -5,7 +5,9 @@ python -m experiments.train_population --points=FILE.json
 FILE.json: a list of {"config": "configs/x.py[:ARG]", "overrides": {"dotted.key": value},
 "workdir": DIR}, one per member; every member writes DIR as its single run
 (`python -m experiments.train --config=... --workdir=DIR --config.k=v`) would. The same
-command resumes an interrupted population. Exit status 2 for bad input, before compiling;
+command resumes an interrupted population, in the same program (one slot per point, in the
+file's order), so it must not be changed in between. Exit status 2 for bad input, before
+compiling (a member whose checkpoint another program wrote: the command that continues it);
 1 for an I/O fault (a full disk: every member's line is printed, the same command resumes).
 """
 
@@ -31,7 +33,8 @@ def main(argv):
 
   try:
     configs, workdirs = population_points.load_points(_POINTS.value)
-    summaries = population_run.run(configs, workdirs, argv=sys.argv[1:])
+    commands = population_points.single_run_commands(_POINTS.value)
+    summaries = population_run.run(configs, workdirs, argv=sys.argv[1:], commands=commands)
   except ValueError as e:  # bad input (points, configs, data, checkpoints): a message, exit 2
     cli.fail(str(e))
   except io_faults.RunFailed as e:  # an I/O fault before training: one line

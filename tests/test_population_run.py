@@ -5,8 +5,10 @@ The training runs are subprocesses on one CPU device with a shared compilation c
 unoptimized LLVM (compiles in a third of the time; both sides of every comparison use it).
 """
 
+import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_runner, sweep_slots
+from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import population_points
 from resnorm_jax.train.metrics_file import read_metrics
 
@@ -245,19 +248,39 @@ def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, post
   assert "signal 15: saving a checkpoint" in stopped.stdout
   assert f"resume: python -m experiments.train_population --points={points_file}" in stopped.stdout
   workdirs = [p["workdir"] for p in points]
-  for w in workdirs:
-    summary = _json(w, "summary.json")
+  interrupted = [_json(w, "summary.json") for w in workdirs]
+  for summary, w in zip(interrupted, workdirs, strict=True):
     assert (summary["status"], summary["steps"]) == ("interrupted", 8)
     assert _ckpt_steps(w) == [5, 8]
   copies = [shutil.copytree(w, str(tmp_path / "copy" / os.path.basename(w))) for w in workdirs]
 
+  # The same points in another order: each member's checkpoint was written by another slot.
+  swapped = _write(tmp_path / "swapped.json", [points[1], points[0], points[2]])
+  refused = _python(env, ["-m", "experiments.train_population", f"--points={swapped}"])
+  assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+  (line,) = refused.stderr.strip().splitlines()
+  assert f"member {points[1]['workdir']}: its checkpoint of step 8" in line
+  assert "written by a population of 3 as member 2" in line and "member 1 of this" in line
+  assert f"Continue it with: python -m experiments.train_population --points={points_file}" in line
+
   _ok(_python(env, cmd))  # the same command: every member from step 8, bit for bit
-  for w, reference in zip(workdirs, postnorm["stable"], strict=True):
+  for w, reference, before in zip(workdirs, postnorm["stable"], interrupted, strict=True):
     assert _rows(w) == _rows(reference)
-    assert _json(w, "summary.json")["status"] == "completed"
+    summary = _json(w, "summary.json")
+    assert summary["status"] == "completed"
+    # Wall and compile time add up over the two segments (the second compiled again).
+    assert summary["wall_seconds"] > before["wall_seconds"]
+    assert summary["compile_seconds"] > before["compile_seconds"] > 0
+  second = [
+    _json(w, "summary.json")["compile_seconds"] - b["compile_seconds"]
+    for w, b in zip(workdirs, interrupted, strict=True)
+  ]
+  assert second == pytest.approx([second[0]] * len(second), abs=1e-6)  # one program's compile
 
   # Members at different steps, one completed by its single run from the population's
-  # checkpoint: member 1 back at step 5, member 2 finished by experiments.train.
+  # checkpoint: member 0 at step 8, member 1 back at step 5, member 2 finished by
+  # experiments.train. One program of 3 slots from step 5: member 0 held until step 8,
+  # member 2 held throughout; members 0 and 1 end bit for bit as never interrupted.
   shutil.rmtree(os.path.join(copies[1], "ckpt", "8"))
   lr, seed = STABLE[2]
   overrides = [f"--config.{k}={v}" for k, v in {**COMMON, "opt.lr": lr, "seed": seed}.items()]
@@ -269,12 +292,74 @@ def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, post
   )
   resumed = _ok(_python(env, ["-m", "experiments.train_population", f"--points={points_file}"]))
   out = resumed.stdout
-  assert "population of 1 from step 5" in out and "population of 1 from step 8" in out, out
+  assert "population of 3 from step 5" in out and "population of 1" not in out, out
+  assert (
+    f"[{os.path.basename(copies[0])}] held in its slot until the population reaches step 8" in out
+  )
   assert f"[{os.path.basename(copies[2])}] already completed at step {STEPS}" in out
   assert _json(copies[2], "summary.json") == finished  # not rewritten
-  for w, reference in zip(copies, postnorm["stable"], strict=True):
-    _assert_close_rows(_rows(w), _rows(reference))
+  for w, reference in zip(copies[:2], postnorm["stable"][:2], strict=True):
+    assert _rows(w) == _rows(reference)  # exact floats, not close
     assert _json(w, "summary.json")["status"] == "completed"
+    assert _ckpt_steps(w) == [10, 12]
+  _assert_close_rows(_rows(copies[2]), _rows(postnorm["stable"][2]))  # its single run's tail
+
+
+@pytest.mark.slow  # a single run continued after the population refused its checkpoint
+def test_a_single_runs_checkpoint_is_refused_as_a_member_naming_its_command(
+  env, postnorm, tmp_path
+):
+  """A member whose newest checkpoint a single run wrote would train on in another program
+  (its losses off in the last bits): refused before compiling, in one line naming the
+  command that continues it; once that completes it, the population holds it."""
+  folder = tmp_path / "single"
+  for w in postnorm["single"]:
+    shutil.copytree(w, str(folder / os.path.basename(w)))
+  points = _points(postnorm["config"], STABLE, folder)
+  member = points[1]["workdir"]
+  os.remove(os.path.join(member, "summary.json"))  # killed after its last save
+  points_file = _write(tmp_path / "points.json", points)
+  population = ["-m", "experiments.train_population", f"--points={points_file}"]
+  refused = _python(env, population)
+  assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+  (line,) = refused.stderr.strip().splitlines()
+  assert line.startswith(f"error: member {member}: its checkpoint of step {STEPS}")
+  assert "written by a single run (experiments.train)" in line
+  command = line.split("Continue it with: ")[1].split(" (once it is completed")[0]
+  assert command.startswith(f"python -m experiments.train --config={postnorm['config']}")
+  assert not os.path.exists(os.path.join(member, "summary.json"))  # nothing trained
+  continued = _ok(_python(env, shlex.split(command)[1:]))  # the command it names
+  assert f"resuming from step {STEPS}" in continued.stdout
+  assert _json(member, "summary.json")["status"] == "completed"
+  done = _ok(_python(env, population)).stdout
+  assert done.count(f"already completed at step {STEPS}") == len(STABLE), done
+
+
+def test_a_checkpoint_continues_only_in_the_program_that_wrote_it():
+  refusal = functools.partial(
+    population_points.writer_refusal, workdir="w", step=5, single_command="S"
+  )
+  ours = population_points.written_by(3, 1, "python -m experiments.train_population --points=p")
+  assert refusal(ours, 3, 1) is None
+  assert refusal(None, 3, 1) is None  # written before writers were recorded: unknown, goes on
+  for size, slot in ((2, 1), (3, 0), (4, 1)):  # another size or another slot
+    line = refusal(ours, size, slot)
+    assert "written by a population of 3 as member 2" in line and "\n" not in line
+    assert line.endswith(
+      "Continue it with: python -m experiments.train_population --points=p (once it is "
+      "completed, this population holds it in its slot)"
+    )
+  line = refusal(ckpt_lib.SINGLE_RUN, 3, 1)
+  assert "member w: its checkpoint of step 5 was written by a single run" in line
+  assert "Continue it with: S " in line
+  assert "with the points file that wrote it" in refusal({**ours, "command": None}, 2, 0)
+  command = population_points.single_run_command(
+    "c.py:smoke", {"opt.lr": 0.001, "diag.per_layer": False, "seed": 3}, "d"
+  )
+  assert command == (
+    "python -m experiments.train --config=c.py:smoke --workdir=d --config.opt.lr=0.001 "
+    "--config.diag.per_layer=false --config.seed=3"
+  )
 
 
 # --- bad input -----------------------------------------------------------------------------
@@ -373,6 +458,49 @@ def test_population_jobs_record_every_member(tmp_path):
   for name in ("p0", "p1", "deep"):
     assert json.load(open(tmp_path / name / sweep_grid.POINT_FILE))["returncode"] == 0
   assert sweep_runner.log_progress(str(tmp_path / "p0" / "train.log"))[:2] == (3, 3)
+
+
+def _checkpointed(workdir, step: int, written_by: dict | None) -> None:
+  """A committed checkpoint's metadata at `step` in `workdir`, as orbax lays it out."""
+  meta_dir = os.path.join(workdir, "ckpt", str(step), "meta")
+  os.makedirs(meta_dir)
+  open(os.path.join(workdir, "ckpt", str(step), "commit_success.txt"), "w").close()
+  _write(os.path.join(meta_dir, "metadata"), {"leaves": {}, "written_by": written_by})
+
+
+def test_a_sweep_rerun_continues_a_checkpointed_member_in_its_own_population(tmp_path):
+  """p0 of a population of three finished, p1 and p2 were checkpointed by it: a rerun trains
+  p1 and p2 in that population's points file (p0 held), not as a new population of two
+  (another program, refused); the fresh points p3 and p4 group as before."""
+  grid = [_grid_point(f"p{s}", 1e-3, s) for s in range(5)]
+  todo, recorded = [], []
+  for p in sweep_grid.parse_points(grid):
+    overrides, expected = sweep_grid.resolve(p, {}, None)
+    workdir = str(tmp_path / p.name)
+    os.makedirs(workdir)
+    _write(os.path.join(workdir, sweep_grid.POINT_FILE), {"name": p.name, "index": p.index})
+    recorded.append({"config": p.config, "overrides": overrides, "workdir": workdir})
+    if p.name != "p0":  # p0 finished: not to do
+      todo.append((sweep_jobs.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
+  points_file = _write(tmp_path / "p0" / sweep_grid.POPULATION_FILE, recorded[:3])
+  command = f"python -m experiments.train_population --points={points_file}"
+  for slot in (1, 2):
+    writer = population_points.written_by(3, slot, command)
+    _checkpointed(recorded[slot]["workdir"], 8, writer)
+  assert sweep_jobs.recorded_population(recorded[1]["workdir"]) == points_file
+  _checkpointed(recorded[3]["workdir"], 4, ckpt_lib.SINGLE_RUN)  # a single run's: regrouped
+  assert sweep_jobs.recorded_population(recorded[3]["workdir"]) is None
+  jobs = sweep_jobs.population_jobs(todo)
+  assert [j.label for j in jobs] == ["p1 and 1 more (one program)", "p3 and 1 more (one program)"]
+  assert jobs[0].command == sweep_grid.population_command(points_file)
+  assert [w for _, w in jobs[0].runs()] == [recorded[1]["workdir"], recorded[2]["workdir"]]
+  assert json.load(open(points_file)) == recorded[:3]  # not rewritten
+  info = json.load(open(tmp_path / "p2" / sweep_grid.POINT_FILE))
+  assert info["population"] == ["p0", "p1", "p2"] and info["command"] == jobs[0].command
+  assert jobs[1].command[-1] == f"--points={tmp_path / 'p3' / sweep_grid.POPULATION_FILE}"
+  # The points file gone or not listing the member at its slot: grouped as a fresh point.
+  os.remove(points_file)
+  assert sweep_jobs.recorded_population(recorded[1]["workdir"]) is None
 
 
 @pytest.mark.slow  # three sweeps of training runs

@@ -15,6 +15,11 @@ into 0.4561. So a restore is accepted only if the step directory holds its commi
 the fingerprint recorded at save time (checkpoint_integrity.py); otherwise the step is
 reported, moved to `ckpt/damaged/`, and the previous step is tried. What `meta` records for
 the resumed run and which checkpoints a run refuses to resume: resume_policy.py.
+
+`meta` also records the program that wrote the state (WRITTEN_BY): a single run by default,
+a population's member with its size and slot (population_points.check_writer: a member goes
+on bit for bit only in the program that wrote it). A checkpoint without it was written before
+it was recorded: the writer is unknown.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from resnorm_jax.train.train_step import TrainState
 COMMIT_MARKER = "commit_success.txt"  # orbax's, written before the final rename
 TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
+WRITTEN_BY = "written_by"  # meta: the program that wrote the state
+SINGLE_RUN = {"program": "experiments.train"}
 
 
 def absolute(path: str) -> str:
@@ -108,8 +115,16 @@ class _Manager(ocp.CheckpointManager):
 class Checkpointer:
   """CheckpointManager wrapper: async save, latest-good restore with fallback."""
 
-  def __init__(self, directory: str, *, keep: int = 2, async_save: bool = True):
+  def __init__(
+    self,
+    directory: str,
+    *,
+    keep: int = 2,
+    async_save: bool = True,
+    written_by: dict | None = None,
+  ):
     self.directory = absolute(directory)  # a local folder or gs://..., through etils.epath
+    self.written_by = dict(written_by or SINGLE_RUN)  # recorded in each save's meta
     self.save_seconds: list[float] = []  # time each save() blocked the caller
     self.saving: int | None = None  # the step of a save started and not yet seen to finish
     self.failed: SaveFailed | None = None
@@ -137,7 +152,7 @@ class Checkpointer:
     self.wait()  # orbax waits for the previous save anyway: its error is its own
     if step in self.manager.all_steps():
       return False
-    meta = sealed({**meta, "leaves": leaf_table(state)})
+    meta = sealed({**meta, WRITTEN_BY: self.written_by, "leaves": leaf_table(state)})
     self.saving = step
     try:
       saved = self.manager.save(

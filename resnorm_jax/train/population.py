@@ -5,7 +5,10 @@ Each member's state is a slice of a TrainState whose every leaf has a leading me
 [M, ...]; member i starts from `init_state(..., seeds[i])` and steps with peak lr `lrs[i]`
 through the config's schedule (optim.make_optimizer's `lr`), on its own batch. train_step
 already keeps the state of a member whose loss or gradient is non-finite, so a diverged
-member stays frozen at its last finite state while the others go on.
+member stays frozen at its last finite state while the others go on; `active` holds any
+member frozen the same way (a select of its old state), so a member that is ahead of the
+others, or done, keeps its slot in the program and no update. Member i's slice of the program
+depends on no other slot: its results are the same whatever the others hold.
 
 Measured on a 2-core CPU (docs/benchmarks.md, "A sweep as one program"): XLA:CPU runs the
 batched matmuls no faster than M single steps, so on a CPU this saves only per-run start-up;
@@ -53,18 +56,29 @@ def train_steps(
   states: ts.TrainState,
   batches: tuple[jax.Array, jax.Array],
   *,
+  active: jax.Array | None = None,
   per_layer: bool = True,
   z_loss_weight: float = 0.0,
 ):
-  """One update of every member: member i at peak lr lrs[i] on batch [i]; (states, metrics)."""
+  """One update of every member: member i at peak lr lrs[i] on batch [i]; (states, metrics).
+  `active` ([M] bool, default all): a member whose entry is False keeps its state (its
+  metrics are computed and mean nothing)."""
 
-  def one(lr, state, batch):
+  def one(lr, on, state, batch):
     optimizer = optim.make_optimizer(opt_cfg, steps, model_def, lr=lr)
-    return ts.train_step(
+    new, metrics = ts.train_step(
       model_def, optimizer, state, batch, per_layer=per_layer, z_loss_weight=z_loss_weight
     )
+    return hold(on, new, state), metrics
 
-  return jax.vmap(one)(lrs, states, batches)
+  if active is None:
+    active = jnp.ones(lrs.shape, jnp.bool_)
+  return jax.vmap(one)(lrs, active, states, batches)
+
+
+def hold(on: jax.Array, new: PyTree, old: PyTree) -> PyTree:
+  """`new` where `on`, else `old`: the select train_step applies to a non-finite step."""
+  return jax.tree.map(lambda n, o: jnp.where(on, n, o), new, old)
 
 
 def eval_steps(model_def: ModelDef, states: ts.TrainState, batch) -> jax.Array:

@@ -58,7 +58,7 @@ class Member:
   out: TextIO  # where its lines go
   checkpointer: ckpt_lib.Checkpointer | None = None  # None: completed before, not reopened
   batches: setup_lib.Batches | None = None
-  state: Any = None  # its restored or fresh TrainState, until its sub-population starts
+  state: Any = None  # its restored TrainState, until the program stacks every slot
   start: int = 0
   resumed: dict = dataclasses.field(default_factory=dict)
   interval: list = dataclasses.field(default_factory=list)

@@ -1,10 +1,12 @@
 """A population's members as the command line names them: a points file (a JSON list of
-{config, overrides, workdir}), each point's locked config, and the check that the members
-may train as one program (one workdir each, configs differing only in the vmapped keys)."""
+{config, overrides, workdir}), each point's locked config, and the checks that the members
+may train as one program (one workdir each, configs differing only in the vmapped keys) and
+that a member's checkpoint continues bit for bit in it (the program that wrote it)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ from resnorm_jax.train import loop, resume_policy
 
 POINT_KEYS = frozenset({"config", "overrides", "workdir"})
 _ABSENT = "<absent>"
+PROGRAM = "experiments.train_population"  # what a member's checkpoint records as its writer
 
 
 def differing_keys(configs: Sequence[ConfigDict]) -> list[str]:
@@ -66,6 +69,33 @@ def member_config(spec: str, overrides: dict[str, Any]) -> ConfigDict:
 
 def load_points(path: str) -> tuple[list[ConfigDict], list[str]]:
   """(configs, workdirs) of a points file: a JSON list of {config, overrides, workdir}."""
+  points = read_points(path)
+  configs = [member_config(p["config"], p.get("overrides", {})) for p in points]
+  return configs, [str(p["workdir"]) for p in points]
+
+
+def single_run_commands(path: str) -> list[str]:
+  """Each point's experiments.train command line: the single run of its config and folder."""
+  return [
+    single_run_command(p["config"], p.get("overrides", {}), p["workdir"]) for p in read_points(path)
+  ]
+
+
+def single_run_command(spec: str, overrides: dict[str, Any], workdir: str) -> str:
+  """`python -m experiments.train --config=SPEC --workdir=DIR --config.k=v ...`."""
+  args = ["python", "-m", "experiments.train", f"--config={spec}", f"--workdir={workdir}"]
+  return shlex.join(args + [f"--config.{k}={_flag_value(v)}" for k, v in overrides.items()])
+
+
+def _flag_value(value: Any) -> str:
+  """A JSON scalar as `--config.k=` text that config_flags parses back to the same value."""
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  return repr(value) if isinstance(value, float) else str(value)
+
+
+def read_points(path: str) -> list[dict]:
+  """A points file's entries, each checked to be {config, workdir[, overrides]}."""
   try:
     with open(path) as f:
       points = json.load(f)
@@ -73,16 +103,54 @@ def load_points(path: str) -> tuple[list[ConfigDict], list[str]]:
     raise ValueError(f"--points={path}: {e}") from None
   if not isinstance(points, list) or not points:
     raise ValueError(f"--points={path}: expected a non-empty JSON list of points")
-  configs, workdirs = [], []
   for i, p in enumerate(points):
     if not isinstance(p, dict) or not {"config", "workdir"} <= set(p) or set(p) - POINT_KEYS:
       raise ValueError(
         f"--points={path}[{i}] = {p!r}: expected {{'config', 'workdir', 'overrides'}} "
         "('overrides' optional)"
       )
-    overrides = p.get("overrides", {})
-    if not isinstance(overrides, dict):
+    if not isinstance(p.get("overrides", {}), dict):
       raise ValueError(f"--points={path}[{i}]: 'overrides' must be a dict")
-    configs.append(member_config(p["config"], overrides))
-    workdirs.append(str(p["workdir"]))
-  return configs, workdirs
+  return points
+
+
+def written_by(size: int, slot: int, command: str | None) -> dict:
+  """What member `slot` (from 0) of a population of `size` records as its checkpoints'
+  writer (checkpoint.WRITTEN_BY), with the command that continues them (None: unknown)."""
+  return {"program": PROGRAM, "members": size, "slot": slot, "command": command}
+
+
+def writer_refusal(
+  writer: dict | None, size: int, slot: int, workdir: str, step: int, single_command: str
+) -> str | None:
+  """Why member `slot` of a population of `size` may not go on from the checkpoint of `step`
+  in `workdir` that `writer` wrote (one line naming the writer and the command that continues
+  it), or None. A vmapped program of another size or another slot is another XLA program:
+  the member's losses would differ in the last bits from its run never interrupted, so only
+  the program that wrote it continues it. `writer` None (a checkpoint from before writers
+  were recorded) is unknown and goes on. `single_command`: the member's single run."""
+  if not isinstance(writer, dict):
+    return None
+  program = writer.get("program")
+  if program == PROGRAM and (writer.get("members"), writer.get("slot")) == (size, slot):
+    return None
+  if program == ckpt_lib.SINGLE_RUN["program"]:
+    what, command = "a single run (experiments.train)", single_command
+  elif program == PROGRAM:
+    what = f"a population of {writer.get('members')} as member {_ordinal(writer.get('slot'))}"
+    command = writer.get("command") or (
+      f"{PROGRAM} with the points file that wrote it ({writer.get('members')} points, this "
+      f"one at position {_ordinal(writer.get('slot'))})"
+    )
+  else:
+    what, command = f"{program!r}", "the program that wrote it"
+  return (
+    f"member {workdir}: its checkpoint of step {step} was written by {what}; as member "
+    f"{slot + 1} of this population of {size} it would train as another program, its losses "
+    f"no longer those of its run never interrupted. Continue it with: {command} (once it is "
+    "completed, this population holds it in its slot)"
+  )
+
+
+def _ordinal(slot: Any) -> str:
+  return str(slot + 1) if isinstance(slot, int) else "?"

@@ -4,11 +4,11 @@ vmapped step on one device (population.py), each member writing the run folder i
 
 A member is an ordinary run: config.json, metrics.jsonl and TensorBoard through its own
 MetricWriter, its own RunLog (the lr of its own schedule), checkpoints of its slice of the
-state in the single-run format (a single run of its config resumes them, and a population
-resumes a single run's), summary.json with loop.py's fields, and TensorBoard hparams. It
+state in the single-run format (a single run of its config resumes them; a population goes on
+only from its own, below), summary.json with loop.py's fields, and TensorBoard hparams. It
 trains on the batches its single run draws (run_setup.Batches of its own seed); the held-out
 batches do not depend on the seed and are shared. One run_setup.build, one corpus, one compiled
-step per sub-population. As loop.py does, each member's workdir is locked for the program's
+step. As loop.py does, each member's workdir is locked for the program's
 life, and a workdir holding another experiment is refused before anything is written. Its
 members come from a points file (population_points.py); config.json and summary.json are
 written by the single run's code (run_files.py), the banner beside the run's (banner.py).
@@ -19,13 +19,20 @@ metrics.jsonl cut back to its newest checkpoint, its summary.json when the disk 
 status 1 (experiments/train_population.py); the same command resumes.
 
 A member whose loss or gradient goes non-finite ends "diverged" at that step: its summary is
-written, its last finite checkpoint kept and its files closed; train_step keeps its state
-frozen and the others go on. A SIGINT/SIGTERM saves every live member at the current step and
-ends them "interrupted". The same call resumes: each member from its newest checkpoint, members
-at different steps as separate sub-populations (by start step, lowest first), completed
-members skipped.
+written, its last finite checkpoint kept and its files closed; its slot is held frozen and the
+others go on. A SIGINT/SIGTERM saves every live member at the current step and ends them
+"interrupted". The same call resumes, in the same program: one slot per point of the points
+file, in its order, whatever each member's step. The program starts at the lowest step of a
+member to train; a member whose checkpoint is at a later step is held frozen in its slot
+(population.train_steps' `active`: no update, nothing logged or saved) until the program
+reaches its step, and a completed member is held for the whole run. A member's slice of the
+program depends on no other slot, so every member's losses are those of the population never
+interrupted, bit for bit. Its checkpoints record the program that wrote them (its size and
+the member's slot): one written by another program (a single run, a population of another
+size, another slot) would train on as a different XLA program, its losses off in the last
+bits, and is refused before compiling, naming the command that continues it.
 
-Output: a line per sub-population, then each member's lines as its single run prints them
+Output: the program's line, then each member's lines as its single run prints them
 (step lines, divergence, end message), prefixed with its folder name: `[name] step ...`.
 """
 
@@ -71,17 +78,23 @@ from resnorm_jax.train.writers import MetricWriter
 
 
 def run(
-  configs: Sequence[ConfigDict], workdirs: Sequence[str], *, argv: Sequence[str] | None = None
+  configs: Sequence[ConfigDict],
+  workdirs: Sequence[str],
+  *,
+  argv: Sequence[str] | None = None,
+  commands: Sequence[str] | None = None,
 ) -> list[dict]:
   """Trains `configs` (differing only in opt.lr and seed) as one program, member i in
   `workdirs[i]`; returns their summaries. `argv`: the command line, printed back as the
-  command that resumes an interrupted population. ValueError on bad input, before compiling.
+  command that resumes an interrupted population (and recorded in its checkpoints);
+  `commands`: each member's single run (population_points.single_run_commands), named when
+  its checkpoint is a single run's. ValueError on bad input, before compiling.
   """
   with preemption.StopSignals() as signals:
-    return _run(list(configs), list(workdirs), signals, argv)
+    return _run(list(configs), list(workdirs), signals, argv, commands)
 
 
-def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]:
+def _run(configs, workdirs, signals: preemption.StopSignals, argv, commands) -> list[dict]:
   wall_start = time.time()
   population_points.check_members(configs, workdirs)
   if jax.process_count() > 1:
@@ -95,31 +108,40 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv) -> list[dict]
   corpus = sources.load_corpus(configs[0].data, vocab, t.seq_len)
   baselines, info = outcome.no_context_losses(corpus, t, vocab), shard_lib.device_info(devices)
   shared = Shared(run_setup, corpus, baselines, info, wall_start)
+  resume = shlex.join(["python", "-m", "experiments.train_population", *argv]) if argv else None
   with contextlib.ExitStack() as resources:  # every member closed on every exit path
-    members = [_open(shared, c, w, resources) for c, w in zip(configs, workdirs, strict=True)]
+    members = []
+    for slot, (c, w) in enumerate(zip(configs, workdirs, strict=True)):
+      writer = population_points.written_by(len(configs), slot, resume)
+      single = commands[slot] if commands else _single_run_hint(w)
+      members.append(_open(shared, c, w, resources, writer, single))
     live = [m for m in members if m.summary is None]
     for m in live:
       _write_config(m, shared)
-    _init_fresh(run_setup, [m for m in live if m.state is None])
     faults = io_faults.IOFaults()
-    for start in sorted({m.start for m in live}):
-      group = [m for m in live if m.start == start]
-      if faults.error is None:
-        _train_group(shared, group, signals, faults)
-      for m in group:  # an I/O fault: every member not ended yet ends failed
-        if m.summary is None:
-          _fail(shared, m, faults)
-  if argv and any(m.summary["status"] == "interrupted" for m in members):
-    command = ["python", "-m", "experiments.train_population", *argv]
-    print(f"resume: {shlex.join(command)}", flush=True)
+    if live:
+      _train(shared, members, signals, faults)
+    for m in live:  # an I/O fault: every member not ended yet ends failed
+      if m.summary is None:
+        _fail(shared, m, faults)
+  if resume and any(m.summary["status"] == "interrupted" for m in members):
+    print(f"resume: {resume}", flush=True)
   return [m.summary for m in members]
 
 
-def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member:
-  """A member in its locked workdir (held in `resources`) with its checkpointer and batches,
-  restored from its newest checkpoint (state None: a fresh start); `summary` set when its
-  run is already completed. Another experiment in the workdir or its checkpoint is refused
-  (ValueError naming the keys) before anything is written."""
+def _single_run_hint(workdir: str) -> str:
+  """The single run of a member whose point is not known (run() called without commands)."""
+  return f"python -m experiments.train --config=<its config> <its overrides> --workdir={workdir}"
+
+
+def _open(
+  shared: Shared, config: ConfigDict, workdir: str, resources, writer: dict, single: str
+) -> Member:
+  """A member in its locked workdir (held in `resources`) with its checkpointer (recording
+  `writer` in each checkpoint) and batches, restored from its newest checkpoint (state None:
+  a fresh start); `summary` set when its run is already completed. Another experiment in the
+  workdir or its checkpoint, or a checkpoint written by another program, is refused
+  (ValueError in one line) before anything is written."""
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   # One run per workdir, as loop.py holds it: a second would rewrite this one's files.
   resources.enter_context(workdir_lib.hold(workdir))
@@ -131,13 +153,13 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
   if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
     m.summary = done
     m.print(
-      f"already completed at step {done['steps']}: nothing to do",
+      f"already completed at step {done['steps']}: nothing to do (held in its slot)",
       run_log.end_message(done, workdir, None),
     )
     return m
   with contextlib.redirect_stdout(out):
     m.checkpointer = ckpt_lib.Checkpointer(
-      os.path.join(workdir, "ckpt"), keep=config.train.keep_checkpoints
+      os.path.join(workdir, "ckpt"), keep=config.train.keep_checkpoints, written_by=writer
     )
   resources.callback(m.close)
   m.batches = setup_lib.Batches(shared.corpus, config, shared.run_setup.batch_sharding)
@@ -151,8 +173,20 @@ def _open(shared: Shared, config: ConfigDict, workdir: str, resources) -> Member
       m.print(f"no checkpoint in {checkpointer.directory}: starting from step 0")
     return m
   m.state, meta, m.start = restored
+  wrote = meta.get(ckpt_lib.WRITTEN_BY)
+  refusal = population_points.writer_refusal(
+    wrote, writer["members"], writer["slot"], workdir, m.start, single
+  )
+  if refusal:
+    raise ValueError(refusal)
   m.resumed, m.interval = resume_policy.resumed_run(meta)
   m.print(f"resuming from step {m.start} ({checkpointer.directory})")
+  if wrote is None:
+    m.print(
+      f"note: the checkpoint of step {m.start} does not record the program that wrote it: "
+      "continued here, its losses equal to a run never interrupted only if this same "
+      "population wrote it"
+    )
   return m
 
 
@@ -174,23 +208,30 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
     m.print(f"error: {io_errors.describe_io_error(e, m.workdir, 'writing summary.json')}")
 
 
-def _init_fresh(run_setup: setup_lib.RunSetup, members: Sequence[Member]) -> None:
-  """Fresh states of `members`: one vmapped init, member i exactly as its single run's."""
-  if not members:
-    return
+def _slot_states(run_setup: setup_lib.RunSetup, members: Sequence[Member]):
+  """The program's stacked state, one slot per member: its restored state, else its fresh
+  one (one vmapped init of every slot, as the program never interrupted starts: member i
+  exactly as its single run's); a completed member's slot holds its fresh state, frozen."""
   c = members[0].config
   init = jax.jit(lambda s: population.init_states(run_setup.model_def, c.opt, c.train.steps, s))
   states = init(jnp.asarray([m.config.seed for m in members], jnp.int32))
-  for i, m in enumerate(members):
-    m.state = population.member(states, i)
+  if all(m.state is None for m in members):
+    return states
+  slots = [
+    population.member(states, i) if m.state is None else m.state for i, m in enumerate(members)
+  ]
+  for m in members:
+    m.state = None  # the stacked copy is the only one kept
+  return population.stack(slots)
 
 
 def _population_step(run_setup: setup_lib.RunSetup, config: ConfigDict):
-  """jit of (lrs, states, member batches) -> (states, metrics): states donated; member i's
-  batch is a pair of [B, T] arrays, stacked inside the program."""
+  """jit of (lrs, states, member batches, active) -> (states, metrics): states donated;
+  member i's batch is a pair of [B, T] arrays, stacked inside the program; a member whose
+  `active` entry is False keeps its state (None: every member trains)."""
   md, steps, per_layer = run_setup.model_def, config.train.steps, bool(config.diag.per_layer)
 
-  def step(lrs, states, member_batches):
+  def step(lrs, states, member_batches, active=None):
     batch = tuple(jnp.stack(xs) for xs in zip(*member_batches, strict=True))
     return population.train_steps(
       md,
@@ -199,6 +240,7 @@ def _population_step(run_setup: setup_lib.RunSetup, config: ConfigDict):
       lrs,
       states,
       batch,
+      active=active,
       per_layer=per_layer,
       z_loss_weight=config.train.get("z_loss", 0.0),
     )
@@ -212,27 +254,30 @@ def _take(tree, i):
   return population.member(tree, i)
 
 
-def _train_group(
-  shared: Shared, group: Sequence[Member], signals, faults: io_faults.IOFaults
-) -> None:
-  """Trains the members that start at the same step as one population, to their ends; an
-  I/O fault is kept in `faults` (the members it stopped are left to _fail)."""
-  run_setup, config = shared.run_setup, group[0].config
+def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults.IOFaults) -> None:
+  """Trains every member to be trained as one program of one slot per member, from the
+  lowest step of one of them, to their ends; an I/O fault is kept in `faults` (the members it
+  stopped are left to _fail)."""
+  run_setup = shared.run_setup
+  live = [m for m in members if m.summary is None]
+  config, start = live[0].config, min(m.start for m in live)
   device = jax.devices()[0]
-  states = jax.device_put(population.stack([m.state for m in group]), device)
-  for m in group:
-    m.state = None  # the stacked copy is the only one kept
-  lrs = jax.device_put(jnp.asarray([m.config.opt.lr for m in group], jnp.float32), device)
-  member_batches = (run_setup.abstract_batch,) * len(group)
+  states = jax.device_put(_slot_states(run_setup, members), device)
+  lrs = jax.device_put(jnp.asarray([m.config.opt.lr for m in members], jnp.float32), device)
+  member_batches = (run_setup.abstract_batch,) * len(members)
+  active = jax.device_put(np.ones(len(members), np.bool_), device)
   compile_start = time.time()
-  step_fn = _population_step(run_setup, config).lower(lrs, states, member_batches).compile()
+  step_fn = _population_step(run_setup, config).lower(lrs, states, member_batches, active)
+  step_fn = step_fn.compile()
   compile_seconds = time.time() - compile_start
   eval_fn = jax.jit(functools.partial(population.eval_steps, run_setup.model_def))
   eval_fn = eval_fn.lower(states, run_setup.abstract_batch).compile()
-  configs, start = [m.config for m in group], group[0].start
+  configs = [m.config for m in members]
   print(banner.population_banner(shared, configs, start, compile_seconds), flush=True)
-  for m in group:
-    m.compile_seconds, m.population_size = compile_seconds, len(group)
+  for m in live:
+    if m.start > start:
+      m.print(f"held in its slot until the population reaches step {m.start}")
+    m.compile_seconds, m.population_size = compile_seconds, len(members)
     schedule = optim.make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
     with faults.caught():
       m.writer = MetricWriter(
@@ -247,22 +292,25 @@ def _train_group(
     m.log = run_log.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
     # Wall and compile time of every segment: the checkpoint's plus this program's.
     m.log.wall_start, m.log.compile_seconds = shared.wall_start, compile_seconds
-  trainer = PopulationTrainer(shared, group, step_fn, eval_fn, lrs, signals)
+  trainer = PopulationTrainer(shared, members, step_fn, eval_fn, lrs, signals)
   with faults.caught():
-    trainer.train(states, group[0].start)
+    trainer.train(states, start)
 
 
 class PopulationTrainer:
-  """Drives one sub-population's compiled step as loop.Trainer drives a run's: train,
-  evaluate, log, checkpoint, stop on a signal; member i is slot i of the stacked state."""
+  """Drives the program's compiled step as loop.Trainer drives a run's: train, evaluate,
+  log, checkpoint, stop on a signal; member i is slot i of the stacked state. A member takes
+  part from its start step on (before it, its slot is held); a completed one never."""
 
   def __init__(self, shared: Shared, members: Sequence[Member], step_fn, eval_fn, lrs, signals):
-    self.shared, self.members, self.live = shared, list(members), list(members)
-    self.config = members[0].config
+    self.shared, self.members = shared, list(members)
+    self.live = [m for m in members if m.summary is None]
+    self.config = self.live[0].config
     self.step_fn, self.eval_fn, self.lrs, self.signals = step_fn, eval_fn, lrs, signals
+    self.active, self.mask = None, None  # the members that train, and their mask on device
     t = self.config.train
     self.n_final_eval = loop.final_eval_batches(t)
-    self.held_out = members[0].batches  # the held-out batches do not depend on the seed
+    self.held_out = self.live[0].batches  # the held-out batches do not depend on the seed
     self.eval_batches = [self.held_out.held_out(i) for i in range(t.eval_batches)]
 
   @contextlib.contextmanager
@@ -275,8 +323,25 @@ class PopulationTrainer:
       yield
 
   def batch(self, step: int):
-    """Every member's training batch of `step`, its single run's."""
-    return tuple(m.batches.train(step) for m in self.members)
+    """Every training member's batch of `step`, its single run's; a held slot gets another
+    member's (what it computes is dropped)."""
+    own = {m: m.batches.train(step) for m in self.members if m in self.active}
+    # No member trains (the others ended, the next one held): every slot's result is dropped.
+    filler = next(iter(own.values()), None) or self.live[0].batches.train(step)
+    return tuple(own.get(m, filler) for m in self.members)
+
+  def set_active(self, step: int, start: int) -> None:
+    """The members that train step `step` + 1: live, their start reached. One that joins
+    after the program's `start` starts its throughput clock now (its wait is not training)."""
+    active = [m for m in self.live if m.start <= step]
+    if active == self.active:
+      return
+    for m in active:
+      if m.start == step > start:
+        m.log.t_last = time.time()
+    self.active = active
+    mask = np.asarray([m in active for m in self.members], np.bool_)
+    self.mask = jax.device_put(mask, jax.devices()[0])
 
   def evaluate(self, state, n_batches: int) -> np.ndarray:
     """Each member's mean held-out loss on the first n_batches batches: [M]."""
@@ -291,33 +356,37 @@ class PopulationTrainer:
     return [float(np.mean(np.ascontiguousarray(losses[:, i]))) for i in range(losses.shape[1])]
 
   def evaluate_at(self, state, n: int) -> None:
-    """loop.Trainer.evaluate_at for every live member."""
+    """loop.Trainer.evaluate_at for every member that trained step n."""
     t = self.config.train
     losses = self.evaluate(state, t.eval_batches)
-    for i, m in self._live_slots():
+    for i, m in self._trained_slots(n):
       m.log.record_eval(n, losses[i], t.eval_batches)
     if n == t.steps and self.n_final_eval > t.eval_batches:
       losses = self.evaluate(state, self.n_final_eval)
-      for i, m in self._live_slots():
+      for i, m in self._trained_slots(n):
         m.log.record_eval(n, losses[i], self.n_final_eval, final=True)
 
-  def _live_slots(self) -> list[tuple[int, Member]]:
-    return [(i, m) for i, m in enumerate(self.members) if m in self.live]
+  def _trained_slots(self, n: int) -> list[tuple[int, Member]]:
+    """(slot, member) of the live members that trained step n (their start before n)."""
+    return [(i, m) for i, m in enumerate(self.members) if m in self.live and m.start < n]
 
   def record(self, state, n: int, metrics) -> None:
-    """Reads step n's metrics (one transfer) into each live member's log; a member whose
-    loss went non-finite ends diverged."""
+    """Reads step n's metrics (one transfer) into the log of each member that trained it; a
+    member whose loss went non-finite ends diverged."""
     host = jax.device_get(metrics)
-    for i, m in self._live_slots():
+    for i, m in self._trained_slots(n):
       with self.paused(skip=m), contextlib.redirect_stdout(m.out):
         ok = m.log.record_step(n, {k: v[i] for k, v in host.items()})
       if not ok:
         self.end(m, state, "diverged")
 
-  def save(self, state) -> None:
-    """Saves each live member's slice (its step already logged); not training time."""
+  def save(self, state, n: int) -> None:
+    """Saves the slice of each live member at step n or past it: its step already logged (a
+    held member's is saved where it stands, already on disk); not training time."""
     with self.paused():
-      for i, m in self._live_slots():
+      for i, m in enumerate(self.members):
+        if m not in self.live or m.start > n:
+          continue
         results = {**m.log.results(), **m.log.totals()}
         meta = resume_policy.run_meta(
           m.config_dict, m.log.interval_losses, results, self.shared.corpus.fingerprint
@@ -332,12 +401,14 @@ class PopulationTrainer:
     if self.signals.should_stop(start):  # signalled during setup or compilation
       status, stop = "interrupted", start
     for m in self.live:
-      m.reached = start
+      m.reached = m.start
     for step in range(start, stop):
-      state, metrics = self.step_fn(self.lrs, state, self.batch(step))
+      self.set_active(step, start)
+      state, metrics = self.step_fn(self.lrs, state, self.batch(step), self.mask)
       n = step + 1
-      for m in self.live:
+      for m in self.active:
         m.reached = n  # the last step dispatched: where an I/O fault stops it
+      for m in self.live:
         m.checkpointer.check()  # a save that ended in an error stops the program here
       if pending is not None:
         self.record(state, *pending)
@@ -347,25 +418,27 @@ class PopulationTrainer:
       if n % t.eval_every == 0 or n == t.steps:
         self.evaluate_at(state, n)
       if self.signals.should_stop(n):
-        status = "interrupted"
+        status, stop = "interrupted", n
         break
       if n % t.checkpoint_every == 0 and n < t.steps:
         # Step n logged before it is saved, as loop.Trainer does: a diverged step never is.
         self.record(state, *pending)
         pending = None
-        self.save(state)
+        self.save(state, n)
     if pending is not None:
       self.record(state, *pending)
-    self.save(state)
+    self.save(state, stop)
     for m in list(self.live):
       self.end(m, state, status)
     return state
 
   def end(self, m: Member, state, status: str) -> None:
-    """Ends member m at its state's step: files closed, summary.json and hparams written."""
+    """Ends member m at its state's step: files closed, summary.json and hparams written;
+    from now on its slot is held."""
     i = self.members.index(m)
     final_step = int(jax.device_get(state.step[i]))
     self.live.remove(m)
+    self.active = None  # rebuilt before the next step, without m
     m.close()  # metrics flushed and saves finished: summary.json last
     m.summary = _summary(self.shared, m, status, final_step)
     run_files.write_summary(m.workdir, m.config, m.summary)
