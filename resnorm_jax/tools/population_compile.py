@@ -83,8 +83,9 @@ def one_chip(topology: str) -> tuple[tpu_target.Chip, str, list]:
 
 
 def population_args(run, members: int) -> tuple:
-  """Abstract (lrs, states, member batches) placed as population_run places them: lrs and the
-  stacked states on the device, each member's batch the single run's (a pair of [B, T])."""
+  """Abstract (lrs, states, member batches, active) placed as population_run places them: lrs,
+  the stacked states and the members' active mask on the device, each member's batch the
+  single run's (a pair of [B, T])."""
   import jax
   import jax.numpy as jnp
 
@@ -93,7 +94,8 @@ def population_args(run, members: int) -> tuple:
   states = jax.tree.map(
     lambda a: jax.ShapeDtypeStruct((members, *a.shape), a.dtype, sharding=one), run.abstract
   )
-  return lrs, states, (run.abstract_batch,) * members
+  active = jax.ShapeDtypeStruct((members,), jnp.bool_, sharding=one)
+  return lrs, states, (run.abstract_batch,) * members, active
 
 
 def lower_population(run, members: int):

@@ -39,7 +39,7 @@ def run_banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: di
 def population_banner(
   shared, configs: Sequence[ConfigDict], start: int, compile_seconds: float
 ) -> str:
-  """A sub-population's line: its members' `configs`, all starting at step `start`; `shared`
+  """A population's line: its members' `configs`, the program starting at step `start`; `shared`
   (population_member.Shared): their run setup, corpus and devices."""
   run_setup, corpus, devices = shared.run_setup, shared.corpus, shared.devices
   mcfg = run_setup.mcfg
