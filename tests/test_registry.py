@@ -1,6 +1,8 @@
 """The variant registry (resnorm_jax/model/variants/): every variant listed, an unknown name refused
 with the choices before anything is built, each later variant's name in its own module and
-nowhere else in the library, and each variant's own config keys one schema with the config."""
+nowhere else in the library, and each variant's own config keys declared once, in its module,
+and read from there by the schema, ModelConfig and the checkpoint's policy. Every variant,
+placement, residual and key name is read from the package, none written here."""
 
 import ast
 import dataclasses
@@ -12,33 +14,35 @@ import pkgutil
 import pytest
 
 from conftest import tiny_config
+from resnorm_jax.config import schema, variant_keys
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# residual.py's rules plus the later residuals, each a module of its own.
-RESIDUALS = set(residual_lib.RESIDUALS) | {
-  "admin",
-  "hyperconn",
-  "ngpt",
-  "mhc",
-  "denseformer",
-  "valueres",
-}
-PLACEMENTS = {"post", "pre", "peri", "none", "subln", "lnscale", "mix", "hybridnorm"}
+
+
+def _modules() -> dict[str, object]:
+  """{module name: module} of every module of the variant package, imported."""
+  return {
+    info.name: importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
+    for info in pkgutil.iter_modules(variants.__path__)
+  }
+
+
+# Every name below is read from the package: a new variant's module is guarded without
+# editing this test.
+RESIDUALS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "residual"}
+PLACEMENTS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "norm_position"}
+# {key: its module} of every variant's own key, from the modules' VARIANTS.
+KEYS = {k: name for name, m in _modules().items() for v in m.VARIANTS for k in v.keys}
 
 
 def _declared_outside_standard() -> dict[str, str]:
   """{variant name: its module} of every variant the registry finds outside standard.py (the
   original axes, whose names the whole library uses): read from the package itself, so a new
   variant's module is guarded without editing this test."""
-  out = {}
-  for info in pkgutil.iter_modules(variants.__path__):
-    if info.name != "standard":
-      module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
-      out.update({v.name: info.name for v in module.VARIANTS})
-  return out
+  return {v.name: name for name, m in _modules().items() if name != "standard" for v in m.VARIANTS}
 
 
 # The variants added after the original axes, with the module that holds each.
@@ -49,9 +53,10 @@ NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/run_records.p
 
 
 def test_registry_lists_every_variant():
-  # A new variant's module adds to these without editing this test.
-  assert set(variants.names("residual")) >= RESIDUALS
-  assert set(variants.names("norm_position")) >= PLACEMENTS
+  assert set(variants.names("residual")) == RESIDUALS
+  assert set(variants.names("norm_position")) == PLACEMENTS
+  # standard.py holds the original residuals, residual.py's rules.
+  assert set(residual_lib.RESIDUALS) <= RESIDUALS
   every = variants.every()
   assert len(every) == len(variants.names("residual")) + len(variants.names("norm_position"))
   for v in every:
@@ -59,11 +64,10 @@ def test_registry_lists_every_variant():
 
 
 def test_every_module_of_the_package_declares_variants():
-  for info in pkgutil.iter_modules(variants.__path__):
-    module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
+  for name, module in _modules().items():
     declared = getattr(module, "VARIANTS", ())
-    assert declared, info.name
-    assert all(isinstance(v, variants.Variant) for v in declared), info.name
+    assert declared, name
+    assert all(isinstance(v, variants.Variant) for v in declared), name
 
 
 def test_every_variant_is_a_valid_config_value():
@@ -139,50 +143,71 @@ def _names_used(path: str) -> set[str]:
 
 
 def test_the_guard_covers_every_later_variant_and_reads_its_own_keys_in_its_module_only():
-  assert set(LATER) >= {"ngpt", "hyperconn", "admin", "mhc", "hybridnorm", "valueres"}
-  assert set(LATER.values()) == {
-    i.name for i in pkgutil.iter_modules(variants.__path__) if i.name != "standard"
-  }
+  assert set(LATER.values()) == set(_modules()) - {"standard"}
+  assert set(LATER) == (RESIDUALS | PLACEMENTS) - {v.name for v in _modules()["standard"].VARIANTS}
+  assert KEYS  # the guard below sees the keys it looks for
   paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
   used = {os.path.relpath(p, ROOT): _names_used(p) for p in paths}
-  for info in pkgutil.iter_modules(variants.__path__):
-    module = importlib.import_module(f"resnorm_jax.model.variants.{info.name}")
-    for key in {k for v in module.VARIANTS for k in v.keys}:
-      # the owner reads it; the schema declares its default, config_types.py its typed field
-      own = {
-        f"resnorm_jax/model/variants/{info.name}.py",
-        "resnorm_jax/config/schema.py",
-        "resnorm_jax/model/config_types.py",
-      }
-      files = {p for p, names in used.items() if key in names}
-      assert files <= own, f"model.{key} is read in {sorted(files - own)}"
+  for key, module in KEYS.items():
+    # declared and read in its own module only: the schema, ModelConfig and the registry
+    # read the declaration, never the name
+    own = f"resnorm_jax/model/variants/{module}.py"
+    files = {p for p, names in used.items() if key in names}
+    assert files == {own}, f"model.{key} is named in {sorted(files - {own})}"
 
 
-def test_variant_keys_are_one_schema_with_the_config_and_the_checkpoint():
-  from configs import base
+def test_a_variant_key_is_declared_once_and_read_by_the_schema_the_config_and_the_checkpoint():
   from resnorm_jax.train import resume_policy
 
-  fields = {f.name for f in dataclasses.fields(ModelConfig)}
-  model = base.get_config().model
-  assert fields <= set(model)  # every field's default is configs/base.py's
-  assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(ModelConfig))
+  fields = {f.name: f for f in dataclasses.fields(ModelConfig)}
+  model = schema.get_config().model
+  assert set(fields) <= set(model)  # every field's default is the schema's
+  assert all(f.default is dataclasses.MISSING for f in fields.values())
   keys = variants.keys()
-  assert {
-    "mixln_post_fraction",
-    "hyperconn_rate",
-    "hyperconn_dynamic",
-    "ngpt_alpha_init",
-    "mhc_rate",
-    "mhc_sinkhorn_iters",
-    "mhc_dynamic",
-    "hybridnorm_first_pre",
-    "valueres_lambda_init",
-  } <= set(keys)
+  assert set(keys) == set(KEYS)
+  # The schema reads the declarations from the modules' source: the same keys as imported.
+  declared = variant_keys.declared()
+  assert {k: (d.default, d.comment) for k, d in declared.items()} == {
+    k: (key.default, key.comment) for k, key in keys.items()
+  }
+  described = {k: text for k, _, text in schema.describe()}
   for name, key in keys.items():
-    assert name in fields, name
+    assert fields[name].type == key.type.__name__, name  # typed by its default
     assert model[name] == key.default, name
+    assert described[f"model.{name}"] == f"{KEYS[name]}: {key.comment}", name
     # A checkpoint written before the variant existed resumes with the key at its default.
     assert resume_policy.ADDED_KEYS[f"model.{name}"] == key.default, name
+
+
+def test_a_config_json_without_a_variant_key_loads_at_its_default():
+  from ml_collections import config_dict
+
+  config = schema.get_config()
+  older = config_dict.ConfigDict(config.to_dict())
+  with older.unlocked():
+    for name in KEYS:
+      del older.model[name]
+  from resnorm_jax.model.config_types import model_config_from
+
+  cfg = model_config_from(older)
+  for name, key in variants.keys().items():
+    assert getattr(cfg, name) == key.default, name
+
+
+def test_a_key_the_source_reader_cannot_read_is_refused(tmp_path):
+  computed = tmp_path / "computed.py"
+  computed.write_text("VARIANTS = (Residual('x', 's', keys={'x_rate': Key(2 ** 3, 'n')}),)\n")
+  with pytest.raises(ValueError, match="literals"):
+    variant_keys.read_module(str(computed))
+  outside = tmp_path / "outside.py"
+  outside.write_text(
+    "RATE = Key(4, 'n')\nVARIANTS = (Residual('x', 's', keys={'x_rate': RATE}),)\n"
+  )
+  with pytest.raises(ValueError, match="keys dict literal"):
+    variant_keys.read_module(str(outside))
+  good = tmp_path / "good.py"
+  good.write_text("N = 4\nVARIANTS = (Residual('x', 's', keys={'x_rate': Key(N, 'n', f)}),)\n")
+  assert variant_keys.read_module(str(good)) == {"x_rate": variant_keys.Declared("good", 4, "n")}
 
 
 def test_a_variant_key_is_validated_whichever_variant_is_selected():

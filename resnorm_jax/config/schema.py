@@ -1,5 +1,7 @@
 """The config schema: every key, its default and what it means, declared once here (the
-comment on or above a key is its description: `python -m resnorm_jax.config` lists them).
+comment on or above a key is its description: `python -m resnorm_jax.config` lists them), but
+for the variants' own model keys, declared once in their variant modules and read from there
+(variant_keys.py).
 
 Named experiments (configs/*.py) start from `get_config()` and override a few keys; the
 library reads defaults from here and never imports configs/. A config.json written before a
@@ -9,6 +11,8 @@ key existed loads with the key at its default here.
 from __future__ import annotations
 
 from ml_collections import config_dict
+
+from resnorm_jax.config import variant_keys
 
 placeholder = config_dict.placeholder
 
@@ -49,14 +53,10 @@ def _model_section(c: config_dict.ConfigDict) -> None:
   m.init_std = 0.02  # std of the normal and gpt2 rules
   m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
   m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
-  m.mixln_post_fraction = 0.25  # mix: the first floor(fraction * N) layers are Post-LN
-  m.hyperconn_rate = 4  # hyperconn: n copies of the residual stream (expansion rate)
-  m.hyperconn_dynamic = False  # hyperconn: add the input-dependent (dynamic) weights
-  m.mhc_rate = 4  # mhc: n copies of the residual stream (expansion rate)
-  m.mhc_sinkhorn_iters = 20  # mhc: Sinkhorn-Knopp iterations projecting H_res (the paper's)
-  m.mhc_dynamic = True  # mhc: per-token coefficients from the flattened stream (the paper's)
-  m.hybridnorm_first_pre = False  # hybridnorm: the first layer Pre-Norm (HybridNorm*)
-  m.valueres_lambda_init = 0.5  # valueres: weight of the first layer's values at init
+  # The variants' own keys: declared once, each in its variant's module with its default and
+  # description (variant_keys.py reads them; `python -m resnorm_jax.config model.` lists them).
+  for key, decl in variant_keys.declared().items():
+    m[key] = decl.default
   # dense (einsums, probabilities materialised; the default) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
   m.attention = "dense"
@@ -65,9 +65,6 @@ def _model_section(c: config_dict.ConfigDict) -> None:
   # activations, but compile time then grows with depth).
   m.scan_unroll = 1
   m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
-  # --- nGPT (residual=ngpt, norm_position=none; resnorm_jax/model/variants/ngpt.py,
-  # docs/variants.md) ---
-  m.ngpt_alpha_init = 0.05  # the eigen learning rates alpha_A, alpha_M at init (the paper's)
   # --- depth parametrization (resnorm_jax/model/depth_param.py) ---
   # sp (standard; the default) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
   # | completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden
@@ -179,7 +176,11 @@ def describe() -> list[tuple[str, object, str]]:
   sections: dict[str, str] = {}  # local name -> "model." etc.
   defaults = _flat(get_config().to_dict())
   out = []
+  variant = {f"model.{k}": d for k, d in variant_keys.declared().items()}
   for node in (n for f in funcs for n in f.body):
+    if isinstance(node, ast.For):  # the model section's loop over the variants' keys
+      out += [(k, defaults[k], f"{d.module}: {d.comment}") for k, d in variant.items()]
+      continue
     if not (isinstance(node, ast.Assign) and isinstance(node.targets[-1], ast.Attribute)):
       continue
     target = node.targets[-1]

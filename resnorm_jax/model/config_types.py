@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from resnorm_jax.config import same_experiment
+from resnorm_jax.config import same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
@@ -37,10 +37,8 @@ def _positive(key: str, value: Any) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
-  """Every model axis, resolved: no 'auto', no unset constants. No defaults here: a key the
-  config lacks (an older config.json) takes the schema's (resnorm_jax/config/schema.py)
-  (model_config_from)."""
+class _ModelConfigAxes:
+  """ModelConfig's fields but the variants' own keys (see ModelConfig)."""
 
   vocab_size: int
   num_layers: int
@@ -67,18 +65,7 @@ class ModelConfig:
   init_std: float
   batchnorm_momentum: float
   dyt_alpha_init: float
-  # The variants' own keys (declared with defaults and checks in resnorm_jax/model/variants/;
-  # tests/test_registry.py keeps the schema's defaults equal to the declarations).
-  mixln_post_fraction: float
-  hyperconn_rate: int
-  hyperconn_dynamic: bool
-  mhc_rate: int
-  mhc_sinkhorn_iters: int
-  mhc_dynamic: bool
-  hybridnorm_first_pre: bool
-  valueres_lambda_init: float
   attention: str
-  ngpt_alpha_init: float
   remat: str
   scan_unroll: int
   dtype: str
@@ -117,6 +104,21 @@ class ModelConfig:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks
     depth_param_lib.check(self)  # the depth parametrization and what it refuses
+
+
+# The fields above, then one per variant's own key, typed by its default, from its one
+# declaration in the variant's module (resnorm_jax/config/variant_keys.py reads it from the
+# source, so building the class imports no variant module).
+ModelConfig = dataclasses.make_dataclass(
+  "ModelConfig",
+  [(key, d.type.__name__) for key, d in variant_keys.declared().items()],
+  bases=(_ModelConfigAxes,),
+  frozen=True,
+)
+ModelConfig.__module__ = __name__  # pickles and prints as config_types.ModelConfig
+ModelConfig.__doc__ = """Every model axis, resolved: no 'auto', no unset constants, and every
+variant's own key. No defaults here: a key the config lacks (an older config.json) takes the
+schema's (resnorm_jax/config/schema.py) (model_config_from)."""
 
 
 def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:

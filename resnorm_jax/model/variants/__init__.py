@@ -4,7 +4,8 @@ A variant is one module of this package. It declares a `VARIANTS` tuple of `Resi
 `Placement` records (below), whose hooks the model, optimizer, train step and loop call;
 nothing outside a variant's module compares its name. The package's modules are found and
 imported by name on first use (as big_vision dispatches `big_vision.models.<name>`), so
-adding a variant adds a file here, a named config and a test file (README: "Add a variant").
+adding a variant adds a file here, a named config and a test file (CONTRIBUTING.md: "Add a
+variant").
 
   residual   how skip and branch combine, plus anything the variant adds around the layers
              (nGPT's unit-norm weights and scales, hyper-connections' n streams, Admin's
@@ -20,6 +21,9 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
+
+from resnorm_jax.config import variant_keys
+from resnorm_jax.config.variant_keys import Key  # noqa: F401 (variant modules: variants.Key)
 
 AXES = ("residual", "norm_position")
 
@@ -52,29 +56,12 @@ def _every_slot(cfg: Any, slots: tuple[str, ...]) -> tuple[str, ...]:
   return slots
 
 
-@dataclasses.dataclass(frozen=True)
-class Key:
-  """A model.<key> only one variant reads: its default, its comment and its valid values.
-
-  invalid(value): what is wrong with `value` ("not in [0, 1]"), None if it is valid; checked
-  whichever variant a config selects (a run records every key in config.json).
-  """
-
-  default: Any
-  comment: str
-  invalid: Callable[[Any], str | None] = _nothing
-
-  def validate(self, key: str, value: Any) -> None:
-    complaint = self.invalid(value)
-    if complaint:
-      raise ValueError(f"model.{key}={value!r} {complaint}")
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Variant:
   """What every variant declares: its name, its own config keys and their checks.
 
-  keys: {name: Key} of the model.<name> keys only this variant reads.
+  keys: {name: Key} of the model.<name> keys only this variant reads: their one declaration,
+    which the schema and ModelConfig's fields read too (resnorm_jax/config/variant_keys.py).
   check(cfg): raises ValueError on a combination the variant refuses (cfg: ModelConfig);
     called when the config selects the variant.
   record(cfg, init_params): extra entries for config.json's `resolved_model` (init_params()
@@ -177,7 +164,21 @@ def _registry() -> dict[str, dict[str, Variant]]:
       if v.name in table[v.axis]:
         raise ValueError(f"model.{v.axis}={v.name!r} is declared twice (variants/{info.name}.py)")
       table[v.axis][v.name] = v
+    _check_declared(info.name, module)
   return table
+
+
+def _check_declared(name: str, module: Any) -> None:
+  """Refuses a module whose keys, imported, differ from those the schema reads from its source
+  (a default computed at import, a Key outside the `keys={...}` literal)."""
+  imported = {k: (key.default, key.comment) for v in module.VARIANTS for k, key in v.keys.items()}
+  read = variant_keys.read_module(module.__file__)
+  if imported != {k: (d.default, d.comment) for k, d in read.items()}:
+    raise ValueError(
+      f"variants/{name}.py: its keys as imported {imported} differ from those its source "
+      f"declares {read}: declare each as keys={{'<key>': Key(literal default, description, "
+      "invalid)}"
+    )
 
 
 def names(axis: str) -> tuple[str, ...]:

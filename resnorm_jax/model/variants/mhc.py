@@ -139,8 +139,12 @@ VARIANTS = (
     "manifold-constrained hyper-connections: n copies, H_res doubly stochastic (Sinkhorn)",
     keys={
       "mhc_rate": Key(4, "n copies of the residual stream (expansion rate)", _positive_int),
-      "mhc_sinkhorn_iters": Key(20, "Sinkhorn-Knopp iterations projecting H_res", _positive_int),
-      "mhc_dynamic": Key(True, "per-token coefficients from the flattened stream", _bool),
+      "mhc_sinkhorn_iters": Key(
+        20, "Sinkhorn-Knopp iterations projecting H_res (the paper's t_max)", _positive_int
+      ),
+      "mhc_dynamic": Key(
+        True, "per-token coefficients from the flattened stream (the paper's)", _bool
+      ),
     },
     check=check,
     make=make,

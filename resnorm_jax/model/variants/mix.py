@@ -46,7 +46,7 @@ VARIANTS = (
     keys={
       "mixln_post_fraction": Key(
         0.25,
-        "mix: the first floor(fraction * N) layers are Post-LN",
+        "the first floor(fraction * N) layers are Post-LN",
         lambda v: None if 0.0 <= v <= 1.0 else "not in [0, 1]",
       )
     },

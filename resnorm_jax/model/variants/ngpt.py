@@ -246,7 +246,11 @@ VARIANTS = (
   Residual(
     "ngpt",
     "nGPT: the normalized Transformer, h <- Norm(h + alpha (Norm(F(h)) - h)) on the sphere",
-    keys={"ngpt_alpha_init": Key(ALPHA_INIT, "the eigen learning rates alpha_A, alpha_M at init")},
+    keys={
+      "ngpt_alpha_init": Key(
+        ALPHA_INIT, "the eigen learning rates alpha_A, alpha_M at init (the paper's)"
+      )
+    },
     check=check,
     make=lambda cfg, **_: SphereUpdate(cfg.d_model, cfg.ngpt_alpha_init),
     embed_scale=lambda rule: 1.0,  # the input is the unit-norm embedding row itself
