@@ -28,6 +28,7 @@ Held out: each document whose hash falls below --val_fraction, up to --max_val_t
 (model.vocab_size=0: from the manifest). Exit status 2 for bad input, with one line.
 """
 
+import errno
 import os
 import sys
 
@@ -109,7 +110,11 @@ def main(argv):
       workers=_WORKERS.value, max_docs=_MAX_DOCS.value, tokenizer_train_docs=_TRAIN_DOCS.value,
       command=sys.argv,
     )  # fmt: skip
-  except (ValueError, ImportError, OSError) as e:
+  except OSError as e:
+    code, message = os_error_exit(e, _OUT.value)
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+  except (ValueError, ImportError) as e:
     cli.fail(" ".join(str(e).split()))  # one line, whatever the library's message
   s = manifest["splits"]
   print(
@@ -117,6 +122,23 @@ def main(argv):
     f"train {s['train']['tokens']:,} tokens in {len(s['train']['shards'])} shards, val "
     f"{s['val']['tokens']:,}; fingerprint {manifest['fingerprint']}"
   )
+
+
+# A write that the disk refused (full, over quota, failing): a fault at run time (exit 1, the
+# same command again once there is room), not bad input.
+_WRITE_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
+def os_error_exit(e: OSError, out: str) -> tuple[int, str]:
+  """(exit status, one-line message) for an OSError while preparing `out`: a refused write
+  names the file and the free space (1); anything else, e.g. an input that cannot be read,
+  is bad input naming its path (2)."""
+  from resnorm_jax.train import io_errors
+
+  if e.errno in _WRITE_FAULTS:
+    return 1, io_errors.describe_io_error(e, out, f"preparing {out}")
+  where = f" ({e.filename})" if e.filename and e.filename not in str(e) else ""
+  return 2, " ".join(f"{e}{where}".split())
 
 
 def cli_main() -> None:

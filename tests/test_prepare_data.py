@@ -377,3 +377,27 @@ def test_an_unreachable_hub_ends_in_one_line_and_exit_2(tmp_path, run_script):
     assert "ConnectionError: Couldn't reach the Hugging Face Hub (offline)" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["fake"]
+
+
+def test_a_refused_write_is_a_fault_naming_the_file_and_the_free_space(tmp_path):
+  """A full disk while preparing: exit 1 (a fault: the same command once there is room) in
+  one line naming the file, or the folder when the write did not say which, and the free
+  space; an input that cannot be read stays bad input (exit 2) naming its path."""
+  import errno
+
+  from experiments import prepare_data
+
+  out = str(tmp_path / "out")
+  shard = os.path.join(out, "train_000000.bin")
+  code, message = prepare_data.os_error_exit(
+    OSError(errno.ENOSPC, "No space left on device", shard), out
+  )
+  assert code == 1
+  assert f"preparing {out} failed: No space left on device (writing {shard})" in message
+  assert "free" in message and "\n" not in message
+  code, message = prepare_data.os_error_exit(OSError(errno.ENOSPC, "No space left on device"), out)
+  assert code == 1 and f"on the disk of {out}" in message
+  code, message = prepare_data.os_error_exit(
+    FileNotFoundError(errno.ENOENT, "No such file or directory", "/nope/corpus.txt"), out
+  )
+  assert code == 2 and "/nope/corpus.txt" in message
