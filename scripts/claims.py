@@ -108,7 +108,7 @@ def for_good(cell: dict[str, str]) -> str:
 
 
 def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
-  """'Post-LN 12 layers: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
+  """'Post-LN 12L: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
   'Post-LN 12 layers 11/12 at 5e-4, ...' (short), a group per (variant, depth)."""
   groups: dict[tuple[str, str], list[dict[str, str]]] = {}
   for c in cells:
@@ -118,7 +118,7 @@ def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
     if long:
       parts = [
         f"{lr_text(float(c['lr']))} {c['escaped']}/{c['seeds']} "
-        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f}; {for_good(c)})"
+        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
         for c in members
       ]
       out.append(f"{LABEL[variant]} {depth}L: " + ", ".join(parts))
@@ -143,7 +143,7 @@ def row_survival() -> list[str] | None:
   runs = sum(int(c["seeds"]) for c in cells)
   return [
     "The odds at the edges",
-    f"escaped by step {horizon:,} (95% interval; kept: below to the end): "
+    f"escaped by step {horizon:,} (95% interval): "
     + odds_by_cell(cells, long=True)
     + f"; {relapsed} of {runs} fell back",
     f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, {n_seeds} seeds per cell; stdlib",
