@@ -118,6 +118,7 @@ def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
   assert "FITS on v5e:2x2" in text and target_report.ESTIMATE in text
 
 
+@pytest.mark.slow  # two TPU compiles of a 24-layer stack (about 20 s)
 @needs_libtpu
 def test_loop_correction_matches_the_unrolled_stack():
   """The scanned stack's cost counts its loop body once; one + (L-1) x (two - one) recovers

@@ -61,6 +61,7 @@ def test_members_train_as_their_single_runs(variant):
   assert abs(got[0, -1] - got[1, -1]) > 1e-3 and abs(got[0, -1] - got[2, -1]) > 1e-3
 
 
+@pytest.mark.slow  # a population trained step by step (about 11 s)
 def test_a_diverging_member_is_frozen_and_does_not_touch_the_others():
   c = _config("postnorm")
   inputs, targets = _batches(c, 3)

@@ -50,6 +50,7 @@ def test_a_population_the_chip_cannot_hold_has_no_time():
   assert r.ratio is None
 
 
+@pytest.mark.slow  # a population compiled for a TPU topology (about 16 s)
 @needs_libtpu
 def test_smoke_population_of_four_on_v5e():
   config = cli.load_config_file("configs/smoke.py")

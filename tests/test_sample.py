@@ -77,6 +77,7 @@ def test_bpe_tokenizer_from_a_prepared_folder(tmp_path):
     generate.run_tokenizer(config)
 
 
+@pytest.mark.slow  # one forward pass per sampled token (about 10 s)
 def test_greedy_window_sampler_matches_a_direct_forward_pass():
   """The padded fixed window gives the logits of the unpadded context (causality), also once
   the context is longer than the window; top_k=1 at temperature 1 is greedy; the padded rows

@@ -322,6 +322,7 @@ def _step_flops_per_device(monkeypatch=None, **mesh) -> float:
   return run.step_fn.lower(run.abstract, (tokens, tokens)).compile().cost_analysis()["flops"]
 
 
+@pytest.mark.slow  # two sharded compiles (about 11 s)
 def test_fsdp_step_splits_the_batch_like_data_parallel(monkeypatch):
   """Each device's share of the model under fsdp is data parallel's: the residual stream is
   pinned to the batch's rows (resnorm_jax/model/stream_sharding.py). Without the pin the

@@ -273,6 +273,7 @@ def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
   assert summary["final_eval_tokens"] >= 16384
 
 
+@pytest.mark.slow  # trains, then resumes (about 15 s)
 def test_an_error_after_restore_closes_the_checkpointer_and_keeps_the_run(tmp_path, monkeypatch):
   """A failure after the checkpoint is restored (here: the step's compilation) still closes
   the async checkpointer (the loop's ExitStack), and the earlier checkpoint survives it."""
