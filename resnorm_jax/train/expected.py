@@ -39,11 +39,7 @@ def applies(scale_arg: str | None, overrides: Mapping[str, Any]) -> bool:
   overrides ({dotted key: value}) is the experiment its expectation speaks for."""
   if scale_arg not in (None, "", "cpu"):
     return False
-  return all(_same_experiment_key(key) for key in overrides)
-
-
-def _same_experiment_key(key: str) -> bool:
-  return any(key == k or (k.endswith(".") and key.startswith(k)) for k in _SAME_EXPERIMENT)
+  return all(same_experiment._matches(key, _SAME_EXPERIMENT) for key in overrides)
 
 
 def record(expected: Expected, outcome: str | None) -> dict[str, Any]:
