@@ -20,7 +20,7 @@ import pytest
 from configs import smoke
 from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_runner, sweep_slots
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import population_points
+from resnorm_jax.train import population_points, resume_policy
 from resnorm_jax.train.metrics_file import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -285,8 +285,15 @@ def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, post
   lr, seed = STABLE[2]
   overrides = [f"--config.{k}={v}" for k, v in {**COMMON, "opt.lr": lr, "seed": seed}.items()]
   single = ["-m", "experiments.train", f"--config={postnorm['config']}", f"--workdir={copies[2]}"]
-  assert "resuming from step 8" in _ok(_python(env, single + overrides)).stdout
+  out = _ok(_python(env, single + overrides)).stdout
+  assert "resuming from step 8" in out
+  assert "note: the checkpoint of step 8 was written by experiments.train_population" in out
   finished = _json(copies[2], "summary.json")
+  switched = finished["continued_from"]
+  assert switched["step"] == 8 and f"--points={points_file}" in switched["written_by"]["command"]
+  assert switched["written_by"] == population_points.written_by(
+    3, 2, switched["written_by"]["command"]
+  )
   points_file = _write(
     tmp_path / "copies.json", _points(postnorm["config"], STABLE, tmp_path / "copy")
   )
@@ -333,6 +340,18 @@ def test_a_single_runs_checkpoint_is_refused_as_a_member_naming_its_command(
   assert _json(member, "summary.json")["status"] == "completed"
   done = _ok(_python(env, population)).stdout
   assert done.count(f"already completed at step {STEPS}") == len(STABLE), done
+
+
+def test_a_single_run_records_the_program_whose_checkpoint_it_went_on_from():
+  ours = population_points.written_by(3, 1, "python -m experiments.train_population --points=p")
+  single = ckpt_lib.SINGLE_RUN["program"]
+  continued = functools.partial(resume_policy.continued_from, step=8, program=single)
+  assert continued({}, ours) == {"step": 8, "written_by": ours}
+  assert continued({}, ckpt_lib.SINGLE_RUN) is None  # its own program's checkpoint
+  assert continued({}, None) is None  # written before writers were recorded: not compared
+  # Saved again by the single run, then resumed: the first switch is kept, not step 12's.
+  meta = {"summary": {"continued_from": {"step": 8, "written_by": ours}}}
+  assert continued(meta, ckpt_lib.SINGLE_RUN, step=12) == {"step": 8, "written_by": ours}
 
 
 def test_a_checkpoint_continues_only_in_the_program_that_wrote_it():

@@ -255,7 +255,22 @@ def _restore_or_init(
     return run_setup.init_state(), 0, {}, []
   state, meta, start = restored
   print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
-  return (state, start, *resume_policy.resumed_run(meta))
+  resumed, interval = resume_policy.resumed_run(meta)
+  switched = resume_policy.continued_from(
+    meta, meta.get(ckpt_lib.WRITTEN_BY), start, ckpt_lib.SINGLE_RUN["program"]
+  )
+  if switched is not None:
+    resumed["continued_from"] = switched
+    if switched["step"] == start:
+      writer = switched["written_by"]
+      print(
+        f"note: the checkpoint of step {start} was written by {writer.get('program')} "
+        f"({writer.get('members')} members, this one in slot {writer.get('slot')}); going on "
+        "as a single run, the same experiment but another XLA program: the losses after this "
+        "step may differ in the last bits from that program's (summary.json: continued_from)",
+        flush=True,
+      )
+  return state, start, resumed, interval
 
 
 def _run(

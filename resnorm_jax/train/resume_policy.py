@@ -79,6 +79,20 @@ def resumed_run(meta: dict) -> tuple[dict, list[float]]:
   return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
 
 
+def continued_from(meta: dict, writer: Any, step: int, program: str) -> dict | None:
+  """{step, written_by} when `program` goes on from a checkpoint (of `step`, its `meta`) that
+  another program, `writer`, wrote (a population member continued by its single run: the
+  same experiment, its losses after `step` no longer bit for bit the writer's), else None.
+  An earlier `continued_from` the checkpoint carries is kept: the first switch is the one
+  that counts. A checkpoint that records no writer is not compared."""
+  earlier = meta.get("summary", {}).get("continued_from")
+  if earlier is not None:
+    return earlier
+  if not isinstance(writer, dict) or writer.get("program") == program:
+    return None
+  return {"step": step, "written_by": writer}
+
+
 def saved_frozen_config(meta: dict) -> dict[str, Any]:
   """A checkpoint's frozen config in today's keys (same_experiment reads a key it predates
   as its default). A key that moved (cli.MOVED_KEYS) is read at its new place, from the

@@ -90,6 +90,9 @@ class RunLog:
     # from a checkpoint at the last step (no step timed now) keeps the run's rate.
     earlier = ("wall_seconds", "compile_seconds", "train_seconds", "timed_steps")
     self.earlier = {k: resumed.get(k) or 0.0 for k in earlier}
+    # The step and writer of a checkpoint another program (a population) wrote, when this
+    # run went on from it: its losses after that step are not bit for bit that program's.
+    self.continued_from = resumed.get("continued_from")
     self.wall_start, self.compile_seconds = time.time(), 0.0
 
   @contextlib.contextmanager
@@ -171,13 +174,17 @@ class RunLog:
     }
 
   def totals(self) -> dict:
-    """Wall and compile seconds of the whole run so far, every segment of it."""
-    return {
+    """Wall and compile seconds of the whole run so far, every segment of it (and, where a
+    segment went on from another program's checkpoint, `continued_from`)."""
+    totals = {
       "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
       "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
       "train_seconds": self.earlier["train_seconds"] + self.train_time,
       "timed_steps": int(self.earlier["timed_steps"]) + self.timed_steps,
     }
+    if self.continued_from is not None:
+      totals["continued_from"] = self.continued_from
+    return totals
 
   def tokens_per_second(self) -> float | None:
     """Training throughput over every segment of the run (evals and saves excluded)."""
