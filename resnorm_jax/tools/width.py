@@ -12,18 +12,13 @@ from before those metrics were logged (the d_model-64 column) leave them empty.
 from __future__ import annotations
 
 import csv
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools import lr_figures, lr_sweep_rows
-from resnorm_jax.tools import lr_sensitivity as lrs
+from resnorm_jax.tools import lr_axis, lr_sweep_rows
 from resnorm_jax.tools.style import (
-  BASELINE_STYLE,
-  FINAL_BASELINE_LABEL,
-  baseline_lines,
   lr_label,
   pyplot,
   save_figure,
@@ -33,7 +28,7 @@ from resnorm_jax.tools.style import (
 )
 from resnorm_jax.tools.sweep_results import dotted
 from resnorm_jax.train.metrics_file import read_metrics
-from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
+from resnorm_jax.train.outcome import is_finite_number
 
 Row = dict[str, Any]
 DIAGNOSTICS = ("attn_logit_max", "output_logit_rms")
@@ -43,20 +38,7 @@ RESULT_COLUMNS = (
   "num_heads",
   *(f"{k}{s}" for k in DIAGNOSTICS for s in ("_first", "_peak")),
 )
-EDGE_COLUMNS = (
-  "variant",
-  "d_model",
-  "best_lr",
-  "best_loss",
-  "boundary_lr",
-  "failing_lr",
-  "failure",
-  "lr_sensitivity",
-  "n_lrs",
-  "seeds",
-  "n_runs",
-  "note",
-)
+EDGE_COLUMNS = ("variant", "d_model", *lr_axis.EDGE_FIELDS)
 # Width in a sequential blue, lighter for narrower: the variant is the panel.
 WIDTH_COLORS = {64: "#9ecae1", 128: "#3182bd", 256: "#08306b"}
 # The d_model-64 column: the loss-vs-lr grid's rows of these variants at this depth.
@@ -131,102 +113,23 @@ def reference_rows(csv_path: str, variants: Sequence[str], num_layers: int = NUM
   return rows
 
 
-def _failure(members: Sequence[Mapping[str, Any]]) -> str:
-  """How the runs at a failing lr failed: 'diverged', 'stuck', or both counted."""
-  kinds = [m["outcome"] for m in members if m["outcome"] in ("stuck", "diverged")]
-  if not kinds:
-    return ""
-  if len(set(kinds)) == 1:
-    return kinds[0]
-  return ", ".join(f"{kinds.count(k)} {k}" for k in ("diverged", "stuck"))
-
-
-def edge_row(variant: str, d_model: int, members: Sequence[Mapping[str, Any]]) -> Row:
-  """One curve's best lr, boundary lr (the largest within 0.1 nats of the best), failing lr
-  (the smallest above the best whose seed-mean capped loss is on the plateau: within the
-  stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs."""
-  curve = lrs.lr_curve(members)
-  seeds = sorted({s for p in curve for s in p["seeds"]})
-  row: Row = {
-    "variant": variant,
-    "d_model": d_model,
-    "n_lrs": len(curve),
-    "seeds": " ".join(str(s) for s in seeds),
-    "n_runs": sum(len(p["losses"]) for p in curve),
-    "note": "",
-  }
-  caps = [m["baseline"] for m in members if is_finite_number(m.get("baseline"))]
-  if not curve or not caps:
-    return {**row, "note": "no finished run"}
-  cap = sum(caps) / len(caps)
-  best = min(curve, key=lambda p: p["mean"])
-  row["boundary_lr"] = lrs.boundary_lr(curve, cap)
-  if row["boundary_lr"] is None:
-    return {**row, "note": "no lr trained"}
-  row.update(best_lr=best["lr"], best_loss=best["mean"])
-  failing = [p for p in curve if p["lr"] > best["lr"] and p["mean"] >= cap - STUCK_MARGIN]
-  if failing:
-    row["failing_lr"] = failing[0]["lr"]
-    at = [m for m in members if math.isclose(float(m["opt.lr"]), failing[0]["lr"])]
-    row["failure"] = _failure(at)
-  else:
-    row["note"] = "no failing lr above the best"
-  if len(curve) >= lrs.MIN_LRS:
-    row["lr_sensitivity"] = lrs.sensitivity(curve)
-  return row
+AXIS = lr_axis.Axis(
+  key="d_model",
+  order=int,
+  color=width_color,
+  label=lambda d: f"d_model {d}",
+  title=f"Final eval loss against lr by width, {NUM_LAYERS} layers",
+)
 
 
 def edge_table(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
-  """A row per (variant, width) in the palette's variant order, widths ascending."""
-  groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
-  for r in rows:
-    groups.setdefault((r["variant"], int(r["d_model"])), []).append(r)
-  order = variant_order(v for v, _ in groups)
-  keys = sorted(groups, key=lambda k: (order.index(k[0]), k[1]))
-  return [edge_row(v, d, groups[(v, d)]) for v, d in keys]
+  """A row per (variant, width): lr_axis.edge_row's best, boundary and failing lr."""
+  return lr_axis.edge_table(rows, AXIS)
 
 
 def draw_curves(rows: Sequence[Mapping[str, Any]]):
-  """Capped final eval loss against lr: a panel per variant, a colour per width (every run a
-  marker, seed 0's runs joined, the seed mean a bar, x a diverged run)."""
-  plt = pyplot()
-  variants = variant_order(r["variant"] for r in rows) or ["(no run)"]
-  widths = sorted({int(r["d_model"]) for r in rows})
-  fig, axes = plt.subplots(1, len(variants), figsize=(4.4 * len(variants) + 2.4, 4.8), sharey=True)
-  axes = list(axes) if len(variants) > 1 else [axes]
-  losses = [r["capped_loss"] for r in rows if r["capped_loss"] is not None]
-  caps = [r["baseline"] for r in rows if is_finite_number(r["baseline"])]
-  for ax, variant in zip(axes, variants, strict=True):
-    panel = [r for r in rows if r["variant"] == variant]
-    for d in widths:
-      curve = lrs.lr_curve([r for r in panel if int(r["d_model"]) == d])
-      if curve:
-        lr_figures._draw_curve(ax, curve, width_color(d))
-    for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
-      baseline_lines(ax, cap, margin=False)
-    lrs_here = sorted({float(r["opt.lr"]) for r in panel})
-    ax.set(xscale="log", title=variant_label(variant), xlabel="peak lr (Adam)")
-    ax.set_xticks(
-      lrs_here, [lr_label(x) for x in lrs_here], rotation=45, ha="right", fontsize="small"
-    )
-    ax.minorticks_off()
-    ax.grid(alpha=0.3)
-  if losses and caps:
-    axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
-  axes[0].set_ylabel("final eval loss, capped at the baseline")
-  handles = [
-    plt.Line2D([], [], color=width_color(d), marker="o", label=f"d_model {d}") for d in widths
-  ]
-  handles += [
-    plt.Line2D([], [], color="0.35", marker="o", ms=4, mfc="white", ls="", label="seeds 1, 2"),
-    plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
-    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
-  ]
-  axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-  fig.suptitle(
-    f"Final eval loss against lr by width, {NUM_LAYERS} layers\n{lr_sweep_rows.setting_title(rows)}"
-  )
-  return fig
+  """Capped final eval loss against lr: a panel per variant, a colour per width."""
+  return lr_axis.draw_curves(rows, AXIS)
 
 
 def draw_edges(table: Sequence[Mapping[str, Any]]):

@@ -1,0 +1,155 @@
+"""Loss against lr along a second axis (width, corpus): each variant's curve at each value of
+the axis, its best lr, boundary lr and failing lr, and how the runs at the failing lr failed.
+resnorm_jax/tools/width.py (d_model) and corpus.py (the data) are its axes. No JAX here.
+
+The rows are the loss-vs-lr grid's (resnorm_jax/tools/lr_sweep_rows.py: capped loss, outcome,
+escape and divergence steps) with the axis's column added.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from resnorm_jax.tools import lr_figures, lr_sweep_rows
+from resnorm_jax.tools import lr_sensitivity as lrs
+from resnorm_jax.tools.style import (
+  BASELINE_STYLE,
+  FINAL_BASELINE_LABEL,
+  baseline_lines,
+  lr_label,
+  pyplot,
+  variant_label,
+  variant_order,
+)
+from resnorm_jax.train.outcome import STUCK_MARGIN, is_finite_number
+
+Row = dict[str, Any]
+EDGE_FIELDS = (
+  "best_lr",
+  "best_loss",
+  "boundary_lr",
+  "failing_lr",
+  "failure",
+  "lr_sensitivity",
+  "n_lrs",
+  "seeds",
+  "n_runs",
+  "note",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+  """The column a sweep varies besides lr: its key in the rows, how its values sort, their
+  colour and legend label, and the figure's title."""
+
+  key: str
+  order: Callable[[Any], Any]
+  color: Callable[[Any], str]
+  label: Callable[[Any], str]
+  title: str
+
+  def edge_columns(self) -> tuple[str, ...]:
+    return ("variant", self.key, *EDGE_FIELDS)
+
+
+def _failure(members: Sequence[Mapping[str, Any]]) -> str:
+  """How the runs at a failing lr failed: 'diverged', 'stuck', or both counted."""
+  kinds = [m["outcome"] for m in members if m["outcome"] in ("stuck", "diverged")]
+  if not kinds:
+    return ""
+  if len(set(kinds)) == 1:
+    return kinds[0]
+  return ", ".join(f"{kinds.count(k)} {k}" for k in ("diverged", "stuck"))
+
+
+def edge_row(variant: str, axis: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> Row:
+  """One curve's best lr, boundary lr (the largest within 0.1 nats of the best), failing lr
+  (the smallest above the best whose seed-mean capped loss is on the plateau: within the
+  stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs. `axis`:
+  the curve's value of the axis, as {key: value}."""
+  curve = lrs.lr_curve(members)
+  seeds = sorted({s for p in curve for s in p["seeds"]})
+  row: Row = {
+    "variant": variant,
+    **axis,
+    "n_lrs": len(curve),
+    "seeds": " ".join(str(s) for s in seeds),
+    "n_runs": sum(len(p["losses"]) for p in curve),
+    "note": "",
+  }
+  caps = [m["baseline"] for m in members if is_finite_number(m.get("baseline"))]
+  if not curve or not caps:
+    return {**row, "note": "no finished run"}
+  cap = sum(caps) / len(caps)
+  best = min(curve, key=lambda p: p["mean"])
+  row["boundary_lr"] = lrs.boundary_lr(curve, cap)
+  if row["boundary_lr"] is None:
+    return {**row, "note": "no lr trained"}
+  row.update(best_lr=best["lr"], best_loss=best["mean"])
+  failing = [p for p in curve if p["lr"] > best["lr"] and p["mean"] >= cap - STUCK_MARGIN]
+  if failing:
+    row["failing_lr"] = failing[0]["lr"]
+    at = [m for m in members if math.isclose(float(m["opt.lr"]), failing[0]["lr"])]
+    row["failure"] = _failure(at)
+  else:
+    row["note"] = "no failing lr above the best"
+  if len(curve) >= lrs.MIN_LRS:
+    row["lr_sensitivity"] = lrs.sensitivity(curve)
+  return row
+
+
+def edge_table(rows: Sequence[Mapping[str, Any]], axis: Axis) -> list[Row]:
+  """A row per (variant, axis value) in the palette's variant order, the axis in its order."""
+  groups: dict[tuple[str, Any], list[Mapping[str, Any]]] = {}
+  for r in rows:
+    groups.setdefault((r["variant"], r[axis.key]), []).append(r)
+  order = variant_order(v for v, _ in groups)
+  keys = sorted(groups, key=lambda k: (order.index(k[0]), axis.order(k[1])))
+  return [edge_row(v, {axis.key: a}, groups[(v, a)]) for v, a in keys]
+
+
+def draw_curves(rows: Sequence[Mapping[str, Any]], axis: Axis):
+  """Capped final eval loss against lr: a panel per variant, a colour per value of the axis
+  (every run a marker, seed 0's runs joined, the seed mean a bar, x a diverged run), each
+  value's own no-context baseline."""
+  plt = pyplot()
+  variants = variant_order(r["variant"] for r in rows) or ["(no run)"]
+  values = sorted({r[axis.key] for r in rows}, key=axis.order)
+  fig, axes = plt.subplots(1, len(variants), figsize=(4.4 * len(variants) + 2.4, 4.8), sharey=True)
+  axes = list(axes) if len(variants) > 1 else [axes]
+  losses = [r["capped_loss"] for r in rows if r["capped_loss"] is not None]
+  caps = [r["baseline"] for r in rows if is_finite_number(r["baseline"])]
+  for ax, variant in zip(axes, variants, strict=True):
+    panel = [r for r in rows if r["variant"] == variant]
+    for value in values:
+      here = [r for r in panel if r[axis.key] == value]
+      curve = lrs.lr_curve(here)
+      if curve:
+        lr_figures._draw_curve(ax, curve, axis.color(value))
+    for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
+      baseline_lines(ax, cap, margin=False)
+    lrs_here = sorted({float(r["opt.lr"]) for r in panel})
+    ax.set(xscale="log", title=variant_label(variant), xlabel="peak lr (Adam)")
+    ax.set_xticks(
+      lrs_here, [lr_label(x) for x in lrs_here], rotation=45, ha="right", fontsize="small"
+    )
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+  if losses and caps:
+    axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
+  axes[0].set_ylabel("final eval loss, capped at the baseline")
+  handles = [
+    plt.Line2D([], [], color=axis.color(v), marker="o", label=axis.label(v)) for v in values
+  ]
+  handles += [
+    plt.Line2D([], [], color="0.35", marker="o", ms=4, mfc="white", ls="", label="seeds 1, 2"),
+    plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
+    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
+  ]
+  axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
+  fig.suptitle(f"{axis.title}\n{lr_sweep_rows.setting_title(rows)}")
+  return fig
