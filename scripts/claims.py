@@ -401,6 +401,38 @@ def row_width() -> list[str] | None:
   ]
 
 
+def row_second_corpus() -> list[str] | None:
+  """At 12 layers, each variant's largest lr that trains on some seed and its best lr, on the
+  stdlib and on the second corpus (docs/second_corpus/results.csv: both columns)."""
+  path = "docs/second_corpus/results.csv"
+  if not os.path.exists(os.path.join(ROOT, path)):
+    return None
+  rows = read(path)
+  corpora = sorted({r["data"] for r in rows}, key=lambda c: (c != "stdlib bytes", c))
+  if len(corpora) < 2:
+    return None
+  short = {"stdlib bytes": "stdlib", "tinyshakespeare.txt": "Shakespeare"}
+  edges = {(r["variant"], r["data"]): r for r in read("docs/second_corpus/edges.csv")}
+  parts = []
+  for variant in MAIN:
+    cells = []
+    for c in corpora:
+      e = edges.get((variant, c))
+      best = f", best {lr_text(float(e['best_lr']))}" if e and e["best_lr"] else ""
+      cells.append(edge(lr_cells_of([r for r in rows if r["data"] == c]), variant, 12) + best)
+    parts.append(f"{LABEL[variant]} " + " / ".join(cells))
+  seeds = sorted({r["seed"] for r in rows if r["data"] != "stdlib bytes"}, key=int)
+  names = " / ".join(short.get(c, c) for c in corpora)
+  extra = f", {seeds[0]}-{seeds[-1]} on Shakespeare next to edges" if len(seeds) > 1 else ""
+  return [
+    "The edges on a second corpus",
+    f"12 layers, largest lr that trains on some seed on {names}: " + "; ".join(parts),
+    f"1,000 steps, no warmup, constant lr 1.25e-4 to 3.2e-2; seed 0{extra}; each corpus "
+    "against its own no-context loss",
+    "[curves](docs/second_corpus/curves.png), `docs/second_corpus/edges.csv`",
+  ]
+
+
 ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_edges,
   row_survival,
@@ -415,6 +447,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_depth_transfer,
   row_param_edges,
   row_width,
+  row_second_corpus,
 )
 
 
