@@ -317,7 +317,8 @@ def row_depth_transfer() -> list[str] | None:
     "slope of log2(best lr) on log2(layers), 0 = transfer (5-point fit): "
     + ", ".join(parts)
     + f"; best loss at {deepest} layers: {losses}",
-    "1,000 steps, 7 lrs (3 at 48 layers under CompleteP), seed 0; seeds 0-2 averaged at each "
+    "1,000 steps, 7 lrs (3 at 48 layers under depth-muP and CompleteP), seed 0; seeds 0-2 "
+    "averaged at each "
     "best lr at 12 and 24 layers; stdlib",
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
     "`docs/depth_transfer/best_lr.csv`",
