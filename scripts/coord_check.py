@@ -4,6 +4,9 @@ python scripts/coord_check.py --config=configs/prenorm_96L.py --depths=2,4,8,16 
     --params=sp,depth_mup,completep --seeds=0,1,2 --steps=10 --config.model.base_depth=2 \
     --outdir=docs/depth_param
 
+--widths=64,128,256 (with --config.model.base_width=64) runs every point at each d_model
+under muP (model.width_param=mup) as well and writes spread_width.csv (across widths).
+
 Trains every (parametrization, depth, seed) for --steps steps with the config's optimizer
 and batches, and measures after every step the RMS of the embeddings, each layer's
 attention and MLP outputs, the residual stream and the logits on one held-out batch, and
@@ -23,6 +26,7 @@ from resnorm_jax.config import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _DEPTHS = flags.DEFINE_list("depths", ["2", "4", "8", "16"], "Depths to train.")
+_WIDTHS = flags.DEFINE_list("widths", [], "d_model values under muP (empty: the config's).")
 _PARAMS = flags.DEFINE_list("params", ["sp", "depth_mup", "completep"], "model.depth_param values.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (init and batches).")
 _STEPS = flags.DEFINE_integer("steps", 10, "Training steps per run.")
@@ -42,8 +46,11 @@ def main(argv):
     for name in _PARAMS.value:
       depth_param.alpha(name)  # an unknown name: refused before anything compiles
     depths = cli.parse_depths(_DEPTHS.value)
+    widths = [int(w) for w in _WIDTHS.value] or None
     seeds = [int(s) for s in _SEEDS.value]
-    rows = coord_check.experiment(_CONFIG.value, _PARAMS.value, depths, seeds, _STEPS.value)
+    rows = coord_check.experiment(
+      _CONFIG.value, _PARAMS.value, depths, seeds, _STEPS.value, widths=widths
+    )
   except ValueError as e:  # bad input (config, depths, seeds): a message, no traceback
     cli.fail(str(e))
   command = "python " + " ".join(shlex.quote(a) for a in sys.argv)

@@ -36,7 +36,7 @@ RECORDED_NOT_CONFIG = (
   "data_split",
   "data_files",
   "provenance",
-  "depth_param_table",  # the per-parameter lr/eps/multiplier table of a depth parametrization
+  "depth_param_table",  # per-parameter lr/eps/decay/init of a depth or width parametrization
 )
 # What the members of one program (resnorm_jax/train/population_run.py) may differ in: the peak
 # lr (through the schedule) and the seed (init and batches); every other key is one experiment.
@@ -76,6 +76,8 @@ CHECKPOINT_ADDED = (
   "data_fingerprint",
   "model.depth_param",
   "model.base_depth",
+  "model.width_param",
+  "model.base_width",
 )
 # Recorded keys outside the schema, with the value of the runs that predate them.
 OUTSIDE_SCHEMA = {"data_fingerprint": None}  # None: not a prepared token folder

@@ -71,6 +71,12 @@ def _model_section(c: config_dict.ConfigDict) -> None:
   # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
   m.depth_param = "sp"
   m.base_depth = 6  # L_base: the depth the lr (and every other hyperparameter) is tuned at
+  # --- width parametrization (resnorm_jax/model/width_param.py) ---
+  # sp (standard; the default) | mup (hidden matrices: init std x m^-1/2, Adam lr x m^-1,
+  # weight decay x m; every Adam eps x m^-1; logits x 1/m; attention scores 1/d_head),
+  # m = d_model / base_width. Combines with depth_param (CompleteP's full table).
+  m.width_param = "sp"
+  m.base_width = 64  # the d_model the lr (and every other hyperparameter) is tuned at
 
 
 def get_config() -> config_dict.ConfigDict:

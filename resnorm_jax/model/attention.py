@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import variants
+from resnorm_jax.model import variants, width_param
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense
@@ -62,7 +62,7 @@ softmax.defvjp(_softmax_fwd, _softmax_bwd)
 
 
 class Attention(nnx.Module):
-  """softmax(Q K^T / sqrt(K) + causal mask) V, then the output projection."""
+  """softmax(Q K^T / sqrt(K) + causal mask) V (1/K under muP), then the output projection."""
 
   def __init__(self, cfg: ModelConfig, rule: InitRule, rngs: nnx.Rngs):
     d = cfg.d_model
@@ -88,7 +88,8 @@ class Attention(nnx.Module):
     # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
     combine = variants.residual(cfg.residual)
     self.ngpt = combine.qk_scale(cfg)
-    self.softmax_scale = combine.softmax_scale(cfg.head_dim)
+    # muP (model.width_param=mup): 1/K instead (width_param.py), on every implementation.
+    self.softmax_scale = width_param.softmax_scale(cfg, combine.softmax_scale(cfg.head_dim))
     # A residual variant's mixing of the values with another layer's (value residuals).
     self.value_mix = combine.value_mix(cfg)
 

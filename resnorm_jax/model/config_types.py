@@ -9,6 +9,7 @@ from resnorm_jax.config import same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
+from resnorm_jax.model import width_param as width_param_lib
 from resnorm_jax.model.initializers import INITS, magneto_gamma
 from resnorm_jax.model.norms import NORMS
 
@@ -73,6 +74,10 @@ class _ModelConfigAxes:
   # relative to base_depth layers.
   depth_param: str
   base_depth: int
+  # Width parametrization (resnorm_jax/model/width_param.py): sp | mup, relative to a
+  # d_model of base_width.
+  width_param: str
+  base_width: int
 
   @property
   def head_dim(self) -> int:
@@ -104,6 +109,7 @@ class _ModelConfigAxes:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks
     depth_param_lib.check(self)  # the depth parametrization and what it refuses
+    width_param_lib.check(self)  # the width parametrization and what it refuses
 
 
 # The fields above, then one per variant's own key, typed by its default, from its one

@@ -3,7 +3,7 @@
 `model.depth_param` names the branch exponent alpha: sp 0 (the default), depth_mup 1/2
 (Yang et al. 2023, arXiv 2310.02244; Bordelon et al. 2023, arXiv 2309.16620), completep 1
 (Dey et al. 2025, arXiv 2505.01618). With m_L = L / L_base (model.num_layers /
-model.base_depth) and the width multiplier m_d = 1 (no width muP here), the rules as
+model.base_depth) and the width multiplier m_d = 1 (muP's width rules: width_param.py), the rules as
 CompleteP's reference code applies them (EleutherAI/nanoGPT-mup, branch `completep`,
 commit 6f8bc3b, model.py):
 

@@ -27,6 +27,8 @@ DEEPNORM_BETA_ROLES = frozenset({"v", "attn_out", "ffn_in", "ffn_out"})
 # model starts with larger branches), the opposite of DeepNorm's beta < 1. SwiGLU's gate
 # keeps gain 1 as under DeepNorm.
 _XAVIER_BASED = ("xavier", "deepnorm", "magneto")
+# The layer stack's matrices: muP's hidden weights (resnorm_jax/model/width_param.py).
+HIDDEN_ROLES = frozenset({"q", "k", "v", "attn_out", "ffn_in", "ffn_gate", "ffn_out"})
 
 
 def magneto_gamma(num_layers: int) -> float:
@@ -43,6 +45,9 @@ class InitRule:
   d_model: int
   std: float = 0.02  # normal and gpt2 rules
   beta: float = 1.0  # deepnorm rule's beta; magneto rule's gamma
+  # muP's m_d (width_param.py; 1.0: off): hidden matrices x m_d^-1/2, the fan-in rules'
+  # fans of width axes at base width (fan / m_d). d_model above is then the base width.
+  width_multiplier: float = 1.0
 
   def __post_init__(self):
     if self.name not in INITS:
@@ -52,7 +57,19 @@ class InitRule:
     """Std of a [fan_in, fan_out] weight of this role."""
     if role not in ROLES:
       raise ValueError(f"unknown weight role {role!r}; valid: {', '.join(ROLES)}")
+    m = self.width_multiplier
+    if m != 1.0:
+      return self._base_width_std(role, fan_in, fan_out) * (m**-0.5 if role in HIDDEN_ROLES else 1)
+    return self._base_width_std(role, fan_in, fan_out)
+
+  def _base_width_std(self, role: str, fan_in: float, fan_out: float) -> float:
+    """The rule's std; under muP (width_multiplier != 1) the fan-in rules' width axes (both
+    fans of a hidden matrix, the head's fan-in) count at the base width."""
     if self.name in _XAVIER_BASED:
+      m = self.width_multiplier
+      if m != 1.0:
+        fan_in = fan_in / m if role in HIDDEN_ROLES or role == "head" else fan_in
+        fan_out = fan_out / m if role in HIDDEN_ROLES else fan_out
       std = math.sqrt(2.0 / (fan_in + fan_out))  # xavier (Glorot) normal
       if self.name in ("deepnorm", "magneto") and role in DEEPNORM_BETA_ROLES:
         std *= self.beta

@@ -53,6 +53,7 @@ class Residual(nnx.Module):
     scale: float = 1.0,
     rezero_init: float = 0.0,
     layerscale_init: float = 1e-4,
+    gate_std: float = 0.02,
     rngs: nnx.Rngs | None = None,
   ):
     if kind not in RESIDUALS:
@@ -67,8 +68,8 @@ class Residual(nnx.Module):
         jnp.full((dim,), layerscale_init, jnp.float32), out_sharding=("embed",)
       )
     elif kind == "gated":
-      # Small random W_g (std 0.02), b_g = 0: the gate starts near 0.5 everywhere.
-      w = 0.02 * jax.random.normal(rngs.params(), (dim, dim), jnp.float32)
+      # Small random W_g (std 0.02; x m_d^-1/2 under muP), b_g = 0: the gate starts near 0.5.
+      w = gate_std * jax.random.normal(rngs.params(), (dim, dim), jnp.float32)
       self.gate = nnx.Param(w, out_sharding=("embed", "mlp"))
       self.gate_bias = nnx.Param(jnp.zeros((dim,), jnp.float32), out_sharding=("mlp",))
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import depth_param, stream_sharding, variants
+from resnorm_jax.model import depth_param, stream_sharding, variants, width_param
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.block import Block
 from resnorm_jax.model.config_types import ModelConfig
@@ -27,9 +27,17 @@ COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 def init_rule(cfg: ModelConfig) -> InitRule:
   """The init rule with its depth-dependent constants (at model.base_depth under a depth
-  parametrization: depth_param.py)."""
+  parametrization: depth_param.py) and its width constants (at model.base_width under muP,
+  with hidden matrices x m_d^-1/2: width_param.py)."""
   n = depth_param.constants_depth(cfg.depth_param, cfg.num_layers, cfg.base_depth)
-  return InitRule(cfg.init, n, cfg.d_model, std=cfg.init_std, beta=cfg.init_beta)
+  return InitRule(
+    cfg.init,
+    n,
+    width_param.constants_width(cfg),
+    std=cfg.init_std,
+    beta=cfg.init_beta,
+    width_multiplier=width_param.width_multiplier(cfg),
+  )
 
 
 def _block_body(stream, layer: Block, rope, index):
@@ -101,6 +109,9 @@ class Transformer(nnx.Module):
       stats["final_norm_in_rms"] = rms(x)
       x = self.final_norm(x)
     logits = self.embed.attend(x) if self.head is None else self.head(x)
+    out_mult = width_param.output_multiplier(cfg)  # muP's 1/m_d (1.0: not applied)
+    if out_mult != 1.0:
+      logits = logits * jnp.asarray(out_mult, logits.dtype)
     if self.logit_scale is not None:
       logits = self.logit_scale(logits)
     return logits.astype(jnp.float32), stats

@@ -14,6 +14,10 @@ batch the RMS of each role's activation and of its change since init (the "updat
 Gaussian-like coordinates.) Under a parametrization that transfers across depth the curves
 are flat in depth; under sp a Pre-LN stream's update grows with it. `spread` is the largest
 over the smallest value across depths, per parametrization, role and step.
+
+With `widths`, every point is also run at each d_model under muP (model.width_param=mup,
+width_param.py; d_ff kept at the config's ratio, the head count fixed): rows carry `width`,
+and `spread(..., over="width")` is the largest over the smallest across widths per depth.
 """
 
 from __future__ import annotations
@@ -125,47 +129,68 @@ def run_seeds(config: ConfigDict, seeds: Sequence[int], steps: int, corpus) -> l
   return rows
 
 
+def at_width(config: ConfigDict, width: int | None) -> ConfigDict:
+  """`config` at d_model=width under muP (d_ff at the config's ratio); None: as it is."""
+  c = copy.deepcopy(config)
+  if width is not None:
+    m = c.model
+    if width < 1 or width % m.num_heads:
+      raise ValueError(f"--widths: {width} is not a positive multiple of {m.num_heads} heads")
+    m.d_ff, m.d_model = max(1, round(m.d_ff * width / m.d_model)), width
+    m.width_param = "mup"
+  return c
+
+
 def experiment(
   config: ConfigDict,
   params: Sequence[str],
   depths: Sequence[int],
   seeds: Sequence[int],
   steps: int,
+  widths: Sequence[int] | None = None,
 ) -> list[Row]:
-  """Rows (depth_param, depth, seed, step, role, layer, rms, update) over the grid."""
+  """Rows (depth_param, width, depth, seed, step, role, layer, rms, update) over the grid;
+  `widths`: each d_model under muP (at_width), else the config's width alone."""
   if steps < 1:
     raise ValueError(f"--steps={steps} must be >= 1")
   corpus = _corpus(config)
   rows = []
   for name in params:
-    for depth in depths:
-      c = copy.deepcopy(config)
-      c.model.depth_param, c.model.num_layers = name, depth
-      t0 = time.time()
-      rows += [dict(depth_param=name, depth=depth, **r) for r in run_seeds(c, seeds, steps, corpus)]
-      print(f"{name} L={depth}: {len(seeds)} seeds x {steps} steps in {time.time() - t0:.1f}s")
+    for width in widths or [None]:
+      for depth in depths:
+        c = at_width(config, width)
+        c.model.depth_param, c.model.num_layers = name, depth
+        t0 = time.time()
+        point = dict(depth_param=name, width=c.model.d_model, depth=depth)
+        rows += [dict(**point, **r) for r in run_seeds(c, seeds, steps, corpus)]
+        print(
+          f"{name} d={c.model.d_model} L={depth}: {len(seeds)} seeds x {steps} steps in "
+          f"{time.time() - t0:.1f}s"
+        )
   return rows
 
 
 def summarize(rows: Sequence[Row]) -> list[Row]:
-  """Per (depth_param, depth, step, role): the seed mean of each role's RMS and update, with
-  per-layer roles as the mean over layers, and the stream also at its last layer."""
+  """Per (depth_param, width, depth, step, role): the seed mean of each role's RMS and update,
+  with per-layer roles as the mean over layers, and the stream also at its last layer."""
   groups: dict[tuple, list[tuple[float, float]]] = {}
   last_layer = {}
+  key_of = lambda r: (r["depth_param"], r.get("width"), r["depth"], r["step"], r["role"])
   for r in rows:
-    key = (r["depth_param"], r["depth"], r["step"], r["role"])
+    key = key_of(r)
     last_layer[key] = max(last_layer.get(key, 0), r["layer"])
   for r in rows:
-    key = (r["depth_param"], r["depth"], r["step"], r["role"])
+    key = key_of(r)
     groups.setdefault(key, []).append((r["rms"], r["update"]))
     if r["role"] == "stream" and r["layer"] == last_layer[key]:
-      groups.setdefault(key[:3] + ("stream_last",), []).append((r["rms"], r["update"]))
+      groups.setdefault(key[:4] + ("stream_last",), []).append((r["rms"], r["update"]))
   out = []
-  for (name, depth, step, role), values in groups.items():
+  for (name, width, depth, step, role), values in groups.items():
     v = np.asarray(values, np.float64)
     out.append(
       dict(
         depth_param=name,
+        width=width,
         depth=depth,
         step=step,
         role=role,
@@ -176,21 +201,25 @@ def summarize(rows: Sequence[Row]) -> list[Row]:
   return out
 
 
-def spread(summary: Sequence[Row], step: int) -> list[Row]:
-  """Per (depth_param, role) at `step`: each depth's value and largest / smallest."""
-  table: dict[tuple[str, str], dict[int, Row]] = {}
+def spread(summary: Sequence[Row], step: int, over: str = "depth") -> list[Row]:
+  """Per (depth_param, the other axis, role) at `step`: each depth's (over="width": each
+  width's) value and largest / smallest."""
+  other, prefix = ("width", "L") if over == "depth" else ("depth", "d")
+  table: dict[tuple, dict[int, Row]] = {}
   for r in summary:
     if r["step"] == step:
-      table.setdefault((r["depth_param"], r["role"]), {})[r["depth"]] = r
+      table.setdefault((r["depth_param"], r.get(other), r["role"]), {})[r.get(over)] = r
   out = []
-  for (name, role), by_depth in table.items():
+  for (name, fixed, role), by_depth in table.items():
     depths = sorted(by_depth)
     for quantity in ("rms", "update"):
       values = np.asarray([by_depth[d][quantity] for d in depths], np.float64)
       if not np.all(np.isfinite(values)) or np.min(np.abs(values)) == 0:
         continue
       row = dict(depth_param=name, role=role, quantity=quantity, step=step)
-      row.update({f"L{d}": float(v) for d, v in zip(depths, values, strict=True)})
+      if fixed is not None:
+        row[other] = fixed
+      row.update({f"{prefix}{d}": float(v) for d, v in zip(depths, values, strict=True)})
       row["spread"] = float(np.max(values) / np.min(values))
       out.append(row)
   return out
@@ -218,7 +247,9 @@ def plot(summary: Sequence[Row], path: str) -> str:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  names = list(dict.fromkeys(r["depth_param"] for r in summary))
+  several = len({r.get("width") for r in summary}) > 1
+  label = lambda r: f"{r['depth_param']} d{r['width']}" if several else r["depth_param"]
+  names = list(dict.fromkeys(label(r) for r in summary))
   steps = sorted({r["step"] for r in summary if r["step"] > 0})
   fig, axes = plt.subplots(
     len(names), len(PLOTTED), figsize=(3.2 * len(PLOTTED), 2.6 * len(names)), squeeze=False
@@ -232,7 +263,7 @@ def plot(summary: Sequence[Row], path: str) -> str:
         pts = sorted(
           (r["depth"], r[quantity])
           for r in summary
-          if r["depth_param"] == name and r["role"] == role and r["step"] == step
+          if label(r) == name and r["role"] == role and r["step"] == step
         )
         if pts:
           d, v = zip(*pts, strict=True)
@@ -251,15 +282,20 @@ def plot(summary: Sequence[Row], path: str) -> str:
 
 
 def write(rows: Sequence[Row], outdir: str, command: str) -> list[str]:
-  """coord_check.csv (seed means), spread.csv (at the last step), coord_check.png, command."""
+  """coord_check.csv (seed means), spread.csv (across depths at the last step; with several
+  widths also spread_width.csv, across widths), coord_check.png, command."""
   os.makedirs(outdir, exist_ok=True)
   summary = summarize(rows)
   last = max(r["step"] for r in summary)
   paths = [
     write_csv(os.path.join(outdir, "coord_check.csv"), summary),
     write_csv(os.path.join(outdir, "spread.csv"), spread(summary, last)),
-    plot(summary, os.path.join(outdir, "coord_check.png")),
   ]
+  if len({r.get("width") for r in summary}) > 1:
+    paths.append(
+      write_csv(os.path.join(outdir, "spread_width.csv"), spread(summary, last, over="width"))
+    )
+  paths.append(plot(summary, os.path.join(outdir, "coord_check.png")))
   with open(os.path.join(outdir, "COMMAND"), "w") as f:
     f.write(command + "\n")
   return [*paths, os.path.join(outdir, "COMMAND")]

@@ -67,6 +67,8 @@ AXES = (
   ("position", "model.position"),
   ("depth_param", "model.depth_param"),
   ("base_depth", "model.base_depth"),
+  ("width_param", "model.width_param"),
+  ("base_width", "model.base_width"),
   ("optimizer", "opt.name"),
   ("lr", "opt.lr"),
   ("warmup_steps", "opt.warmup_steps"),

@@ -53,10 +53,11 @@ from resnorm_jax.train.writers import MetricWriter
 
 
 def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_main: bool) -> None:
-  """Under a depth parametrization (depth_mup, completep), what it does to each parameter
-  (group, branch multiplier, Adam lr and eps, init statistics): printed and kept in
-  config.json as `depth_param_table` (a record, not config: same_experiment)."""
-  if run_setup.mcfg.depth_param == "sp":
+  """Under a depth parametrization (depth_mup, completep) or muP's width rules (mup), what
+  they do to each parameter (group, branch multiplier, Adam lr, eps and weight decay, init
+  statistics): printed and kept in config.json as `depth_param_table` (a record, not config:
+  same_experiment)."""
+  if run_setup.mcfg.depth_param == "sp" and run_setup.mcfg.width_param == "sp":
     return
   rows = optim.group_table(run_setup.config.opt, run_setup.mcfg, state.params)
   resolved["depth_param_table"] = rows

@@ -1,5 +1,6 @@
 """Optimizer from config: learning-rate schedule, clipping, weight decay on matrices only, and
-a depth parametrization's per-group Adam lr and eps (resnorm_jax/model/depth_param.py)."""
+the per-group Adam lr, eps and weight decay of a depth parametrization
+(resnorm_jax/model/depth_param.py) and of muP's width rules (resnorm_jax/model/width_param.py)."""
 
 from typing import Any
 
@@ -7,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from resnorm_jax.model import depth_param, variants
+from resnorm_jax.model import depth_param, variants, width_param
 from resnorm_jax.train import param_groups
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -106,6 +107,46 @@ def scale_hidden(factor: float) -> optax.GradientTransformation:
   return optax.masked(optax.scale(factor), lambda p: param_groups.mask(p, ["hidden"]))
 
 
+def hidden_matrix_mask(params: Any) -> Any:
+  """Same tree of bools: True for muP's hidden matrices, the leaves inside the layer stack
+  with two or more axes per layer (their leading axis is the stacked layer axis)."""
+  hidden = param_groups.mask(params, ["hidden"])
+  return jax.tree.map(lambda p, h: bool(h) and jnp.ndim(p) >= 3, params, hidden)
+
+
+def _hidden_decayed_mask(params: Any) -> Any:
+  return jax.tree.map(lambda a, b: a and b, hidden_matrix_mask(params), decay_mask(params))
+
+
+def width_scaling(
+  opt_cfg: Any, model_def: Any
+) -> tuple[optax.GradientTransformation | None, optax.GradientTransformation | None, float]:
+  """(before Adam, after Adam, decay factor): muP's eps m_d^-1 on every group (the gradients
+  times m_d before Adam, as depth_scaling does for m_L^-alpha), the hidden matrices' lr
+  m_d^-1 after Adam, and their weight decay factor m_d. (None, None, 1.0) under sp, at
+  d_model == base_width or without a model_def."""
+  if model_def is None:
+    return None, None, 1.0
+  cfg = model_def.cfg
+  width_param.check_optimizer(opt_cfg.name, cfg)
+  if not width_param.active(cfg):
+    return None, None, 1.0
+  pre = optax.scale(1.0 / width_param.eps_factor(cfg))
+  post = optax.masked(optax.scale(width_param.hidden_matrix_lr_factor(cfg)), hidden_matrix_mask)
+  return pre, post, width_param.hidden_matrix_decay_factor(cfg)
+
+
+def _decay(wd: float, factor: float) -> list[optax.GradientTransformation]:
+  """Weight decay wd on the decayed leaves, wd * factor on the decayed hidden matrices."""
+  if factor == 1.0:
+    return [optax.add_decayed_weights(wd, mask=decay_mask)]
+  rest = lambda p: jax.tree.map(lambda a, b: a and not b, decay_mask(p), _hidden_decayed_mask(p))
+  return [
+    optax.add_decayed_weights(wd, mask=rest),
+    optax.add_decayed_weights(wd * factor, mask=_hidden_decayed_mask),
+  ]
+
+
 def depth_scaling(
   opt_cfg: Any, model_def: Any
 ) -> tuple[optax.GradientTransformation | None, optax.GradientTransformation | None]:
@@ -131,28 +172,40 @@ def depth_scaling(
 
 def group_table(opt_cfg: Any, mcfg: Any, params: Any) -> list[dict[str, Any]]:
   """One row per parameter leaf: its group, the branch multiplier it sits behind, its peak
-  Adam lr, eps and weight decay, and its initial mean and std (`params` at init)."""
+  Adam lr, eps and weight decay under both the depth and the width parametrization, and
+  its initial mean and std (`params` at init). `kind`: matrix (a hidden matrix, muP's
+  width factors on lr and decay) or vector (inside the stack) or outside."""
   hidden = param_groups.mask(params, ["hidden"])
+  matrices = hidden_matrix_mask(params)
   decayed = decay_mask(params)
   mult, lr_f, eps_f = (
     depth_param.branch_multiplier(mcfg),
     depth_param.hidden_lr_factor(mcfg),
     depth_param.hidden_eps_factor(mcfg),
   )
+  w_lr, w_decay, w_eps = (
+    width_param.hidden_matrix_lr_factor(mcfg),
+    width_param.hidden_matrix_decay_factor(mcfg),
+    width_param.eps_factor(mcfg),
+  )
   rows = []
   flat = jax.tree_util.tree_leaves_with_path(params)
   flags = jax.tree_util.tree_leaves(hidden)
+  kinds = jax.tree_util.tree_leaves(matrices)
   decays = jax.tree_util.tree_leaves(decayed)
-  for (path, leaf), inside, decay in zip(flat, flags, decays, strict=True):
+  for (path, leaf), inside, matrix, decay in zip(flat, flags, kinds, decays, strict=True):
     a = jnp.asarray(leaf, jnp.float32)
+    lr = float(opt_cfg.lr) * (lr_f if inside else 1.0) * (w_lr if matrix else 1.0)
+    wd = float(opt_cfg.weight_decay) * (w_decay if matrix else 1.0) if decay else 0.0
     rows.append(
       {
         "param": ".".join(param_groups.segments(jax.tree_util.keystr(path))),
         "group": "hidden" if inside else "outside",
+        "kind": ("matrix" if matrix else "vector") if inside else "outside",
         "branch_multiplier": mult if inside else 1.0,
-        "lr": float(opt_cfg.lr) * (lr_f if inside else 1.0),
-        "eps": float(opt_cfg.eps) * (eps_f if inside else 1.0),
-        "weight_decay": float(opt_cfg.weight_decay) if decay else 0.0,
+        "lr": lr,
+        "eps": float(opt_cfg.eps) * (eps_f if inside else 1.0) * w_eps,
+        "weight_decay": wd,
         "init_mean": float(jnp.mean(a)),
         "init_std": float(jnp.std(a)),
       }
@@ -161,17 +214,27 @@ def group_table(opt_cfg: Any, mcfg: Any, params: Any) -> list[dict[str, Any]]:
 
 
 def format_group_table(mcfg: Any, rows: list[dict[str, Any]]) -> str:
-  """The table as text: a header line with the parametrization, then one line per leaf."""
+  """The table as text: a header line with both parametrizations, then one line per leaf."""
   m = depth_param.depth_multiplier(mcfg.num_layers, mcfg.base_depth)
   head = (
     f"depth_param={mcfg.depth_param} (alpha {depth_param.alpha(mcfg.depth_param):g}), "
-    f"{mcfg.num_layers} layers against base_depth={mcfg.base_depth} (m_L {m:g})"
+    f"{mcfg.num_layers} layers against base_depth={mcfg.base_depth} (m_L {m:g}); "
+    f"{width_param.describe(mcfg)}"
   )
-  cols = ("group", "branch_multiplier", "lr", "eps", "weight_decay", "init_mean", "init_std")
+  cols = (
+    "group",
+    "kind",
+    "branch_multiplier",
+    "lr",
+    "eps",
+    "weight_decay",
+    "init_mean",
+    "init_std",
+  )
   width = max(len(r["param"]) for r in rows)
   lines = [head, f"{'param':<{width}}  " + "  ".join(f"{c:>17}" for c in cols)]
   for r in rows:
-    cells = [f"{r['group']:>17}"] + [f"{r[c]:>17.6g}" for c in cols[1:]]
+    cells = [f"{r[c]:>17}" for c in cols[:2]] + [f"{r[c]:>17.6g}" for c in cols[2:]]
     lines.append(f"{r['param']:<{width}}  " + "  ".join(cells))
   return "\n".join(lines)
 
@@ -191,21 +254,23 @@ def make_optimizer(
   state does not depend on it, so states made with any lr fit. `schedule`: make_schedule's,
   when the caller has made it already (run_setup.build, once per run).
   A depth parametrization (model_def.cfg.depth_param) scales the hidden group's eps and lr
-  around Adam (`depth_scaling`); it needs `model_def` passed.
+  around Adam (`depth_scaling`), muP (model_def.cfg.width_param) every eps, the hidden
+  matrices' lr and their weight decay (`width_scaling`); they need `model_def` passed.
   """
   if schedule is None:
     schedule = make_schedule(opt_cfg, total_steps, lr)  # validates opt_cfg
   wd = float(opt_cfg.weight_decay)
   depth_pre, depth_post = depth_scaling(opt_cfg, model_def)
+  width_pre, width_post, decay_factor = width_scaling(opt_cfg, model_def)
+  pre = [t for t in (depth_pre, width_pre) if t is not None]
   parts = []
   if opt_cfg.clip_norm > 0:
     parts.append(optax.clip_by_global_norm(float(opt_cfg.clip_norm)))
   if opt_cfg.name == "adamw":
-    if depth_pre is not None:
-      parts.append(depth_pre)
+    parts += pre
     # Decoupled (Loshchilov & Hutter): optax scales the decay by the scheduled lr.
-    parts.append(
-      optax.adamw(
+    if decay_factor == 1.0:
+      adamw = optax.adamw(
         schedule,
         b1=opt_cfg.b1,
         b2=opt_cfg.b2,
@@ -213,19 +278,23 @@ def make_optimizer(
         weight_decay=wd,
         mask=decay_mask,
       )
-    )
+    else:  # optax.adamw's chain with muP's decay wd * m_d on the hidden matrices
+      adamw = optax.chain(
+        optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps),
+        *_decay(wd, decay_factor),
+        optax.scale_by_learning_rate(schedule),
+      )
+    parts.append(adamw)
   else:
     if wd > 0:
       # Coupled L2: the decay joins the gradient and goes through Adam's normalization.
-      parts.append(optax.add_decayed_weights(wd, mask=decay_mask))
+      parts += _decay(wd, decay_factor)
     if opt_cfg.name == "adam":
-      if depth_pre is not None:
-        parts.append(depth_pre)
+      parts += pre
       parts.append(optax.adam(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps))
     else:
       parts.append(optax.sgd(schedule))  # plain SGD: b1, b2, eps are Adam's
-  if depth_post is not None:
-    parts.append(depth_post)
+  parts += [t for t in (depth_post, width_post) if t is not None]
   extra = None if model_def is None else variants.residual(model_def.cfg.residual)
   extra = None if extra is None else extra.optimizer_transform(model_def)
   if extra is not None:

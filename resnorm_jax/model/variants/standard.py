@@ -7,6 +7,7 @@ peri: x = res(x, N'(F(N(x))))      none: x = res(x, F(x))
 from __future__ import annotations
 
 from resnorm_jax.model import residual as residual_lib
+from resnorm_jax.model import width_param
 from resnorm_jax.model.norms import rms
 from resnorm_jax.model.variants import Placement, Residual
 
@@ -58,6 +59,7 @@ def combine(cfg, *, rngs, **_) -> residual_lib.Residual:
     scale=cfg.branch_scale,
     rezero_init=cfg.rezero_init,
     layerscale_init=cfg.layerscale_init,
+    gate_std=0.02 * width_param.hidden_init_factor(cfg),
     rngs=rngs,
   )
 
