@@ -5,7 +5,8 @@ python scripts/coord_check.py --config=configs/prenorm_96L.py --depths=2,4,8,16 
     --outdir=docs/depth_param
 
 --widths=64,128,256 (with --config.model.base_width=64) runs every point at each d_model
-under muP (model.width_param=mup) as well and writes spread_width.csv (across widths).
+under muP (model.width_param=mup; --width_param=sp for the baseline) as well and writes
+spread_width.csv (across widths).
 
 Trains every (parametrization, depth, seed) for --steps steps with the config's optimizer
 and batches, and measures after every step the RMS of the embeddings, each layer's
@@ -26,7 +27,8 @@ from resnorm_jax.config import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _DEPTHS = flags.DEFINE_list("depths", ["2", "4", "8", "16"], "Depths to train.")
-_WIDTHS = flags.DEFINE_list("widths", [], "d_model values under muP (empty: the config's).")
+_WIDTHS = flags.DEFINE_list("widths", [], "d_model values (empty: the config's alone).")
+_WIDTH_PARAM = flags.DEFINE_enum("width_param", "mup", ["mup", "sp"], "With --widths: under.")
 _PARAMS = flags.DEFINE_list("params", ["sp", "depth_mup", "completep"], "model.depth_param values.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (init and batches).")
 _STEPS = flags.DEFINE_integer("steps", 10, "Training steps per run.")
@@ -49,7 +51,13 @@ def main(argv):
     widths = [int(w) for w in _WIDTHS.value] or None
     seeds = [int(s) for s in _SEEDS.value]
     rows = coord_check.experiment(
-      _CONFIG.value, _PARAMS.value, depths, seeds, _STEPS.value, widths=widths
+      _CONFIG.value,
+      _PARAMS.value,
+      depths,
+      seeds,
+      _STEPS.value,
+      widths=widths,
+      width_param=_WIDTH_PARAM.value,
     )
   except ValueError as e:  # bad input (config, depths, seeds): a message, no traceback
     cli.fail(str(e))

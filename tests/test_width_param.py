@@ -376,6 +376,7 @@ def test_coord_check_spreads_across_widths_at_each_depth():
   c = coord_check.at_width(smoke.get_config(), 64)
   ratio = smoke.get_config().model.d_ff / smoke.get_config().model.d_model
   assert (c.model.width_param, c.model.d_model, c.model.d_ff) == ("mup", 64, round(64 * ratio))
+  assert coord_check.at_width(smoke.get_config(), 64, "sp").model.width_param == "sp"
   with pytest.raises(ValueError, match="--widths"):
     coord_check.at_width(smoke.get_config(), 63)
 

@@ -16,8 +16,9 @@ are flat in depth; under sp a Pre-LN stream's update grows with it. `spread` is 
 over the smallest value across depths, per parametrization, role and step.
 
 With `widths`, every point is also run at each d_model under muP (model.width_param=mup,
-width_param.py; d_ff kept at the config's ratio, the head count fixed): rows carry `width`,
-and `spread(..., over="width")` is the largest over the smallest across widths per depth.
+width_param.py; `width_param="sp"` for the baseline; d_ff kept at the config's ratio, the head
+count fixed): rows carry `width`, and `spread(..., over="width")` is the largest over the
+smallest across widths per depth.
 """
 
 from __future__ import annotations
@@ -129,15 +130,16 @@ def run_seeds(config: ConfigDict, seeds: Sequence[int], steps: int, corpus) -> l
   return rows
 
 
-def at_width(config: ConfigDict, width: int | None) -> ConfigDict:
-  """`config` at d_model=width under muP (d_ff at the config's ratio); None: as it is."""
+def at_width(config: ConfigDict, width: int | None, width_param: str = "mup") -> ConfigDict:
+  """`config` at d_model=width under `width_param` (d_ff at the config's ratio); None: as it
+  is."""
   c = copy.deepcopy(config)
   if width is not None:
     m = c.model
     if width < 1 or width % m.num_heads:
       raise ValueError(f"--widths: {width} is not a positive multiple of {m.num_heads} heads")
     m.d_ff, m.d_model = max(1, round(m.d_ff * width / m.d_model)), width
-    m.width_param = "mup"
+    m.width_param = width_param
   return c
 
 
@@ -148,9 +150,10 @@ def experiment(
   seeds: Sequence[int],
   steps: int,
   widths: Sequence[int] | None = None,
+  width_param: str = "mup",
 ) -> list[Row]:
   """Rows (depth_param, width, depth, seed, step, role, layer, rms, update) over the grid;
-  `widths`: each d_model under muP (at_width), else the config's width alone."""
+  `widths`: each d_model under `width_param` (at_width), else the config's width alone."""
   if steps < 1:
     raise ValueError(f"--steps={steps} must be >= 1")
   corpus = _corpus(config)
@@ -158,7 +161,7 @@ def experiment(
   for name in params:
     for width in widths or [None]:
       for depth in depths:
-        c = at_width(config, width)
+        c = at_width(config, width, width_param)
         c.model.depth_param, c.model.num_layers = name, depth
         t0 = time.time()
         point = dict(depth_param=name, width=c.model.d_model, depth=depth)
@@ -241,14 +244,21 @@ PLOTTED = ("embed", "attn_out", "ffn_out", "stream_last", "logits")
 
 def plot(summary: Sequence[Row], path: str) -> str:
   """A row of panels per parametrization, a panel per role: update RMS (RMS where a role has
-  no update) against depth, a line per step."""
+  no update) against depth (against width when several widths share one depth), a line per
+  step."""
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   several = len({r.get("width") for r in summary}) > 1
-  label = lambda r: f"{r['depth_param']} d{r['width']}" if several else r["depth_param"]
+  x_axis = "width" if several and len({r["depth"] for r in summary}) == 1 else "depth"
+
+  def label(r: Row) -> str:
+    if x_axis == "width":
+      return f"{r['depth_param']} L{r['depth']}"
+    return f"{r['depth_param']} d{r['width']}" if several else r["depth_param"]
+
   names = list(dict.fromkeys(label(r) for r in summary))
   steps = sorted({r["step"] for r in summary if r["step"] > 0})
   fig, axes = plt.subplots(
@@ -261,7 +271,7 @@ def plot(summary: Sequence[Row], path: str) -> str:
       quantity = "rms" if role in ("attn_out", "ffn_out") else "update"
       for k, step in enumerate(steps):
         pts = sorted(
-          (r["depth"], r[quantity])
+          (r[x_axis], r[quantity])
           for r in summary
           if label(r) == name and r["role"] == role and r["step"] == step
         )
@@ -273,7 +283,7 @@ def plot(summary: Sequence[Row], path: str) -> str:
       ax.set_title(f"{name}: {role} {'RMS' if quantity == 'rms' else 'update RMS'}", fontsize=8)
       ax.tick_params(labelsize=7)
       if i == len(names) - 1:
-        ax.set_xlabel("depth (layers)", fontsize=8)
+        ax.set_xlabel("depth (layers)" if x_axis == "depth" else "width (d_model)", fontsize=8)
   fig.suptitle(f"coordinate check: steps {steps[0]}..{steps[-1]} (dark to light)", fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
