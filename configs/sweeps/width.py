@@ -17,8 +17,9 @@ Tiers, in priority order (a sweep stopped part-way has decided the most it could
   3. d_model 256, seed 0: Post-LN and Pre-LN at 3 lrs around the edge at 128 (its upper
      cell, the lower, and half the lower: standard parametrization expects the edge to fall
      with width), DeepNorm the same, last.
-  No width multiplier exists (model.depth_param scales depth only), so this grid is
-  standard parametrization only.
+  This grid is standard parametrization only. The muP width multiplier
+  (model.width_param=mup with model.base_width=64, resnorm_jax/model/width_param.py) makes
+  the muP column of the same lrs a matter of one more override; it is not in this grid yet.
 
 EDGE_128 holds each variant's (last cell that trains, first that fails) at d_model 128, set
 from docs/width/edges.csv once tier 1 ran; names carry every axis, so a rerun keeps finished

@@ -164,7 +164,9 @@ def experiment(
         c = at_width(config, width, width_param)
         c.model.depth_param, c.model.num_layers = name, depth
         t0 = time.time()
-        point = dict(depth_param=name, width=c.model.d_model, depth=depth)
+        point = dict(
+          depth_param=name, width_param=c.model.width_param, width=c.model.d_model, depth=depth
+        )
         rows += [dict(**point, **r) for r in run_seeds(c, seeds, steps, corpus)]
         print(
           f"{name} d={c.model.d_model} L={depth}: {len(seeds)} seeds x {steps} steps in "
@@ -242,10 +244,10 @@ def write_csv(path: str, rows: Sequence[Row]) -> str:
 PLOTTED = ("embed", "attn_out", "ffn_out", "stream_last", "logits")
 
 
-def plot(summary: Sequence[Row], path: str) -> str:
+def plot(summary: Sequence[Row], path: str, width_param: str | None = None) -> str:
   """A row of panels per parametrization, a panel per role: update RMS (RMS where a role has
   no update) against depth (against width when several widths share one depth), a line per
-  step."""
+  step; `width_param` (the runs' model.width_param) named in every panel's title."""
   import matplotlib
 
   matplotlib.use("Agg")
@@ -256,8 +258,10 @@ def plot(summary: Sequence[Row], path: str) -> str:
 
   def label(r: Row) -> str:
     if x_axis == "width":
-      return f"{r['depth_param']} L{r['depth']}"
-    return f"{r['depth_param']} d{r['width']}" if several else r["depth_param"]
+      text = f"{r['depth_param']} L{r['depth']}"
+    else:
+      text = f"{r['depth_param']} d{r['width']}" if several else r["depth_param"]
+    return text if width_param is None else f"{text}, width {width_param}"
 
   names = list(dict.fromkeys(label(r) for r in summary))
   steps = sorted({r["step"] for r in summary if r["step"] > 0})
@@ -305,7 +309,9 @@ def write(rows: Sequence[Row], outdir: str, command: str) -> list[str]:
     paths.append(
       write_csv(os.path.join(outdir, "spread_width.csv"), spread(summary, last, over="width"))
     )
-  paths.append(plot(summary, os.path.join(outdir, "coord_check.png")))
+  kinds = {r.get("width_param") for r in rows} - {None}
+  width_param = kinds.pop() if len(kinds) == 1 else None
+  paths.append(plot(summary, os.path.join(outdir, "coord_check.png"), width_param))
   with open(os.path.join(outdir, "COMMAND"), "w") as f:
     f.write(command + "\n")
   return [*paths, os.path.join(outdir, "COMMAND")]
