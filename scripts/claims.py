@@ -256,7 +256,7 @@ def row_1000() -> list[str]:
   rows = {r["name"]: r for r in read("docs/runs/results.csv")}
   post = rows["postnorm-L1000-lr0.0002-w50"]
   pre = rows["prenorm-L1000-lr0.0002-w50"]
-  deep = rows["deepnorm_1000L_lr2e-4"]
+  deep = rows["deepnorm-L1000-lr0.0002-w50"]
   fmt = lambda r: f"{r['outcome']} ({float(r['final_eval_loss']):.3f})"
   return [
     "DeepNet: 1000 layers",
