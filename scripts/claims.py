@@ -416,12 +416,12 @@ def row_second_corpus() -> list[str] | None:
   edges = {(r["variant"], r["data"]): r for r in read("docs/second_corpus/edges.csv")}
   parts = []
   for variant in MAIN:
-    cells = []
+    reach, best = [], []
     for c in corpora:
       e = edges.get((variant, c))
-      best = f", best {lr_text(float(e['best_lr']))}" if e and e["best_lr"] else ""
-      cells.append(edge(lr_cells_of([r for r in rows if r["data"] == c]), variant, 12) + best)
-    parts.append(f"{LABEL[variant]} " + " / ".join(cells))
+      reach.append(edge(lr_cells_of([r for r in rows if r["data"] == c]), variant, 12))
+      best.append(lr_text(float(e["best_lr"])) if e and e["best_lr"] else "none")
+    parts.append(f"{LABEL[variant]} to {' / '.join(reach)}, best {' / '.join(best)}")
   seeds = sorted({r["seed"] for r in rows if r["data"] != "stdlib bytes"}, key=int)
   names = " / ".join(short.get(c, c) for c in corpora)
   extra = f", {seeds[0]}-{seeds[-1]} on Shakespeare next to edges" if len(seeds) > 1 else ""
