@@ -39,11 +39,7 @@ def main() -> None:
   paths = corpus.write_outputs(reference + rows, args.out_dir)
   print(f"{len(rows)} finished runs, {len(reference)} stdlib rows from {args.reference}")
   for t in lr_axis.edge_table(reference + rows, corpus.AXIS):
-    text = ", ".join(
-      f"{k} {t[k]:g}" for k in ("best_lr", "boundary_lr", "failing_lr") if t.get(k) is not None
-    )
-    extra = "; ".join(x for x in (t.get("failure"), t.get("note")) if x)
-    print(f"  {t['variant']} on {t['data']}: {text}{'; ' + extra if extra else ''}")
+    print(lr_axis.edge_line(t, f"on {t['data']}"))
   for path in paths.values():
     print(path)
 

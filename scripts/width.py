@@ -25,7 +25,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import width  # (no JAX)
+from resnorm_jax.tools import lr_axis, width  # (no JAX)
 
 
 def main() -> None:
@@ -44,11 +44,7 @@ def main() -> None:
   widths = sorted({r["d_model"] for r in rows})
   print(f"{len(rows)} finished runs ({len(reference)} from {args.reference}), widths {widths}")
   for t in width.edge_table(rows):
-    text = ", ".join(
-      f"{k} {t[k]:g}" for k in ("best_lr", "boundary_lr", "failing_lr") if t.get(k) is not None
-    )
-    extra = "; ".join(x for x in (t.get("failure"), t.get("note")) if x)
-    print(f"  {t['variant']} d_model {t['d_model']}: {text}{'; ' + extra if extra else ''}")
+    print(lr_axis.edge_line(t, f"d_model {t['d_model']}"))
   for path in paths.values():
     print(path)
 

@@ -12,6 +12,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from numpy_adam import np_adam
 
 from configs import base
 from conftest import ROOT, tiny_config, tiny_model
@@ -148,20 +149,6 @@ def _opt(**overrides):
   return cfg
 
 
-def _np_adam(grads, params, lr, eps, b1, b2, wd, decoupled):
-  """NumPy Adam/AdamW on one leaf over len(grads) steps; returns the summed updates."""
-  m = v = 0.0
-  p = params.astype(np.float64)
-  start = p.copy()
-  for t, g in enumerate(grads, start=1):
-    g = g.astype(np.float64) + (0.0 if decoupled else wd * p)
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    step = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
-    p = p - lr * (step + (wd * p if decoupled else 0.0))
-  return p - start
-
-
 @pytest.mark.parametrize("name", ["depth_mup", "completep"])
 @pytest.mark.parametrize("depth, base_depth", DEPTHS)
 @pytest.mark.parametrize("opt_name, wd", [("adam", 0.0), ("adamw", 0.1), ("adam", 0.01)])
@@ -191,7 +178,7 @@ def test_per_group_lr_and_eps_match_numpy_adam(name, depth, base_depth, opt_name
     hidden = jax.tree_util.keystr(path).startswith("['layers']")
     lr = 0.01 * (m ** (a - 1) if hidden else 1.0)
     eps = 3e-3 * (m**-a if hidden else 1.0)
-    expected = _np_adam(
+    expected = np_adam(
       gs, np.asarray(p0), lr, eps, 0.9, 0.98, wd if dec else 0.0, opt_name == "adamw"
     )
     got = np.asarray(p1, np.float64) - np.asarray(p0, np.float64)

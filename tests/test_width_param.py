@@ -13,6 +13,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from numpy_adam import np_adam
 
 from configs import base
 from conftest import tiny_config
@@ -151,20 +152,6 @@ def test_the_gated_residuals_gate_is_a_hidden_matrix():
   assert rows["layers.residuals.attn.gate_bias"]["kind"] == "vector"
 
 
-def _np_adam(grads, params, lr, eps, b1, b2, wd, decoupled):
-  """NumPy Adam/AdamW on one leaf over len(grads) steps; returns the summed updates."""
-  m = v = 0.0
-  p = params.astype(np.float64)
-  start = p.copy()
-  for t, g in enumerate(grads, start=1):
-    g = g.astype(np.float64) + (0.0 if decoupled else wd * p)
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    step = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
-    p = p - lr * (step + (wd * p if decoupled else 0.0))
-  return p - start
-
-
 @pytest.mark.parametrize("name", ["sp", "completep"])
 @pytest.mark.parametrize("opt_name, wd", [("adamw", 0.1), ("adam", 0.01)])
 def test_optimizer_matches_numpy_adam_with_the_tables_lr_eps_and_decay(name, opt_name, wd):
@@ -196,7 +183,7 @@ def test_optimizer_matches_numpy_adam_with_the_tables_lr_eps_and_decay(name, opt
   leaves = zip(flat, *trees, strict=True)
   for (path, p0), p1, row, *gs in leaves:
     assert row["param"] in jax.tree_util.keystr(path).replace("']['", ".")
-    expected = _np_adam(
+    expected = np_adam(
       gs, np.asarray(p0), row["lr"], row["eps"], 0.9, 0.98, row["weight_decay"], opt_name == "adamw"
     )
     got = np.asarray(p1, np.float64) - np.asarray(p0, np.float64)

@@ -112,6 +112,15 @@ def edge_table(rows: Sequence[Mapping[str, Any]], axis: Axis) -> list[Row]:
   return [edge_row(v, {axis.key: a}, groups[(v, a)]) for v, a in keys]
 
 
+def edge_line(t: Mapping[str, Any], where: str) -> str:
+  """An edge_table row in one line: '<variant> <where>: best_lr .., boundary_lr .., failing_lr
+  ..; <failure>; <note>' (the scripts' printout)."""
+  keys = ("best_lr", "boundary_lr", "failing_lr")
+  text = ", ".join(f"{k} {t[k]:g}" for k in keys if t.get(k) is not None)
+  extra = "; ".join(x for x in (t.get("failure"), t.get("note")) if x)
+  return f"  {t['variant']} {where}: {text}{'; ' + extra if extra else ''}"
+
+
 def draw_curves(rows: Sequence[Mapping[str, Any]], axis: Axis):
   """Capped final eval loss against lr: a panel per variant, a colour per value of the axis
   (every run a marker, seed 0's runs joined, the seed mean a bar, x a diverged run), each
