@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from resnorm_jax.tools import lr_axis, lr_sweep_rows, width
+from resnorm_jax.tools import lr_axis, lr_sweep_rows
 from resnorm_jax.tools.style import save_figure
 
 Row = dict[str, Any]
@@ -38,11 +38,7 @@ AXIS = lr_axis.Axis(
 
 def reference_rows(csv_path: str, variants: Sequence[str]) -> list[Row]:
   """The stdlib column: the loss-vs-lr grid's results.csv rows of `variants` at 12 layers."""
-  rows = width.reference_rows(csv_path, variants, NUM_LAYERS)
-  for r in rows:
-    for key in ("d_model", "num_heads"):
-      r.pop(key, None)
-  return rows
+  return lr_axis.grid_rows(csv_path, variants, NUM_LAYERS)
 
 
 def write_outputs(rows: Sequence[Row], out_dir: str) -> dict[str, str]:

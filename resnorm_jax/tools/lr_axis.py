@@ -8,8 +8,10 @@ escape and divergence steps) with the axis's column added.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +56,29 @@ class Axis:
 
   def edge_columns(self) -> tuple[str, ...]:
     return ("variant", self.key, *EDGE_FIELDS)
+
+
+def _number(text: str) -> Any:
+  """A csv cell as int, float or None (empty); other text unchanged."""
+  if text == "":
+    return None
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text
+
+
+def grid_rows(csv_path: str, variants: Sequence[str], num_layers: int) -> list[Row]:
+  """The loss-vs-lr grid's results.csv rows (docs/lr_sensitivity/) of `variants` at
+  `num_layers`, cells as numbers: the reference column an axis is compared against. An
+  absent file: no rows."""
+  if not os.path.isfile(csv_path):
+    return []
+  with open(csv_path, newline="") as f:
+    rows = [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  return [r for r in rows if r["variant"] in variants and r["num_layers"] == num_layers]
 
 
 def _failure(members: Sequence[Mapping[str, Any]]) -> str:

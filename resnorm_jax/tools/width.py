@@ -11,7 +11,6 @@ from before those metrics were logged (the d_model-64 column) leave them empty.
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -88,26 +87,10 @@ def run_rows(runs_dir: str) -> list[Row]:
   return [r for r in rows if r["d_model"]]
 
 
-def _number(text: str) -> Any:
-  """A csv cell as int, float or None (empty); other text unchanged."""
-  if text == "":
-    return None
-  for kind in (int, float):
-    try:
-      return kind(text)
-    except ValueError:
-      pass
-  return text
-
-
 def reference_rows(csv_path: str, variants: Sequence[str], num_layers: int = NUM_LAYERS):
   """The d_model-64 column: the loss-vs-lr grid's results.csv rows of `variants` at
   `num_layers` (their runs are all d_model 64, 4 heads)."""
-  if not os.path.isfile(csv_path):
-    return []
-  with open(csv_path, newline="") as f:
-    rows = [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(f)]
-  rows = [r for r in rows if r["variant"] in variants and r["num_layers"] == num_layers]
+  rows = lr_axis.grid_rows(csv_path, variants, num_layers)
   for r in rows:
     r.update(d_model=REFERENCE_WIDTH, num_heads=4)
   return rows
