@@ -15,17 +15,19 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import difflib
 import os
 import sys
 from collections.abc import Callable
+
+from resnorm_jax.tools import doc_sections, survival_section  # (no JAX)
+from resnorm_jax.tools.style import lr_label, variant_label
+from resnorm_jax.tools.survival_section import odds_by_cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 BEGIN = "<!-- results: written by scripts/claims.py from docs/ data; edit there -->"
 END = "<!-- end of results -->"
 MAIN = ("postnorm", "prenorm", "deepnorm")
-LABEL = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
 
 
 def read(path: str) -> list[dict[str, str]]:
@@ -34,9 +36,8 @@ def read(path: str) -> list[dict[str, str]]:
 
 
 def lr_text(lr: float) -> str:
-  """1.25e-4, 5e-4, 3.2e-2: a learning rate as the docs write it."""
-  mantissa, exponent = f"{lr:.3e}".split("e")
-  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+  """1.25e-4, 5e-4, 3.125e-5: a learning rate as the docs write it (4 significant digits)."""
+  return lr_label(lr, digits=4)
 
 
 def lr_cells(path: str = "docs/lr_sensitivity/results.csv") -> dict[tuple, list[str]]:
@@ -72,7 +73,8 @@ def row_edges() -> list[str]:
   grid = sorted({lr for (v, _, lr) in cells if v == "prenorm"})
   extra = sorted({lr for (_, _, lr) in cells} - set(grid))
   parts = [
-    f"{LABEL[v]} " + " / ".join(edge(cells, v, d) for d in depths) for v in ("postnorm", "deepnorm")
+    f"{variant_label(v)} " + " / ".join(edge(cells, v, d) for d in depths)
+    for v in ("postnorm", "deepnorm")
   ]
   pre = {k: o for k, o in cells.items() if k[0] == "prenorm"}
   if all(o.count("trained") == len(o) for o in pre.values()):
@@ -100,36 +102,6 @@ def row_edges() -> list[str]:
 def survival_cells() -> list[dict[str, str]]:
   path = "docs/survival/cells.csv"
   return read(path) if os.path.isfile(os.path.join(ROOT, path)) else []
-
-
-def for_good(cell: dict[str, str]) -> str:
-  """'4 kept': the runs below the margin at every eval from their first passage on."""
-  return f"{cell['escaped_for_good']} kept"
-
-
-def odds_by_cell(cells: list[dict[str, str]], long: bool) -> str:
-  """'Post-LN 12L: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
-  'Post-LN 12 layers 11/12 at 5e-4, ...' (short), a group per (variant, depth)."""
-  groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-  for c in cells:
-    groups.setdefault((c["variant"], c["num_layers"]), []).append(c)
-  out = []
-  for (variant, depth), members in groups.items():
-    if long:
-      parts = [
-        f"{lr_text(float(c['lr']))} {c['escaped']}/{c['seeds']} "
-        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
-        for c in members
-      ]
-      out.append(f"{LABEL[variant]} {depth}L: " + ", ".join(parts))
-    else:
-      parts = [
-        f"{c['escaped']}/{c['seeds']} at {lr_text(float(c['lr']))}"
-        + (f" ({for_good(c)})" if c["escaped_for_good"] != c["escaped"] else "")
-        for c in members
-      ]
-      out.append(f"{LABEL[variant]} {depth} layers " + ", ".join(parts))
-  return "; ".join(out)
 
 
 def row_survival() -> list[str] | None:
@@ -204,7 +176,7 @@ def row_grad_norms() -> list[str]:
     (r["config"], int(r["depth"])): float(r["last_w2_grad_norm"]) / float(r["first_w2_grad_norm"])
     for r in rows
   }
-  at24 = ", ".join(f"{LABEL[v]} {ratio[(v, 24)]:.1f}x" for v in MAIN if (v, 24) in ratio)
+  at24 = ", ".join(f"{variant_label(v)} {ratio[(v, 24)]:.1f}x" for v in MAIN if (v, 24) in ratio)
   post = ", ".join(
     f"{ratio[('postnorm', d)]:.2f}x at {d}" for d in sorted(d for v, d in ratio if v == "postnorm")
   )
@@ -355,7 +327,7 @@ def row_param_edges() -> list[str] | None:
         trained = b and "trained" in cells.get((variant, d, float(b["grid_best_lr"])), [])
         losses.append(f"{float(b['grid_best_loss']):.3f}" if trained else "-")
       text.append(f"{name} {edges} (best loss {' / '.join(losses)})")
-    parts.append(f"{LABEL[variant]}: " + ", ".join(text))
+    parts.append(f"{variant_label(variant)}: " + ", ".join(text))
   if not parts:
     return None
   at = " / ".join(str(d) for d in sorted(all_depths))
@@ -388,7 +360,7 @@ def row_width() -> list[str] | None:
         continue
       fail = f", stuck at {lr_text(float(r['failing_lr']))}" if r["failing_lr"] else ""
       cells.append(f"best {lr_text(float(r['best_lr']))}{fail}")
-    parts.append(f"{LABEL[variant]} " + " / ".join(cells))
+    parts.append(f"{variant_label(variant)} " + " / ".join(cells))
   runs = [r for r in read("docs/width/results.csv") if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)
   at = " / ".join(str(d) for d in widths)
@@ -421,7 +393,7 @@ def row_second_corpus() -> list[str] | None:
       e = edges.get((variant, c))
       reach.append(edge(lr_cells_of([r for r in rows if r["data"] == c]), variant, 12))
       best.append(lr_text(float(e["best_lr"])) if e and e["best_lr"] else "none")
-    parts.append(f"{LABEL[variant]} to {' / '.join(reach)}, best {' / '.join(best)}")
+    parts.append(f"{variant_label(variant)} to {' / '.join(reach)}, best {' / '.join(best)}")
   seeds = sorted({r["seed"] for r in rows if r["data"] != "stdlib bytes"}, key=int)
   names = " / ".join(short.get(c, c) for c in corpora)
   extra = f", {seeds[0]}-{seeds[-1]} on Shakespeare next to edges" if len(seeds) > 1 else ""
@@ -488,142 +460,30 @@ def render() -> str:
   return "\n".join(lines)
 
 
-SURVIVAL_BEGIN = "<!-- survival: written by scripts/claims.py from docs/survival/; edit there -->"
-SURVIVAL_END = "<!-- end of survival -->"
-
-
-def grid_escapes() -> dict[tuple, str]:
-  """(variant, depth, lr, seed) -> escape_step ('' when none) of the 1,000-step lr grid."""
-  return {
-    (r["variant"], int(r["num_layers"]), float(r["opt.lr"]), int(r["seed"])): r["escape_step"]
-    for r in read("docs/lr_sensitivity/results.csv")
-  }
-
-
 def render_survival() -> str:
-  """docs/results.md's escape-probability section."""
+  """docs/results.md's escape-probability section (resnorm_jax/tools/survival_section.py)."""
   cells = survival_cells()
-  lines = [SURVIVAL_BEGIN]
-  if not cells:
-    lines += ["No survival run has finished yet (configs/sweeps/survival.py).", SURVIVAL_END]
-    return "\n".join(lines)
-  runs = read("docs/survival/runs.csv")
-  horizon = int(cells[0]["horizon"])
-  base = sorted({round(float(r["periodic_baseline"]), 3) for r in runs})
-  lines += [
-    f"One protocol for every cell: no warmup, constant lr, batch 16 x 128, a periodic eval every "
-    f"25 steps on the same 8,192 held-out tokens (their no-context loss "
-    f"{' / '.join(f'{b:.3f}' for b in base)}), {horizon:,} steps. The event is a run's first "
-    "periodic eval 0.1 nats or more below that no-context loss (its first passage); a relapse is "
-    "a later eval back above it; escaped for good is below at every eval to the end (the "
-    "project's escape step). Intervals are exact (Clopper-Pearson) 95% intervals of k of n; "
-    "the survival curves are Kaplan-Meier with Greenwood's interval. A run that never escaped "
-    "is described by its late slope (second half) with its standard error: falling, flat or "
-    "rising at 2 standard errors.",
-    "",
-    "| cell | escaped by step " + f"{horizon:,}" + " | 95% interval | first passages (steps) | "
-    "relapsed | escaped for good | escaped at margin 0.05 / 0.1 / 0.2 | never escaped: falling "
-    "/ flat / rising |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- |",
-  ]
-  for c in cells:
-    name = f"{LABEL.get(c['variant'], c['variant'])}, {c['num_layers']} layers, lr " + lr_text(
-      float(c["lr"])
-    )
-    lines.append(
-      f"| {name} | {c['escaped']} of {c['seeds']} | {float(c['ci_lo']):.3f}-"
-      f"{float(c['ci_hi']):.3f} | {c['first_passages'] or 'none'} | {c['relapsed_runs']} | "
-      f"{c['escaped_for_good']} | {c['escaped_m0.05']} / {c['escaped_m0.1']} / "
-      f"{c['escaped_m0.2']} | {c['never_falling']} / {c['never_flat']} / {c['never_rising']} |"
-    )
-  relapsed = [r for r in runs if r["relapses"] and int(r["relapses"]) > 0]
-  if relapsed:
-    lines += [
-      "",
-      "Relapses: "
-      + "; ".join(
-        f"{r['name']} first came {0.1:g} below at step {int(r['first_passage']):,} and was back "
-        f"above at step{'s' if len(r['relapse_steps'].split()) > 1 else ''} "
-        f"{', '.join(f'{int(x):,}' for x in r['relapse_steps'].split())} (below at "
-        f"{float(r['fraction_below']):.0%} of its evals, last eval "
-        f"{r['final_eval_gap']} "
-        f"from the no-context loss, late trend {r['late_trend']})"
-        for r in relapsed
-      )
-      + ": an escape at the edge need not last.",
-    ]
-  # The same seeds in the 1,000-step grid: same config and seed, so the same batches and init.
-  grid = grid_escapes()
-  same, differ = 0, []
-  for r in runs:
-    key = (r["variant"], int(r["num_layers"]), float(r["opt.lr"]), int(r["seed"]))
-    if key not in grid:
-      continue
-    first = r["first_passage"]
-    old = grid[key]
-    early = first if first and int(first) <= 1000 else ""
-    if (early == "") == (old == ""):
-      same += 1
-    else:
-      differ.append(f"{r['name']} (grid {old or 'never'}, here {first or 'never'})")
-  lines += [
-    "",
-    f"Seeds shared with the 1,000-step loss-vs-lr grid (same config and seed: the same init and "
-    f"batches): {same} of {same + len(differ)} agree on whether the run escaped by step 1,000"
-    + (f"; they differ on {', '.join(differ)}" if differ else "")
-    + ". Data: `docs/survival/runs.csv`, `docs/survival/cells.csv`; figure: "
-    "[survival.png](survival/survival.png).",
-    SURVIVAL_END,
-  ]
-  return "\n".join(lines)
+  runs = read("docs/survival/runs.csv") if cells else []
+  return survival_section.render(cells, runs, read("docs/lr_sensitivity/results.csv"))
 
 
 def section(text: str, begin: str = BEGIN, end: str = END) -> str | None:
-  """The text between the markers (markers included), None when absent."""
-  if begin not in text or end not in text:
-    return None
-  start = text.index(begin)
-  return text[start : text.index(end, start) + len(end)]
+  """The README's Results section of `text` (markers included), None when absent."""
+  return doc_sections.section(text, begin, end)
 
 
 RESULTS_MD = os.path.join(ROOT, "docs", "results.md")
 # (file, begin marker, end marker, renderer): every generated section
 SECTIONS = (
   (README, BEGIN, END, render),
-  (RESULTS_MD, SURVIVAL_BEGIN, SURVIVAL_END, render_survival),
+  (RESULTS_MD, survival_section.BEGIN, survival_section.END, render_survival),
 )
 
 
 def check(path: str = README) -> list[str]:
   """The differences between a file's generated sections (those of the file of the same name:
   README.md, results.md) and the data's: empty when they agree."""
-  problems = []
-  for target, begin, end, make in SECTIONS:
-    if os.path.basename(target) != os.path.basename(path):
-      continue
-    with open(path) as f:
-      have = section(f.read(), begin, end)
-    if have is None:
-      problems.append(f"{path}: no results markers ({begin!r} ... {end!r})")
-      continue
-    want = make()
-    if have != want:
-      problems += difflib.unified_diff(have.splitlines(), want.splitlines(), path, "data", n=0)
-  return problems
-
-
-def write(path: str) -> None:
-  with open(path) as f:
-    text = f.read()
-  for target, begin, end, make in SECTIONS:
-    if os.path.basename(target) != os.path.basename(path):
-      continue
-    have = section(text, begin, end)
-    if have is None:
-      sys.exit(f"{path}: add the markers {begin!r} and {end!r} where the section goes")
-    text = text.replace(have, make())
-  with open(path, "w") as f:
-    f.write(text)
+  return doc_sections.check(path, SECTIONS)
 
 
 def main() -> None:
@@ -633,7 +493,10 @@ def main() -> None:
   paths = (README, RESULTS_MD)
   if args.write:
     for path in paths:
-      write(path)
+      try:
+        doc_sections.write(path, SECTIONS)
+      except ValueError as e:
+        sys.exit(str(e))
   problems = [p for path in paths for p in check(path)]
   if problems:
     print("\n".join(problems))

@@ -86,9 +86,10 @@ def variant_order(names) -> list[str]:
   return sorted(set(names), key=lambda v: (known.index(v) if v in known else len(known), v))
 
 
-def lr_label(lr: float) -> str:
-  """A learning rate as every figure and the docs write it: 1.25e-4, 5e-4, 3.2e-2."""
-  mantissa, exponent = f"{lr:.2e}".split("e")
+def lr_label(lr: float, digits: int = 3) -> str:
+  """A learning rate as every figure and the docs write it: 1.25e-4, 5e-4, 3.2e-2; `digits`
+  significant digits at most (the docs' text takes 4: a halved grid's 3.125e-5)."""
+  mantissa, exponent = f"{lr:.{digits - 1}e}".split("e")
   return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
