@@ -5,6 +5,7 @@ across lrs, and lrs are written one way (style.lr_label)."""
 
 import colorsys
 import glob
+import itertools
 import json
 import math
 import os
@@ -91,6 +92,16 @@ def test_no_status_colour_is_or_looks_like_a_variant_colour():
     nearest = min(math.dist(_rgb(status), _rgb(v)) for v in variants)
     assert nearest >= style.STATUS_DISTANCE, (status, nearest)
   assert set(boundary.CELL_COLORS.values()) <= {*style.STATUS_COLORS.values(), style.SPLIT_COLOR}
+
+
+def test_every_named_variant_has_its_own_colour_told_apart_from_the_others():
+  """Two variants in one figure never share a colour or one too close to tell apart."""
+  colours = style.VARIANT_COLORS
+  configs = glob.glob(os.path.join(ROOT, "configs", "*_96L.py"))
+  named = {os.path.basename(p)[: -len("_96L.py")] for p in configs}
+  assert len(named) >= 20 and named <= set(colours), named - set(colours)
+  for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):
+    assert math.dist(_rgb(ca), _rgb(cb)) >= 50, (a, ca, b, cb)
 
 
 def _lr_rows():

@@ -38,7 +38,8 @@ def text_color(face: str) -> str:
 
 
 # One colour per variant in every figure (the main three first: Post-LN red, Pre-LN blue,
-# DeepNorm green); any 13 variants one figure shows together are told apart. Close relatives
+# DeepNorm green); any two are at least 50 apart in RGB (tests/test_figures_rule.py), so the
+# variants one figure shows together are told apart. Close relatives
 # share a hue (deepnorm_frozen a lighter green, postnorm_deepinit a lighter red).
 VARIANT_COLORS = {
   "postnorm": "#d62728",
@@ -60,9 +61,15 @@ VARIANT_COLORS = {
   "parallel": "#f7b6d2",
   "deepnorm_frozen": "#98df8a",
   "postnorm_deepinit": "#ff9896",
+  # the 2025-26 variants (mHC a magenta beside hyper-connections' pink)
+  "mhc": "#f0027f",
+  "hybridnorm": "#6a3d9a",
+  "denseformer": "#a6761d",
+  "valueres": "#393b79",
+  "derf": "#d6616b",
 }
 # A variant not named above: a fixed colour from its name (the same in every figure and run).
-_OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
+_OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 
 
 def variant_color(name: str) -> str:
