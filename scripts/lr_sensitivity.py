@@ -14,6 +14,8 @@ landing gives partial curves) and writes into --out_dir:
                    missing some of the sweep's lrs is noted as partial
   curves.png       capped final eval loss against lr, a panel per depth, a line per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
+  literature.png   curves.png for the 2025-26 variants (configs/sweeps/literature.py) beside
+                   Pre-LN, Post-LN and hyper-connections, at the depths they were run
 The rules are resnorm_jax/tools/lr_sensitivity.py's, the rows lr_sweep_rows.py's. No JAX here.
 """
 
@@ -24,6 +26,19 @@ import os
 import sys
 
 from resnorm_jax.tools import lr_figures, lr_sensitivity, lr_sweep_rows  # (no JAX)
+
+# The 2025-26 variants (configs/sweeps/literature.py) and the three they are read against:
+# Pre-LN (most are Pre-LN-based), Post-LN, hyper-connections (mHC's direct contrast).
+LITERATURE = ("mhc", "hybridnorm", "denseformer", "valueres", "derf")
+CONTRASTS = ("prenorm", "postnorm", "hyperconn")
+
+
+def literature_rows(rows: list[dict]) -> list[dict]:
+  """The rows of literature.png: those variants and their contrasts at the depths where one of
+  LITERATURE has a finished run."""
+  depths = {r["num_layers"] for r in rows if r["variant"] in LITERATURE}
+  keep = set(LITERATURE) | set(CONTRASTS)
+  return [r for r in rows if r["variant"] in keep and r["num_layers"] in depths]
 
 
 def main() -> None:
@@ -36,6 +51,9 @@ def main() -> None:
   rows = lr_sweep_rows.finished_rows(args.runs)
   grid = lr_sweep_rows.grid_lrs(args.runs)
   paths = lr_figures.write_outputs(rows, args.out_dir, grid)
+  if literature_rows(rows):
+    out = os.path.join(args.out_dir, "literature.png")
+    paths["literature.png"] = lr_figures.plot_curves(literature_rows(rows), out)
   table = lr_sensitivity.sensitivity_table(rows, grid=grid)
   print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sweep_rows.setting_title(rows)})")
   for t in table:

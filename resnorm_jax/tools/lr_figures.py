@@ -7,6 +7,7 @@ The rows are lr_sweep_rows.py's, the sensitivity lr_sensitivity.py's. No JAX her
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -61,10 +62,12 @@ def draw_curves(rows: Sequence[Mapping[str, Any]]):
     plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
   ]
   axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-  fig.suptitle(
-    f"Final eval loss against lr\n{setting_title(rows)}; every run a marker, "
-    "the seed mean a bar where an lr has several seeds"
+  setting = (
+    f"{setting_title(rows)}; every run a marker, the seed mean a bar where an lr has several seeds"
   )
+  # wrapped to the figure's width: a one-panel figure cut the line at both ends
+  width = int(fig.get_figwidth() * 11)
+  fig.suptitle("Final eval loss against lr\n" + textwrap.fill(setting, width))
   return fig
 
 
