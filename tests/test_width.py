@@ -139,27 +139,43 @@ def test_grid_names_carry_every_axis_and_width_128_comes_first():
   points = sweep_grid.load_grid(os.path.join(ROOT, "configs", "sweeps", "width.py"))
   names = [p.name for p in points]
   assert len(names) == len(set(names))
-  widths = [p.overrides["model.d_model"] for p in points]
-  assert widths == sorted(widths)  # every 128 point before any 256 point
+  mup = [p for p in points if p.overrides.get("model.width_param") == "mup"]
+  sp = [p for p in points if p not in mup]
+  assert points == sp + mup  # the muP tier last
+  for tier in (sp, mup):  # every 128 point before any 256 point
+    widths = [p.overrides["model.d_model"] for p in tier]
+    assert widths == sorted(widths)
   for p in points:
     o, d = p.overrides, p.overrides["model.d_model"]
-    assert p.name == f"{p.config.split('/')[1][:-7]}-L12-d{d}-lr{o['opt.lr']:g}-s{o['seed']}"
+    tag = "-mup" if p in mup else ""
+    variant = p.config.split("/")[1][:-7]
+    assert p.name == f"{variant}-L12-d{d}{tag}-lr{o['opt.lr']:g}-s{o['seed']}"
     assert (o["model.num_heads"], o["model.d_ff"]) == (d // 16, 4 * d)
     assert (o["train.steps"], o["train.eval_every"], o["opt.warmup_steps"]) == (1000, 50, 0)
-  seed0_128 = [
-    p for p in points if p.overrides["seed"] == 0 and p.overrides["model.d_model"] == 128
-  ]
+    if p in mup:
+      assert o["model.base_width"] == 64 and variant in ("postnorm", "prenorm")
+  # muP: 5 lrs at 64 and 128, 3 at 256, for Post-LN and Pre-LN
+  count = {(v, d): 0 for v in ("postnorm", "prenorm") for d in (64, 128, 256)}
+  for p in mup:
+    count[(p.config.split("/")[1][:-7], p.overrides["model.d_model"])] += 1
+  assert count == {k: 3 if k[1] == 256 else 5 for k in count}
+  seed0_128 = [p for p in sp if p.overrides["seed"] == 0 and p.overrides["model.d_model"] == 128]
   assert names[: len(seed0_128)] == [p.name for p in seed0_128]  # tier 1 first
   for variant in ("postnorm", "prenorm", "deepnorm"):
     assert len([p for p in seed0_128 if p.name.startswith(variant)]) >= 5
 
 
-def fake_run(root, variant, d_model, lr, seed, loss, *, outcome_loss=None, logit_max=(2.0, 9.0)):
-  """A finished width run folder as the sweep leaves it, with the diagnostics logged."""
-  run = os.path.join(root, f"{variant}-L12-d{d_model}-lr{lr:g}-s{seed}")
+def fake_run(
+  root, variant, d_model, lr, seed, loss, *, outcome_loss=None, logit_max=(2.0, 9.0), mup=False
+):
+  """A finished width run folder as the sweep leaves it, with the diagnostics logged; `mup`:
+  under model.width_param=mup (else no width_param key, as in configs from before it)."""
+  run = os.path.join(root, f"{variant}-L12-d{d_model}{'-mup' if mup else ''}-lr{lr:g}-s{seed}")
   os.makedirs(run)
   diverged = outcome_loss == "nan"
   model = {"num_layers": 12, "d_model": d_model, "num_heads": d_model // 16, "vocab_size": 256}
+  if mup:
+    model.update(width_param="mup", base_width=64)
   files = {
     "sweep_point.json": {
       "config": f"configs/{variant}_96L.py",
@@ -206,6 +222,19 @@ def fake_run(root, variant, d_model, lr, seed, loss, *, outcome_loss=None, logit
   with open(os.path.join(run, "metrics.jsonl"), "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in rows)
   return run
+
+
+def test_width_rows_keep_one_width_parametrization(tmp_path):
+  from resnorm_jax.tools import width
+
+  fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.9)
+  fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.8, mup=True)
+  fake_run(tmp_path, "prenorm", 64, 4e-3, 0, 1.85, mup=True)
+  sp = width.run_rows(str(tmp_path))
+  mup = width.run_rows(str(tmp_path), "mup")
+  assert [r["name"] for r in sp] == ["prenorm-L12-d128-lr0.004-s0"]
+  assert sorted((r["d_model"], r["final_eval_loss"]) for r in mup) == [(64, 1.85), (128, 1.8)]
+  assert "muP" in width.axis("mup").title and "standard" in width.axis().title
 
 
 def _reference_csv(path):
@@ -301,6 +330,20 @@ def test_width_script_on_fake_runs(tmp_path, run_script, read_csv):
   assert edges[256]["lr_sensitivity"] == ""  # 2 lrs: not computed
   for name in ("curves.png", "edges.png"):
     assert (out / name).stat().st_size > 10_000
+  # the muP runs alone, their own d_model-64 column (no reference rows), into their folder;
+  # the sp tables above never saw them
+  fake_run(runs, "postnorm", 64, 2.5e-4, 0, 2.4, mup=True)
+  fake_run(runs, "postnorm", 128, 2.5e-4, 0, 2.3, mup=True)
+  assert "-mup-" not in (out / "results.csv").read_text()
+  r = run_script(
+    ["scripts/width.py", f"--runs={runs}", "--width_param=mup", f"--out_dir={out}/mup"]
+  )
+  assert r.returncode == 0, r.stderr
+  mup_rows = read_csv(out / "mup" / "results.csv")
+  assert [(r["name"], r["d_model"]) for r in mup_rows] == [
+    ("postnorm-L12-d64-mup-lr0.00025-s0", "64"),
+    ("postnorm-L12-d128-mup-lr0.00025-s0", "128"),
+  ]
   assert width.diagnostics(str(running)) == {
     "attn_logit_max_first": None,
     "attn_logit_max_peak": None,

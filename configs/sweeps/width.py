@@ -17,9 +17,12 @@ Tiers, in priority order (a sweep stopped part-way has decided the most it could
   3. d_model 256, seed 0: Post-LN and Pre-LN at 3 lrs around the edge at 128 (its upper
      cell, the lower, and half the lower: standard parametrization expects the edge to fall
      with width), DeepNorm the same, last.
-  This grid is standard parametrization only. The muP width multiplier
-  (model.width_param=mup with model.base_width=64, resnorm_jax/model/width_param.py) makes
-  the muP column of the same lrs a matter of one more override; it is not in this grid yet.
+  4. muP (model.width_param=mup, model.base_width=64: resnorm_jax/model/width_param.py),
+     Post-LN and Pre-LN, seed 0: 5 lrs at d_model 64 and 128 around the d_model-64 edge and
+     best, then 3 at 256. Under muP the best lr and the edge should stay put as width grows;
+     at 64 (m_d = 1) muP differs from sp only by the attention scale 1/d_head, so its own
+     d_model-64 column is run rather than taken from the sp grid. Names carry `-mup-`;
+     `python scripts/width.py --width_param=mup` reads them (docs/width/mup/).
 
 EDGE_128 holds each variant's (last cell that trains, first that fails) at d_model 128, set
 from docs/width/edges.csv once tier 1 ran; names carry every axis, so a rerun keeps finished
@@ -32,6 +35,9 @@ points and runs only new cells.
   python scripts/sweep.py --grid=configs/sweeps/width.py --jobs=auto \
       --sweep_dir=docs/width/runs                               # tier 3
   python scripts/width.py   # docs/width/results.csv, edges.csv, curves.png, edges.png
+  python scripts/sweep.py --grid=configs/sweeps/width.py --jobs=auto \
+      --sweep_dir=docs/width/runs --filter='-mup-'                # tier 4
+  python scripts/width.py --width_param=mup   # docs/width/mup/
 
 Cost on one pinned core, measured (docs/width/README.md): per 1,000-step run about 13.5 min
 of the core's own time at d_model 128 and 35 at 256 (tier 1 4.1 core-hours, tier 2 2.7,
@@ -68,11 +74,23 @@ def lrs_256(variant: str) -> tuple[float, ...]:
   return (lo, lo / 2, hi)
 
 
-def _point(variant: str, d_model: int, lr: float, seed: int) -> dict:
+# Tier 4's lrs per variant in run order (muP): the d_model-64 edge's cells and best first.
+MUP_RUN_ORDER = {
+  "postnorm": (5e-4, 1e-3, 2.5e-4, 1.25e-4, 2e-3),
+  "prenorm": (4e-3, 8e-3, 2e-3, 1.6e-2, 1e-3),
+}
+MUP_WIDTHS = (64, 128, 256)
+MUP_LRS_AT_256 = 3  # the first 3 of MUP_RUN_ORDER
+
+
+def _point(variant: str, d_model: int, lr: float, seed: int, width_param: str = "sp") -> dict:
+  param = {} if width_param == "sp" else {"model.width_param": width_param, "model.base_width": 64}
+  tag = "" if width_param == "sp" else f"-{width_param}"
   return {
-    "name": f"{variant}-L{NUM_LAYERS}-d{d_model}-lr{lr:g}-s{seed}",
+    "name": f"{variant}-L{NUM_LAYERS}-d{d_model}{tag}-lr{lr:g}-s{seed}",
     "config": f"configs/{variant}_96L.py",
     "overrides": {
+      **param,
       "model.num_layers": NUM_LAYERS,
       "model.d_model": d_model,
       "model.num_heads": d_model // HEAD_DIM,
@@ -100,4 +118,10 @@ TIER2 = [_point(v, 128, lr, s) for s in SEEDS_AT_EDGE for v in VARIANTS for lr i
 TIER3 = [_point(v, 256, lrs_256(v)[r], 0) for r in range(3) for v in VARIANTS[:2]] + [
   _point("deepnorm", 256, lr, 0) for lr in lrs_256("deepnorm")
 ]
-GRID = TIER1 + TIER2 + TIER3
+TIER4 = [
+  _point(v, d, lrs[r], 0, "mup")
+  for d in MUP_WIDTHS
+  for r in range(MUP_LRS_AT_256 if d == 256 else 5)
+  for v, lrs in MUP_RUN_ORDER.items()
+]
+GRID = TIER1 + TIER2 + TIER3 + TIER4

@@ -75,16 +75,21 @@ def diagnostics(run_dir: str) -> dict[str, float | None]:
   return out
 
 
-def run_rows(runs_dir: str) -> list[Row]:
-  """The finished runs of the width sweep, with width, heads and diagnostics."""
+def run_rows(runs_dir: str, width_param: str = "sp") -> list[Row]:
+  """The finished runs of the width sweep under `width_param` (sp or mup: a run's
+  model.width_param, sp in configs from before the key), with width, heads and diagnostics."""
   rows = lr_sweep_rows.finished_rows(runs_dir)
+  kept = []
   for r in rows:
     run_dir = os.path.join(runs_dir, r["name"])
     config = read_json(os.path.join(run_dir, "config.json")) or {}
+    if (dotted(config, "model.width_param") or "sp") != width_param:
+      continue
     for key in ("d_model", "num_heads"):
       r[key] = dotted(config, f"resolved_model.{key}") or dotted(config, f"model.{key}")
     r.update(diagnostics(run_dir))
-  return [r for r in rows if r["d_model"]]
+    kept.append(r)
+  return [r for r in kept if r["d_model"]]
 
 
 def reference_rows(csv_path: str, variants: Sequence[str], num_layers: int = NUM_LAYERS):
@@ -96,26 +101,31 @@ def reference_rows(csv_path: str, variants: Sequence[str], num_layers: int = NUM
   return rows
 
 
-AXIS = lr_axis.Axis(
-  key="d_model",
-  order=int,
-  color=width_color,
-  label=lambda d: f"d_model {d}",
-  title=f"Final eval loss against lr by width, {NUM_LAYERS} layers",
-)
+WIDTH_PARAMS = {"sp": "standard parametrization", "mup": "muP (base width 64)"}
+
+
+def axis(width_param: str = "sp") -> lr_axis.Axis:
+  """d_model as the sweep's second axis; the figure's title names the width parametrization."""
+  return lr_axis.Axis(
+    key="d_model",
+    order=int,
+    color=width_color,
+    label=lambda d: f"d_model {d}",
+    title=f"Final eval loss against lr by width, {NUM_LAYERS} layers, {WIDTH_PARAMS[width_param]}",
+  )
 
 
 def edge_table(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
   """A row per (variant, width): lr_axis.edge_row's best, boundary and failing lr."""
-  return lr_axis.edge_table(rows, AXIS)
+  return lr_axis.edge_table(rows, axis())
 
 
-def draw_curves(rows: Sequence[Mapping[str, Any]]):
+def draw_curves(rows: Sequence[Mapping[str, Any]], width_param: str = "sp"):
   """Capped final eval loss against lr: a panel per variant, a colour per width."""
-  return lr_axis.draw_curves(rows, AXIS)
+  return lr_axis.draw_curves(rows, axis(width_param))
 
 
-def draw_edges(table: Sequence[Mapping[str, Any]]):
+def draw_edges(table: Sequence[Mapping[str, Any]], width_param: str = "sp"):
   """Best lr (open squares, dotted) and failing lr (filled, solid) against width per variant."""
   plt = pyplot()
   fig, ax = plt.subplots(figsize=(6.8, 4.4))
@@ -139,11 +149,13 @@ def draw_edges(table: Sequence[Mapping[str, Any]]):
   ax.plot([], [], ":s", mfc="white", color="0.35", label="best lr")
   ax.plot([], [], "-o", color="0.35", label="failing lr (plateau or divergence)")
   ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
-  ax.set_title(f"Edges against width, {NUM_LAYERS} layers")
+  ax.set_title(f"Edges against width, {NUM_LAYERS} layers, {WIDTH_PARAMS[width_param]}")
   return fig
 
 
-def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, str]:
+def write_outputs(
+  rows: Sequence[Mapping[str, Any]], out_dir: str, width_param: str = "sp"
+) -> dict[str, str]:
   """results.csv, edges.csv, curves.png and edges.png in `out_dir`."""
   os.makedirs(out_dir, exist_ok=True)
   names = ("results.csv", "edges.csv", "curves.png", "edges.png")
@@ -151,6 +163,6 @@ def write_outputs(rows: Sequence[Mapping[str, Any]], out_dir: str) -> dict[str, 
   table = edge_table(rows)
   lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
   lr_sweep_rows.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
-  save_figure(draw_curves(rows), paths["curves.png"])
-  save_figure(draw_edges(table), paths["edges.png"])
+  save_figure(draw_curves(rows, width_param), paths["curves.png"])
+  save_figure(draw_edges(table, width_param), paths["edges.png"])
   return paths
