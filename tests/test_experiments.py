@@ -1,6 +1,7 @@
 """The paper-reproduction tools at tiny size: grad norms at init, model update, grad flow.
 
-Sweeps and their plots are tests/test_sweeps.py.
+Sweeps and their plots are tests/test_sweep_grid.py, test_sweep_runner.py and
+test_sweep_results.py.
 
 The command-line runs start together in subprocesses (they mostly compile) while the pure
 functions are checked here against independent computations.
