@@ -5,10 +5,10 @@ Most tests run `python -m experiments.train` on the smoke config in a subprocess
 metrics.jsonl with one uninterrupted reference run, bit for bit (every value but
 tokens_per_second). The resume runs use model.norm=batchnorm, so the running averages must
 come back too: eval/loss is computed with them. Subprocesses share a persistent
-compilation cache, so each distinct program compiles once per session.
+compilation cache, so each distinct program compiles once per session. The resume policy's
+rules on their own, without a run, are tests/test_resume_policy.py.
 """
 
-import functools
 import glob
 import hashlib
 import json
@@ -24,14 +24,13 @@ import time
 import jax
 import numpy as np
 import pytest
+from batchnorm_smoke import abstract_state as _abstract
+from batchnorm_smoke import config as _config
 
 from configs import smoke
-from resnorm_jax.config import cli, same_experiment
-from resnorm_jax.model import model_def as mdl
-from resnorm_jax.model.config_types import model_config_from
+from resnorm_jax.config import same_experiment
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import checkpoint_integrity, optim, resume_policy
-from resnorm_jax.train import train_step as ts
+from resnorm_jax.train import checkpoint_integrity
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.metrics_file import read_metrics
 
@@ -165,24 +164,6 @@ def reference(env, tmp_path_factory):
 def _copy(src, dst):
   shutil.copytree(src, dst)
   return str(dst)
-
-
-def _abstract(config):
-  """The TrainState shapes of `config`, on one device (restores need no mesh)."""
-  model_def = mdl.make_model_def(model_config_from(config))
-  optimizer = optim.make_optimizer(config.opt, config.train.steps)
-  abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, config.seed))
-  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)
-
-
-def _config(**overrides):
-  config = smoke.get_config()
-  config.model.norm = "batchnorm"
-  for key, value in overrides.items():
-    section, name = key.split("__")
-    config[section][name] = value
-  return config
 
 
 def _run_dict(config, common=True):
@@ -533,69 +514,6 @@ def test_changed_optimizer_structure_is_refused(reference):
   config = _config(opt__name="sgd")
   with pytest.raises(ValueError, match=r"opt\.name \('adam' -> 'sgd'\)"):
     _restore(reference, config)
-
-
-def test_frozen_config_ignores_run_length_and_cadence():
-  def changed(a, b):
-    frozen_a, frozen_b = resume_policy.frozen_config(a), resume_policy.frozen_config(b)
-    return same_experiment.changed_keys(frozen_a, frozen_b, resume_policy.CHECKPOINT)
-
-  a, b = _config().to_dict(), _config(train__steps=999, train__checkpoint_every=3).to_dict()
-  assert changed(a, b) == []
-  assert changed(a, _config(model__residual="rezero").to_dict()) == ["model.residual"]
-
-
-def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
-  config = _config().to_dict()
-  old = resume_policy.frozen_config(config)
-  for key, default in resume_policy.ADDED_KEYS.items():
-    assert old[key] == default, key  # the schema's default
-    del old[key]  # as in a checkpoint written before the key existed
-  meta = {"frozen_config": old, "leaves": {}}
-  resume_policy.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
-  changed = _config(model__hyperconn_rate=2).to_dict()
-  with pytest.raises(ValueError, match=r"model\.hyperconn_rate \(4 -> 2\)"):
-    resume_policy.check_compatible(meta, changed, {}, "ckpt")
-
-
-def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_value():
-  """A checkpoint written before model.attention existed resumes with attention=dense (what
-  it ran), and is refused with attention=fused, naming the key."""
-  config = _config()
-  abstract = _abstract(config)
-  frozen = resume_policy.frozen_config(config.to_dict())
-  old = {k: v for k, v in frozen.items() if k not in resume_policy.ADDED_KEYS}
-  assert "model.attention" in frozen and "model.attention" not in old
-  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
-  meta = {"frozen_config": old, "leaves": leaves}
-  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
-  fused = _config(model__attention="fused").to_dict()
-  with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
-    resume_policy.check_compatible(meta, fused, abstract, "ckpt")
-
-
-def test_checkpoint_predating_the_move_of_model_settings_resumes():
-  """train.remat, scan_unroll and dtype moved to model.*: a checkpoint saved before reads
-  them at the new place. dtype is frozen (from the saved config: train was not frozen),
-  remat and scan_unroll may change on resume as before."""
-  config = _config()
-  abstract = _abstract(config)
-  frozen = resume_policy.frozen_config(config.to_dict())
-  assert frozen["model.dtype"] == "float32"
-  assert "model.remat" not in frozen and "model.scan_unroll" not in frozen
-  moved = {new: old for old, new in cli.MOVED_KEYS.items()}
-  flat = resume_policy.flat_config(config.to_dict())
-  saved_config = {moved.get(k, k): v for k, v in flat.items()}
-  assert saved_config["train.dtype"] == "float32" and "model.dtype" not in saved_config
-  old = {k: v for k, v in frozen.items() if k not in moved}  # the old frozen config
-  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
-  meta = {"frozen_config": old, "config": saved_config, "leaves": leaves}
-  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
-  remat = _config(model__remat="full", model__scan_unroll=2)
-  resume_policy.check_compatible(meta, remat.to_dict(), _abstract(remat), "ckpt")
-  bf16 = _config(model__dtype="bfloat16")
-  with pytest.raises(ValueError, match=r"model\.dtype \('float32' -> 'bfloat16'\)"):
-    resume_policy.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
 
 
 # --- divergence and signals ----------------------------------------------------------------

@@ -1,0 +1,77 @@
+"""Which config changes a checkpoint accepts on resume (resnorm_jax/train/resume_policy.py), on
+its own without training: the frozen config leaves out run length and cadence, and a checkpoint
+written before a key was added or moved resumes at the key's default or old value, and is
+refused, naming the key, when the key changed. The end-to-end refusals (a changed model,
+optimizer, data or config, a second run in a live workdir) run against the reference run of
+tests/test_checkpoint.py.
+"""
+
+import pytest
+from batchnorm_smoke import abstract_state as _abstract
+from batchnorm_smoke import config as _config
+
+from resnorm_jax.config import cli, same_experiment
+from resnorm_jax.train import resume_policy
+
+
+def test_frozen_config_ignores_run_length_and_cadence():
+  def changed(a, b):
+    frozen_a, frozen_b = resume_policy.frozen_config(a), resume_policy.frozen_config(b)
+    return same_experiment.changed_keys(frozen_a, frozen_b, resume_policy.CHECKPOINT)
+
+  a, b = _config().to_dict(), _config(train__steps=999, train__checkpoint_every=3).to_dict()
+  assert changed(a, b) == []
+  assert changed(a, _config(model__residual="rezero").to_dict()) == ["model.residual"]
+
+
+def test_checkpoint_predating_added_keys_resumes_at_their_defaults():
+  config = _config().to_dict()
+  old = resume_policy.frozen_config(config)
+  for key, default in resume_policy.ADDED_KEYS.items():
+    assert old[key] == default, key  # the schema's default
+    del old[key]  # as in a checkpoint written before the key existed
+  meta = {"frozen_config": old, "leaves": {}}
+  resume_policy.check_compatible(meta, config, {}, "ckpt")  # no error: defaults match
+  changed = _config(model__hyperconn_rate=2).to_dict()
+  with pytest.raises(ValueError, match=r"model\.hyperconn_rate \(4 -> 2\)"):
+    resume_policy.check_compatible(meta, changed, {}, "ckpt")
+
+
+def test_checkpoint_predating_a_frozen_key_resumes_while_the_key_keeps_its_old_value():
+  """A checkpoint written before model.attention existed resumes with attention=dense (what
+  it ran), and is refused with attention=fused, naming the key."""
+  config = _config()
+  abstract = _abstract(config)
+  frozen = resume_policy.frozen_config(config.to_dict())
+  old = {k: v for k, v in frozen.items() if k not in resume_policy.ADDED_KEYS}
+  assert "model.attention" in frozen and "model.attention" not in old
+  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
+  meta = {"frozen_config": old, "leaves": leaves}
+  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  fused = _config(model__attention="fused").to_dict()
+  with pytest.raises(ValueError, match=r"model\.attention \('dense' -> 'fused'\)"):
+    resume_policy.check_compatible(meta, fused, abstract, "ckpt")
+
+
+def test_checkpoint_predating_the_move_of_model_settings_resumes():
+  """train.remat, scan_unroll and dtype moved to model.*: a checkpoint saved before reads
+  them at the new place. dtype is frozen (from the saved config: train was not frozen),
+  remat and scan_unroll may change on resume as before."""
+  config = _config()
+  abstract = _abstract(config)
+  frozen = resume_policy.frozen_config(config.to_dict())
+  assert frozen["model.dtype"] == "float32"
+  assert "model.remat" not in frozen and "model.scan_unroll" not in frozen
+  moved = {new: old for old, new in cli.MOVED_KEYS.items()}
+  flat = resume_policy.flat_config(config.to_dict())
+  saved_config = {moved.get(k, k): v for k, v in flat.items()}
+  assert saved_config["train.dtype"] == "float32" and "model.dtype" not in saved_config
+  old = {k: v for k, v in frozen.items() if k not in moved}  # the old frozen config
+  leaves = {k: [*v, 0] for k, v in resume_policy._abstract_table(abstract).items()}
+  meta = {"frozen_config": old, "config": saved_config, "leaves": leaves}
+  resume_policy.check_compatible(meta, config.to_dict(), abstract, "ckpt")
+  remat = _config(model__remat="full", model__scan_unroll=2)
+  resume_policy.check_compatible(meta, remat.to_dict(), _abstract(remat), "ckpt")
+  bf16 = _config(model__dtype="bfloat16")
+  with pytest.raises(ValueError, match=r"model\.dtype \('float32' -> 'bfloat16'\)"):
+    resume_policy.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
