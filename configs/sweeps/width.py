@@ -10,7 +10,8 @@ one of width, not of head shape (the usual width ladders keep the head dim too);
 kind of failure a run above its edge shows.
 
 Tiers, in priority order (a sweep stopped part-way has decided the most it could):
-  1. d_model 128, seed 0: Post-LN, Pre-LN and DeepNorm at 6 lrs each in factors of 2 around
+  1. d_model 128, seed 0: Post-LN, Pre-LN and DeepNorm at 6 lrs each (DeepNorm 7: its best at
+     128 came out at the smallest of the first 6) in factors of 2 around
      their d_model-64 edge and best (docs/lr_sensitivity/results.csv, 12 layers), the cells
      that decide the edges first, each rank for every variant before the next.
   2. d_model 128, seeds 1 and 2 at the two cells next to each edge (EDGE_128).
@@ -55,7 +56,8 @@ STEPS = 1000
 RUN_ORDER_128 = {
   "postnorm": (5e-4, 1e-3, 2.5e-4, 2e-3, 1.25e-4, 6.25e-5),
   "prenorm": (4e-3, 8e-3, 1.6e-2, 2e-3, 1e-3, 3.2e-2),
-  "deepnorm": (4e-3, 8e-3, 2e-3, 1e-3, 1.6e-2, 5e-4),
+  "deepnorm": (4e-3, 8e-3, 2e-3, 1e-3, 1.6e-2, 5e-4, 2.5e-4),  # 2.5e-4: its best at 128 was
+  # the smallest lr run (5e-4)
 }
 # (last lr that trains, first that fails) at d_model 128: the d_model-64 edge until tier 1
 # lands (Pre-LN's: the boundary lr, 0.1 nats from its best, and the next cell).
