@@ -266,6 +266,48 @@ def row_later() -> list[str]:
   ]
 
 
+LITERATURE = {
+  "hybridnorm": "HybridNorm",
+  "mhc": "mHC",
+  "denseformer": "DenseFormer",
+  "valueres": "value residuals",
+  "derf": "Derf",
+}
+
+
+def row_literature() -> list[str] | None:
+  """The 2025-26 variants on the loss-vs-lr grid at 6 layers: each one's best lr and loss
+  (seed 0) and the largest lr that trains, beside Pre-LN's; the lrs not run yet named."""
+  rows = [r for r in read("docs/lr_sensitivity/results.csv") if r["num_layers"] == "6"]
+  if not any(r["variant"] in LITERATURE for r in rows):
+    return None
+  cells = lr_cells_of(rows)
+  grid = sorted({float(r["opt.lr"]) for r in rows if r["variant"] == "prenorm"})
+  parts, partial = [], []
+  for v, name in (*LITERATURE.items(), ("prenorm", "Pre-LN")):
+    mine = [r for r in rows if r["variant"] == v and r["seed"] == "0"]
+    if not mine:
+      partial.append(f"{name} 0")
+      continue
+    best = min(mine, key=lambda r: float(r["capped_loss"]))
+    blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
+    parts.append(
+      f"{name} {lr_text(float(best['opt.lr']))} ({float(best['capped_loss']):.3f}) / "
+      + edge(cells, v, 6)
+      + (f" (diverged at {', '.join(blew)})" if blew else "")
+    )
+    if len(mine) < len(grid):
+      partial.append(f"{name} {len(mine)}")
+  run = f"; lrs run: {', '.join(partial)} of {len(grid)}" if partial else ""
+  return [
+    "The 2025-26 variants at 6 layers",
+    "best lr (loss) / largest that trains: " + "; ".join(parts),
+    f"1,000 steps, no warmup, constant lr {lr_text(grid[0])} to {lr_text(grid[-1])}; seed 0"
+    f"{run}; stdlib",
+    "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
+  ]
+
+
 def row_depth_transfer() -> list[str] | None:
   path = "docs/depth_transfer/slopes.csv"
   if not os.path.exists(os.path.join(ROOT, path)):
@@ -417,6 +459,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_update_bound,
   row_1000,
   row_later,
+  row_literature,
   row_depth_transfer,
   row_param_edges,
   row_width,
@@ -430,11 +473,16 @@ def answer() -> str:
   depths = sorted({d for (_, d, _) in cells})
   post = ", ".join(f"{edge(cells, 'postnorm', d)} at {d}" for d in depths)
   runs = read("docs/lr_sensitivity/results.csv") + read("docs/lr_sensitivity/budget.csv")
-  diverged = sum(r["outcome"] == "diverged" for r in runs)
+  diverged = [r for r in runs if r["outcome"] == "diverged"]
+  which = ", ".join(
+    f"{LITERATURE.get(r['variant'], variant_label(r['variant']))} at {r['num_layers']} layers, "
+    f"lr {lr_text(float(r['opt.lr']))}"
+    for r in diverged
+  )
   text = (
     "**The answer:** without warmup, deep Post-LN is stuck, not unstable: above an lr that "
-    f"falls with depth ({post} layers) it stays on the no-context plateau ({diverged} of "
-    f"{len(runs)} runs diverged)"
+    f"falls with depth ({post} layers) it stays on the no-context plateau ({len(diverged)} of "
+    f"{len(runs)} runs diverged{': ' + which if which else ''})"
   )
   surv = survival_cells()
   if surv:

@@ -116,7 +116,8 @@ class RunLog:
     """Reads step n's metrics (n steps done); logs at intervals; False on divergence."""
     loss, gnorm = float(metrics["loss"]), float(metrics["grad_norm"])
     if not (math.isfinite(loss) and math.isfinite(gnorm)):
-      print(f"step {n}: non-finite loss {loss} (grad norm {gnorm}): diverged", flush=True)
+      what = "loss" if not math.isfinite(loss) else "gradient"
+      print(f"step {n}: non-finite {what} (loss {loss}, grad norm {gnorm}): diverged", flush=True)
       if self.interval_losses:  # the finite steps since the last logged row: the latest loss
         self.last_train = float(np.mean(self.interval_losses))
       self.writer.write(n, {"train/loss": loss, "grad_norm": gnorm})
