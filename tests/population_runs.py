@@ -22,6 +22,18 @@ def ok(proc):
   return proc
 
 
+def child_env(cache_dir) -> dict:
+  """The environment of a test's child processes: CPU, XLA's quickest compile, and one
+  compilation cache (`cache_dir`) their programs share."""
+  return {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "XLA_FLAGS": "--xla_backend_optimization_level=0",
+    "JAX_COMPILATION_CACHE_DIR": str(cache_dir),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  }
+
+
 def python(env, args, **extra_env):
   return subprocess.run(
     [sys.executable, *args],

@@ -13,6 +13,7 @@ import shutil
 import signal
 
 import numpy as np
+import population_runs
 import pytest
 from population_runs import STABLE
 from population_runs import ok as _ok
@@ -75,14 +76,7 @@ app.run(train_population.main, flags_parser=cli.parse_flags_or_exit)
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-  cache = tmp_path_factory.mktemp("jax_cache")
-  return {
-    **os.environ,
-    "JAX_PLATFORMS": "cpu",
-    "XLA_FLAGS": "--xla_backend_optimization_level=0",
-    "JAX_COMPILATION_CACHE_DIR": str(cache),
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-  }
+  return population_runs.child_env(tmp_path_factory.mktemp("jax_cache"))
 
 
 def _points(config: str, members, folder, **overrides) -> list[dict]:

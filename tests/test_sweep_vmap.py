@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+import population_runs
 import pytest
 from population_runs import STABLE
 from population_runs import ok as _ok
@@ -24,14 +25,7 @@ from resnorm_jax.train import population_points
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-  cache = tmp_path_factory.mktemp("jax_cache")
-  return {
-    **os.environ,
-    "JAX_PLATFORMS": "cpu",
-    "XLA_FLAGS": "--xla_backend_optimization_level=0",
-    "JAX_COMPILATION_CACHE_DIR": str(cache),
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-  }
+  return population_runs.child_env(tmp_path_factory.mktemp("jax_cache"))
 
 
 def _grid_point(name, lr, seed, **overrides):
