@@ -17,6 +17,10 @@ perplexity than a deeper plain model of the same size.
 
 from configs import base
 
+# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+LABEL = "DenseFormer"
+COLOR = "#a6761d"
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("denseformer_96L", num_layers=96, arg=arg)

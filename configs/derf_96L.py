@@ -14,6 +14,10 @@ Expected: trains, close to Pre-LN and DyT (the paper reports it above both Layer
 
 from configs import base
 
+# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+LABEL = "Derf"
+COLOR = "#d6616b"
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("derf_96L", num_layers=96, arg=arg)

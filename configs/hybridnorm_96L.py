@@ -17,6 +17,10 @@ its one Post-Norm per layer brings back Post-LN's failure at depth without warmu
 
 from configs import base
 
+# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+LABEL = "HybridNorm"
+COLOR = "#6a3d9a"
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("hybridnorm_96L", num_layers=96, arg=arg)

@@ -18,6 +18,10 @@ layers' residual mixing matrices stays doubly stochastic (its gain bounded) at a
 
 from configs import base
 
+# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+LABEL = "mHC"
+COLOR = "#f0027f"
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("mhc_96L", num_layers=96, arg=arg)

@@ -15,6 +15,10 @@ and less concentrated attention in deep layers.
 
 from configs import base
 
+# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+LABEL = "value residuals"
+COLOR = "#393b79"
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("valueres_96L", num_layers=96, arg=arg)

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from configs.sweeps import literature  # (no JAX)
 from resnorm_jax.tools import doc_sections, survival_section  # (no JAX)
 from resnorm_jax.tools.style import lr_label, variant_label
 from resnorm_jax.tools.survival_section import odds_by_cell
@@ -266,26 +267,24 @@ def row_later() -> list[str]:
   ]
 
 
-LITERATURE = {
-  "hybridnorm": "HybridNorm",
-  "mhc": "mHC",
-  "denseformer": "DenseFormer",
-  "valueres": "value residuals",
-  "derf": "Derf",
-}
+# The 2025-26 variants as their sweep grid names them; each one's name is its named config's LABEL.
+LITERATURE = {v: variant_label(v) for v in literature.VARIANTS}
 
 
-def row_literature() -> list[str] | None:
-  """The 2025-26 variants on the loss-vs-lr grid at 6 layers: each one's best lr and loss
-  (seed 0) and the largest lr that trains, beside Pre-LN's; the lrs not run yet named."""
-  rows = [r for r in read("docs/lr_sensitivity/results.csv") if r["num_layers"] == "6"]
+def _literature_row(depth: int) -> list[str] | None:
+  """The 2025-26 variants on the loss-vs-lr grid at `depth` layers: each one's best lr and
+  loss (seed 0) and the largest lr that trains among those run, beside Pre-LN's on the same
+  lrs; the variants with lrs not run yet named."""
+  rows = [r for r in read("docs/lr_sensitivity/results.csv") if r["num_layers"] == str(depth)]
   if not any(r["variant"] in LITERATURE for r in rows):
     return None
+  ran = {r["opt.lr"] for r in rows if r["variant"] in LITERATURE and r["seed"] == "0"}
+  grid = sorted(float(lr) for lr in ran)
+  rows = [r for r in rows if r["opt.lr"] in ran and r["seed"] == "0"]
   cells = lr_cells_of(rows)
-  grid = sorted({float(r["opt.lr"]) for r in rows if r["variant"] == "prenorm"})
   parts, partial = [], []
   for v, name in (*LITERATURE.items(), ("prenorm", "Pre-LN")):
-    mine = [r for r in rows if r["variant"] == v and r["seed"] == "0"]
+    mine = [r for r in rows if r["variant"] == v]
     if not mine:
       partial.append(f"{name} 0")
       continue
@@ -293,19 +292,33 @@ def row_literature() -> list[str] | None:
     blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
     parts.append(
       f"{name} {lr_text(float(best['opt.lr']))} ({float(best['capped_loss']):.3f}) / "
-      + edge(cells, v, 6)
+      + edge(cells, v, depth)
       + (f" (diverged at {', '.join(blew)})" if blew else "")
     )
     if len(mine) < len(grid):
       partial.append(f"{name} {len(mine)}")
   run = f"; lrs run: {', '.join(partial)} of {len(grid)}" if partial else ""
+  lrs = (
+    f"lr {lr_text(grid[0])} to {lr_text(grid[-1])}"
+    if len(grid) > 3
+    else "lr " + ", ".join(lr_text(lr) for lr in grid)
+  )
   return [
-    "The 2025-26 variants at 6 layers",
+    f"The 2025-26 variants at {depth} layers",
     "best lr (loss) / largest that trains: " + "; ".join(parts),
-    f"1,000 steps, no warmup, constant lr {lr_text(grid[0])} to {lr_text(grid[-1])}; seed 0"
-    f"{run}; stdlib",
+    f"1,000 steps, no warmup, constant {lrs}; seed 0{run}; stdlib",
     "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
   ]
+
+
+def row_literature() -> list[str] | None:
+  """The 2025-26 variants at 6 layers (the grid's 9 lrs)."""
+  return _literature_row(6)
+
+
+def row_literature_24() -> list[str] | None:
+  """The 2025-26 variants at 24 layers (the 3 lrs around Pre-LN's best)."""
+  return _literature_row(24)
 
 
 def row_depth_transfer() -> list[str] | None:
@@ -460,6 +473,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_1000,
   row_later,
   row_literature,
+  row_literature_24,
   row_depth_transfer,
   row_param_edges,
   row_width,
@@ -475,8 +489,7 @@ def answer() -> str:
   runs = read("docs/lr_sensitivity/results.csv") + read("docs/lr_sensitivity/budget.csv")
   diverged = [r for r in runs if r["outcome"] == "diverged"]
   which = ", ".join(
-    f"{LITERATURE.get(r['variant'], variant_label(r['variant']))} at {r['num_layers']} layers, "
-    f"lr {lr_text(float(r['opt.lr']))}"
+    f"{variant_label(r['variant'])} at {r['num_layers']} layers, lr {lr_text(float(r['opt.lr']))}"
     for r in diverged
   )
   text = (

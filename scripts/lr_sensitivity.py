@@ -25,11 +25,12 @@ import argparse
 import os
 import sys
 
+from configs.sweeps import literature  # (no JAX)
 from resnorm_jax.tools import lr_figures, lr_sensitivity, lr_sweep_rows  # (no JAX)
 
-# The 2025-26 variants (configs/sweeps/literature.py) and the three they are read against:
+# The 2025-26 variants, as their sweep grid names them, and the three they are read against:
 # Pre-LN (most are Pre-LN-based), Post-LN, hyper-connections (mHC's direct contrast).
-LITERATURE = ("mhc", "hybridnorm", "denseformer", "valueres", "derf")
+LITERATURE = literature.VARIANTS
 CONTRASTS = ("prenorm", "postnorm", "hyperconn")
 
 

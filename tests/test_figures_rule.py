@@ -83,7 +83,7 @@ def test_an_escape_label_follows_the_escape_step():
 
 
 def test_no_status_colour_is_or_looks_like_a_variant_colour():
-  variants = [*style.VARIANT_COLORS.values(), *style._OTHER_COLORS]
+  variants = [*style.palette().values(), *style._OTHER_COLORS]
   statuses = [*style.STATUS_COLORS.values(), style.SPLIT_COLOR, *boundary.CELL_COLORS.values()]
   for status in statuses:
     assert status not in variants
@@ -95,8 +95,13 @@ def test_no_status_colour_is_or_looks_like_a_variant_colour():
 
 
 def test_every_named_variant_has_its_own_colour_told_apart_from_the_others():
-  """Two variants in one figure never share a colour or one too close to tell apart."""
-  colours = style.VARIANT_COLORS
+  """Two variants in one figure never share a colour or one too close to tell apart; the
+  palette holds the colours the named configs declare (COLOR) beside style.py's own."""
+  colours = style.palette()
+  assert (
+    style.variant_color("mhc")
+    == style.declared(os.path.join(ROOT, "configs", "mhc_96L.py"))["COLOR"]
+  )
   configs = glob.glob(os.path.join(ROOT, "configs", "*_96L.py"))
   named = {os.path.basename(p)[: -len("_96L.py")] for p in configs}
   assert len(named) >= 20 and named <= set(colours), named - set(colours)

@@ -20,9 +20,10 @@ from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax.model import variants
-from resnorm_jax.model.norms import NORMS, Derf, make_norm
+from resnorm_jax.model.norms import make_norm, names
 from resnorm_jax.model.transformer import Transformer
 from resnorm_jax.model.variants import mhc
+from resnorm_jax.model.variants.derf import Derf
 
 SHAPE = dict(TINY, num_layers=3)
 TOKENS = jnp.array([[3, 7, 1, 6], [0, 5, 5, 2]], jnp.int32)
@@ -330,7 +331,7 @@ def test_denseformer_stack_matches_numpy():
 
 
 def test_derf_matches_numpy_erf():
-  assert "derf" in NORMS
+  assert "derf" in names() and "derf" in variants.names("norm")
   with nnx.use_eager_sharding(False):
     norm = make_norm("derf", 8)
   assert isinstance(norm, Derf)

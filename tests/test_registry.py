@@ -15,6 +15,7 @@ import pytest
 
 from conftest import tiny_config
 from resnorm_jax.config import schema, variant_keys
+from resnorm_jax.model import norms as norms_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
@@ -34,6 +35,7 @@ def _modules() -> dict[str, object]:
 # editing this test.
 RESIDUALS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "residual"}
 PLACEMENTS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "norm_position"}
+NORMS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "norm"}
 # {key: its module} of every variant's own key, from the modules' VARIANTS.
 KEYS = {k: name for name, m in _modules().items() for v in m.VARIANTS for k in v.keys}
 
@@ -55,10 +57,12 @@ NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/run_records.p
 def test_registry_lists_every_variant():
   assert set(variants.names("residual")) == RESIDUALS
   assert set(variants.names("norm_position")) == PLACEMENTS
+  assert set(variants.names("norm")) == NORMS
+  assert set(norms_lib.names()) == set(norms_lib.BUILT_IN) | NORMS  # model.norm's values
   # standard.py holds the original residuals, residual.py's rules.
   assert set(residual_lib.RESIDUALS) <= RESIDUALS
   every = variants.every()
-  assert len(every) == len(variants.names("residual")) + len(variants.names("norm_position"))
+  assert len(every) == sum(len(variants.names(axis)) for axis in variants.AXES)
   for v in every:
     assert v.summary and v.axis in variants.AXES, v.name
 
@@ -76,6 +80,9 @@ def test_every_variant_is_a_valid_config_value():
     assert variants.residual(cfg.residual).name == name
   for name in sorted(PLACEMENTS):
     assert variants.placement(_selecting("norm_position", name).norm_position).name == name
+  for name in sorted(NORMS):
+    cfg = tiny_config(norm=name)
+    assert cfg.norm == name and variants.get("norm", cfg.norm).name == name
 
 
 @pytest.mark.parametrize("axis", variants.AXES)
@@ -133,6 +140,35 @@ def test_each_later_variant_is_named_in_its_module_and_the_registry_only():
     )  # the test sees the literal it looks for
 
 
+def test_a_variant_newer_than_the_palette_is_named_by_no_module_but_its_own():
+  """A variant added since style.py's palette (the 2025-26 ones, and any added later) is named
+  by no module of the library, scripts/ or experiments/, figures and tables included: its
+  named config declares its colour and label, its sweep grid (configs/) names it as data."""
+  from resnorm_jax.tools import style
+
+  newer = {  # a later variant with a named config of its name that the palette lacks
+    name: module
+    for name, module in LATER.items()
+    if name not in style.VARIANT_COLORS
+    and os.path.exists(os.path.join(ROOT, "configs", f"{name}_96L.py"))
+  }
+  assert {"mhc", "hybridnorm", "denseformer", "valueres", "derf"} <= set(newer)
+  paths = [
+    p
+    for folder in ("resnorm_jax", "scripts", "experiments")
+    for p in glob.glob(os.path.join(ROOT, folder, "**", "*.py"), recursive=True)
+  ]
+  literals = {os.path.relpath(p, ROOT): _string_literals(p) for p in paths}
+  for name, module in newer.items():
+    own = {f"resnorm_jax/model/variants/{module}.py"}
+    files = {p for p, lits in literals.items() if name in lits}
+    assert files == own, f"{name!r} is named in {sorted(files - own)}"
+    declared = style.declared(os.path.join(ROOT, "configs", f"{name}_96L.py"))
+    assert set(declared) == {"COLOR", "LABEL"}, name
+    assert style.variant_color(name) == declared["COLOR"]
+    assert style.variant_label(name) == declared["LABEL"]
+
+
 def _names_used(path: str) -> set[str]:
   """String literals, attribute names and identifiers of a module."""
   with open(path) as f:
@@ -144,7 +180,8 @@ def _names_used(path: str) -> set[str]:
 
 def test_the_guard_covers_every_later_variant_and_reads_its_own_keys_in_its_module_only():
   assert set(LATER.values()) == set(_modules()) - {"standard"}
-  assert set(LATER) == (RESIDUALS | PLACEMENTS) - {v.name for v in _modules()["standard"].VARIANTS}
+  standard = {v.name for v in _modules()["standard"].VARIANTS}
+  assert set(LATER) == (RESIDUALS | PLACEMENTS | NORMS) - standard
   assert KEYS  # the guard below sees the keys it looks for
   paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
   used = {os.path.relpath(p, ROOT): _names_used(p) for p in paths}

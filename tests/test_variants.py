@@ -21,7 +21,7 @@ from resnorm_jax.model.transformer import Transformer
 # The axes' values as the library lists them (a value added to the library joins the grid).
 # The original values (configs/base.py's comments) run as the fast tier's full product; every
 # row with a later variant's value (docs/variants.md) is in the slow tier.
-NORMS = tuple(norms_lib.NORMS)
+NORMS = norms_lib.names()
 POSITIONS = variants.names("norm_position")
 RESIDUALS = variants.names("residual")
 BLOCKS = config_types.BLOCKS
@@ -91,8 +91,9 @@ def test_grid_covers_every_init_with_every_other_value_and_every_registered_vari
     pairs = {(row[axis], row[4]) for row in GRID}
     assert pairs >= set(itertools.product(values, ORIGINAL["init"])), axis
   assert len(set(GRID)) == len(NORMS) * len(POSITIONS) * len(RESIDUALS) * len(BLOCKS)
-  later = {v.name for v in variants.every()} - set(ORIGINAL["norm_position"] + ORIGINAL["residual"])
-  assert later and later <= {v for row in GRID for v in row[1:3]}
+  original = ORIGINAL["norm"] + ORIGINAL["norm_position"] + ORIGINAL["residual"]
+  later = {v.name for v in variants.every()} - set(original)
+  assert later and later <= {v for row in GRID for v in row[0:3]}
   assert sum(not _later(row) for row in GRID) == 5 * 4 * 7 * 2  # the fast tier: the original
 
 

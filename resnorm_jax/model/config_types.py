@@ -7,11 +7,10 @@ from typing import Any
 
 from resnorm_jax.config import same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
+from resnorm_jax.model import norms, variants
 from resnorm_jax.model import residual as residual_lib
-from resnorm_jax.model import variants
 from resnorm_jax.model import width_param as width_param_lib
 from resnorm_jax.model.initializers import INITS, magneto_gamma
-from resnorm_jax.model.norms import NORMS
 
 FINAL_NORMS = ("auto", "true", "false")
 BLOCKS = ("sequential", "parallel")
@@ -84,7 +83,7 @@ class _ModelConfigAxes:
     return self.d_model // self.num_heads
 
   def __post_init__(self):
-    _choice("model.norm", self.norm, NORMS)
+    _choice("model.norm", self.norm, norms.names())
     variants.placement(self.norm_position)  # ValueError naming the valid placements
     variants.residual(self.residual)  # ValueError naming the valid residuals
     _choice("model.block", self.block, BLOCKS)

@@ -1,5 +1,5 @@
-"""Normalization functions over the hidden dimension: layernorm, rmsnorm, batchnorm, dyt, derf,
-none.
+"""Normalization functions over the hidden dimension: the built-in norms layernorm, rmsnorm,
+batchnorm, dyt and none; a variant module may declare more (variants.Norm, found by `names`).
 
 Legend: B batch, T time, D hidden. Every norm computes in float32 whatever the activation
 dtype and returns the input dtype. Parameters carry logical axis names ("embed").
@@ -13,11 +13,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "derf", "none")
-# Derf's learnable scalars at init: the official code's defaults (zlab-princeton/Derf,
-# dynamic_erf.py: alpha_init_value=0.5, shift_init_value=0.0).
-DERF_ALPHA_INIT = 0.5
-DERF_SHIFT_INIT = 0.0
+BUILT_IN = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
+
+
+def names() -> tuple[str, ...]:
+  """Every valid value of model.norm: the built-in ones, then those the variant modules
+  declare (resnorm_jax/model/variants/, axis "norm")."""
+  from resnorm_jax.model import variants  # (its modules import this one)
+
+  return BUILT_IN + variants.names("norm")
 
 
 def rms(x: jax.Array) -> jax.Array:
@@ -170,28 +174,6 @@ class DyT(nnx.Module):
     return y.astype(x_BxTxD.dtype)
 
 
-class Derf(nnx.Module):
-  """Dynamic erf (Chen et al. 2025, arXiv 2512.10938): gamma * erf(alpha * x + s) + beta, alpha
-  and s learnable scalars (0.5 and 0 at init), gamma and beta per channel (1 and 0)."""
-
-  def __init__(
-    self,
-    dim: int,
-    alpha_init: float = DERF_ALPHA_INIT,
-    shift_init: float = DERF_SHIFT_INIT,
-    axis: str | None = "embed",
-  ):
-    self.alpha = _param(jnp.full((), alpha_init, jnp.float32))
-    self.shift = _param(jnp.full((), shift_init, jnp.float32))
-    self.scale = _param(jnp.ones((dim,), jnp.float32), axis)
-    self.bias = _param(jnp.zeros((dim,), jnp.float32), axis)
-
-  def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
-    x = x_BxTxD.astype(jnp.float32)
-    y = jax.scipy.special.erf(self.alpha[...] * x + self.shift[...]) * self.scale[...]
-    return (y + self.bias[...]).astype(x_BxTxD.dtype)
-
-
 class Identity(nnx.Module):
   """norm = none."""
 
@@ -217,11 +199,13 @@ def make_norm(
     return BatchNorm(dim, eps, batchnorm_momentum)
   if name == "dyt":
     return DyT(dim, dyt_alpha_init)
-  if name == "derf":
-    return Derf(dim, axis=axis)
   if name == "none":
     return Identity()
-  raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(NORMS)}")
+  from resnorm_jax.model import variants
+
+  if name in variants.names("norm"):
+    return variants.get("norm", name).make(dim, axis)
+  raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(names())}")
 
 
 def config_norm(cfg, dim: int, axis: str | None = "embed") -> nnx.Module:

@@ -64,7 +64,7 @@ def by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:
 def config_color(label: str) -> str:
   """A config label's colour: its variant's (the longest palette name it starts with, so
   'postnorm-smoke' is Post-LN's red and 'postnorm_deepinit' its own), else style's fallback."""
-  names = [v for v in style.VARIANT_COLORS if label == v or label.startswith(v + "-")]
+  names = [v for v in style.palette() if label == v or label.startswith(v + "-")]
   return style.variant_color(max(names, key=len) if names else label)
 
 

@@ -2,10 +2,17 @@
 a line style per seed, the variants' display names, the status colours of maps, how the
 no-context baseline and the escape margin are drawn, and matplotlib set up for files. No JAX
 here; matplotlib is imported only when a figure is drawn.
+
+A variant added after this palette declares its own colour and name in its named config,
+configs/<name>_96L.py, as module constants `COLOR = "#rrggbb"` and `LABEL = "..."` (read from
+the file's source, not imported), so adding a variant touches no module here.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import glob
 import os
 import zlib
 from typing import Any
@@ -61,21 +68,46 @@ VARIANT_COLORS = {
   "parallel": "#f7b6d2",
   "deepnorm_frozen": "#98df8a",
   "postnorm_deepinit": "#ff9896",
-  # the 2025-26 variants (mHC a magenta beside hyper-connections' pink)
-  "mhc": "#f0027f",
-  "hybridnorm": "#6a3d9a",
-  "denseformer": "#a6761d",
-  "valueres": "#393b79",
-  "derf": "#d6616b",
 }
 # A variant not named above: a fixed colour from its name (the same in every figure and run).
 _OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 
 
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
+DECLARED = ("COLOR", "LABEL")  # what a named config may declare about how it is drawn
+
+
+def declared(path: str) -> dict[str, str]:
+  """{COLOR, LABEL: value} of the string constants a named config assigns at module level."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), filename=path)
+  out = {}
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+      for target in node.targets:
+        if isinstance(target, ast.Name) and target.id in DECLARED:
+          out[target.id] = str(node.value.value)
+  return out
+
+
+@functools.cache
+def _named_configs() -> dict[str, dict[str, str]]:
+  """{experiment name: what configs/<name>_96L.py declares} of every named config."""
+  paths = sorted(glob.glob(os.path.join(CONFIGS, "*_96L.py")))
+  return {os.path.basename(p)[: -len("_96L.py")]: declared(p) for p in paths}
+
+
+def palette() -> dict[str, str]:
+  """{variant: colour}: VARIANT_COLORS, then the colours the named configs declare."""
+  own = {n: d["COLOR"] for n, d in _named_configs().items() if "COLOR" in d}
+  return {**VARIANT_COLORS, **{n: c for n, c in own.items() if n not in VARIANT_COLORS}}
+
+
 def variant_color(name: str) -> str:
-  """The colour of a variant in every figure (VARIANT_COLORS, else fixed by its name)."""
-  if name in VARIANT_COLORS:
-    return VARIANT_COLORS[name]
+  """The colour of a variant in every figure (the palette's, else fixed by its name)."""
+  colours = palette()
+  if name in colours:
+    return colours[name]
   return _OTHER_COLORS[zlib.crc32(name.encode()) % len(_OTHER_COLORS)]
 
 
@@ -83,13 +115,14 @@ VARIANT_LABELS = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepN
 
 
 def variant_label(name: str) -> str:
-  """A variant's name in figures: Post-LN, Pre-LN, DeepNorm, else its config name."""
-  return VARIANT_LABELS.get(name, name)
+  """A variant's name in figures and tables: Post-LN, Pre-LN, DeepNorm, the LABEL its named
+  config declares, else its config name."""
+  return VARIANT_LABELS.get(name) or _named_configs().get(name, {}).get("LABEL", name)
 
 
 def variant_order(names) -> list[str]:
   """Variants in the palette's order (the main three first), others after, by name."""
-  known = list(VARIANT_COLORS)
+  known = list(palette())
   return sorted(set(names), key=lambda v: (known.index(v) if v in known else len(known), v))
 
 

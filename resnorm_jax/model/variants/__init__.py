@@ -11,6 +11,8 @@ variant").
              (nGPT's unit-norm weights and scales, hyper-connections' n streams, Admin's
              profiled init) and to the optimizer (nGPT's projection onto the sphere)
   placement  where the norms of a layer sit (model.norm_position)
+  norm       a value of model.norm beyond the built-in ones of norms.py: the module that
+             normalizes (or replaces the norm) wherever the placement puts one
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, ClassVar
 from resnorm_jax.config import variant_keys
 from resnorm_jax.config.variant_keys import Key  # noqa: F401 (variant modules: variants.Key)
 
-AXES = ("residual", "norm_position")
+AXES = ("residual", "norm_position", "norm")
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -152,6 +154,18 @@ class Placement(Variant):
   stream_output: Callable[..., Any] = lambda block, slot, x, y, stats, index: y
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Norm(Variant):
+  """A value of model.norm declared by a variant module (norms.py holds the built-in ones).
+
+  make(dim, axis): the norm module over a hidden dimension `dim`, its per-channel parameters
+    carrying the logical axis name `axis` (None: unsharded); called as module(x) on [..., dim].
+  """
+
+  axis: ClassVar[str] = "norm"
+  make: Callable[[int, str | None], Any] | None = None
+
+
 @functools.cache
 def _registry() -> dict[str, dict[str, Variant]]:
   """{axis: {name: variant}} from every module of this package: the original axes' values
@@ -182,7 +196,8 @@ def _check_declared(name: str, module: Any) -> None:
 
 
 def names(axis: str) -> tuple[str, ...]:
-  """The valid values of model.<axis> (`residual` or `norm_position`)."""
+  """The registered values of model.<axis> (`residual`, `norm_position`, or `norm`: those
+  beyond norms.py's built-in ones; norms.names() lists them all)."""
   return tuple(_registry()[axis])
 
 
@@ -233,3 +248,5 @@ def validate(cfg: Any) -> None:
     key.validate(name, getattr(cfg, name))
   placement(cfg.norm_position).check(cfg)
   residual(cfg.residual).check(cfg)
+  if cfg.norm in names("norm"):
+    get("norm", cfg.norm).check(cfg)
