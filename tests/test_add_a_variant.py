@@ -57,6 +57,9 @@ CONFIG = f'''
 
 from configs import base
 
+LABEL = "throwaway"  # its name in tables
+COLOR = "#00ff00"  # its colour in every figure
+
 
 def get_config(arg=None):
   c = base.experiment("{NAME}_96L", num_layers=96, arg=arg)
