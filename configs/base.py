@@ -93,6 +93,7 @@ def smoke_shape(c: config_dict.ConfigDict) -> config_dict.ConfigDict:
   c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.max_seq_len = 32, 2, 64, 32
   c.train.batch_size, c.train.seq_len = 8, 32
   c.train.final_eval_tokens = 1024  # wiring only: a few eval batches, not a verdict
+  c.diag.depth_images = "end"  # a run of seconds: drawn once, at its end
   return c
 
 

@@ -69,6 +69,7 @@ def losses(spec: str, overrides: dict) -> dict:
   from resnorm_jax.train import loop
 
   config = cli.load_config_file(spec)
+  config.diag.depth_images = "none"  # figures only: no loss depends on them
   for key, value in overrides.items():
     set_key(config, key, value)
   with tempfile.TemporaryDirectory() as workdir:

@@ -150,6 +150,34 @@ def test_tensorboard_tags_at_1000_layers(tmp_path):
   assert [s for s, _ in images["train_depth/stat0"]] == [20, 30]
 
 
+@pytest.mark.parametrize("mode, steps", [("eval", [20, 30]), ("end", [30]), ("none", [])])
+def test_depth_images_are_drawn_as_diag_depth_images_says(tmp_path, mode, steps):
+  """eval: at each evaluation (every eval_every steps) and at the end; end: at the end only;
+  none: never, the chosen layers' scalars still written."""
+  from resnorm_jax.train import depth_profile
+
+  draw, every = depth_profile.drawing(mode, 20)
+  w = writers.MetricWriter(str(tmp_path), profile_every=every, depth_images=draw)
+  for step in (10, 20, 30):
+    w.write(step, {"train/loss": 3.0, "stat": np.full(4, 0.5, np.float32)})
+  w.close()
+  ev = _events(tmp_path)
+  assert [s for s, _ in ev["images"].get("train_depth/stat", [])] == steps
+  assert [s for s, _ in ev["scalars"]["train_layers/stat/layer_003"]] == [10, 20, 30]
+
+
+def test_an_unknown_depth_images_mode_is_refused_naming_the_choices():
+  from configs import base
+  from resnorm_jax.train import run_setup
+
+  config = base.get_config()
+  config.diag.depth_images = "sometimes"
+  with pytest.raises(
+    ValueError, match="diag.depth_images='sometimes' is not one of eval, end, none"
+  ):
+    run_setup.validate(config)  # before anything is built or compiled
+
+
 def test_old_tb_folder_keeps_its_events(tmp_path):
   (tmp_path / "tb").mkdir()
   w = writers.MetricWriter(str(tmp_path))

@@ -147,6 +147,10 @@ def get_config() -> config_dict.ConfigDict:
 
   diag = c.diag = config_dict.ConfigDict()
   diag.per_layer = True  # log per-layer stream RMS, norm-input RMS and grad norms
+  # The per-layer statistics' depth images (TensorBoard train_depth/*): eval: redrawn at each
+  # evaluation and at the end | end: at the end only | none: never (the chosen layers'
+  # scalars stay). A drawing takes about 0.2 CPU-seconds per statistic (matplotlib, 2-core CPU).
+  diag.depth_images = "eval"
 
   dist = c.dist = config_dict.ConfigDict()
   dist.initialize = "auto"  # auto | true | false: call jax.distributed.initialize()

@@ -13,6 +13,16 @@ from collections.abc import Mapping
 
 import numpy as np
 
+DEPTH_IMAGES = ("eval", "end", "none")  # diag.depth_images
+
+
+def drawing(mode: str, eval_every: int) -> tuple[bool, int | None]:
+  """(draw depth images at all, redraw every this many steps; None: at the end only) of
+  diag.depth_images=`mode`; ValueError naming the choices on another value."""
+  if mode not in DEPTH_IMAGES:
+    raise ValueError(f"diag.depth_images={mode!r} is not one of {', '.join(DEPTH_IMAGES)}")
+  return mode != "none", eval_every if mode == "eval" else None
+
 
 def chosen_layers(num_layers: int) -> list[int]:
   """The layers kept as scalars: first, quarter, middle and last (fewer when they coincide)."""

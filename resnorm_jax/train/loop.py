@@ -32,6 +32,7 @@ from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import sources
 from resnorm_jax.train import (
   banner,
+  depth_profile,
   io_errors,
   optim,
   outcome,
@@ -370,12 +371,16 @@ def _train(
     extra["compile_seconds"] = time.time() - compile_start
     eval_fn = run_setup.compile_eval()
     print(banner.run_banner(run_setup, corpus, baselines, extra), flush=True)
+    depth_images, profile_every = depth_profile.drawing(
+      config.diag.get("depth_images", "eval"), t.eval_every
+    )
     try:
       writer = MetricWriter(
         workdir,
         enabled=is_main,
         truncate_after=start,
-        profile_every=t.eval_every,  # depth images redrawn at each evaluation and at the end
+        profile_every=profile_every,  # diag.depth_images: at each evaluation, at the end, never
+        depth_images=depth_images,
         # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
         no_context_loss=baselines[EVAL_SET_BASELINE],
         eval_tokens=eval_tokens(t),

@@ -56,6 +56,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.data import sources
 from resnorm_jax.train import (
   banner,
+  depth_profile,
   io_errors,
   io_faults,
   loop,
@@ -271,6 +272,9 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
   eval_fn = eval_fn.lower(states, run_setup.abstract_batch).compile()
   configs = [m.config for m in members]
   print(banner.population_banner(shared, configs, start, compile_seconds), flush=True)
+  depth_images, profile_every = depth_profile.drawing(
+    config.diag.get("depth_images", "eval"), config.train.eval_every
+  )
   for m in live:
     if m.start > start:
       m.print(f"held in its slot until the population reaches step {m.start}")
@@ -280,7 +284,8 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
       m.writer = MetricWriter(
         m.workdir,
         truncate_after=m.start,
-        profile_every=config.train.eval_every,  # depth images redrawn at each evaluation
+        profile_every=profile_every,  # diag.depth_images: at each evaluation, the end, never
+        depth_images=depth_images,
         no_context_loss=shared.baselines[EVAL_SET_BASELINE],  # the periodic eval set's plateau
         eval_tokens=loop.eval_tokens(config.train),
       )

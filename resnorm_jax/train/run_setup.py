@@ -27,7 +27,7 @@ from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
-from resnorm_jax.train import optim
+from resnorm_jax.train import depth_profile, optim
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import train_step as ts
 
@@ -103,6 +103,7 @@ def _checked(
   validate_finite(config)
   mcfg = model_config(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
+  depth_profile.drawing(config.diag.get("depth_images", "eval"), config.train.eval_every)
   sampling = config.data.get("sampling", "random")
   if sampling not in batches_lib.SAMPLERS:
     raise ValueError(f"data.sampling={sampling!r} is not one of {', '.join(batches_lib.SAMPLERS)}")

@@ -161,6 +161,7 @@ class Events:
     *,
     purge_step: int | None = None,
     profile_every: int | None = None,
+    depth_images: bool = True,
     no_context_loss: float | None = None,
     eval_tokens: Mapping[str, int | None] | None = None,
     filename_suffix: str = "",
@@ -168,6 +169,7 @@ class Events:
     import tensorboardX  # only process 0 pays for the import
 
     self.profile_every = profile_every
+    self.depth_images = depth_images
     self.no_context_loss = no_context_loss
     self.eval_tokens = dict(eval_tokens or {})
     self.history = depth_profile.DepthHistory()
@@ -271,7 +273,7 @@ class Events:
       for i in depth_profile.chosen_layers(len(values)):
         tag = f"train_layers/{name}/layer_{i:0{width}d}"
         self.tb.add_scalar(tag, values[i], step, walltime=walltime)
-    if arrays and self.profile_every and step % self.profile_every == 0:
+    if arrays and self.depth_images and self.profile_every and step % self.profile_every == 0:
       self.draw_depth(step, walltime)
 
   def draw_depth(self, step: int, walltime: float | None = None) -> None:
@@ -285,7 +287,7 @@ class Events:
   def close(self, walltime: float | None = None) -> None:
     """Draws the depth images of the last step (if not drawn yet), then closes the file."""
     latest = self.history.latest
-    if latest is not None and latest[0] != self.drawn_step:
+    if self.depth_images and latest is not None and latest[0] != self.drawn_step:
       self.draw_depth(latest[0], walltime)
     try:
       self.tb.close()

@@ -97,9 +97,10 @@ class MetricWriter:
   """Appends one JSON line and TensorBoard summaries per `write`; a no-op when not enabled.
 
   `profile_every`: log steps that are multiples of it also redraw the depth images (and
-  close() draws the last one); None: only close(). `no_context_loss`: drawn as
-  `eval/no_context_loss` beside every eval loss (the periodic eval set's). `eval_tokens`:
-  {"periodic": n, "final": n} tokens of the two evals, named in the eval tags' descriptions.
+  close() draws the last one); None: only close(); `depth_images` False: never.
+  `no_context_loss`: drawn as `eval/no_context_loss` beside every eval loss (the periodic
+  eval set's). `eval_tokens`: {"periodic": n, "final": n} tokens of the two evals, named in
+  the eval tags' descriptions.
   `sync_seconds`: how often a gs:// workdir's files are uploaded between flushes.
   """
 
@@ -110,6 +111,7 @@ class MetricWriter:
     truncate_after: int | None = None,
     *,
     profile_every: int | None = None,
+    depth_images: bool = True,
     no_context_loss: float | None = None,
     eval_tokens: Mapping[str, int | None] | None = None,
     sync_seconds: float = SYNC_SECONDS,
@@ -140,6 +142,7 @@ class MetricWriter:
       self._staged[logdir].local if self._staged else logdir,
       purge_step=None if truncate_after is None else truncate_after + 1,
       profile_every=profile_every,
+      depth_images=depth_images,
       no_context_loss=no_context_loss,
       eval_tokens=eval_tokens,
     )
