@@ -93,12 +93,38 @@ def _ffn(layer):
 
 
 def _np_sinkhorn(logits, iters):
-  """Sinkhorn in the log domain (row, then column log-normalization), an independent form."""
-  log_m = _np(logits)
+  """Sinkhorn-Knopp as the paper writes it, exp then row and column divisions, in float64 (an
+  independent form of the log-domain float32 one)."""
+  m = np.exp(np.asarray(logits, np.float64))
   for _ in range(iters):
-    log_m = log_m - np.log(np.exp(log_m).sum(-1, keepdims=True))
-    log_m = log_m - np.log(np.exp(log_m).sum(-2, keepdims=True))
-  return np.exp(log_m)
+    m = m / m.sum(-1, keepdims=True)
+    m = m / m.sum(-2, keepdims=True)
+  return m
+
+
+@pytest.mark.parametrize("below", [60.0, 85.0])
+def test_sinkhorn_keeps_a_row_far_below_the_others_exact_and_its_gradient_finite(below):
+  """A row whose logits sit `below` nats under the rest: in float32, exp then divide makes it
+  a sum of denormals (a NaN gradient from 60 down, a wrong forward from 85); the log domain
+  keeps both, against the float64 reference."""
+  rng = np.random.default_rng(0)
+  logits = rng.normal(0.0, 1.0, (4, 4)).astype(np.float32)
+  logits[2] -= below
+  weights = jnp.asarray(rng.normal(0.0, 1.0, (4, 4)), jnp.float32)
+  got = np.asarray(mhc.sinkhorn(jnp.asarray(logits), 20))
+  np.testing.assert_allclose(got, _np_sinkhorn(logits, 20), rtol=1e-4, atol=1e-6)
+  grad = jax.grad(lambda x: jnp.sum(mhc.sinkhorn(x, 20) * weights))(jnp.asarray(logits))
+  assert np.isfinite(np.asarray(grad)).all()
+
+  # The float32 exp-then-divide form on the same logits: its gradient is not finite.
+  def divided(x):
+    m = jnp.exp(x - x.max())
+    for _ in range(20):
+      m = m / m.sum(-1, keepdims=True)
+      m = m / m.sum(-2, keepdims=True)
+    return jnp.sum(m * weights)
+
+  assert not np.isfinite(np.asarray(jax.grad(divided)(jnp.asarray(logits)))).all()
 
 
 def test_sinkhorn_projection_is_doubly_stochastic():
