@@ -290,6 +290,11 @@ def _literature_row(depth: int) -> list[str] | None:
       continue
     best = min(mine, key=lambda r: float(r["capped_loss"]))
     blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
+    if edge(cells, v, depth) == "none":  # no best lr to name: every run on the plateau
+      parts.append(
+        f"{name} stuck at every lr run" + (f" (diverged at {', '.join(blew)})" if blew else "")
+      )
+      continue
     parts.append(
       f"{name} {lr_text(float(best['opt.lr']))} ({float(best['capped_loss']):.3f}) / "
       + edge(cells, v, depth)
