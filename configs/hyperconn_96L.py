@@ -14,6 +14,8 @@ paths.
 
 from configs import base
 
+LABEL = "hyper-connections"  # its name in tables and figure legends (style.py reads it)
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("hyperconn_96L", num_layers=96, arg=arg)

@@ -21,6 +21,7 @@ from resnorm_jax.tools.style import (
   pyplot,
   save_figure,
   variant_color,
+  variant_label,
   variant_order,
 )
 from resnorm_jax.train.outcome import is_finite_number
@@ -52,7 +53,9 @@ def draw_curves(rows: Sequence[Mapping[str, Any]]):
   if losses and caps:
     axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
   axes[0].set_ylabel("final eval loss, capped at the baseline")
-  handles = [plt.Line2D([], [], color=variant_color(v), marker="o", label=v) for v in variants]
+  handles = [
+    plt.Line2D([], [], color=variant_color(v), marker="o", label=variant_label(v)) for v in variants
+  ]
   grey = "0.35"
   handles += [
     plt.Line2D([], [], color=grey, marker="o", ms=4, label="seed 0 (the line joins its lrs)"),
@@ -114,7 +117,9 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
     pts = [t for t in done if t["variant"] == variant]
     color = variant_color(variant)
     xs = [t["num_layers"] for t in pts]
-    left.plot(xs, [t["lr_sensitivity"] for t in pts], "-o", color=color, label=variant)
+    left.plot(
+      xs, [t["lr_sensitivity"] for t in pts], "-o", color=color, label=variant_label(variant)
+    )
     partial = [t for t in pts if t["note"].startswith("partial")]  # open: lrs still to run
     for t in partial:
       left.plot(t["num_layers"], t["lr_sensitivity"], "o", color=color, mfc="white", ms=7)
@@ -127,7 +132,7 @@ def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = 
       [t["boundary_lr"] for t in bounded],
       "-o",
       color=color,
-      label=variant,
+      label=variant_label(variant),
     )
     best = [t["best_lr"] for t in pts]
     right.plot([x * shift for x in xs], best, ":s", mfc="white", color=color, alpha=0.7)
