@@ -290,16 +290,13 @@ def _literature_row(depth: int) -> list[str] | None:
       continue
     best = min(mine, key=lambda r: float(r["capped_loss"]))
     blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
-    if edge(cells, v, depth) == "none":  # no best lr to name: every run on the plateau
-      parts.append(
-        f"{name} stuck at every lr run" + (f" (diverged at {', '.join(blew)})" if blew else "")
-      )
-      continue
-    parts.append(
-      f"{name} {lr_text(float(best['opt.lr']))} ({float(best['capped_loss']):.3f}) / "
-      + edge(cells, v, depth)
-      + (f" (diverged at {', '.join(blew)})" if blew else "")
+    reach = edge(cells, v, depth)
+    text = (  # no best lr to name when every run is on the plateau
+      "stuck at every lr run"
+      if reach == "none"
+      else f"{lr_text(float(best['opt.lr']))} ({float(best['capped_loss']):.3f}) / {reach}"
     )
+    parts.append(f"{name} {text}" + (f" (diverged at {', '.join(blew)})" if blew else ""))
     if len(mine) < len(grid):
       partial.append(f"{name} {len(mine)}")
   run = f"; lrs run: {', '.join(partial)} of {len(grid)}" if partial else ""

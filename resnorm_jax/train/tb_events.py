@@ -285,7 +285,8 @@ class Events:
     self.drawn_step = step
 
   def close(self, walltime: float | None = None) -> None:
-    """Draws the depth images of the last step (if not drawn yet), then closes the file."""
+    """Draws the depth images of the last step (unless drawn already or `depth_images` is
+    off), then closes the file."""
     latest = self.history.latest
     if self.depth_images and latest is not None and latest[0] != self.drawn_step:
       self.draw_depth(latest[0], walltime)

@@ -206,7 +206,8 @@ class MetricWriter:
         self._sync()
 
   def close(self) -> None:
-    """Draws the depth images of the last step, flushes and closes; later calls are no-ops."""
+    """Draws the depth images of the last step (unless `depth_images` is off), flushes and
+    closes; later calls are no-ops."""
     if self.enabled:
       self.enabled = False
       self._file.close()
