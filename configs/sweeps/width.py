@@ -15,9 +15,10 @@ Tiers, in priority order (a sweep stopped part-way has decided the most it could
      their d_model-64 edge and best (docs/lr_sensitivity/results.csv, 12 layers), the cells
      that decide the edges first, each rank for every variant before the next.
   2. d_model 128, seeds 1 and 2 at the two cells next to each edge (EDGE_128).
-  3. d_model 256, seed 0: Post-LN and Pre-LN at 3 lrs around the edge at 128 (its upper
-     cell, the lower, and half the lower: standard parametrization expects the edge to fall
-     with width), DeepNorm the same, last.
+  3. d_model 256, seed 0: Post-LN at 3 lrs around its edge at 128 (the lower cell, half the
+     lower, the upper: standard parametrization expects the edge to fall with width), Pre-LN
+     at its best lr at 128, half and twice that (it has no edge in the lrs run), DeepNorm
+     as Post-LN, last.
   4. muP (model.width_param=mup, model.base_width=64: resnorm_jax/model/width_param.py),
      Post-LN and Pre-LN, seed 0: 5 lrs at d_model 64 and 128 around the d_model-64 edge and
      best, then 3 at 256. Under muP the best lr and the edge should stay put as width grows;
@@ -70,8 +71,16 @@ EDGE_128 = {  # measured (docs/width/edges.csv, seed 0); Pre-LN trains at every 
 SEEDS_AT_EDGE = (1, 2)
 
 
+# Pre-LN's best lr at d_model 128 (docs/width/edges.csv): Pre-LN has no edge in the lrs run,
+# so its question at 256 is where the best lr goes, not where training stops.
+BEST_128_PRENORM = 2e-3
+
+
 def lrs_256(variant: str) -> tuple[float, ...]:
-  """Tier 3's lrs in run order: the 128 edge's two cells, then half its lower one."""
+  """Tier 3's lrs in run order: the 128 edge's two cells, then half its lower one; for Pre-LN
+  its best lr at 128, half that (where sp's halving per doubling puts it) and twice that."""
+  if variant == "prenorm":
+    return (BEST_128_PRENORM, BEST_128_PRENORM / 2, 2 * BEST_128_PRENORM)
   lo, hi = EDGE_128[variant]
   return (lo, lo / 2, hi)
 
