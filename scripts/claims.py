@@ -413,7 +413,7 @@ def row_width() -> list[str] | None:
     for d in widths:
       r = by.get((variant, d))
       if r is None or not r["best_lr"]:
-        cells.append("none trained")
+        cells.append("not run" if r is None else "none trained")
         continue
       fail = f", stuck at {lr_text(float(r['failing_lr']))}" if r["failing_lr"] else ""
       cells.append(f"best {lr_text(float(r['best_lr']))}{fail}")

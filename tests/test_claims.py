@@ -51,3 +51,23 @@ def test_results_cells_are_short():
     cells = row()
     if cells:
       assert all(len(c) <= 260 for c in cells), [len(c) for c in cells]
+
+
+def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path, monkeypatch):
+  width = tmp_path / "docs" / "width"
+  width.mkdir(parents=True)
+  head = "variant,d_model,best_lr,failing_lr\n"
+  rows = [
+    "postnorm,64,0.00025,0.001", "postnorm,128,0.000125,0.0005", "postnorm,256,,0.000125",
+    "prenorm,64,0.004,", "prenorm,128,0.002,", "prenorm,256,0.001,",
+    "deepnorm,64,0.004,0.008", "deepnorm,128,0.0005,0.001",
+  ]  # fmt: skip
+  (width / "edges.csv").write_text(head + "\n".join(rows) + "\n")
+  (width / "results.csv").write_text("d_model,outcome\n64,stuck\n128,stuck\n256,diverged\n256,trained\n")
+  monkeypatch.setattr(claims, "ROOT", str(tmp_path))
+  _, claim, _, _ = claims.row_width()
+  assert "d_model 64 / 128 / 256" in claim
+  assert "Post-LN best 2.5e-4, stuck at 1e-3 / best 1.25e-4, stuck at 5e-4 / none trained" in claim
+  assert "DeepNorm best 4e-3, stuck at 8e-3 / best 5e-4, stuck at 1e-3 / not run" in claim
+  assert "Pre-LN best 4e-3 / best 2e-3 / best 1e-3" in claim
+  assert "1 of 3 runs at 128, 256 diverged" in claim
