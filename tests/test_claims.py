@@ -63,7 +63,8 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
     "deepnorm,64,0.004,0.008", "deepnorm,128,0.0005,0.001",
   ]  # fmt: skip
   (width / "edges.csv").write_text(head + "\n".join(rows) + "\n")
-  (width / "results.csv").write_text("d_model,outcome\n64,stuck\n128,stuck\n256,diverged\n256,trained\n")
+  outcomes = "d_model,outcome\n64,stuck\n128,stuck\n256,diverged\n256,trained\n"
+  (width / "results.csv").write_text(outcomes)
   monkeypatch.setattr(claims, "ROOT", str(tmp_path))
   _, claim, _, _ = claims.row_width()
   assert "d_model 64 / 128 / 256" in claim
