@@ -415,16 +415,17 @@ def row_width() -> list[str] | None:
       if r is None or not r["best_lr"]:
         cells.append("not run" if r is None else "none trained")
         continue
-      fail = f", stuck at {lr_text(float(r['failing_lr']))}" if r["failing_lr"] else ""
-      cells.append(f"best {lr_text(float(r['best_lr']))}{fail}")
-    parts.append(f"{variant_label(variant)} " + " / ".join(cells))
+      fail = f"/{lr_text(float(r['failing_lr']))}" if r["failing_lr"] else "/none"
+      cells.append(f"{lr_text(float(r['best_lr']))}{fail}")
+    parts.append(f"{variant_label(variant)} " + ", ".join(cells))
   runs = [r for r in read("docs/width/results.csv") if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)
-  at = " / ".join(str(d) for d in widths)
+  at = ", ".join(str(d) for d in widths)
   return [
     "Width moves the edges down in sp",
-    f"12 layers, d_model {at}: " + "; ".join(parts) + f"; {diverged} of {len(runs)} runs "
-    f"at {', '.join(str(d) for d in widths[1:])} diverged",
+    f"12 layers, best lr / first stuck at d_model {at}: "
+    + "; ".join(parts)
+    + f"; {diverged} of {len(runs)} runs at {', '.join(str(d) for d in widths[1:])} diverged",
     "1,000 steps, no warmup, constant lr; head dim 16; seed 0 (d_model 64: 0-2 next to edges); "
     "stdlib",
     "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",

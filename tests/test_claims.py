@@ -67,8 +67,8 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
   (width / "results.csv").write_text(outcomes)
   monkeypatch.setattr(claims, "ROOT", str(tmp_path))
   _, claim, _, _ = claims.row_width()
-  assert "d_model 64 / 128 / 256" in claim
-  assert "Post-LN best 2.5e-4, stuck at 1e-3 / best 1.25e-4, stuck at 5e-4 / none trained" in claim
-  assert "DeepNorm best 4e-3, stuck at 8e-3 / best 5e-4, stuck at 1e-3 / not run" in claim
-  assert "Pre-LN best 4e-3 / best 2e-3 / best 1e-3" in claim
+  assert "best lr / first stuck at d_model 64, 128, 256: " in claim
+  assert "Post-LN 2.5e-4/1e-3, 1.25e-4/5e-4, none trained;" in claim
+  assert "DeepNorm 4e-3/8e-3, 5e-4/1e-3, not run;" in claim
+  assert "Pre-LN 4e-3/none, 2e-3/none, 1e-3/none;" in claim
   assert "1 of 3 runs at 128, 256 diverged" in claim
