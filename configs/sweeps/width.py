@@ -71,17 +71,16 @@ EDGE_128 = {  # measured (docs/width/edges.csv, seed 0); Pre-LN trains at every 
 SEEDS_AT_EDGE = (1, 2)
 
 
-# Pre-LN's best lr at d_model 128 (docs/width/edges.csv): Pre-LN has no edge in the lrs run,
-# so its question at 256 is where the best lr goes, not where training stops.
-BEST_128_PRENORM = 2e-3
+# The two d_model-128 cells each variant's d_model-256 lrs sit around: Post-LN's and
+# DeepNorm's edge; Pre-LN has no edge in the lrs run, so its question at 256 is where the best
+# lr goes: its best at 128 (docs/width/edges.csv) and the cell above.
+AROUND_128 = {**EDGE_128, "prenorm": (2e-3, 4e-3)}
 
 
 def lrs_256(variant: str) -> tuple[float, ...]:
-  """Tier 3's lrs in run order: the 128 edge's two cells, then half its lower one; for Pre-LN
-  its best lr at 128, half that (where sp's halving per doubling puts it) and twice that."""
-  if variant == "prenorm":
-    return (BEST_128_PRENORM, BEST_128_PRENORM / 2, 2 * BEST_128_PRENORM)
-  lo, hi = EDGE_128[variant]
+  """Tier 3's lrs in run order: the lower of the variant's two cells at 128, half that (sp
+  expects the edge and the best lr to fall with width), then the upper one."""
+  lo, hi = AROUND_128[variant]
   return (lo, lo / 2, hi)
 
 
