@@ -418,16 +418,22 @@ def row_width() -> list[str] | None:
       fail = f"/{lr_text(float(r['failing_lr']))}" if r["failing_lr"] else "/none"
       cells.append(f"{lr_text(float(r['best_lr']))}{fail}")
     parts.append(f"{variant_label(variant)} " + ", ".join(cells))
-  runs = [r for r in read("docs/width/results.csv") if int(r["d_model"]) > widths[0]]
+  results = read("docs/width/results.csv")
+  runs = [r for r in results if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)
   at = ", ".join(str(d) for d in widths)
+  seeds = {d: sorted({int(r["seed"]) for r in results if int(r["d_model"]) == d}) for d in widths}
+  more = [d for d in widths if len(seeds[d]) > 1]
+  top = max((seeds[d][-1] for d in more), default=0)
+  seed_text = (
+    f"seed 0 (d_model {', '.join(map(str, more))}: 0-{top} next to edges)" if more else "seed 0"
+  )
   return [
     "Width moves the edges down in sp",
     f"12 layers, best lr / first stuck at d_model {at}: "
     + "; ".join(parts)
     + f"; {diverged} of {len(runs)} runs at {', '.join(str(d) for d in widths[1:])} diverged",
-    "1,000 steps, no warmup, constant lr; head dim 16; seed 0 (d_model 64: 0-2 next to edges); "
-    "stdlib",
+    f"1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; stdlib",
     "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",
   ]
 
