@@ -237,6 +237,24 @@ def test_width_rows_keep_one_width_parametrization(tmp_path):
   assert "muP" in width.axis("mup").title and "standard" in width.axis().title
 
 
+def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
+  from resnorm_jax.tools import width
+
+  rows = [
+    {"variant": "postnorm", "d_model": 128, "opt.lr": lr} for lr in (5e-4, 1.25e-4, 2.5e-4)
+  ] + [{"variant": "postnorm", "d_model": "256", "opt.lr": "0.00025"}]
+  assert width.lowest_lrs(rows) == {("postnorm", 128): 1.25e-4, ("postnorm", 256): 2.5e-4}
+  table = [
+    {"variant": "postnorm", "d_model": 128, "best_lr": 2.5e-4, "failing_lr": 5e-4},
+    {"variant": "postnorm", "d_model": 256, "best_lr": 2.5e-4, "failing_lr": None},
+  ]
+  fig = width.draw_edges(table, lowest=width.lowest_lrs(rows))
+  best = [line.get_marker() for line in fig.axes[0].lines if line.get_marker() in ("s", "v")]
+  assert best == ["s", "v"]  # bracketed at 128, at the smallest lr run at 256
+  labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+  assert labels[0] == "Post-LN" and "best at the smallest lr run" in labels
+
+
 def _reference_csv(path):
   """A loss-vs-lr results.csv: Post-LN at 12 layers (the d_model-64 column) and 24 (not)."""
   from resnorm_jax.tools import lr_sweep_rows

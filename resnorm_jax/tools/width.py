@@ -125,9 +125,25 @@ def draw_curves(rows: Sequence[Mapping[str, Any]], width_param: str = "sp"):
   return lr_axis.draw_curves(rows, axis(width_param))
 
 
-def draw_edges(table: Sequence[Mapping[str, Any]], width_param: str = "sp"):
-  """Best lr (open squares, dotted) and failing lr (filled, solid) against width per variant."""
+def lowest_lrs(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
+  """(variant, d_model) -> the smallest lr run there: a best lr equal to it is not bracketed."""
+  low: dict[tuple[str, int], float] = {}
+  for r in rows:
+    key, lr = (r["variant"], int(r["d_model"])), float(r["opt.lr"])
+    low[key] = min(lr, low.get(key, lr))
+  return low
+
+
+def draw_edges(
+  table: Sequence[Mapping[str, Any]],
+  width_param: str = "sp",
+  lowest: Mapping[tuple[str, int], float] | None = None,
+):
+  """Best lr (open squares, dotted) and failing lr (filled, solid) against width, a colour per
+  variant. A best lr at the smallest lr run at its width (`lowest`, from lowest_lrs) is an
+  open downward triangle: the best there may lie lower."""
   plt = pyplot()
+  lowest = lowest or {}
   fig, ax = plt.subplots(figsize=(6.8, 4.4))
   variants = variant_order(t["variant"] for t in table)
   for i, variant in enumerate(variants):
@@ -136,9 +152,12 @@ def draw_edges(table: Sequence[Mapping[str, Any]], width_param: str = "sp"):
     best = [(t["d_model"] * shift, t["best_lr"]) for t in pts if t.get("best_lr")]
     fail = [(t["d_model"] * shift, t["failing_lr"]) for t in pts if t.get("failing_lr")]
     if best:
-      ax.plot(*zip(*best, strict=True), ":s", mfc="white", color=color)
+      ax.plot(*zip(*best, strict=True), ":", color=color)
+      for t, (x, y) in zip([t for t in pts if t.get("best_lr")], best, strict=True):
+        open_below = lowest.get((variant, int(t["d_model"]))) == float(t["best_lr"])
+        ax.plot(x, y, "v" if open_below else "s", mfc="white", color=color)
     if fail:
-      ax.plot(*zip(*fail, strict=True), "-o", color=color, label=variant_label(variant))
+      ax.plot(*zip(*fail, strict=True), "-o", color=color)
   widths = sorted({t["d_model"] for t in table})
   lr_ticks = sorted({t[k] for t in table for k in ("best_lr", "failing_lr") if t.get(k)})
   ax.set(xscale="log", yscale="log", xlabel="d_model", ylabel="peak lr (Adam)")
@@ -146,9 +165,19 @@ def draw_edges(table: Sequence[Mapping[str, Any]], width_param: str = "sp"):
   ax.set_yticks(lr_ticks, [lr_label(x) for x in lr_ticks])
   ax.minorticks_off()
   ax.grid(alpha=0.3)
-  ax.plot([], [], ":s", mfc="white", color="0.35", label="best lr")
-  ax.plot([], [], "-o", color="0.35", label="failing lr (plateau or divergence)")
-  ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+  handles = [
+    plt.Line2D([], [], color=variant_color(v), lw=6, label=variant_label(v)) for v in variants
+  ]
+  handles += [
+    plt.Line2D([], [], ls=":", marker="s", mfc="white", color="0.35", label="best lr"),
+    plt.Line2D(
+      [], [], ls="", marker="v", mfc="white", color="0.35", label="best at the smallest lr run"
+    ),
+    plt.Line2D(
+      [], [], ls="-", marker="o", color="0.35", label="failing lr (plateau or divergence)"
+    ),
+  ]
+  ax.legend(handles=handles, fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
   ax.set_title(f"Edges against width, {NUM_LAYERS} layers, {WIDTH_PARAMS[width_param]}")
   return fig
 
@@ -164,5 +193,5 @@ def write_outputs(
   lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
   lr_sweep_rows.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
   save_figure(draw_curves(rows, width_param), paths["curves.png"])
-  save_figure(draw_edges(table, width_param), paths["edges.png"])
+  save_figure(draw_edges(table, width_param, lowest_lrs(rows)), paths["edges.png"])
   return paths
