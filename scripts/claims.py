@@ -397,8 +397,8 @@ def row_param_edges() -> list[str] | None:
 
 
 def row_width() -> list[str] | None:
-  """Each variant's edge (boundary and failing lr) and best lr at every width run, and how
-  many runs above an edge diverged."""
+  """Each variant's best lr and largest lr that trains on some seed (with 'k/n seeds') at
+  every width run, and how many runs above d_model 64 diverged."""
   path = "docs/width/edges.csv"
   if not os.path.exists(os.path.join(ROOT, path)):
     return None
@@ -407,18 +407,21 @@ def row_width() -> list[str] | None:
   if len(widths) < 2:
     return None
   by = {(r["variant"], int(r["d_model"])): r for r in edges}
+  results = read("docs/width/results.csv")
+  cells: dict[tuple, list[str]] = collections.defaultdict(list)
+  for r in results:
+    cells[(r["variant"], int(r["d_model"]), float(r["opt.lr"]))].append(r["outcome"])
   parts = []
   for variant in ("postnorm", "deepnorm", "prenorm"):
-    cells = []
+    texts = []
     for d in widths:
       r = by.get((variant, d))
       if r is None or not r["best_lr"]:
-        cells.append("not run" if r is None else "none trained")
-        continue
-      fail = f"/{lr_text(float(r['failing_lr']))}" if r["failing_lr"] else "/none"
-      cells.append(f"{lr_text(float(r['best_lr']))}{fail}")
-    parts.append(f"{variant_label(variant)} " + ", ".join(cells))
-  results = read("docs/width/results.csv")
+        texts.append("not run" if r is None else "none trained")
+      else:
+        reach = edge(cells, variant, d).replace(" seeds)", ")")
+        texts.append(f"{lr_text(float(r['best_lr']))}/{reach}")
+    parts.append(f"{variant_label(variant)} " + ", ".join(texts))
   runs = [r for r in results if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)
   at = ", ".join(str(d) for d in widths)
@@ -430,9 +433,9 @@ def row_width() -> list[str] | None:
   )
   return [
     "Width moves the edges down in sp",
-    f"12 layers, best lr / first stuck at d_model {at}: "
+    f"12 layers, best / largest lr trained (k/n seeds) at d_model {at}: "
     + "; ".join(parts)
-    + f"; {diverged} of {len(runs)} runs at {', '.join(str(d) for d in widths[1:])} diverged",
+    + f"; {diverged} of {len(runs)} runs above {widths[0]} diverged",
     f"1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; stdlib",
     "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",
   ]

@@ -63,12 +63,24 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
     "deepnorm,64,0.004,0.008", "deepnorm,128,0.0005,0.001",
   ]  # fmt: skip
   (width / "edges.csv").write_text(head + "\n".join(rows) + "\n")
-  outcomes = "d_model,outcome\n64,stuck\n128,stuck\n256,diverged\n256,trained\n"
-  (width / "results.csv").write_text(outcomes)
+  runs = [
+    ("postnorm", 64, 2.5e-4, 0, "trained"), ("postnorm", 64, 1e-3, 0, "stuck"),
+    ("postnorm", 64, 1e-3, 1, "trained"), ("postnorm", 64, 1e-3, 2, "stuck"),
+    ("postnorm", 128, 1.25e-4, 0, "trained"), ("postnorm", 128, 5e-4, 0, "stuck"),
+    ("postnorm", 256, 1.25e-4, 0, "stuck"), ("postnorm", 256, 2.5e-4, 0, "diverged"),
+    ("prenorm", 64, 4e-3, 0, "trained"), ("prenorm", 64, 3.2e-2, 0, "trained"),
+    ("prenorm", 128, 2e-3, 0, "trained"), ("prenorm", 256, 1e-3, 0, "trained"),
+    ("deepnorm", 64, 4e-3, 0, "trained"), ("deepnorm", 64, 8e-3, 0, "stuck"),
+    ("deepnorm", 128, 5e-4, 0, "trained"), ("deepnorm", 128, 1e-3, 0, "stuck"),
+  ]  # fmt: skip
+  lines = ["variant,d_model,opt.lr,seed,outcome"] + [",".join(map(str, r)) for r in runs]
+  (width / "results.csv").write_text("\n".join(lines) + "\n")
   monkeypatch.setattr(claims, "ROOT", str(tmp_path))
-  _, claim, _, _ = claims.row_width()
-  assert "best lr / first stuck at d_model 64, 128, 256: " in claim
-  assert "Post-LN 2.5e-4/1e-3, 1.25e-4/5e-4, none trained;" in claim
-  assert "DeepNorm 4e-3/8e-3, 5e-4/1e-3, not run;" in claim
-  assert "Pre-LN 4e-3/none, 2e-3/none, 1e-3/none;" in claim
-  assert "1 of 3 runs at 128, 256 diverged" in claim
+  _, claim, budget, _ = claims.row_width()
+  assert "best / largest lr trained (k/n seeds) at d_model 64, 128, 256: " in claim
+  # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256
+  assert "Post-LN 2.5e-4/1e-3 (1/3), 1.25e-4/1.25e-4, none trained;" in claim
+  assert "DeepNorm 4e-3/4e-3, 5e-4/5e-4, not run;" in claim
+  assert "Pre-LN 4e-3/3.2e-2, 2e-3/2e-3, 1e-3/1e-3;" in claim
+  assert "1 of 8 runs above 64 diverged" in claim
+  assert "seed 0 (d_model 64: 0-2 next to edges)" in budget
