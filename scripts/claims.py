@@ -397,8 +397,8 @@ def row_param_edges() -> list[str] | None:
 
 
 def row_width() -> list[str] | None:
-  """Each variant's best lr and largest lr that trains on some seed (with 'k/n seeds') at
-  every width run, and how many runs above d_model 64 diverged."""
+  """Each variant's best lr and largest lr that trains on some seed ('(k/n)' where not every
+  seed did) at every width run, and how many runs above the narrowest width diverged."""
   path = "docs/width/edges.csv"
   if not os.path.exists(os.path.join(ROOT, path)):
     return None
