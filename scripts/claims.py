@@ -46,16 +46,18 @@ def lr_cells(path: str = "docs/lr_sensitivity/results.csv") -> dict[tuple, list[
   return lr_cells_of(read(path))
 
 
-def lr_cells_of(rows: list[dict[str, str]]) -> dict[tuple, list[str]]:
-  """(variant, depth, lr) -> the outcomes of its seeds, from results.csv rows."""
+def lr_cells_of(rows: list[dict[str, str]], axis: str = "num_layers") -> dict[tuple, list[str]]:
+  """(variant, axis value, lr) -> the outcomes of its seeds, from results.csv rows; the axis is
+  the depth unless said (d_model for the width sweep)."""
   cells: dict[tuple, list[str]] = collections.defaultdict(list)
   for r in rows:
-    cells[(r["variant"], int(r["num_layers"]), float(r["opt.lr"]))].append(r["outcome"])
+    cells[(r["variant"], int(r[axis]), float(r["opt.lr"]))].append(r["outcome"])
   return cells
 
 
-def edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
-  """The largest lr at which some seed trained, with 'k of n' when not every seed did."""
+def edge(cells: dict[tuple, list[str]], variant: str, depth: int, unit: str = " seeds") -> str:
+  """The largest lr at which some seed trained, with '(k/n seeds)' when not every seed did
+  ('(k/n)' with unit='')."""
   trained = [
     (lr, o) for (v, d, lr), o in cells.items() if v == variant and d == depth and "trained" in o
   ]
@@ -63,7 +65,7 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
     return "none"
   lr, outcomes = max(trained)
   k, n = outcomes.count("trained"), len(outcomes)
-  return lr_text(lr) + ("" if k == n else f" ({k}/{n} seeds)")
+  return lr_text(lr) + ("" if k == n else f" ({k}/{n}{unit})")
 
 
 def row_edges() -> list[str]:
@@ -408,9 +410,7 @@ def row_width() -> list[str] | None:
     return None
   by = {(r["variant"], int(r["d_model"])): r for r in edges}
   results = read("docs/width/results.csv")
-  cells: dict[tuple, list[str]] = collections.defaultdict(list)
-  for r in results:
-    cells[(r["variant"], int(r["d_model"]), float(r["opt.lr"]))].append(r["outcome"])
+  cells = lr_cells_of(results, axis="d_model")
   parts = []
   for variant in ("postnorm", "deepnorm", "prenorm"):
     texts = []
@@ -419,8 +419,7 @@ def row_width() -> list[str] | None:
       if r is None or not r["best_lr"]:
         texts.append("not run" if r is None else "none trained")
       else:
-        reach = edge(cells, variant, d).replace(" seeds)", ")")
-        texts.append(f"{lr_text(float(r['best_lr']))}/{reach}")
+        texts.append(f"{lr_text(float(r['best_lr']))}/{edge(cells, variant, d, unit='')}")
     parts.append(f"{variant_label(variant)} " + ", ".join(texts))
   runs = [r for r in results if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)

@@ -149,13 +149,16 @@ def draw_edges(
   for i, variant in enumerate(variants):
     pts = [t for t in table if t["variant"] == variant]
     color, shift = variant_color(variant), 1.03 ** (i - (len(variants) - 1) / 2)
-    best = [(t["d_model"] * shift, t["best_lr"]) for t in pts if t.get("best_lr")]
+    bests = [t for t in pts if t.get("best_lr")]
     fail = [(t["d_model"] * shift, t["failing_lr"]) for t in pts if t.get("failing_lr")]
-    if best:
-      ax.plot(*zip(*best, strict=True), ":", color=color)
-      for t, (x, y) in zip([t for t in pts if t.get("best_lr")], best, strict=True):
+    if bests:
+      ax.plot(
+        [t["d_model"] * shift for t in bests], [t["best_lr"] for t in bests], ":", color=color
+      )
+      for t in bests:
         open_below = lowest.get((variant, int(t["d_model"]))) == float(t["best_lr"])
-        ax.plot(x, y, "v" if open_below else "s", mfc="white", color=color)
+        marker = "v" if open_below else "s"
+        ax.plot(t["d_model"] * shift, t["best_lr"], marker, mfc="white", color=color)
     if fail:
       ax.plot(*zip(*fail, strict=True), "-o", color=color)
   widths = sorted({t["d_model"] for t in table})
