@@ -5,27 +5,14 @@ import ast
 import glob
 import os
 
+from resnorm_jax.config import pysource
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 100
 
 
-def _parse(path: str) -> ast.Module:
-  """ast.parse of a file. CPython 3.11 can raise a spurious "AST constructor recursion depth
-  mismatch" SystemError when other threads are running (python/cpython#106905; an earlier
-  test's checkpoint threads were, once in a full suite run): retried, the file is the same."""
-  with open(path) as f:
-    source = f.read()
-  for _ in range(2):
-    try:
-      return ast.parse(source, filename=path)
-    except SystemError as e:
-      if "recursion depth mismatch" not in str(e):
-        raise
-  return ast.parse(source, filename=path)  # a third failure is raised
-
-
 def _functions(path: str):
-  tree = _parse(path)
+  tree = pysource.parse_file(path)
   for node in ast.walk(tree):
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
       yield node.name, node.lineno, node.end_lineno - node.lineno + 1
@@ -54,7 +41,7 @@ def test_scripts_and_tests_do_not_import_scripts():
   scripts = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))}
   offenders = []
   for path in glob.glob(os.path.join(ROOT, "scripts", "*.py")):
-    for node in ast.walk(_parse(path)):
+    for node in ast.walk(pysource.parse_file(path)):
       if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
       elif isinstance(node, ast.ImportFrom):

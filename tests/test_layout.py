@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import ROOT
+from resnorm_jax.config import pysource
 
 PACKAGE = os.path.join(ROOT, "resnorm_jax")
 # What each subpackage may import (itself included). model and data are one floor: neither
@@ -24,7 +25,7 @@ ALLOWED = {
 def _project_imports(path: str) -> list[tuple[int, str]]:
   """(line, module) of every resnorm_jax import in a file, inside functions too."""
   out = []
-  for node in ast.walk(ast.parse(open(path).read())):
+  for node in ast.walk(pysource.parse_file(path)):
     if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("resnorm_jax"):
       if node.module == "resnorm_jax":
         out += [(node.lineno, f"resnorm_jax.{a.name}") for a in node.names]
@@ -78,7 +79,7 @@ def test_nothing_edits_sys_path(folder):
   for path in _modules(os.path.join(ROOT, folder)):
     if os.path.basename(path) == "test_layout.py":
       continue
-    for node in ast.walk(ast.parse(open(path).read())):
+    for node in ast.walk(pysource.parse_file(path)):
       if (
         isinstance(node, ast.Attribute)
         and node.attr in ("insert", "append")

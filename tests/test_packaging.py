@@ -9,6 +9,8 @@ import re
 import sys
 import tomllib
 
+from resnorm_jax.config import pysource
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -48,8 +50,7 @@ def test_every_third_party_package_the_library_imports_is_pinned():
   pins = _pins()
   imported = set()
   for path in glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True):
-    with open(path) as f:
-      tree = ast.parse(f.read())
+    tree = pysource.parse_file(path)
     for node in ast.walk(tree):
       if isinstance(node, ast.Import):
         imported |= {a.name.split(".")[0] for a in node.names}
@@ -69,7 +70,6 @@ def test_every_console_command_names_a_callable():
     module, _, attr = target.partition(":")
     # read, not imported: the entry points define absl flags, once per process
     path = os.path.join(ROOT, *module.split(".")) + ".py"
-    with open(path) as f:
-      tree = ast.parse(f.read())
+    tree = pysource.parse_file(path)
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert attr in defined, f"{command}: {target} has no function {attr}"

@@ -14,7 +14,7 @@ import pkgutil
 import pytest
 
 from conftest import tiny_config
-from resnorm_jax.config import schema, variant_keys
+from resnorm_jax.config import pysource, schema, variant_keys
 from resnorm_jax.model import norms as norms_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
@@ -123,8 +123,7 @@ def test_registry_refuses_a_name_declared_twice(monkeypatch, tmp_path):
 
 
 def _string_literals(path: str) -> set[str]:
-  with open(path) as f:
-    tree = ast.parse(f.read(), filename=path)
+  tree = pysource.parse_file(path)
   return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is str}
 
 
@@ -171,8 +170,7 @@ def test_a_variant_newer_than_the_palette_is_named_by_no_module_but_its_own():
 
 def _names_used(path: str) -> set[str]:
   """String literals, attribute names and identifiers of a module."""
-  with open(path) as f:
-    tree = ast.parse(f.read(), filename=path)
+  tree = pysource.parse_file(path)
   out = _string_literals(path)
   out |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
   return out | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

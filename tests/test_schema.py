@@ -7,7 +7,7 @@ import glob
 import os
 
 from resnorm_jax.config import __main__ as listing
-from resnorm_jax.config import schema
+from resnorm_jax.config import pysource, schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,8 +33,7 @@ def test_named_configs_build_on_the_library_schema():
 def test_the_library_never_imports_configs():
   offenders = []
   for path in glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True):
-    with open(path) as f:
-      tree = ast.parse(f.read())
+    tree = pysource.parse_file(path)
     for node in ast.walk(tree):
       names = []
       if isinstance(node, ast.Import):

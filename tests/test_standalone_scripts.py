@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 
+from resnorm_jax.config import pysource
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_REFERENCE = os.path.join(ROOT, "scripts", "torch_reference.py")
 ALLOWED = {"torch", "numpy"}
@@ -21,7 +23,7 @@ ALLOWED = {"torch", "numpy"}
 def _imported_roots(path: str) -> set[str]:
   """The top-level package of every import statement in a file (relative imports as '.')."""
   roots = set()
-  for node in ast.walk(ast.parse(open(path).read())):
+  for node in ast.walk(pysource.parse_file(path)):
     if isinstance(node, ast.Import):
       roots.update(alias.name.split(".")[0] for alias in node.names)
     elif isinstance(node, ast.ImportFrom):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ml_collections import config_dict
 
-from resnorm_jax.config import variant_keys
+from resnorm_jax.config import pysource, variant_keys
 
 placeholder = config_dict.placeholder
 
@@ -180,7 +180,7 @@ def describe() -> list[tuple[str, object, str]]:
   lines = source.splitlines()
   funcs = [
     n
-    for n in ast.parse(source).body
+    for n in pysource.parse(source).body
     if isinstance(n, ast.FunctionDef) and n.name in ("_model_section", "get_config")
   ]
   sections: dict[str, str] = {}  # local name -> "model." etc.

@@ -21,6 +21,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from resnorm_jax.config import pysource
+
 # The variant package, read as files (resnorm_jax/model/variants/).
 VARIANTS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "model", "variants")
 TYPES = (bool, int, float, str)
@@ -90,8 +92,7 @@ def read_module(path: str) -> dict[str, Declared]:
   """{key: Declared} of the Key(...) calls in one module's source: each the value of a dict
   literal under its name (`keys={"name": Key(...)}`)."""
   module = os.path.basename(path)[:-3]
-  with open(path, encoding="utf-8") as f:
-    tree = ast.parse(f.read(), filename=path)
+  tree = pysource.parse_file(path)
   constants = _module_constants(tree)
   where = f"variants/{module}.py"
   in_dicts = {}

@@ -17,6 +17,7 @@ import os
 import zlib
 from typing import Any
 
+from resnorm_jax.config import pysource
 from resnorm_jax.train.outcome import STUCK_MARGIN
 
 # The status of a run or cell (maps, boundary): a grey ramp, dark = stuck, so no status reads as
@@ -79,8 +80,7 @@ DECLARED = ("COLOR", "LABEL")  # what a named config may declare about how it is
 
 def declared(path: str) -> dict[str, str]:
   """{COLOR, LABEL: value} of the string constants a named config assigns at module level."""
-  with open(path, encoding="utf-8") as f:
-    tree = ast.parse(f.read(), filename=path)
+  tree = pysource.parse_file(path)
   out = {}
   for node in tree.body:
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):

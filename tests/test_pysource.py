@@ -1,0 +1,49 @@
+"""pysource.parse retries CPython 3.11's spurious AST recursion-depth SystemError, and only it."""
+
+import ast
+
+import pytest
+
+from resnorm_jax.config import pysource
+
+MISMATCH = "AST constructor recursion depth mismatch (before=144, after=195)"
+
+
+def _flaky(monkeypatch, errors):
+  """ast.parse raising each of `errors` once, in order, then parsing."""
+  real, left, calls = ast.parse, list(errors), []
+
+  def parse(source, filename="<unknown>"):
+    calls.append(filename)
+    if left:
+      raise left.pop(0)
+    return real(source, filename=filename)
+
+  monkeypatch.setattr(pysource.ast, "parse", parse)
+  return calls
+
+
+def test_a_spurious_mismatch_is_retried_and_the_tree_is_the_file(monkeypatch, tmp_path):
+  path = tmp_path / "m.py"
+  path.write_text("X = 'a'\n", encoding="utf-8")
+  calls = _flaky(monkeypatch, [SystemError(MISMATCH), SystemError(MISMATCH)])
+  tree = pysource.parse_file(str(path))
+  assert len(calls) == 3 and set(calls) == {str(path)}
+  assert isinstance(tree.body[0], ast.Assign) and tree.body[0].value.value == "a"
+
+
+def test_a_mismatch_on_every_try_is_raised(monkeypatch):
+  calls = _flaky(monkeypatch, [SystemError(MISMATCH)] * 3)
+  with pytest.raises(SystemError, match="recursion depth mismatch"):
+    pysource.parse("X = 1\n")
+  assert len(calls) == 3
+
+
+def test_other_errors_are_raised_at_once(monkeypatch):
+  calls = _flaky(monkeypatch, [SystemError("some other fault")])
+  with pytest.raises(SystemError, match="some other fault"):
+    pysource.parse("X = 1\n")
+  assert len(calls) == 1
+  monkeypatch.undo()
+  with pytest.raises(SyntaxError):
+    pysource.parse("def (:\n")
