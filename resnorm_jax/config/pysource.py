@@ -2,9 +2,12 @@
 a named config's drawing constants, the config schema's comments, the tests on code shape).
 
 CPython 3.11 can raise a spurious `SystemError: AST constructor recursion depth mismatch` from
-`ast.parse` while another thread of the process is also converting a syntax tree: the depth
-counter is shared (python/cpython#106905). It was seen in full test runs after checkpoint tests
-left threads behind. The source is the same on a second try, so parse retries that one error.
+`ast.parse` when a second parse runs inside the first one's conversion of the tree: the depth
+counter is shared (python/cpython#106905). Garbage collection during the conversion can run such
+a parse: a full test run failed on it when an asyncio task left by orbax's restore of a damaged
+checkpoint was collected, and its "exception was never retrieved" log formatted a traceback,
+which 3.11 does by parsing the source lines. The source is the same on a second try, so parse
+retries that one error.
 """
 
 import ast
