@@ -1,6 +1,8 @@
 """pysource.parse retries CPython 3.11's spurious AST recursion-depth SystemError, and only it."""
 
 import ast
+import gc
+import sys
 
 import pytest
 
@@ -47,3 +49,34 @@ def test_other_errors_are_raised_at_once(monkeypatch):
   monkeypatch.undo()
   with pytest.raises(SyntaxError):
     pysource.parse("def (:\n")
+
+
+class _ParsesWhenCollected:
+  """An object in a reference cycle (freed by the collector only) whose finalizer parses, as a
+  collected asyncio task's error log does when it formats a traceback on CPython 3.11."""
+
+  def __init__(self):
+    self.me = self
+
+  def __del__(self):
+    ast.parse("f(x)[0]")
+
+
+def _parse_with_a_parse_collected(parse, source: str):
+  """parse(source) with an object left for the collector whose finalizer parses."""
+  threshold = gc.get_threshold()
+  gc.set_threshold(1)  # collect at the first allocations of the tree's conversion
+  try:
+    _ParsesWhenCollected()
+    return parse(source)
+  finally:
+    gc.set_threshold(*threshold)
+
+
+def test_a_parse_run_by_the_collector_inside_a_parse_is_survived():
+  source = "\n".join(f"def f{i}(a):\n  return [a + {i} for _ in range(3)]" for i in range(300))
+  if sys.version_info[:2] == (3, 11):  # the interpreter's own parse fails the same way
+    with pytest.raises(SystemError, match="recursion depth mismatch"):
+      _parse_with_a_parse_collected(ast.parse, source)
+  tree = _parse_with_a_parse_collected(pysource.parse, source)
+  assert [f.name for f in tree.body] == [f"f{i}" for i in range(300)]
