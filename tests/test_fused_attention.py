@@ -24,7 +24,6 @@ from resnorm_jax.train import train_step as ts
 
 SHAPE = dict(vocab_size=16, num_layers=2, d_model=16, num_heads=2, d_ff=16, max_seq_len=16)
 TOKENS = jnp.asarray(np.random.default_rng(0).integers(0, 16, size=(2, 9)), jnp.int32)
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def _config(attention: str, **model):
@@ -44,7 +43,7 @@ def _loss_and_grads(cfg):
     return ts.cross_entropy(logits, TOKENS[:, 1:])
 
   forward = str(jax.make_jaxpr(loss_fn)(params))
-  compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(params).compile(FAST_COMPILE)
+  compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(params).compile()
   loss, grads = compiled(params)
   return float(loss), grads, forward
 

@@ -3,13 +3,11 @@
 scripts/golden_losses.py records the file: 6 steps of every named config at smoke scale
 (2 layers, width 32) and of the extra points (remat, scan unroll, bfloat16, the nanoGPT
 shape), every logged train, eval and final-eval loss and gradient norm. Here they are trained
-again in a process of their own, as when the file was recorded (one CPU device and XLA's
-default flags, not this suite's 8 fake devices), and compared value by value: equal, or
-within TOLERANCE_ULPS float32 ulps of the recorded value. Another machine's build of XLA
-moves a value by an ulp (on the 2-core CPU these numbers were checked on, 26 of the 27
-entries are bit-identical; hyperconn_96L:smoke's eval losses at steps 3 and 6 and its
-gradient norm at step 3 are one ulp off, already at the commit that recorded them); a change
-to the model, the data or the loop moves them by far more. To check a refactor bit for bit,
+again in processes of their own, as when the file was recorded (one CPU device and the
+script's XLA_FLAGS, LLVM without optimizations; not this suite's 8 fake devices), and compared
+value by value: equal, or within TOLERANCE_ULPS float32 ulps of the recorded value. Another
+machine's build of XLA can move a value by an ulp; a change to the model, the data or the loop
+moves them by far more. To check a refactor bit for bit,
 run `python scripts/golden_losses.py` where the file was recorded.
 """
 
@@ -69,8 +67,7 @@ def _off(now: dict, golden: dict) -> list[str]:
 
 @pytest.mark.slow  # 27 short training runs
 def test_every_named_config_trains_to_its_golden_losses(tmp_path):
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  env["JAX_PLATFORMS"] = "cpu"
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=golden_losses.XLA_FLAGS)
   outs = [tmp_path / f"losses{i}.json" for i in range(PROCESSES)]
   logs = [tmp_path / f"stderr{i}.txt" for i in range(PROCESSES)]
   procs = []

@@ -235,9 +235,6 @@ REMAT_POLICIES = {
 
 REMAT_TOKENS = jnp.array([[3, 7, 1, 6, 4], [0, 5, 5, 2, 1]], jnp.int32)
 REMAT_MODEL = dict(norm="rmsnorm", norm_position="pre", block="sequential", qk_norm=True)
-# LLVM -O0 for the tests that compile a gradient: about half the compile time of these tiny
-# programs on this CPU; the program (HLO) and its float semantics are the same.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 @functools.cache
@@ -252,7 +249,7 @@ def _loss_and_grads(remat: str):
     return ts.cross_entropy(logits, REMAT_TOKENS[:, 1:]), new_state
 
   traced = jax.jit(jax.value_and_grad(loss_fn, has_aux=True)).trace(params)
-  return params, traced.lower().compile(FAST_COMPILE)(params), _eqns(traced.jaxpr.jaxpr)
+  return params, traced.lower().compile()(params), _eqns(traced.jaxpr.jaxpr)
 
 
 @pytest.mark.parametrize("policy", ["full", "dots", "dots_no_batch"])
@@ -429,7 +426,7 @@ def test_tiny_model_overfits_one_batch():
   tokens = jax.random.randint(jax.random.key(1), (4, 9), 0, cfg.vocab_size)
   batch = (tokens[:, :-1], tokens[:, 1:])
   step = jax.jit(lambda s, b: ts.train_step(model_def, optimizer, s, b, per_layer=False))
-  step = step.lower(state, batch).compile(FAST_COMPILE)
+  step = step.lower(state, batch).compile()
   losses = []
   for _ in range(100):
     state, metrics = step(state, batch)

@@ -104,11 +104,6 @@ def test_unknown_logical_name_and_bad_mesh_are_refused():
     shard_lib.mesh_shape(m, 8)
 
 
-# Tests compile at XLA's lowest CPU backend optimization level: half the compile time, and
-# it changes only code generation, never the program being compared.
-FAST = {"xla_backend_optimization_level": 0}
-
-
 def _train(c, devices, steps: int = STEPS, init=None):
   """Trains `steps` steps on a mesh over `devices` the way loop.run does.
 
@@ -124,7 +119,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
   abstract = jax.eval_shape(init_fn)
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, c.mesh.rules)
   if init is None:
-    state = jax.jit(init_fn, out_shardings=shardings).lower().compile(FAST)()
+    state = jax.jit(init_fn, out_shardings=shardings).lower().compile()()
   else:
     state = jax.device_put(init, shardings)
   initial = jax.device_get(state)
@@ -139,7 +134,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
       corpus.train, seed=c.seed, step=i, batch_size=c.train.batch_size, seq_len=c.train.seq_len
     )
     batch = (shard_lib.global_batch(x, bsh), shard_lib.global_batch(y, bsh))
-    compiled = compiled or step.lower(state, batch).compile(FAST)
+    compiled = compiled or step.lower(state, batch).compile()
     state, metrics = compiled(state, batch)
     losses.append(float(metrics["loss"]))
     gnorms.append(float(metrics["grad_norm"]))
