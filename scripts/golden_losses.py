@@ -7,8 +7,8 @@
 Each config trains through `loop.run` (6 steps, 2 layers, width 32) on CPU; every logged
 train, eval and final-eval loss and gradient norm is compared bit for bit. A few extra
 points cover the model settings (remat, scan unroll, bfloat16). Losses are
-those of this CPU build of XLA: on another machine record your own first. The script sets
-XLA_FLAGS to XLA_FLAGS below, as the file was recorded: one CPU device, and LLVM without its
+those of this CPU build of XLA: on another machine record your own first. The script runs
+under the XLA_FLAGS constant below, as the file was recorded: one CPU device, and LLVM without its
 optimizations, which compiles each point in about a third of the time (postnorm_96L:smoke's
 and prenorm_96L:smoke's values sit up to 3.3 and 5 float32 ulps from those of the default
 flags).

@@ -15,8 +15,8 @@ import pytest
 # and load this file again before they import JAX. 8 fake CPU devices, and LLVM without its
 # optimizations: it compiles the tests' programs in about a third of the time (a smoke train
 # step: 3.0 s instead of 8.0 on a loaded core), and no test compares a value with one compiled
-# under other flags (the golden losses are recorded and checked under these, in processes
-# of their own).
+# under other flags (the golden losses are recorded and checked with the same LLVM flag, in
+# processes of their own with one device).
 TEST_XLA_FLAGS = ("--xla_force_host_platform_device_count=8", "--xla_backend_optimization_level=0")
 _flags = os.environ.get("XLA_FLAGS", "").split()
 os.environ["XLA_FLAGS"] = " ".join(_flags + [f for f in TEST_XLA_FLAGS if f not in _flags])
