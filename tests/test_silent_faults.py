@@ -270,6 +270,12 @@ def test_a_stale_failure_record_is_rewritten_from_the_points_folder(tmp_path):
   rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   assert rows[0]["outcome"] == "trained" and "error" not in rows[0]
   assert sweep_records.refresh_records(str(tmp_path)) == []  # once
+  # A point its own sweep saw exit 0 gains its status, and is not called finished elsewhere.
+  clean = {k: v for k, v in stale.items() if k != "error"} | {"returncode": 0}
+  (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(clean))
+  assert sweep_records.refresh_records(str(tmp_path)) == []
+  record = json.loads((workdir / sweep_grid.POINT_FILE).read_text())
+  assert record["returncode"] == 0 and record["status"] == "completed"
   # A point that has not finished keeps its failure.
   (workdir / "summary.json").unlink()
   (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(stale))

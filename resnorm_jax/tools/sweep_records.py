@@ -82,9 +82,10 @@ def finished_status(workdir: str) -> str | None:
 
 
 def refresh_record(workdir: str) -> bool:
-  """Rewrites a point's sweep_point.json from its folder when the folder holds a finished run
-  but the record says otherwise (a failure, "running elsewhere": the run was finished by
-  another process, e.g. a child that outlived its sweep); True when it did."""
+  """Writes the finished run's status into a point's sweep_point.json; True when the record
+  said otherwise (a failure, "running elsewhere": the run was finished by another process,
+  e.g. a child that outlived its sweep) and was rewritten from the folder. A record of a clean
+  exit only gains its status: False."""
   path = os.path.join(workdir, POINT_FILE)
   info, status = read_json(path), finished_status(workdir)
   if not isinstance(info, dict) or status is None:
@@ -97,7 +98,7 @@ def refresh_record(workdir: str) -> bool:
       info.pop(key, None)
   info["status"] = status  # what the folder holds, whoever finished it
   cli.write_json(path, info)
-  return True
+  return stale
 
 
 def refresh_records(sweep_dir: str) -> list[str]:
