@@ -440,6 +440,55 @@ def row_width() -> list[str] | None:
   ]
 
 
+def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> dict[float, dict]:
+  """lr -> the seed-0 run of one variant at one width."""
+  return {
+    float(r["opt.lr"]): r
+    for r in rows
+    if r["variant"] == variant and int(r["d_model"]) == d_model and int(r["seed"]) == 0
+  }
+
+
+def _best_and_reach(runs: dict[float, dict], lrs: set[float]) -> str:
+  """'best lr/largest lr trained' among the runs at `lrs`."""
+  runs = {lr: r for lr, r in runs.items() if lr in lrs}
+  if not runs:
+    return "not run"
+  trained = [lr for lr, r in runs.items() if r["outcome"] == "trained"]
+  if not trained:
+    return "none trained"
+  best = min(runs, key=lambda lr: float(runs[lr]["final_eval_loss"]))
+  return f"{lr_text(best)}/{lr_text(max(trained))}"
+
+
+def row_width_mup() -> list[str] | None:
+  """muP against sp at each width muP ran: each variant's seed-0 best lr and the largest lr
+  that trained, on the lrs both ran there (the two sweeps' results.csv; the losses are in
+  docs/width/README.md)."""
+  path = "docs/width/mup/results.csv"
+  if not os.path.exists(os.path.join(ROOT, path)):
+    return None
+  mup, sp = read(path), read("docs/width/results.csv")
+  widths = sorted({int(r["d_model"]) for r in mup})
+  if len(widths) < 2:
+    return None
+  parts = []
+  for variant in ("postnorm", "prenorm"):
+    pairs = []
+    for d in widths:
+      m, s = _seed0(mup, variant, d), _seed0(sp, variant, d)
+      both = set(m) & set(s)
+      pairs.append(f"{_best_and_reach(m, both)} vs {_best_and_reach(s, both)}")
+    parts.append(f"{variant_label(variant)} " + "; ".join(pairs))
+  return [
+    "muP against sp across width",
+    "12 layers, best lr/largest lr trained, muP vs sp on the lrs both ran, at d_model "
+    f"{', '.join(map(str, widths))}: " + ". ".join(parts),
+    "1,000 steps, no warmup, constant lr; muP base width 64, head dim 16; seed 0; stdlib",
+    "[figure](docs/width/mup/curves.png), `docs/width/mup/results.csv`",
+  ]
+
+
 def row_second_corpus() -> list[str] | None:
   """At 12 layers, each variant's largest lr that trains on some seed and its best lr, on the
   stdlib and on the second corpus (docs/second_corpus/results.csv: both columns)."""
@@ -488,6 +537,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_depth_transfer,
   row_param_edges,
   row_width,
+  row_width_mup,
   row_second_corpus,
 )
 

@@ -84,3 +84,31 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
   assert "Pre-LN 4e-3/3.2e-2, 2e-3/2e-3, 1e-3/1e-3;" in claim
   assert "1 of 8 runs above 64 diverged" in claim
   assert "seed 0 (d_model 64: 0-2 next to edges)" in budget
+
+
+def test_width_mup_row_compares_seed_0_on_the_lrs_both_parametrizations_ran(tmp_path, monkeypatch):
+  width = tmp_path / "docs" / "width"
+  (width / "mup").mkdir(parents=True)
+  head = "variant,d_model,opt.lr,seed,outcome,final_eval_loss"
+  mup = [
+    ("postnorm", 64, 2.5e-4, 0, "trained", 2.4), ("postnorm", 64, 5e-4, 0, "trained", 2.3),
+    ("postnorm", 64, 1e-3, 0, "stuck", 3.2),
+    ("postnorm", 128, 5e-4, 0, "trained", 2.3), ("postnorm", 128, 1e-3, 0, "stuck", 3.2),
+    ("prenorm", 64, 4e-3, 0, "trained", 1.7), ("prenorm", 64, 1.6e-2, 0, "trained", 1.9),
+  ]  # fmt: skip
+  sp = [
+    ("postnorm", 64, 2.5e-4, 0, "trained", 2.3), ("postnorm", 64, 5e-4, 0, "trained", 2.4),
+    ("postnorm", 64, 1e-3, 0, "stuck", 3.2), ("postnorm", 64, 1e-3, 1, "trained", 2.9),
+    ("postnorm", 128, 5e-4, 0, "stuck", 3.2), ("postnorm", 128, 1e-3, 0, "stuck", 3.2),
+    ("prenorm", 64, 4e-3, 0, "trained", 1.8), ("prenorm", 64, 1.6e-2, 0, "trained", 1.7),
+    ("prenorm", 64, 3.2e-2, 0, "trained", 2.0),  # muP did not run 3.2e-2: left out
+  ]  # fmt: skip
+  for path, runs in ((width / "mup" / "results.csv", mup), (width / "results.csv", sp)):
+    path.write_text("\n".join([head] + [",".join(map(str, r)) for r in runs]) + "\n")
+  monkeypatch.setattr(claims, "ROOT", str(tmp_path))
+  _, claim, budget, _ = claims.row_width_mup()
+  assert "muP vs sp on the lrs both ran, at d_model 64, 128: " in claim
+  # seed 1's 1e-3 at 64 (trained) is not seed 0's; nothing of sp's trained at 128
+  assert "Post-LN 5e-4/5e-4 vs 2.5e-4/5e-4; 5e-4/5e-4 vs none trained." in claim
+  assert claim.endswith("Pre-LN 4e-3/1.6e-2 vs 1.6e-2/1.6e-2; not run vs not run")
+  assert "seed 0" in budget
