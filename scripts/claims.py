@@ -432,7 +432,7 @@ def row_width() -> list[str] | None:
   )
   return [
     "Width moves the edges down in sp",
-    f"12 layers, best / largest lr trained (k/n seeds) at d_model {at}: "
+    f"12 layers, best/largest lr trained (k/n seeds) at d_model {at}: "
     + "; ".join(parts)
     + f"; {diverged} of {len(runs)} runs above {widths[0]} diverged",
     f"1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; stdlib",

@@ -77,7 +77,7 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
   (width / "results.csv").write_text("\n".join(lines) + "\n")
   monkeypatch.setattr(claims, "ROOT", str(tmp_path))
   _, claim, budget, _ = claims.row_width()
-  assert "best / largest lr trained (k/n seeds) at d_model 64, 128, 256: " in claim
+  assert "best/largest lr trained (k/n seeds) at d_model 64, 128, 256: " in claim
   # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256
   assert "Post-LN 2.5e-4/1e-3 (1/3), 1.25e-4/1.25e-4, none trained;" in claim
   assert "DeepNorm 4e-3/4e-3, 5e-4/5e-4, not run;" in claim
