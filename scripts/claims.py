@@ -440,25 +440,25 @@ def row_width() -> list[str] | None:
   ]
 
 
-def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> dict[float, dict]:
-  """lr -> the seed-0 run of one variant at one width."""
-  return {
-    float(r["opt.lr"]): r
+def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> list[dict[str, str]]:
+  """The seed-0 runs of one variant at one width."""
+  return [
+    r
     for r in rows
     if r["variant"] == variant and int(r["d_model"]) == d_model and int(r["seed"]) == 0
-  }
+  ]
 
 
-def _best_and_reach(runs: dict[float, dict], lrs: set[float]) -> str:
-  """'best lr/largest lr trained' among the runs at `lrs`."""
-  runs = {lr: r for lr, r in runs.items() if lr in lrs}
+def _best_and_reach(runs: list[dict[str, str]], variant: str, d_model: int, lrs: set) -> str:
+  """'best lr/largest lr trained' (edge()) among one width's runs at `lrs`."""
+  runs = [r for r in runs if float(r["opt.lr"]) in lrs]
   if not runs:
     return "not run"
-  trained = [lr for lr, r in runs.items() if r["outcome"] == "trained"]
-  if not trained:
+  reach = edge(lr_cells_of(runs, axis="d_model"), variant, d_model)
+  if reach == "none":
     return "none trained"
-  best = min(runs, key=lambda lr: float(runs[lr]["final_eval_loss"]))
-  return f"{lr_text(best)}/{lr_text(max(trained))}"
+  best = min(runs, key=lambda r: float(r["final_eval_loss"]))
+  return f"{lr_text(float(best['opt.lr']))}/{reach}"
 
 
 def row_width_mup() -> list[str] | None:
@@ -477,8 +477,10 @@ def row_width_mup() -> list[str] | None:
     pairs = []
     for d in widths:
       m, s = _seed0(mup, variant, d), _seed0(sp, variant, d)
-      both = set(m) & set(s)
-      pairs.append(f"{_best_and_reach(m, both)} vs {_best_and_reach(s, both)}")
+      both = {float(r["opt.lr"]) for r in m} & {float(r["opt.lr"]) for r in s}
+      pairs.append(
+        f"{_best_and_reach(m, variant, d, both)} vs {_best_and_reach(s, variant, d, both)}"
+      )
     parts.append(f"{variant_label(variant)} " + "; ".join(pairs))
   return [
     "muP against sp across width",

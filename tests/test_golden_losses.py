@@ -65,7 +65,7 @@ def _off(now: dict, golden: dict) -> list[str]:
   return off
 
 
-@pytest.mark.slow  # 27 short training runs
+@pytest.mark.slow  # a short training run per point of golden_losses.points()
 def test_every_named_config_trains_to_its_golden_losses(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=golden_losses.XLA_FLAGS)
   outs = [tmp_path / f"losses{i}.json" for i in range(PROCESSES)]
