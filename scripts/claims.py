@@ -449,16 +449,19 @@ def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> list[dict[
   ]
 
 
-def _best_and_reach(runs: list[dict[str, str]], variant: str, d_model: int, lrs: set) -> str:
-  """'best lr/largest lr trained' (edge()) among one width's runs at `lrs`."""
+def _best_and_reach(
+  runs: list[dict[str, str]], variant: str, d_model: int, lrs: set
+) -> tuple[str, str]:
+  """(best lr, largest lr trained (edge())) among one width's runs at `lrs`: '-' where none
+  ran, 'none' where none trained."""
   runs = [r for r in runs if float(r["opt.lr"]) in lrs]
   if not runs:
-    return "not run"
+    return "-", "-"
   reach = edge(lr_cells_of(runs, axis="d_model"), variant, d_model)
   if reach == "none":
-    return "none trained"
+    return "none", "none"
   best = min(runs, key=lambda r: float(r["final_eval_loss"]))
-  return f"{lr_text(float(best['opt.lr']))}/{reach}"
+  return lr_text(float(best["opt.lr"])), reach
 
 
 def row_width_mup() -> list[str] | None:
@@ -472,21 +475,26 @@ def row_width_mup() -> list[str] | None:
   widths = sorted({int(r["d_model"]) for r in mup})
   if len(widths) < 2:
     return None
-  parts = []
+  cells = {}
   for variant in ("postnorm", "prenorm"):
-    pairs = []
     for d in widths:
       m, s = _seed0(mup, variant, d), _seed0(sp, variant, d)
       both = {float(r["opt.lr"]) for r in m} & {float(r["opt.lr"]) for r in s}
-      pairs.append(
-        f"{_best_and_reach(m, variant, d, both)} vs {_best_and_reach(s, variant, d, both)}"
-      )
-    parts.append(f"{variant_label(variant)} " + "; ".join(pairs))
+      cells[variant, "muP", d] = _best_and_reach(m, variant, d, both)
+      cells[variant, "sp", d] = _best_and_reach(s, variant, d, both)
+
+  def both_ways(variant: str, i: int) -> str:
+    m, s = ("/".join(cells[variant, p, d][i] for d in widths) for p in ("muP", "sp"))
+    return f"muP {m}, sp {s}"
+
+  # what each variant's width question turns on: Pre-LN's best lr, Post-LN's edge (as well)
   return [
     "muP against sp across width",
-    "12 layers, best lr/largest lr trained, muP vs sp on the lrs both ran, at d_model "
-    f"{', '.join(map(str, widths))}: " + ". ".join(parts),
-    "1,000 steps, no warmup, constant lr; muP base width 64, head dim 16; seed 0; stdlib",
+    f"at d_model {'/'.join(map(str, widths))}: Pre-LN's best lr {both_ways('prenorm', 0)}; "
+    f"Post-LN's best lr {both_ways('postnorm', 0)}, its largest lr trained "
+    f"{both_ways('postnorm', 1)}",
+    "12 layers, seed 0, on the lrs both ran at each width (- none ran); 1,000 steps, no "
+    "warmup, constant lr; muP base width 64, head dim 16; stdlib",
     "[figure](docs/width/mup/curves.png), `docs/width/mup/results.csv`",
   ]
 
