@@ -452,22 +452,27 @@ def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> list[dict[
 def _best_and_reach(
   runs: list[dict[str, str]], variant: str, d_model: int, lrs: set
 ) -> tuple[str, str]:
-  """(best lr, largest lr trained (edge())) among one width's runs at `lrs`: '-' where none
-  ran, 'none' where none trained."""
-  runs = [r for r in runs if float(r["opt.lr"]) in lrs]
+  """(best lr among all of one width's runs, '<=' before it where it is the smallest lr run;
+  largest lr trained (edge()) among those at `lrs`): '-' where none ran, 'none' where none
+  trained."""
   if not runs:
     return "-", "-"
-  reach = edge(lr_cells_of(runs, axis="d_model"), variant, d_model)
-  if reach == "none":
-    return "none", "none"
   best = min(runs, key=lambda r: float(r["final_eval_loss"]))
-  return lr_text(float(best["opt.lr"])), reach
+  if best["outcome"] != "trained":
+    best_text = "none"
+  else:
+    lr = float(best["opt.lr"])
+    below = any(float(r["opt.lr"]) < lr for r in runs)
+    best_text = lr_text(lr) if below else f"<={lr_text(lr)}"
+  shared = [r for r in runs if float(r["opt.lr"]) in lrs]
+  reach = edge(lr_cells_of(shared, axis="d_model"), variant, d_model) if shared else "-"
+  return best_text, reach
 
 
 def row_width_mup() -> list[str] | None:
-  """muP against sp at each width muP ran: each variant's seed-0 best lr and the largest lr
-  that trained, on the lrs both ran there (the two sweeps' results.csv; the losses are in
-  docs/width/README.md)."""
+  """muP against sp at each width muP ran: each variant's seed-0 best lr on its own lrs, and
+  the largest lr that trained on the lrs both ran there (the two sweeps' results.csv; the
+  losses are in docs/width/README.md)."""
   path = "docs/width/mup/results.csv"
   if not os.path.exists(os.path.join(ROOT, path)):
     return None
@@ -493,8 +498,9 @@ def row_width_mup() -> list[str] | None:
     f"at d_model {'/'.join(map(str, widths))}: Pre-LN's best lr {both_ways('prenorm', 0)}; "
     f"Post-LN's best lr {both_ways('postnorm', 0)}, its largest lr trained "
     f"{both_ways('postnorm', 1)}",
-    "12 layers, seed 0, on the lrs both ran at each width (- none ran); 1,000 steps, no "
-    "warmup, constant lr; muP base width 64, head dim 16; stdlib",
+    "12 layers, seed 0; best lr on each one's lrs (<=: its smallest lr run), largest trained "
+    "on the lrs both ran (- none ran); 1,000 steps, no warmup, constant lr; muP base width "
+    "64, head dim 16; stdlib",
     "[figure](docs/width/mup/curves.png), `docs/width/mup/results.csv`",
   ]
 
