@@ -86,7 +86,7 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
   assert "seed 0 (d_model 64: 0-2 next to edges)" in budget
 
 
-def test_width_mup_row_compares_seed_0_on_the_lrs_both_parametrizations_ran(tmp_path, monkeypatch):
+def test_width_mup_row_best_lr_on_its_own_lrs_edge_on_shared_lrs(tmp_path, monkeypatch):
   width = tmp_path / "docs" / "width"
   (width / "mup").mkdir(parents=True)
   head = "variant,d_model,opt.lr,seed,outcome,final_eval_loss"
