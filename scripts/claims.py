@@ -450,7 +450,7 @@ def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> list[dict[
 
 
 def _best_and_reach(
-  runs: list[dict[str, str]], variant: str, d_model: int, lrs: set
+  runs: list[dict[str, str]], variant: str, d_model: int, lrs: set[float]
 ) -> tuple[str, str]:
   """(best lr among all of one width's runs, '<=' before it where it is the smallest lr run;
   largest lr trained (edge()) among those at `lrs`): '-' where none ran, 'none' where none
