@@ -65,3 +65,14 @@ GRID = [
 # seeds there tell a moved edge from one lucky draw.
 POSTNORM_SEED_LR = 2e-3
 GRID += [_point("postnorm", "completep", 12, POSTNORM_SEED_LR, s) for s in SEEDS]
+# The CompleteP-minus-sp contrast needs seeds at every lr of both curves around the best, or
+# the argmin moves with where seeds were run: seeds 1-2 at 2e-3 and 8e-3 at 24 layers (4e-3's
+# are above) and at 4e-3 at 48 layers, under CompleteP here; sp's same seeds are the loss-vs-lr
+# grid's (configs/sweeps/lr_sensitivity.py, --filter='^prenorm-L(24-lr0.00[28]|48-lr0.004)-s[12]$').
+CONTRAST_SEEDS = {24: (2e-3, 8e-3), 48: (4e-3,)}
+GRID += [
+  _point("prenorm", "completep", n, lr, s)
+  for n, lrs in CONTRAST_SEEDS.items()
+  for lr in lrs
+  for s in SEEDS
+]

@@ -31,6 +31,11 @@ assert sorted(RUN_ORDER) == sorted(LRS)
 LRS_24 = (2e-3, 4e-3, 8e-3)  # around Pre-LN's best at 24 layers
 LRS_48 = (2e-3, 4e-3)  # Pre-LN's best at 48 layers and one above
 STEPS = 1000
+# The value-residual contrast over seeds: value residuals and Pre-LN at 24 layers and 4e-3 (both
+# curves' best), seeds 1-4 (Pre-LN's seeds 1 and 2 are the loss-vs-lr grid's own runs, the same
+# points by name and config, so they are not run twice):
+#   ... --filter='^(valueres|prenorm)-L24-lr0.004-s[1-4]$'
+SEED_CONTRAST = (("valueres", "prenorm"), 24, 4e-3, (1, 2, 3, 4))
 
 
 def _point(variant: str, n: int, lr: float, seed: int = 0) -> dict:
@@ -44,4 +49,9 @@ GRID = (
   [_point(v, 6, lr) for lr in RUN_ORDER for v in VARIANTS]
   + [_point(v, 24, lr) for lr in LRS_24 for v in VARIANTS]
   + [_point(v, 48, lr) for lr in LRS_48 for v in ("mhc", "hyperconn")]
+  + [
+    _point(v, SEED_CONTRAST[1], SEED_CONTRAST[2], s)
+    for s in SEED_CONTRAST[3]
+    for v in SEED_CONTRAST[0]
+  ]
 )
