@@ -131,6 +131,28 @@ def test_with_two_processes_process_0_locks_and_both_refuse_a_busy_workdir(tmp_p
   assert "compiled in" not in out[0] + out[1]
 
 
+def test_a_symlinked_lock_file_is_refused_and_its_target_left_unchanged(tmp_path):
+  """A `.lock` linked to a file elsewhere: that file was truncated and overwritten with the
+  holder's JSON. The link is never followed: refused (exit status 2), the target as it was."""
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  target = tmp_path / "precious.txt"
+  target.write_text("data that is not the lock's\n")
+  os.symlink(target, workdir / workdir_lib.LOCK_FILE)
+  with pytest.raises(workdir_lib.SymlinkedLock) as e, workdir_lib.hold(str(workdir)):
+    pass
+  assert isinstance(e.value, ValueError)  # the entry point's exit status 2
+  assert f"{workdir / workdir_lib.LOCK_FILE} is a symbolic link (to '{target}')" in str(e.value)
+  assert target.read_text() == "data that is not the lock's\n"
+  assert os.path.islink(workdir / workdir_lib.LOCK_FILE)  # left for its owner to remove
+  dangling = tmp_path / "dangling"
+  dangling.mkdir()
+  os.symlink(tmp_path / "nowhere", dangling / workdir_lib.LOCK_FILE)  # O_CREAT would make it
+  with pytest.raises(workdir_lib.SymlinkedLock), workdir_lib.hold(str(dangling)):
+    pass
+  assert not (tmp_path / "nowhere").exists()
+
+
 def test_a_url_workdir_is_not_locked(capsys):
   with workdir_lib.hold("gs://bucket/run") as path:
     assert path is None

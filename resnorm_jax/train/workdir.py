@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -86,16 +87,46 @@ def describe_holder(text: str) -> str:
 
 def _read_text(path: str) -> str:
   try:
-    with open(path) as f:
-      return f.read()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
   except OSError:
     return ""
+  with open(fd) as f:
+    try:
+      return f.read()
+    except (OSError, ValueError):
+      return ""
+
+
+class SymlinkedLock(ValueError):
+  """The lock file is a symbolic link: never followed (writing the holder through it would
+  overwrite the file it points to); refused like bad input (exit status 2)."""
+
+
+def _refuse_symlink(path: str) -> None:
+  """SymlinkedLock when `path` is a symbolic link (lstat: the link itself, not its target)."""
+  try:
+    is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+  except FileNotFoundError:
+    return
+  if is_link:
+    raise SymlinkedLock(
+      f"{path} is a symbolic link (to {os.readlink(path)!r}), not the run's lock file: it is "
+      "never followed; remove the link (its target is left as it is) and run the same "
+      "command again"
+    )
 
 
 def _try_lock(path: str) -> int | None:
-  """An fd holding the flock on `path` (the file that is at `path` now), None if busy."""
+  """An fd holding the flock on `path` (the file that is at `path` now), None if busy. A
+  symbolic link at `path` is refused (SymlinkedLock), never opened: O_NOFOLLOW."""
   while True:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+    _refuse_symlink(path)
+    try:  # not inherited by child processes; a link made since the check fails with ELOOP
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+      if e.errno == errno.ELOOP:
+        _refuse_symlink(path)
+      raise
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -105,7 +136,7 @@ def _try_lock(path: str) -> int | None:
       os.close(fd)
       raise
     try:
-      same = os.stat(path).st_ino == os.fstat(fd).st_ino
+      same = os.lstat(path).st_ino == os.fstat(fd).st_ino
     except FileNotFoundError:
       same = False
     if same:
