@@ -84,9 +84,10 @@ def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
 def late_fit(
   steps: Sequence[int], losses: Sequence[float], budget: int, late_from: float = LATE_FROM
 ) -> tuple[float, float] | None:
-  """(late_slope, its standard error) in nats per 1,000 steps; None with fewer than 3 evals."""
+  """(late_slope, its standard error) in nats per 1,000 steps; None with fewer than 3 evals.
+  The standard error holds for autocorrelated evals (stats.robust_slope_with_se)."""
   late = [(s / 1000, v) for s, v in zip(steps, losses, strict=True) if s >= late_from * budget]
-  return stats.slope_with_se([x for x, _ in late], [y for _, y in late])
+  return stats.robust_slope_with_se([x for x, _ in late], [y for _, y in late])
 
 
 def late_slope(

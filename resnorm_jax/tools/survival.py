@@ -26,7 +26,7 @@ from resnorm_jax.tools.lr_sweep_rows import eval_curve
 from resnorm_jax.tools.stats import (
   clopper_pearson,
   kaplan_meier,
-  slope_with_se,
+  robust_slope_with_se,
   survival_at,
   trend,
 )
@@ -129,7 +129,7 @@ def run_record(run_dir: str) -> Row:
     out[f"first_passage_m{m:g}"] = passages(evals, base, m)["first_passage"]
   budget = int(out["steps"] or steps[-1])
   late = [(s / 1000, v) for s, v in evals if s >= budget / 2]
-  fit = slope_with_se([x for x, _ in late], [y for _, y in late])
+  fit = robust_slope_with_se([x for x, _ in late], [y for _, y in late])
   if fit:
     out["late_slope"], out["late_slope_se"] = round(fit[0], 4), round(fit[1], 4)
     out["late_trend"] = trend(*fit)
