@@ -16,6 +16,7 @@ from resnorm_jax.data import (
   corpora,
   data_fingerprint,
   heldout,
+  prepare,
   sources,
   stdlib_source,
   unigram,
@@ -211,8 +212,9 @@ def test_the_split_key_is_checked(tmp_path):
 
 
 def _unique_windows(n: int, seed: int) -> np.ndarray:
-  """Tokens whose every 8-token window is (almost surely) unique: random ids in [0, 256)."""
-  return np.random.default_rng(seed).integers(0, 256, n).astype(np.uint8)
+  """Tokens whose every 8-token window is (almost surely) unique: random ids in [0, 128),
+  ASCII as bytes (a text source refuses bytes that are not UTF-8)."""
+  return np.random.default_rng(seed).integers(0, 128, n).astype(np.uint8)
 
 
 def _assert_eval_never_in_train(corpus: corpora.Corpus, seq_len: int = 16, substring: bool = True):
@@ -376,6 +378,17 @@ def test_unigram_entropy():
 
 
 # --- fingerprints: what the data is, for a resume ------------------------------------------
+
+
+def test_a_binary_file_as_a_text_corpus_is_refused_as_prepare_data_refuses_it(tmp_path):
+  """A compiled program given as data.source=text trained as text; prepare_data refused it."""
+  binary = tmp_path / "program.bin"
+  binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)
+  with pytest.raises(ValueError, match=rf"text file '{binary}' \(data.source=text\) is not UTF-8"):
+    sources.load_corpus(_cfg("text", str(binary)), 256, 8)
+  _, documents = prepare.local_documents(str(binary))
+  with pytest.raises(ValueError, match=rf"--input file '{binary}' is not UTF-8 text"):
+    list(documents())
 
 
 def test_every_source_fingerprints_the_files_it_reads(tmp_path, stdlib):

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 
@@ -14,7 +15,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.train import io_faults, loop, metrics_file, run_log, run_setup
+from resnorm_jax.train import io_faults, loop, metrics_file, population_points, run_log, run_setup
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.writers import MetricWriter
 
@@ -180,6 +181,66 @@ def test_non_finite_config_values_are_refused_naming_the_key(key, value):
   config.update_from_flattened_dict({key: value})
   with pytest.raises(ValueError, match=rf"{key}=(inf|-inf|nan) must be a finite number"):
     run_setup.validate(config)
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, -1])
+def test_a_negative_or_zero_init_std_is_refused_naming_the_range(value):
+  """model.init_std=-1 trained (loss 13.3): a negative std is no init rule."""
+  config = smoke.get_config()
+  config.model.init_std = value
+  with pytest.raises(ValueError, match=rf"model.init_std={float(value)!r} must be a number > 0"):
+    run_setup.validate(config)
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", ".", "..", "/abs"])
+def test_a_run_name_that_is_not_one_folder_name_is_refused(name):
+  """--config.name=../../escaped wrote the run outside runs/ (default_workdir)."""
+  config = smoke.get_config()
+  config.name = name
+  with pytest.raises(ValueError, match=rf"name={name!r} is not a folder name"):
+    run_setup.validate(config)
+
+
+@pytest.mark.parametrize("workdir", ["", " ", ".", "./"])
+def test_an_empty_or_current_folder_workdir_is_refused(workdir):
+  """--workdir= (empty) wrote the run into the current folder."""
+  with pytest.raises(ValueError, match=rf"--workdir={workdir!r} names no run folder"):
+    loop._workdir(smoke.get_config(), workdir, {})
+  with pytest.raises(ValueError, match=rf"a member's workdir={workdir!r} names no run folder"):
+    population_points.check_members([smoke.get_config()], [workdir])
+
+
+@pytest.mark.slow  # training processes
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--config.model.init_std=-1"], "model.init_std=-1.0 must be a number > 0"),
+    (["--workdir="], "--workdir='' names no run folder"),
+    (["--config.name=../../escaped"], "name='../../escaped' is not a folder name"),
+  ],
+)
+def test_bad_names_and_values_exit_2_in_one_line_before_compiling(
+  run_script, tmp_path, args, message
+):
+  """Run from a folder of its own: nothing may be written there or above it."""
+  cwd = tmp_path / "a" / "b"
+  cwd.mkdir(parents=True)
+  argv = [sys.executable, "-m", "experiments.train", f"--config={smoke.__file__}", *args]
+  if not any(a.startswith("--workdir") for a in args):
+    argv.append(f"--workdir={cwd / 'run'}")
+  proc = subprocess.run(
+    argv,
+    cwd=cwd,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+  )
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith("error: ") and message in line, line
+  assert "compiled in" not in proc.stdout
+  assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")] == ["a", "a/b"]
 
 
 def test_a_missing_config_file_is_one_line_and_exit_2(capsys):

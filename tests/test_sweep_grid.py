@@ -6,6 +6,7 @@ starts."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -191,3 +192,29 @@ def test_a_sweep_with_a_missing_data_file_is_refused_before_any_point_starts(tmp
     "error: 1 pending point(s) name data that is not there (gone); nothing was started",
   ]
   assert "started" not in proc.stdout and not sweep_dir.exists()
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/b", "../escaped", "/abs"])
+def test_a_point_name_that_leaves_the_sweep_folder_is_refused(name):
+  """A point named `.` wrote into the sweep folder itself, one named `..` outside it."""
+  with pytest.raises(ValueError, match=rf"point name={re.escape(repr(name))} is not a folder name"):
+    sweep_grid.parse_points([{"config": "configs/smoke.py", "name": name}])
+
+
+@pytest.mark.slow  # a sweep process
+def test_a_sweep_with_a_point_named_dotdot_exits_2_before_anything_runs(tmp_path):
+  grid = tmp_path / "grid.py"
+  grid.write_text('GRID = [{"config": "configs/smoke.py", "name": ".."}]\n')
+  sweep_dir = tmp_path / "sweeps" / "grid"
+  proc = subprocess.run(
+    [sys.executable, "scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={sweep_dir}"],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
+  assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith("error: grid.py: GRID[0]: point name='..' is not a folder name"), line
+  assert sorted(os.listdir(tmp_path)) == ["grid.py"]  # nothing written, in or above the sweep

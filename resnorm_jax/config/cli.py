@@ -51,6 +51,17 @@ def renamed_moved_keys(flat: Mapping[str, Any]) -> dict[str, Any]:
   return {MOVED_KEYS.get(k, k): v for k, v in flat.items()}
 
 
+def check_folder_name(value: Any, what: str) -> None:
+  """ValueError unless `value` is one folder name (no `/`, not `.` or `..`): a run or point
+  name that becomes a folder under runs/ or a sweep folder never leaves it."""
+  bad = not isinstance(value, str) or not value or value in (".", "..")
+  if bad or "/" in value or "\\" in value or "\x00" in value:
+    raise ValueError(
+      f"{what}={value!r} is not a folder name: one path component without '/', "
+      "and not '.' or '..' (it names a folder inside the runs or sweep folder)"
+    )
+
+
 def _format_value(value: Any) -> str:
   if isinstance(value, bool):
     return "true" if value else "false"

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from resnorm_jax.data import fs, heldout, stdlib_source, token_files
+from resnorm_jax.data import fs, heldout, stdlib_source, text_source, token_files
 from resnorm_jax.data import tokenizer as tok_lib
 
 # The folders the CPU configs train on (the :wide scale, configs/base.py): made on the fly by
@@ -65,10 +65,7 @@ def local_documents(pattern: str) -> tuple[dict, Callable[[], Iterator[str]]]:
     for path in paths:
       with open(path, "rb") as f:
         raw = f.read()
-      try:
-        yield raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        raise ValueError(f"--input file {path!r} is not UTF-8 text: {e}") from None
+      yield text_source.utf8_text(raw, f"--input file {path!r}")
 
   size = sum(os.path.getsize(p) for p in paths)
   return {"input": pattern, "files": len(paths), "bytes": size}, documents

@@ -16,14 +16,25 @@ def bytes_array(data: bytes) -> np.ndarray:
   return np.frombuffer(data, dtype=np.uint8)
 
 
+def utf8_text(data: bytes, what: str) -> str:
+  """`data` decoded as UTF-8; ValueError naming `what` (a file) when it is not UTF-8 text (a
+  binary file, a compiled program): the check of data.source=text and of prepare_data."""
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise DataError(f"{what} is not UTF-8 text: {e}") from None
+
+
 def _read_text(paths: list[str]) -> np.ndarray:
-  """Concatenated bytes of the files; an empty file is an error."""
+  """Concatenated bytes of the files; an empty file, or one that is not UTF-8 text, is an
+  error."""
   parts = []
   for path in paths:
     with open(path, "rb") as f:
       data = f.read()
     if not data:
       raise DataError(f"text file {path!r} is empty")
+    utf8_text(data, f"text file {path!r} (data.source=text)")
     parts.append(data)
   return bytes_array(b"".join(parts))
 

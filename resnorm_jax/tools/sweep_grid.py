@@ -87,8 +87,15 @@ def parse_points(grid: Any, where: str = "GRID") -> list[Point]:
     for value in overrides.values():
       format_value(value)
     name = entry.get("name") or point_name(entry["config"], overrides)
-    if name in names or not re.fullmatch(r"[A-Za-z0-9_.=+-]+", name):
-      raise ValueError(f"{where}[{i}]: point name {name!r} is repeated or not a plain file name")
+    # its folder is <sweep_dir>/<name>: '.', '..' or a '/' would write outside it
+    cli.check_folder_name(name, f"{where}[{i}]: point name")
+    if not re.fullmatch(r"[A-Za-z0-9_.=+-]+", name):
+      raise ValueError(
+        f"{where}[{i}]: point name {name!r} is not a plain file name (letters, digits and "
+        "_ . = + - only)"
+      )
+    if name in names:
+      raise ValueError(f"{where}[{i}]: point name {name!r} is repeated")
     names.add(name)
     points.append(Point(name, entry["config"], overrides, i))
   return points

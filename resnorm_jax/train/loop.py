@@ -211,6 +211,7 @@ class Trainer:
 
 def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
   if workdir is not None:
+    workdir_lib.check_workdir(workdir)
     return workdir
   if jax.process_count() > 1:  # each host's clock would name a different folder
     raise ValueError(

@@ -16,6 +16,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.config.same_experiment import VMAPPED_KEYS
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import loop, resume_policy
+from resnorm_jax.train import workdir as workdir_lib
 
 POINT_KEYS = frozenset({"config", "overrides", "workdir"})
 _ABSENT = "<absent>"
@@ -37,6 +38,8 @@ def check_members(configs: Sequence[ConfigDict], workdirs: Sequence[str]) -> Non
   in VMAPPED_KEYS (naming the keys that differ)."""
   if not configs or len(configs) != len(workdirs):
     raise ValueError(f"{len(configs)} configs and {len(workdirs)} workdirs: need one per member")
+  for workdir in workdirs:
+    workdir_lib.check_workdir(workdir, "a member's workdir")
   folders = [ckpt_lib.absolute(w) for w in workdirs]
   repeated = sorted({w for w in folders if folders.count(w) > 1})
   if repeated:

@@ -22,6 +22,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from ml_collections import ConfigDict
 
+from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
@@ -49,6 +50,20 @@ def validate_finite(config: ConfigDict) -> None:
         raise ValueError(f"{prefix}{key}={value!r} must be a finite number")
 
   walk(config, "")
+
+
+def validate_ranges(config: ConfigDict) -> None:
+  """Refuses a run name that is not one folder name (it names runs/<name>-...: '../x' wrote
+  outside runs/) and numeric model keys outside their range, naming the key, its value and
+  what is valid."""
+  if config.name:  # empty: the folder is named by the overrides and the time alone
+    cli.check_folder_name(config.name, "name")
+  std = config.model.init_std
+  if isinstance(std, bool) or not isinstance(std, (int, float)) or not std > 0:
+    raise ValueError(
+      f"model.init_std={std!r} must be a number > 0 (the std of the normal and gpt2 init "
+      "rules; the default is 0.02)"
+    )
 
 
 def validate_train(config: ConfigDict) -> None:
@@ -101,6 +116,7 @@ def _checked(
 ) -> tuple[ModelConfig, optax.Schedule]:
   """validate's checks; the model config and the lr schedule, each made once per run."""
   validate_finite(config)
+  validate_ranges(config)
   mcfg = model_config(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
   depth_profile.drawing(config.diag.get("depth_images", "eval"), config.train.eval_every)

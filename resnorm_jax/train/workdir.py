@@ -54,6 +54,17 @@ def not_writable(workdir: str, e: OSError) -> NotWritable:
   return NotWritable(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
 
 
+def check_workdir(workdir: str, what: str = "--workdir") -> None:
+  """ValueError for a workdir that names no folder of its own: empty or the current folder
+  (`--workdir=` wrote the run's files among whatever the current folder holds)."""
+  if not workdir.strip() or os.path.normpath(workdir) == ".":
+    raise ValueError(
+      f"{what}={workdir!r} names no run folder (the run would be written into the current "
+      "folder): give a folder of its own, or leave --workdir out for "
+      "runs/<name>-<overrides>-<time>"
+    )
+
+
 def make_writable(workdir: str) -> None:
   """Creates `workdir` (and its parents); ValueError when it cannot be made: a read-only
   disk, no permission, a file in its place."""
