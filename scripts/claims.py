@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -39,6 +40,37 @@ def read(path: str) -> list[dict[str, str]]:
 def lr_text(lr: float) -> str:
   """1.25e-4, 5e-4, 3.125e-5: a learning rate as the docs write it (4 significant digits)."""
   return lr_label(lr, digits=4)
+
+
+def dense_params(model: dict) -> int:
+  """The parameters of the plain decoder a config.json's `model` describes (Pre-LN's shape:
+  attention 4 d^2, FFN 2 d d_ff (3 with swiglu), two norms per layer and a final one, token
+  and learned position embeddings, a head only when untied); a variant's extra scalars and
+  gates are not counted (under 1% at these shapes). tests/test_claims.py checks it against the
+  model's own count."""
+  d, ff, n = int(model["d_model"]), int(model["d_ff"]), int(model["num_layers"])
+  ffn = (3 if model.get("ffn_activation") == "swiglu" else 2) * d * ff
+  layer = 4 * d * d + ffn + 4 * d
+  vocab = int(model.get("vocab_size") or 256)  # 0: from the data (bytes: 256)
+  embed = vocab * d * (1 if model.get("tie_embeddings", True) else 2)
+  pos = int(model["max_seq_len"]) * d if model.get("position", "learned") == "learned" else 0
+  return n * layer + embed + pos + 2 * d
+
+
+def tokens_note(run: str) -> str:
+  """'6.4 tokens/param at 6 layers': the training tokens per parameter of a claim's deepest
+  (largest) model, from its run folder's config.json (CompleteP's paper trains at 20)."""
+  path = os.path.join(ROOT, run, "config.json")
+  if not os.path.isfile(path):
+    return f"tokens/param unknown ({run} missing)"
+  with open(path) as f:
+    config = json.load(f)
+  train, model = config["train"], config["model"]
+  tokens = int(train["steps"]) * int(train["batch_size"]) * int(train["seq_len"])
+  ratio = tokens / dense_params(model)
+  text = f"{ratio:.2g}" if ratio < 10 else f"{ratio:.0f}"
+  wide = f", d_model {model['d_model']}" if int(model["d_model"]) != 64 else ""
+  return f"{text} tokens/param at {model['num_layers']} layers{wide}"
 
 
 def lr_cells(path: str = "docs/lr_sensitivity/results.csv") -> dict[tuple, list[str]]:
@@ -68,15 +100,53 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int, unit: str = " 
   return lr_text(lr) + ("" if k == n else f" ({k}/{n}{unit})")
 
 
+def kept_cells(
+  cells: dict[tuple, list[str]], surv: list[dict[str, str]] | None = None
+) -> dict[tuple, list[str]]:
+  """`cells` with each survival cell (same variant, depth and lr, 12 seeds at 1,500 steps)
+  standing for the grid's: its seeds' outcomes are 'trained' for an escape kept to the end and
+  'fell back' / 'stuck' otherwise, so an edge is stated on escapes that last."""
+  out = dict(cells)
+  for c in survival_cells() if surv is None else surv:
+    kept, fell = int(c["escaped_for_good"]), int(c["escaped"]) - int(c["escaped_for_good"])
+    rest = int(c["seeds"]) - kept - fell
+    out[(c["variant"], int(c["num_layers"]), float(c["lr"]))] = (
+      ["trained"] * kept + ["fell back"] * fell + ["stuck"] * rest
+    )
+  return out
+
+
+def kept_edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
+  """edge() on kept escapes, with the lrs above it where some seed escaped and fell back:
+  '5e-4 (11/12 seeds; 1e-3: 1 of 12 escaped, none kept)'."""
+  text, note = edge(cells, variant, depth), first_passage_note(cells, variant, depth)
+  if not note:
+    return text
+  return f"{text[:-1]}; {note})" if text.endswith(")") else f"{text} ({note})"
+
+
+def first_passage_note(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
+  """'1e-3: 1 of 12 escaped, none kept' for each lr above the kept edge where some seed escaped
+  and fell back; '' where there is none."""
+  kept = [lr for (v, d, lr), o in cells.items() if (v, d) == (variant, depth) and "trained" in o]
+  top = max(kept, default=0.0)
+  notes = [
+    f"{lr_text(lr)}: {o.count('fell back')} of {len(o)} escaped, none kept"
+    for (v, d, lr), o in sorted(cells.items())
+    if (v, d) == (variant, depth) and lr > top and "fell back" in o
+  ]
+  return "; ".join(notes)
+
+
 def row_edges() -> list[str]:
-  cells = lr_cells()
+  cells = kept_cells(lr_cells())
   depths = sorted({d for (_, d, _) in cells})
   # the grid: the lrs every Pre-LN curve has; an lr run for some Post-LN curves only (the left
   # edge) is named apart
   grid = sorted({lr for (v, _, lr) in cells if v == "prenorm"})
   extra = sorted({lr for (_, _, lr) in cells} - set(grid))
   parts = [
-    f"{variant_label(v)} " + " / ".join(edge(cells, v, d) for d in depths)
+    f"{variant_label(v)} " + " / ".join(kept_edge(cells, v, d) for d in depths)
     for v in ("postnorm", "deepnorm")
   ]
   pre = {k: o for k, o in cells.items() if k[0] == "prenorm"}
@@ -96,8 +166,9 @@ def row_edges() -> list[str]:
     )
   return [
     "Post-LN's usable lr shrinks with depth, DeepNorm's hardly, Pre-LN's not at all",
-    f"largest lr that trains on some seed, at {at} layers: " + "; ".join(parts),
-    f"{budget}; seed 0, 0-2 next to edges; stdlib",
+    f"largest lr whose escape lasts to the end on some seed, at {at} layers: " + "; ".join(parts),
+    f"{budget}; seed 0, 0-2 next to edges, 12 at the survival cells (1,500 steps); stdlib; "
+    + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[curves](docs/lr_sensitivity/curves.png), `docs/lr_sensitivity/results.csv`",
   ]
 
@@ -118,10 +189,11 @@ def row_survival() -> list[str] | None:
   runs = sum(int(c["seeds"]) for c in cells)
   return [
     "The odds at the edges",
-    f"escaped by step {horizon:,} (95% interval): "
+    f"kept to step {horizon:,} (95% interval; first passages): "
     + odds_by_cell(cells, long=True)
     + f"; {relapsed} of {runs} fell back",
-    f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, {n_seeds} seeds per cell; stdlib",
+    f"{horizon:,} steps, eval every 25 steps on 8,192 tokens, {n_seeds} seeds per cell; stdlib; "
+    + tokens_note("docs/survival/runs/deepnorm-L24-lr0.004-s0"),
     "[survival](docs/survival/survival.png), `docs/survival/cells.csv`",
   ]
 
@@ -135,8 +207,9 @@ def row_budget() -> list[str]:
     "Stuck, not slow: the plateau does not drain",
     f"of {len(held)} Post-LN runs still on the plateau at step {steps:,}, the late slope is "
     f"flat on {count['flat']}, rising on {count['rising']}, falling on {count['falling']} "
-    "(2 standard errors); none diverged",
-    "3,000 steps, 12-24 layers, no warmup or DeepNet's; 1-3 seeds; stdlib",
+    "(2 standard errors robust to autocorrelated evals); none diverged",
+    "3,000 steps, 12-24 layers, no warmup or DeepNet's; 1-3 seeds; stdlib; "
+    + tokens_note("docs/lr_sensitivity/budget/runs/postnorm-L24-const-lr0.00025-w0-s0"),
     "[curves](docs/lr_sensitivity/budget_curves.png), `docs/lr_sensitivity/budget.csv`",
   ]
 
@@ -154,7 +227,8 @@ def row_xiong_rescue() -> list[str]:
     "Xiong: Post-LN needs warmup, and warmup rescues it",
     f"12 layers, lr 1e-3: trained on {count('0')} runs without warmup, {count('1000')} with "
     f"1,000 warmup steps, over {corpora} corpora",
-    "1,500 steps; 3 seeds on 2 corpora, seed 0 on 3 never tuned on",
+    "1,500 steps; 3 seeds on 2 corpora, seed 0 on 3 never tuned on; "
+    + tokens_note("docs/xiong_rescue/runs/stdlib-L12-constant-lr0.0005-w0-s0"),
     "[figure](docs/xiong_rescue/rescue_seeds.png), `docs/xiong_rescue/`",
   ]
 
@@ -183,8 +257,10 @@ def row_grad_norms() -> list[str]:
   post = ", ".join(
     f"{ratio[('postnorm', d)]:.2f}x at {d}" for d in sorted(d for v, d in ratio if v == "postnorm")
   )
+  grows = [d for v, d in sorted(ratio) if v == "postnorm" and ratio[(v, d)] >= 2]
+  where = f"2x or more at {', '.join(map(str, grows))} layers only" if grows else "under 2x"
   return [
-    "Xiong: at init Post-LN's FFN gradient grows toward the output",
+    f"Xiong: at init Post-LN's FFN gradient grows toward the output: {where}",
     f"last layer's W2 gradient norm over the first's at 24 layers: {at24}; Post-LN {post}",
     "init, 8 batches, seed 0, stdlib",
     "[figure](docs/grad_norms_at_init/grad_norms_vs_depth.png), `docs/grad_norms_at_init/`",
@@ -202,7 +278,8 @@ def row_deepnet_warmup() -> list[str]:
     "DeepNet: warmup does not save deep Post-LN",
     f"200 warmup steps, inverse sqrt, lr 1e-3: Post-LN stuck at {', '.join(map(str, stuck))} "
     f"layers; Pre-LN and DeepNorm trained on {ok} of {len(others)} (18-96 layers)",
-    "1,000 steps, seed 0, stdlib",
+    "1,000 steps, seed 0, stdlib; "
+    + tokens_note("docs/deepnet_panel/runs/prenorm-L96-invsqrt-w200"),
     "[figure](docs/deepnet_panel/panel_seeds.png), `docs/deepnet_panel/runs/results.csv`",
   ]
 
@@ -219,7 +296,7 @@ def row_update_bound() -> list[str]:
 
   depths = sorted(per["postnorm"])
   return [
-    "DeepNet: DeepNorm bounds the model update",
+    "DeepNet: DeepNorm reduces the model update's growth with depth",
     f"update per unit lr from {depths[0]} to {depths[-1]} layers: Post-LN grows "
     f"{growth('postnorm')}, DeepNorm {growth('deepnorm')}, Pre-LN {growth('prenorm')}",
     "lr 1e-7 (linear regime), 5 Adam steps, seed 0",
@@ -236,7 +313,8 @@ def row_1000() -> list[str]:
   return [
     "DeepNet: 1000 layers",
     f"lr 2e-4 after 50 warmup steps: Post-LN {fmt(post)}, DeepNorm {fmt(deep)}, Pre-LN {fmt(pre)}",
-    "600 steps of 8 x 64 tokens, seed 0, stdlib",
+    "600 steps of 8 x 64 tokens, seed 0, stdlib; "
+    + tokens_note("docs/runs/prenorm-L1000-lr0.0002-w50"),
     "`docs/runs/results.csv`",
   ]
 
@@ -255,16 +333,23 @@ def row_later() -> list[str]:
   everywhere = [
     n for v, n in names.items() if all(r["outcome"] == "trained" for r in rows if r["variant"] == v)
   ]
-  stuck_at = {
+  not_yet = {
     n: sorted(int(r["num_layers"]) for r in rows if r["variant"] == v and r["outcome"] == "stuck")
     for v, n in names.items()
   }
-  stuck = "; ".join(f"{n} stuck at {', '.join(map(str, d))}" for n, d in stuck_at.items() if d)
+  # 200 steps say "not trained yet", not "stuck": nGPT, on the plateau at every depth here,
+  # trains by step 500 at 6 layers (docs/variants/ngpt-L6-500steps)
+  stuck = "not trained by step 200: " + "; ".join(
+    f"{n} at {', '.join(map(str, d))}" for n, d in not_yet.items() if d
+  )
+  longer = "docs/variants/ngpt-L6-500steps"
+  if not_yet["nGPT"] and os.path.isfile(os.path.join(ROOT, longer, "summary.json")):
+    stuck += f" (nGPT at 6 layers {_summary(longer)['outcome']} by step 500)"
   return [
     "The later variants",
     f"lr 1e-3, no warmup, {', '.join(map(str, depths))} layers: {', '.join(everywhere)} "
     f"train at every depth; {stuck}",
-    "200 steps, seed 0, stdlib",
+    "200 steps, seed 0, stdlib; " + tokens_note("docs/stability_map/runs/admin-L96"),
     "[map](docs/stability_map/stability_map.png), `docs/stability_map/runs/results.csv`",
   ]
 
@@ -310,7 +395,8 @@ def _literature_row(depth: int) -> list[str] | None:
   return [
     f"The 2025-26 variants at {depth} layers",
     "best lr (loss) / largest that trains: " + "; ".join(parts),
-    f"1,000 steps, no warmup, constant {lrs}; seed 0{run}; stdlib",
+    f"1,000 steps, no warmup, constant {lrs}; seed 0{run}; stdlib; "
+    + tokens_note(f"docs/lr_sensitivity/runs/prenorm-L{depth}-lr0.004-s0"),
     "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
   ]
 
@@ -393,7 +479,8 @@ def row_param_edges() -> list[str] | None:
   return [
     "CompleteP moves Post-LN's edge",
     f"largest lr that trains on some seed at {at} layers: " + "; ".join(parts),
-    "1,000 steps, no warmup, constant lr 2.5e-4 to 1.6e-2; seed 0, 0-2 at some cells; stdlib",
+    "1,000 steps, no warmup, constant lr 2.5e-4 to 1.6e-2; seed 0, 0-2 at some cells; stdlib; "
+    + tokens_note("docs/depth_transfer/runs/postnorm-completep-L24-lr0.002-s0"),
     "[figure](docs/depth_transfer/postnorm.png), `docs/depth_transfer/results.csv`",
   ]
 
@@ -416,10 +503,12 @@ def row_width() -> list[str] | None:
     texts = []
     for d in widths:
       r = by.get((variant, d))
-      if r is None or not r["best_lr"]:
+      # the best lr by muP's row's rule: seed 0's lowest loss, '<=' at its smallest lr run
+      best, _ = _best_and_reach(_seed0(results, variant, d), variant, d, set())
+      if r is None or best in ("-", "none"):
         texts.append("not run" if r is None else "none trained")
       else:
-        texts.append(f"{lr_text(float(r['best_lr']))}/{edge(cells, variant, d, unit='')}")
+        texts.append(f"{best}/{edge(cells, variant, d, unit='')}")
     parts.append(f"{variant_label(variant)} " + ", ".join(texts))
   runs = [r for r in results if int(r["d_model"]) > widths[0]]
   diverged = sum(r["outcome"] == "diverged" for r in runs)
@@ -432,10 +521,11 @@ def row_width() -> list[str] | None:
   )
   return [
     "Width moves the edges down in sp",
-    f"12 layers, best/largest lr trained (k/n seeds) at d_model {at}: "
+    f"best (seed 0)/largest lr trained (k/n) at d_model {at}: "
     + "; ".join(parts)
-    + f"; {diverged} of {len(runs)} runs above {widths[0]} diverged",
-    f"1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; stdlib",
+    + f"; {diverged}/{len(runs)} runs above {widths[0]} diverged",
+    f"12 layers, 1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; <=: best at "
+    "the smallest lr run; stdlib; " + tokens_note("docs/width/runs/deepnorm-L12-d256-lr0.0005-s0"),
     "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",
   ]
 
@@ -498,9 +588,10 @@ def row_width_mup() -> list[str] | None:
     f"at d_model {'/'.join(map(str, widths))}: Pre-LN's best lr {both_ways('prenorm', 0)}; "
     f"Post-LN's best lr {both_ways('postnorm', 0)}, its largest lr trained "
     f"{both_ways('postnorm', 1)}",
-    "12 layers, seed 0; best lr on each one's lrs (<=: its smallest lr run), largest trained "
-    "on the lrs both ran (- none ran); 1,000 steps, no warmup, constant lr; muP base width "
-    "64, head dim 16; stdlib",
+    "12 layers, seed 0 (sp's seeds split at Post-LN's edge); best lr on each one's lrs "
+    "(<=: its smallest run), largest trained on the lrs both ran; 1,000 steps, no warmup, "
+    "constant lr; base width "
+    "64, head dim 16; stdlib; " + tokens_note("docs/width/runs/postnorm-L12-d256-mup-lr0.00025-s0"),
     "[figure](docs/width/mup/curves.png), `docs/width/mup/results.csv`",
   ]
 
@@ -532,7 +623,8 @@ def row_second_corpus() -> list[str] | None:
     "The edges on a second corpus",
     f"12 layers, largest lr that trains on some seed on {names}: " + "; ".join(parts),
     f"1,000 steps, no warmup, constant lr 1.25e-4 to 3.2e-2; seed 0{extra}; each corpus "
-    "against its own no-context loss",
+    "against its own no-context loss; "
+    + tokens_note("docs/second_corpus/runs/shakespeare-deepnorm-L12-lr0.000125-s0"),
     "[curves](docs/second_corpus/curves.png), `docs/second_corpus/edges.csv`",
   ]
 
@@ -560,9 +652,9 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
 
 def answer() -> str:
   """The one-sentence answer on top of Results."""
-  cells = lr_cells()
+  cells = kept_cells(lr_cells())
   depths = sorted({d for (_, d, _) in cells})
-  post = ", ".join(f"{edge(cells, 'postnorm', d)} at {d}" for d in depths)
+  post = ", ".join(f"{kept_edge(cells, 'postnorm', d)} at {d}" for d in depths)
   runs = read("docs/lr_sensitivity/results.csv") + read("docs/lr_sensitivity/budget.csv")
   diverged = [r for r in runs if r["outcome"] == "diverged"]
   which = ", ".join(
@@ -571,14 +663,22 @@ def answer() -> str:
   )
   text = (
     "**The answer:** without warmup, deep Post-LN is stuck, not unstable: above an lr that "
-    f"falls with depth ({post} layers) it stays on the no-context plateau ({len(diverged)} of "
+    f"falls with depth (the largest whose escape lasts to the end: {post} layers) it stays on "
+    f"the no-context plateau ({len(diverged)} of "
     f"{len(runs)} runs diverged{': ' + which if which else ''})"
   )
   surv = survival_cells()
   if surv:
     text += f"; at the edge escape is a matter of odds ({odds_by_cell(surv, long=False)})"
-  deep = edge(cells, "deepnorm", depths[-1])
-  return text + f"; DeepNorm still trains at {deep} at {depths[-1]} layers, Pre-LN at every lr."
+  deep = [(lr, o) for (v, d, lr), o in cells.items() if (v, d) == ("deepnorm", depths[-1])]
+  lr, outcomes = max((x for x in deep if "trained" in x[1]), default=(None, []))
+  if lr is None:
+    return text + ", Pre-LN trains at every lr."
+  seeds = f"{outcomes.count('trained')} of {len(outcomes)} seed{'s' if len(outcomes) > 1 else ''}"
+  return text + (
+    f"; DeepNorm trains at {lr_text(lr)} at {depths[-1]} layers on {seeds} run there, "
+    "Pre-LN at every lr."
+  )
 
 
 def render() -> str:
@@ -618,10 +718,67 @@ SECTIONS = (
 )
 
 
+def _summary(run: str) -> dict:
+  with open(os.path.join(ROOT, run, "summary.json")) as f:
+    return json.load(f)
+
+
+def step_text(step: int | None) -> str:
+  return "none" if step is None else f"{int(step):,}"
+
+
+def run_fact(name: str) -> str | None:
+  """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
+  never escaped), `loss:<run>` (its final eval loss, 3 decimals); None for other names."""
+  kind, _, run = name.partition(":")
+  if kind not in ("escape", "loss") or not os.path.isfile(os.path.join(ROOT, run, "summary.json")):
+    return None
+  summary = _summary(run)
+  if kind == "escape":
+    return step_text(summary.get("escape_step"))
+  return f"{float(summary['final_eval_loss']):.3f}"
+
+
+def _escapes(pattern: str, seeds: tuple[int, ...] = (0, 1, 2)) -> str:
+  """'250 / 500 / 500': the escape steps of a run folder's seeds."""
+  return " / ".join(step_text(_summary(pattern.format(s)).get("escape_step")) for s in seeds)
+
+
+XIONG_W1000 = "docs/xiong_rescue/runs/{corpus}-L12-constant-lr0.001-w1000-s{{}}"
+
+
+def _xiong_w1000_steps() -> str:
+  """'250 or 500': the escape steps of the six warmup-rescued runs (both corpora, 3 seeds)."""
+  steps = sorted(
+    {
+      _summary(XIONG_W1000.format(corpus=c).format(s))["escape_step"]
+      for c in ("stdlib", "shakespeare")
+      for s in (0, 1, 2)
+    }
+  )
+  return " or ".join(step_text(x) for x in steps)
+
+
+RESULTS_MD_NAME = "results.md"
+# Numbers stated in docs/results.md's prose, each computed from its data: a sentence carries
+# `<!-- fact:NAME -->text<!-- /fact -->`, and the check fails when the text is not the data's.
+FACTS: dict[str, doc_sections.Fact] = {
+  "xiong_rescue.escape.stdlib.w1000": (
+    RESULTS_MD_NAME,
+    lambda: _escapes(XIONG_W1000.format(corpus="stdlib")),
+  ),
+  "xiong_rescue.escape.shakespeare.w1000": (
+    RESULTS_MD_NAME,
+    lambda: _escapes(XIONG_W1000.format(corpus="shakespeare")),
+  ),
+  "xiong_rescue.escape.w1000.all": (RESULTS_MD_NAME, _xiong_w1000_steps),
+}
+
+
 def check(path: str = README) -> list[str]:
-  """The differences between a file's generated sections (those of the file of the same name:
-  README.md, results.md) and the data's: empty when they agree."""
-  return doc_sections.check(path, SECTIONS)
+  """The differences between a file's generated sections and facts (those of the file of the
+  same name: README.md, results.md) and the data's: empty when they agree."""
+  return doc_sections.check(path, SECTIONS) + doc_sections.check_facts(path, FACTS, run_fact)
 
 
 def main() -> None:
@@ -633,6 +790,7 @@ def main() -> None:
     for path in paths:
       try:
         doc_sections.write(path, SECTIONS)
+        doc_sections.write_facts(path, FACTS, run_fact)
       except ValueError as e:
         sys.exit(str(e))
   problems = [p for path in paths for p in check(path)]

@@ -2,6 +2,7 @@
 
 import shutil
 
+from resnorm_jax.tools import doc_sections
 from scripts import claims
 
 
@@ -73,16 +74,21 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
     ("deepnorm", 64, 4e-3, 0, "trained"), ("deepnorm", 64, 8e-3, 0, "stuck"),
     ("deepnorm", 128, 5e-4, 0, "trained"), ("deepnorm", 128, 1e-3, 0, "stuck"),
   ]  # fmt: skip
-  lines = ["variant,d_model,opt.lr,seed,outcome"] + [",".join(map(str, r)) for r in runs]
+  # final_eval_loss: trained runs by lr (the lowest at the best), stuck ones on the plateau
+  loss = {"trained": 2.0, "stuck": 3.25, "diverged": 9.0}
+  lines = ["variant,d_model,opt.lr,seed,outcome,final_eval_loss"] + [
+    ",".join(map(str, r)) + f",{loss[r[4]] + (0.01 if r[2] in (1e-3, 3.2e-2) else 0)}" for r in runs
+  ]
   (width / "results.csv").write_text("\n".join(lines) + "\n")
   monkeypatch.setattr(claims, "ROOT", str(tmp_path))
   _, claim, budget, _ = claims.row_width()
-  assert "best/largest lr trained (k/n seeds) at d_model 64, 128, 256: " in claim
-  # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256
-  assert "Post-LN 2.5e-4/1e-3 (1/3), 1.25e-4/1.25e-4, none trained;" in claim
-  assert "DeepNorm 4e-3/4e-3, 5e-4/5e-4, not run;" in claim
-  assert "Pre-LN 4e-3/3.2e-2, 2e-3/2e-3, 1e-3/1e-3;" in claim
-  assert "1 of 8 runs above 64 diverged" in claim
+  assert "best (seed 0)/largest lr trained (k/n) at d_model 64, 128, 256: " in claim
+  # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256; a best lr that is the
+  # smallest lr run at its width is marked <= (the seed-0 rule of the muP row)
+  assert "Post-LN <=2.5e-4/1e-3 (1/3), <=1.25e-4/1.25e-4, none trained;" in claim
+  assert "DeepNorm <=4e-3/4e-3, <=5e-4/5e-4, not run;" in claim
+  assert "Pre-LN <=4e-3/3.2e-2, <=2e-3/2e-3, <=1e-3/1e-3;" in claim
+  assert "1/8 runs above 64 diverged" in claim
   assert "seed 0 (d_model 64: 0-2 next to edges)" in budget
 
 
@@ -114,3 +120,57 @@ def test_width_mup_row_best_lr_on_its_own_lrs_edge_on_shared_lrs(tmp_path, monke
   # the best lr is each one's own: sp's 3.2e-2; nothing of Pre-LN's ran at 128
   assert "Pre-LN's best lr muP <=4e-3/-, sp 3.2e-2/-;" in claim
   assert "seed 0" in budget
+
+
+def test_a_wrong_fact_in_prose_is_caught_and_rewritten(tmp_path):
+  """docs/results.md's numbers in prose are facts computed from their run folders: the
+  Xiong-rescue escape steps (250 / 500 / 500 on stdlib) and the 1000-layer Pre-LN escape (200)."""
+  results = tmp_path / "results.md"
+  shutil.copy(claims.RESULTS_MD, results)
+  text = results.read_text()
+  assert "fact:xiong_rescue.escape.stdlib.w1000 -->250 / 500 / 500<" in text
+  assert "fact:escape:docs/runs/prenorm-L1000-lr0.0002-w50 -->200<" in text
+  assert "fact:escape:docs/xiong_rescue/runs/stdlib-L12-constant-lr0.0005-w0-s0 -->250<" in text
+  assert "fact:escape:docs/xiong_rescue/runs/stdlib-L12-inverse_sqrt-lr0.001-w1000-s0 -->250<" in (
+    text
+  )
+  wrong = text.replace("stdlib.w1000 -->250 / 500 / 500<", "stdlib.w1000 -->500 / 500 / 500<")
+  wrong = wrong.replace("prenorm-L1000-lr0.0002-w50 -->200<", "prenorm-L1000-lr0.0002-w50 -->250<")
+  results.write_text(wrong + "\n<!-- fact:nobody.computes.this -->1<!-- /fact -->\n")
+  problems = claims.check(str(results))
+  assert any("'500 / 500 / 500'" in p and "'250 / 500 / 500'" in p for p in problems)
+  assert any("prenorm-L1000" in p and "'250'" in p and "'200'" in p for p in problems)
+  assert any("nobody.computes.this" in p for p in problems)
+  doc_sections.write_facts(str(results), claims.FACTS, claims.run_fact)
+  assert not [p for p in claims.check(str(results)) if "nobody" not in p]
+
+
+def test_edges_are_stated_on_escapes_kept_to_the_end():
+  """A survival cell stands for the grid's: Post-LN's 1e-3 at 12 layers escaped on 1 of 12
+  seeds and fell back, so the 12-layer edge is 5e-4 with 1e-3 named beside it."""
+  cells = {
+    ("postnorm", 12, 1e-3): ["stuck", "stuck", "trained"],
+    ("postnorm", 12, 5e-4): ["trained"],
+  }
+  surv = [
+    {"variant": "postnorm", "num_layers": "12", "lr": "1e-3", "seeds": "12", "escaped": "1",
+     "escaped_for_good": "0"},
+    {"variant": "postnorm", "num_layers": "12", "lr": "5e-4", "seeds": "12", "escaped": "11",
+     "escaped_for_good": "10"},
+  ]  # fmt: skip
+  kept = claims.kept_cells(cells, surv)
+  assert (
+    claims.kept_edge(kept, "postnorm", 12) == "5e-4 (10/12 seeds; 1e-3: 1 of 12 escaped, none kept)"
+  )
+  assert claims.edge(cells, "postnorm", 12) == "1e-3 (1/3 seeds)"  # the first passage alone
+
+
+def test_dense_params_is_the_models_own_count():
+  """tokens/param in every budget cell: the analytic count equals the model's at 6 and 48 layers
+  (d_model 64, the grid's shape; 321,152 and 2,396,288 parameters)."""
+  model = {"d_model": 64, "d_ff": 256, "num_layers": 6, "vocab_size": 256, "max_seq_len": 128,
+           "tie_embeddings": True, "position": "learned"}  # fmt: skip
+  assert claims.dense_params(model) == 321_152
+  assert claims.dense_params({**model, "num_layers": 48}) == 2_396_288
+  note = claims.tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0")
+  assert note == "0.85 tokens/param at 48 layers"

@@ -4,15 +4,24 @@ from data and checked against it, so a number and its sentence cannot disagree.
 A section is (file, begin marker, end marker, renderer); the renderer returns the whole
 section, markers included. `check` compares a file's sections with their renderers' text,
 `write` replaces them. scripts/claims.py holds the project's sections. No JAX here.
+
+A number inside prose is a fact: `<!-- fact:NAME -->250 / 500 / 500<!-- /fact -->` (the
+markers do not render), whose text a function computes from data. `check_facts` names every
+fact whose text is not its function's, every fact name no function knows and every known fact
+missing from its file; `write_facts` rewrites their texts.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Callable, Sequence
 
 Section = tuple[str, str, str, Callable[[], str]]
+Fact = tuple[str, Callable[[], str]]  # (the file it is stated in, its text from the data)
+Resolver = Callable[[str], "str | None"]  # a fact's text from its name alone; None: unknown
+FACT = re.compile(r"<!-- fact:([\w.:/=-]+) -->(.*?)<!-- /fact -->", re.S)
 
 
 def section(text: str, begin: str, end: str) -> str | None:
@@ -56,3 +65,47 @@ def write(path: str, sections: Sequence[Section]) -> None:
     text = text.replace(have, render())
   with open(path, "w") as f:
     f.write(text)
+
+
+def _facts_of(path: str, facts: dict[str, Fact]) -> dict[str, Fact]:
+  return {n: f for n, f in facts.items() if os.path.basename(f[0]) == os.path.basename(path)}
+
+
+def _want(name: str, facts: dict[str, Fact], resolve: Resolver | None) -> str | None:
+  if name in facts:
+    return facts[name][1]()
+  return resolve(name) if resolve else None
+
+
+def check_facts(path: str, facts: dict[str, Fact], resolve: Resolver | None = None) -> list[str]:
+  """The facts of a file that disagree with their data, are unknown, or are missing. A name
+  not in `facts` is asked of `resolve` (facts named by what they read, e.g. a run folder)."""
+  with open(path) as f:
+    text = f.read()
+  mine, problems, seen = _facts_of(path, facts), [], set()
+  for m in FACT.finditer(text):
+    name, have = m.group(1), m.group(2)
+    line = text.count("\n", 0, m.start()) + 1
+    want = _want(name, facts, resolve)
+    if want is None:
+      problems.append(f"{path}:{line}: fact {name!r} is computed nowhere (scripts/claims.py FACTS)")
+      continue
+    seen.add(name)
+    if have != want:
+      problems.append(f"{path}:{line}: fact {name!r} says {have!r}; the data say {want!r}")
+  problems += [f"{path}: fact {n!r} is not stated (add its markers)" for n in mine if n not in seen]
+  return problems
+
+
+def write_facts(path: str, facts: dict[str, Fact], resolve: Resolver | None = None) -> None:
+  """Rewrites the text of every known fact of a file from its data."""
+  with open(path) as f:
+    text = f.read()
+
+  def fill(m: re.Match) -> str:
+    name = m.group(1)
+    want = _want(name, facts, resolve)
+    return m.group(0) if want is None else f"<!-- fact:{name} -->{want}<!-- /fact -->"
+
+  with open(path, "w") as f:
+    f.write(FACT.sub(fill, text))

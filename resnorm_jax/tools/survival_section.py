@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from resnorm_jax.tools.stats import clopper_pearson
 from resnorm_jax.tools.style import lr_label, variant_label
 from resnorm_jax.train.outcome import STUCK_MARGIN
 
@@ -16,30 +17,29 @@ BEGIN = "<!-- survival: written by scripts/claims.py from docs/survival/; edit t
 END = "<!-- end of survival -->"
 
 
-def for_good(cell: Row) -> str:
-  """'4 kept': the runs below the margin at every eval from their first passage on."""
-  return f"{cell['escaped_for_good']} kept"
-
-
 def odds_by_cell(cells: Sequence[Row], long: bool) -> str:
-  """'Post-LN 12L: 5e-4 11/12 (0.62-1.00), ...; ...' (long: with 95% intervals) or
-  'Post-LN 12 layers 11/12 at 5e-4, ...' (short), a group per (variant, depth)."""
+  """The odds of an escape kept to the end, the first passages beside them, a group per
+  (variant, depth): 'Post-LN 12L: 5e-4 11/12 (0.62-1.00; 11), ...' (long: kept of seeds, the
+  kept fraction's 95% interval; first passages) or 'Post-LN 12 layers 11/12 kept at 5e-4 (11 first
+  passages), ...' (short)."""
   groups: dict[tuple[str, str], list[Row]] = {}
   for c in cells:
     groups.setdefault((c["variant"], c["num_layers"]), []).append(c)
   out = []
   for (variant, depth), members in groups.items():
     if long:
-      parts = [
-        f"{lr_label(float(c['lr']), 4)} {c['escaped']}/{c['seeds']} "
-        f"({float(c['ci_lo']):.2f}-{float(c['ci_hi']):.2f})"
-        for c in members
-      ]
+      parts = []
+      for c in members:
+        kept, n = int(c["escaped_for_good"]), int(c["seeds"])
+        lo, hi = clopper_pearson(kept, n)
+        parts.append(
+          f"{lr_label(float(c['lr']), 4)} {kept}/{n} ({lo:.2f}-{hi:.2f}; {c['escaped']})"
+        )
       out.append(f"{variant_label(variant)} {depth}L: " + ", ".join(parts))
     else:
       parts = [
-        f"{c['escaped']}/{c['seeds']} at {lr_label(float(c['lr']), 4)}"
-        + (f" ({for_good(c)})" if c["escaped_for_good"] != c["escaped"] else "")
+        f"{c['escaped_for_good']}/{c['seeds']} kept at {lr_label(float(c['lr']), 4)} "
+        f"({c['escaped']} first passage{'s' if int(c['escaped']) != 1 else ''})"
         for c in members
       ]
       out.append(f"{variant_label(variant)} {depth} layers " + ", ".join(parts))
