@@ -412,33 +412,89 @@ def row_literature_24() -> list[str] | None:
 
 
 def row_depth_transfer() -> list[str] | None:
+  """Each parametrization's slope of log2(best lr) on log2(L) as the range over three fits of
+  the same best lrs (weighted 5-point vertex, its OLS, the 3-point vertex), and the
+  CompleteP-minus-sp difference with its OLS standard error and seed bootstrap."""
   path = "docs/depth_transfer/slopes.csv"
   if not os.path.exists(os.path.join(ROOT, path)):
     return None
-  names = {"sp": "sp", "depth_mup": "depth-muP", "completep": "CompleteP"}
-  slopes = {
-    r["depth_param"]: r for r in read(path) if r["fit"] == "5pt" and r["variant"] == "prenorm"
-  }
-  best = [r for r in read("docs/depth_transfer/best_lr.csv") if r["variant"] == "prenorm"]
-  # the deepest depth whose curve brackets its best lr under every parametrization run there
-  deepest = max(int(r["num_layers"]) for r in best if r["depth_param"] != "sp" and r["best_lr_3pt"])
-  at = {r["depth_param"]: r for r in best if int(r["num_layers"]) == deepest and r["best_lr_3pt"]}
-  parts = [
-    f"{names[p]} {float(r['slope']):+.3f} +- {float(r['slope_se']):.3f} ({r['depths'].split()[0]}"
-    f"-{r['depths'].split()[-1]} layers)"
-    for p, r in ((p, slopes[p]) for p in names if p in slopes)
+  names = {"depth_mup": "depth-muP", "sp": "sp", "completep": "CompleteP"}
+  fits = ("5pt", "5pt-ols", "3pt")
+  slopes = collections.defaultdict(dict)
+  for r in read(path):
+    if r["variant"] == "prenorm" and r["fit"] in fits:
+      slopes[r["depth_param"]][r["fit"]] = r
+  parts = []
+  for p, name in names.items():
+    if p in slopes:
+      vals = sorted(float(r["slope"]) for r in slopes[p].values())
+      parts.append(f"{name} {vals[0]:+.3f} to {vals[-1]:+.3f}")
+  depths = next(iter(slopes.values()))["5pt"]["depths"].split()
+  text = (
+    f"slope of log2(best lr) on log2(layers) over {depths[0]}-{depths[-1]} layers, 0 = transfer, "
+    "range over 3 fits: " + ", ".join(parts)
+  )
+  contrast = [
+    r for r in _optional("docs/depth_transfer/contrast.csv") if "ols slope" in r["quantity"]
   ]
-  losses = ", ".join(f"{names[p]} {float(at[p]['grid_best_loss']):.3f}" for p in names if p in at)
+  if contrast:
+    c = contrast[0]
+    d, se = float(c["difference"]), float(c["difference_se"])
+    verdict = "undecided" if abs(d) < 2 * se else ("CompleteP higher" if d > 0 else "sp higher")
+    text += f"; CompleteP minus sp {d:+.3f} +- {se:.3f} (OLS, seed-0 curves): {verdict}"
   return [
     "Depth transfer of Pre-LN's best lr",
-    "slope of log2(best lr) on log2(layers), 0 = transfer (5-point fit): "
-    + ", ".join(parts)
-    + f"; best loss at {deepest} layers: {losses}",
-    "1,000 steps, 7 lrs (3 at 48 layers under depth-muP and CompleteP), seed 0; seeds 0-2 "
-    "averaged at each "
-    "best lr at 12 and 24 layers; stdlib",
+    text,
+    f"1,000 steps, 7 lrs ({len(depths)} depths; 3 lrs, a 3-point vertex, at 48 under depth-muP "
+    "and CompleteP); seed 0; stdlib; "
+    + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
-    "`docs/depth_transfer/best_lr.csv`",
+    "`docs/depth_transfer/contrast.csv`",
+  ]
+
+
+def _optional(path: str) -> list[dict[str, str]]:
+  return read(path) if os.path.exists(os.path.join(ROOT, path)) else []
+
+
+def row_completep_loss() -> list[str] | None:
+  """CompleteP's and sp's best Pre-LN loss at each depth, and at 24 layers the seed-mean
+  contrast on the lrs both ran with every seed (docs/depth_transfer/contrast.csv)."""
+  best = [r for r in _optional("docs/depth_transfer/best_lr.csv") if r["variant"] == "prenorm"]
+  if not best:
+    return None
+  by = {(r["depth_param"], int(r["num_layers"])): float(r["grid_best_loss"]) for r in best}
+  depths = sorted({d for p, d in by if p == "completep"})
+  losses = "; ".join(
+    f"{name} " + " / ".join(f"{by[(p, d)]:.3f}" for d in depths)
+    for p, name in (("completep", "CompleteP"), ("sp", "sp"))
+  )
+  text = f"best loss at {' / '.join(map(str, depths))} layers: {losses}"
+  seeded = [
+    r
+    for r in _optional("docs/depth_transfer/contrast.csv")
+    if "best seed-mean loss" in r["quantity"]
+  ]
+  budget = "1,000 steps, lrs 2.5e-4 to 1.6e-2; seed 0 (seed means where seeds ran)"
+  if seeded:
+    c = seeded[0]
+    text += (
+      f"; at {c['depths']} layers, seeds {c['seeds'].replace(' ', ', ')} on the lrs both ran: "
+      f"CompleteP minus sp {float(c['difference']):+.3f} (95% bootstrap "
+      f"{float(c['boot_lo']):+.3f} to {float(c['boot_hi']):+.3f})"
+    )
+  else:
+    text += "; the 24-layer seeds at every lr around the best are not all run yet"
+
+  def falls(p: str) -> str:
+    seq = [by[(p, d)] for d in depths]
+    return "falls" if all(b < a for a, b in zip(seq, seq[1:], strict=False)) else "does not fall"
+
+  return [
+    f"CompleteP's best loss {falls('completep')} with depth, sp's {falls('sp')}",
+    text,
+    budget + "; stdlib; " + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
+    "`docs/depth_transfer/best_lr.csv`, `docs/depth_transfer/contrast.csv`",
   ]
 
 
@@ -643,6 +699,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_literature,
   row_literature_24,
   row_depth_transfer,
+  row_completep_loss,
   row_param_edges,
   row_width,
   row_width_mup,

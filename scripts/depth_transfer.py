@@ -13,6 +13,9 @@ parametrization (they are the same runs bit for bit). Writes into --out_dir:
                 neighbours each side: 3pt, 5pt) and the standard error of its log2; empty
                 where the lowest point is at the grid's end
   slopes.csv    d log2(best lr) / d log2(L) per (variant, parametrization), with its s.e.
+  contrast.csv  CompleteP minus sp for Pre-LN: the OLS slopes on seed-0 curves with their
+                difference, its s.e. and a bootstrap interval over seeds; at 24 layers the
+                seed-mean best lr and loss on the lrs both ran with every seed
   <variant>.png loss against lr per parametrization (depth as colour) and best lr against depth
 The rules are resnorm_jax/tools/depth_transfer.py's. No JAX here.
 """
@@ -45,11 +48,15 @@ def main() -> None:
   os.makedirs(args.out_dir, exist_ok=True)
   table = dt.best_lr_table(rows)
   slopes = dt.depth_slopes(table)
+  contrast = [c for c in [dt.slope_contrast(rows)] if c] + dt.seeded_contrast(rows, 24)
   columns = (*lr_sweep_rows.RESULT_COLUMNS, "depth_param")
   paths = [
     lr_sweep_rows.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
     lr_sweep_rows.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
     lr_sweep_rows.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
+    lr_sweep_rows.write_csv(
+      contrast, dt.CONTRAST_COLUMNS, os.path.join(args.out_dir, "contrast.csv")
+    ),
   ]
   for variant in variants:
     mine = [r for r in rows if r["variant"] == variant]

@@ -68,3 +68,40 @@ def test_base_depth_sp_runs_stand_for_every_parametrization():
   base = [r for r in both if r["depth_param"] == "completep" and r["num_layers"] == 6]
   assert len(base) == len(LRS) and all(r["opt.lr"] in LRS for r in base)
   assert not [r for r in both if r["depth_param"] == "completep" and r["num_layers"] == 24]
+
+
+def _contrast_rows(noise: float, seeds=(0, 1, 2)) -> list[dict]:
+  """Pre-LN curves (parabolas in log2 lr) whose best lr stays at 4e-3 under CompleteP and falls
+  as L^-0.2 under sp (slope -0.2): CompleteP minus sp = +0.2. Seeds 1 and 2 at 2e-3, 4e-3
+  and 8e-3 at 24 layers only, with +-noise."""
+  rows = []
+  lrs = [2.5e-4 * 2**k for k in range(7)]
+  for param in ("sp", "completep"):
+    for depth in (6, 12, 24, 48):
+      best = 4e-3 if param == "completep" else 4e-3 * (6 / depth) ** 0.2
+      for lr in lrs:
+        for seed in seeds if depth == 24 and lr in (2e-3, 4e-3, 8e-3) else (0,):
+          bump = noise * (seed - 1)
+          loss = 1.7 + 0.05 * (math.log2(lr) - math.log2(best)) ** 2 + bump
+          row = {"variant": "prenorm", "depth_param": param, "num_layers": depth, "opt.lr": lr}
+          rows.append({**row, "seed": seed, "capped_loss": loss, "outcome": "trained"})
+  return rows
+
+
+def test_slope_contrast_finds_a_known_difference_and_its_interval_holds_it():
+  c = dt.slope_contrast(_contrast_rows(noise=0.002), replicates=200)
+  assert c["completep"] == pytest.approx(0.0, abs=1e-6)
+  assert c["sp"] == pytest.approx(-0.2, abs=0.02)
+  assert c["difference"] == pytest.approx(0.2, abs=0.02)
+  assert c["boot_lo"] <= c["difference"] <= c["boot_hi"] and c["boot_failed"] == 0
+  assert c["depths"] == "6 12 24 48" and c["seeds"] == "0 1 2"
+
+
+def test_seeded_contrast_uses_only_the_lrs_every_seed_ran():
+  rows = _contrast_rows(noise=0.01)
+  lr_row, loss_row = dt.seeded_contrast(rows, 24, replicates=200)
+  # 2e-3, 4e-3, 8e-3 (every seed ran there): CompleteP's best 4e-3, sp's 4e-3 * 4^-0.2
+  assert lr_row["difference"] == pytest.approx(0.4, abs=0.01)
+  assert loss_row["boot_lo"] <= loss_row["difference"] <= loss_row["boot_hi"]
+  assert lr_row["seeds"] == "0 1 2"
+  assert dt.seeded_contrast(_contrast_rows(0.0, seeds=(0,)), 24) == []  # no seeds: no contrast

@@ -134,7 +134,10 @@ def best_lr_table(rows: Sequence[Row]) -> list[Row]:
 
 def depth_slopes(table: Sequence[Row]) -> list[Row]:
   """Weighted least-squares slope of log2(best lr) against log2(L) per (variant,
-  parametrization, fit), with its standard error; needs fitted best lrs at >= 2 depths."""
+  parametrization, fit), with its standard error (1/se^2 weights: it trusts each best lr's
+  own error); needs fitted best lrs at >= 2 depths. Beside each, with 3 depths or more, the
+  ordinary least-squares slope of the same points with its residual-scaled standard error
+  (fit '<fit>-ols')."""
   out = []
   groups = sorted({(t["variant"], t["depth_param"]) for t in table})
   for (variant, param), fit in ((g, f) for g in groups for f in FITS):
@@ -163,6 +166,9 @@ def depth_slopes(table: Sequence[Row]) -> list[Row]:
         "slope_se": math.sqrt(1 / sxx),
       }
     )
+    ols = ols_slope({t["num_layers"]: t[key] for t in pts})
+    if ols:  # the same best lrs, unweighted, with the residual-scaled standard error
+      out.append({**out[-1], "fit": f"{fit}-ols", "slope": ols[0], "slope_se": ols[1]})
   return out
 
 
@@ -241,3 +247,152 @@ def describe(table: Sequence[Row], slopes: Sequence[Row]) -> list[str]:
       f"{s['slope']:+.3f} +- {s['slope_se']:.3f} over L = {s['depths']}"
     )
   return lines
+
+
+# The CompleteP-minus-sp contrast. The weighted fit above trusts each best lr's own standard
+# error; with 4 depths those are small where a parabola happens to fit well, so the contrast is
+# stated three more ways: an ordinary least-squares slope with its residual-scaled standard
+# error, a bootstrap over seeds, and the difference of the two parametrizations' slopes.
+# Every curve here is seed 0's (the grid's), so where seeds were run does not move an argmin;
+# the bootstrap draws, per (depth, lr) cell, one of the seeds run there (cells with only seed
+# 0 stay fixed: the interval holds the seed noise that was measured, no more).
+CONTRAST = ("completep", "sp")
+CONTRAST_COLUMNS = (
+  "variant", "quantity", "completep", "sp", "difference", "difference_se", "boot_lo",
+  "boot_hi", "boot_failed", "replicates", "depths", "seeds",
+)  # fmt: skip
+
+
+def _cells(rows: Sequence[Row], variant: str, param: str) -> dict[tuple[int, float], dict]:
+  """(depth, lr) -> {seed: capped loss} of one curve family."""
+  out: dict[tuple[int, float], dict] = {}
+  for r in rows:
+    if (r["variant"], r["depth_param"]) == (variant, param) and r.get("capped_loss") is not None:
+      out.setdefault((int(r["num_layers"]), float(r["opt.lr"])), {})[int(r["seed"])] = float(
+        r["capped_loss"]
+      )
+  return out
+
+
+def _best_lrs(cells: Mapping[tuple[int, float], float], neighbours: int = 2) -> dict[int, float]:
+  """depth -> the fitted best lr of the curve of one loss per (depth, lr) (fit_best_lr)."""
+  out = {}
+  for depth in sorted({d for d, _ in cells}):
+    curve = [{"lr": lr, "mean": v} for (d, lr), v in sorted(cells.items()) if d == depth]
+    fit = fit_best_lr(curve, neighbours) if len(curve) >= 3 else None
+    if fit:
+      out[depth] = fit[0]
+  return out
+
+
+def ols_slope(best: Mapping[int, float]) -> tuple[float, float] | None:
+  """Ordinary least-squares slope of log2(best lr) on log2(L) and its residual-scaled
+  standard error; None with fewer than 3 depths."""
+  from resnorm_jax.tools.stats import slope_with_se  # (no JAX)
+
+  depths = sorted(best)
+  return slope_with_se([math.log2(d) for d in depths], [math.log2(best[d]) for d in depths])
+
+
+def slope_contrast(
+  rows: Sequence[Row], variant: str = "prenorm", replicates: int = 2000, seed: int = 0
+) -> Row | None:
+  """CompleteP's and sp's OLS slopes on seed 0's curves, their difference with its standard
+  error, and a percentile 95% bootstrap interval of the difference over seeds; the base depth's
+  draw is shared (the same runs stand for both)."""
+  fams = {p: _cells(rows, variant, p) for p in CONTRAST}
+  if any(not f for f in fams.values()):
+    return None
+  seed0 = {p: {k: v[0] for k, v in f.items() if 0 in v} for p, f in fams.items()}
+  fits = {p: ols_slope(_best_lrs(seed0[p])) for p in CONTRAST}
+  if any(f is None for f in fits.values()):
+    return None
+  depths = sorted(set(_best_lrs(seed0["completep"])) & set(_best_lrs(seed0["sp"])))
+  rng = np.random.default_rng(seed)
+  diffs, failed = [], 0
+  for _ in range(replicates):
+    draw: dict[tuple, float] = {}
+    slopes = {}
+    for p, f in fams.items():
+      cells = {}
+      for key, by_seed in f.items():
+        shared = ("base", *key) if key[0] == min(d for d, _ in f) else (p, *key)
+        if shared not in draw:
+          draw[shared] = by_seed[int(rng.choice(sorted(by_seed)))]
+        cells[key] = draw[shared]
+      fit = ols_slope(_best_lrs(cells))
+      slopes[p] = fit[0] if fit else None
+    if None in slopes.values():
+      failed += 1
+      continue
+    diffs.append(slopes["completep"] - slopes["sp"])
+  lo, hi = np.percentile(diffs, [2.5, 97.5]) if diffs else (math.nan, math.nan)
+  (cs, cse), (ss, sse) = fits["completep"], fits["sp"]
+  seeded = sorted({s for f in fams.values() for v in f.values() for s in v})
+  return {
+    "variant": variant,
+    "quantity": "ols slope of log2(best lr) on log2(L), seed-0 curves, 5-point vertex",
+    "completep": cs,
+    "sp": ss,
+    "difference": cs - ss,
+    "difference_se": math.sqrt(cse**2 + sse**2),
+    "boot_lo": float(lo),
+    "boot_hi": float(hi),
+    "boot_failed": failed,
+    "replicates": replicates,
+    "depths": " ".join(map(str, depths)),
+    "seeds": " ".join(map(str, seeded)),
+  }
+
+
+def seeded_contrast(
+  rows: Sequence[Row], depth: int, variant: str = "prenorm", replicates: int = 2000, seed: int = 0
+) -> list[Row]:
+  """At one depth, on the lrs where both parametrizations ran every seed that either ran
+  there: the best lr (3-point vertex of the seed-mean curve, in log2) and the best seed-mean
+  loss of each, their differences CompleteP minus sp, and percentile 95% bootstrap intervals
+  (seeds resampled with replacement within each cell). [] where fewer than 3 such lrs."""
+  fams = {p: {k[1]: v for k, v in _cells(rows, variant, p).items() if k[0] == depth}
+          for p in CONTRAST}  # fmt: skip
+  seeds = sorted({s for f in fams.values() for v in f.values() for s in v})
+  lrs = sorted(
+    lr for lr in set(fams["completep"]) & set(fams["sp"])
+    if all(set(seeds) <= set(f[lr]) for f in fams.values())
+  )  # fmt: skip
+  if len(lrs) < 3 or len(seeds) < 2:
+    return []
+
+  def stats_of(f: Mapping[float, Mapping[int, float]]) -> tuple[float | None, float]:
+    curve = [{"lr": lr, "mean": float(np.mean(list(f[lr].values())))} for lr in lrs]
+    fit = fit_best_lr(curve, 1)
+    return (math.log2(fit[0]) if fit else None), min(p["mean"] for p in curve)
+
+  point = {p: stats_of(f) for p, f in fams.items()}
+  rng = np.random.default_rng(seed)
+  boot: dict[str, list[float]] = {"lr": [], "loss": []}
+  failed = 0
+  for _ in range(replicates):
+    res = {}
+    for p, f in fams.items():
+      res[p] = stats_of(
+        {lr: dict(enumerate(rng.choice(list(f[lr].values()), len(f[lr])))) for lr in lrs}
+      )
+    if res["completep"][0] is None or res["sp"][0] is None:
+      failed += 1
+    else:
+      boot["lr"].append(res["completep"][0] - res["sp"][0])
+    boot["loss"].append(res["completep"][1] - res["sp"][1])
+  out = []
+  for i, (key, quantity) in enumerate(
+    (("lr", f"log2 best lr at {depth} layers, seed-mean 3-point vertex"),
+     ("loss", f"best seed-mean loss at {depth} layers"))
+  ):  # fmt: skip
+    c, s = point["completep"][i], point["sp"][i]
+    lo, hi = np.percentile(boot[key], [2.5, 97.5]) if boot[key] else (math.nan, math.nan)
+    out.append({
+      "variant": variant, "quantity": quantity, "completep": c, "sp": s,
+      "difference": (c - s) if c is not None and s is not None else None, "difference_se": None,
+      "boot_lo": float(lo), "boot_hi": float(hi), "boot_failed": failed if key == "lr" else 0,
+      "replicates": replicates, "depths": str(depth), "seeds": " ".join(map(str, seeds)),
+    })  # fmt: skip
+  return out
