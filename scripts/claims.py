@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from configs.sweeps import literature  # (no JAX)
-from resnorm_jax.tools import doc_sections, survival_section  # (no JAX)
+from resnorm_jax.tools import doc_sections, stats, survival_section  # (no JAX)
 from resnorm_jax.tools.style import lr_label, variant_label
 from resnorm_jax.tools.survival_section import odds_by_cell
 
@@ -411,6 +411,68 @@ def row_literature_24() -> list[str] | None:
   return _literature_row(24)
 
 
+def _losses(variant: str, depth: int, lr: float) -> dict[int, float]:
+  """seed -> final eval loss of one loss-vs-lr cell (docs/lr_sensitivity/results.csv)."""
+  return {
+    int(r["seed"]): float(r["final_eval_loss"])
+    for r in read("docs/lr_sensitivity/results.csv")
+    if (r["variant"], int(r["num_layers"])) == (variant, depth)
+    and abs(float(r["opt.lr"]) / lr - 1) < 1e-6
+    and r["final_eval_loss"]
+  }
+
+
+def seeds_text(seeds: list[int]) -> str:
+  """'0-4' for consecutive seeds, '0, 2' otherwise."""
+  seeds = sorted(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}-{seeds[-1]}"
+  return ", ".join(map(str, seeds))
+
+
+def valueres_contrast(depth: int = 24, lr: float = 4e-3) -> str | None:
+  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': value residuals minus Pre-LN at one
+  cell over the seeds each ran (stats.mean_difference); None with fewer than 2 seeds each."""
+  a, b = _losses("valueres", depth, lr), _losses("prenorm", depth, lr)
+  if len(a) < 2 or len(b) < 2:
+    return None
+  d = stats.mean_difference(list(a.values()), list(b.values()))
+  seeds = (
+    f"seeds {seeds_text(list(a))} each"
+    if sorted(a) == sorted(b)
+    else f"seeds {seeds_text(list(a))} and {seeds_text(list(b))}"
+  )
+  return f"{d['difference']:+.3f} (95% {d['lo']:+.3f} to {d['hi']:+.3f}; {seeds})"
+
+
+def valueres_seed0_below(depth: int = 24) -> str:
+  """'0.105 / 0.090 / 0.101': seed 0's Pre-LN loss minus value residuals' at each lr both ran
+  at `depth` layers."""
+  rows = [r for r in read("docs/lr_sensitivity/results.csv") if r["seed"] == "0"]
+  at = lambda v: {
+    float(r["opt.lr"]): float(r["final_eval_loss"])
+    for r in rows
+    if r["variant"] == v and int(r["num_layers"]) == depth
+  }
+  vr, pre = at("valueres"), at("prenorm")
+  return " / ".join(f"{pre[lr] - vr[lr]:.3f}" for lr in sorted(set(vr) & set(pre)))
+
+
+def row_valueres() -> list[str] | None:
+  """Value residuals against Pre-LN at 24 layers and 4e-3 (both curves' best) over seeds."""
+  diff = valueres_contrast()
+  if diff is None:
+    return None
+  return [
+    "Value residuals beat Pre-LN at 24 layers, over seeds",
+    f"final eval loss, value residuals minus Pre-LN, at lr 4e-3: {diff}; seed 0 alone at "
+    f"2e-3 / 4e-3 / 8e-3: {valueres_seed0_below()} below",
+    "1,000 steps, no warmup, constant lr; Welch interval; stdlib; "
+    + tokens_note("docs/lr_sensitivity/runs/valueres-L24-lr0.004-s0"),
+    "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
+  ]
+
+
 def row_depth_transfer() -> list[str] | None:
   """Each parametrization's slope of log2(best lr) on log2(L) as the range over three fits of
   the same best lrs (weighted 5-point vertex, its OLS, the 3-point vertex), and the
@@ -698,6 +760,7 @@ ROWS: tuple[Callable[[], list[str] | None], ...] = (
   row_later,
   row_literature,
   row_literature_24,
+  row_valueres,
   row_depth_transfer,
   row_completep_loss,
   row_param_edges,
@@ -829,6 +892,11 @@ FACTS: dict[str, doc_sections.Fact] = {
     lambda: _escapes(XIONG_W1000.format(corpus="shakespeare")),
   ),
   "xiong_rescue.escape.w1000.all": (RESULTS_MD_NAME, _xiong_w1000_steps),
+  "valueres.L24.seed0.below_prenorm": (RESULTS_MD_NAME, valueres_seed0_below),
+  "valueres.L24.lr4e-3.minus_prenorm": (
+    RESULTS_MD_NAME,
+    lambda: valueres_contrast() or "not run on 2 or more seeds each",
+  ),
 }
 
 

@@ -61,3 +61,26 @@ def test_a_real_trend_is_still_found_and_short_series_are_none():
   assert stats.robust_slope_with_se([1, 2], [1, 2]) is None
   assert stats.lag1_autocorrelation([1.0, 1.0, 1.0]) is None
   assert stats.newey_west_lags(30) == 3 and stats.newey_west_lags(2) == 1
+
+
+def test_t_quantiles_are_the_t_distribution_s():
+  """Each tabled 0.975 quantile integrates the t density to 0.975 (Simpson's rule)."""
+  for df in (1, 2, 4, 8, 30):
+    q = stats.t975(df)
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+    xs = np.linspace(0, q, 20001)
+    ys = c * (1 + xs**2 / df) ** (-(df + 1) / 2)
+    area = 0.5 + (xs[1] - xs[0]) / 3 * (
+      ys[0] + ys[-1] + 4 * ys[1:-1:2].sum() + 2 * ys[2:-1:2].sum()
+    )
+    assert abs(area - 0.975) < 3e-4, (df, area)
+
+
+def test_mean_difference_is_welch_s():
+  a, b = [1.60, 1.65, 1.62, 1.66, 1.61], [1.71, 1.73, 1.76, 1.70, 1.74]
+  d = stats.mean_difference(a, b)
+  assert math.isclose(d["difference"], np.mean(a) - np.mean(b))
+  se = math.sqrt(np.var(a, ddof=1) / 5 + np.var(b, ddof=1) / 5)
+  assert math.isclose(d["se"], se)
+  assert d["lo"] < d["difference"] < d["hi"] < 0  # clearly below
+  assert math.isclose(d["hi"] - d["difference"], stats.t975(d["df"]) * se)

@@ -155,3 +155,31 @@ def survival_at(curve: Sequence[Mapping[str, float]], step: int) -> Mapping[str,
     if r["step"] <= step:
       row = r
   return row
+
+
+# Student's t 0.975 quantiles by degrees of freedom (1-30); above 30 the normal's 1.96 is
+# within 2% of them. tests/test_stats.py checks them against the t density's integral.
+T975 = (
+  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+  2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+  2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: float) -> float:
+  """The 0.975 quantile of Student's t at `df` degrees of freedom (rounded down: wider)."""
+  k = max(1, int(df))
+  return T975[k - 1] if k <= len(T975) else 1.96
+
+
+def mean_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+  """mean(a) - mean(b) over independent seeds, its Welch standard error and 95% interval
+  (Welch-Satterthwaite degrees of freedom); needs 2 or more values in each."""
+  if len(a) < 2 or len(b) < 2:
+    raise ValueError(f"need 2 or more seeds on each side, got {len(a)} and {len(b)}")
+  va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+  diff = statistics.fmean(a) - statistics.fmean(b)
+  se = math.sqrt(va + vb)
+  df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else math.inf
+  half = t975(df) * se
+  return {"difference": diff, "se": se, "df": df, "lo": diff - half, "hi": diff + half}
