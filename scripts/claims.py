@@ -463,8 +463,11 @@ def row_valueres() -> list[str] | None:
   diff = valueres_contrast()
   if diff is None:
     return None
+  a, b = _losses("valueres", 24, 4e-3), _losses("prenorm", 24, 4e-3)
+  d = stats.mean_difference(list(a.values()), list(b.values()))
+  verdict = "beat" if d["hi"] < 0 else ("trail" if d["lo"] > 0 else "do not clearly beat")
   return [
-    "Value residuals beat Pre-LN at 24 layers, over seeds",
+    f"Value residuals {verdict} Pre-LN at 24 layers, over seeds",
     f"final eval loss, value residuals minus Pre-LN, at lr 4e-3: {diff}; seed 0 alone at "
     f"2e-3 / 4e-3 / 8e-3: {valueres_seed0_below()} below",
     "1,000 steps, no warmup, constant lr; Welch interval; stdlib; "
