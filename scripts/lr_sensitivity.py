@@ -12,7 +12,8 @@ landing gives partial curves) and writes into --out_dir:
                    best), best lr and loss, boundary lr (the largest within 0.1 nats of the
                    best); empty, with a note, for a curve of fewer than 5 lrs; a curve
                    missing some of the sweep's lrs is noted as partial
-  curves.png       capped final eval loss against lr, a panel per depth, a line per variant
+  curves.png       capped final eval loss against lr, a panel per depth and family of variants
+                   (lr_figures.FAMILIES), a colour and a marker per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
   literature.png   curves.png for the 2025-26 variants (configs/sweeps/literature.py) beside
                    Pre-LN, Post-LN and hyper-connections, at the depths they were run
@@ -54,7 +55,9 @@ def main() -> None:
   paths = lr_figures.write_outputs(rows, args.out_dir, grid)
   if literature_rows(rows):
     out = os.path.join(args.out_dir, "literature.png")
-    paths["literature.png"] = lr_figures.plot_curves(literature_rows(rows), out)
+    paths["literature.png"] = lr_figures.plot_curves(
+      literature_rows(rows), out, lr_figures.FAMILIES
+    )
   table = lr_sensitivity.sensitivity_table(rows, grid=grid)
   print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sweep_rows.setting_title(rows)})")
   for t in table:

@@ -17,6 +17,7 @@ writes into docs/width/mup/:
                nats of the best), failing lr (smallest above the best on the plateau) and
                how its runs failed (stuck or diverged), LR sensitivity from 5 lrs
   curves.png   capped final eval loss against lr, a panel per variant, a colour per width
+               (under muP a second row: sp's runs of the same variants and widths)
   edges.png    best and failing lr against width, a line per variant
 The rules are resnorm_jax/tools/width.py's. No JAX here.
 """
@@ -47,7 +48,15 @@ def main() -> None:
   variants = sorted({r["variant"] for r in rows}) or list(width.VARIANTS)
   reference = [] if mup else width.reference_rows(args.reference, variants)
   rows = sorted(reference + rows, key=width.row_order)
-  paths = width.write_outputs(rows, out_dir, args.width_param)
+  sp = []  # under muP, sp's runs of the same variants at the same widths: the reference row
+  if mup:
+    sp = width.run_rows(args.runs, "sp") + width.reference_rows(args.reference, variants)
+    widths_run = {r["d_model"] for r in rows}
+    sp = sorted(
+      [r for r in sp if r["variant"] in variants and r["d_model"] in widths_run],
+      key=width.row_order,
+    )
+  paths = width.write_outputs(rows, out_dir, args.width_param, sp)
   widths = sorted({r["d_model"] for r in rows})
   print(f"{len(rows)} finished runs ({len(reference)} from {args.reference}), widths {widths}")
   for t in width.edge_table(rows):

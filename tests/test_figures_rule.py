@@ -210,3 +210,84 @@ def test_headline_curves_draw_each_run_in_its_variants_colour():
   assert colours == [style.variant_color(v) for v in ("postnorm", "prenorm", "deepnorm")]
   assert "Post-LN: never escaped in 200 steps" in ax.get_legend().get_texts()[0].get_text()
   style.pyplot().close(fig)
+
+
+def _legend_texts(fig) -> list[str]:
+  return [t.get_text() for lg in [*fig.legends, *(a.get_legend() for a in fig.axes)] if lg
+          for t in lg.get_texts()]  # fmt: skip
+
+
+def test_lr_curves_draw_no_mean_of_trained_and_stuck_runs_and_list_only_what_is_drawn():
+  rows = _lr_rows()
+  split = {**rows[0], "seed": 1, "opt.lr": 4e-3, "capped_loss": 2.1, "outcome": "trained"}
+  fig = lr_figures.draw_curves([*rows, split])  # 4e-3: seed 0 stuck (3.2), seed 1 trained
+  ax = fig.axes[0]
+  bars = [line for line in ax.get_lines() if line.get_marker() == "_"]
+  assert sorted(round(line.get_xdata()[0], 6) for line in bars) == [1e-3, 2e-3]
+  span = [line for line in ax.get_lines() if list(line.get_ydata()) == [2.1, 3.2]]
+  assert len(span) == 1  # the split seeds, spanned, each drawn
+  texts = _legend_texts(fig)
+  assert lr_figures.MARK_LABELS["split"].split(":")[0] in " ".join(texts).replace("\n", " ")
+  assert not any("diverged" in t for t in texts)  # no run diverged: not in the legend
+  style.pyplot().close(fig)
+  fig = lr_figures.draw_curves([r for r in rows if r["seed"] == 0])
+  texts = " ".join(_legend_texts(fig)).replace("\n", " ")
+  assert "other seeds" not in texts and "mean over seeds" not in texts
+  assert "seeds split" not in texts
+  assert "seed 0" in texts
+  style.pyplot().close(fig)
+
+
+def test_legend_variants_are_the_variants_drawn_each_in_its_colour_and_marker():
+  base = _lr_rows()
+  rows = [{**r, "variant": v} for v in ("postnorm", "hybridnorm", "mhc", "denseformer")
+          for r in base if r["seed"] == 0]  # fmt: skip
+  rows += [{**r, "variant": "prenorm"} for r in base if r["seed"] == 0]
+  fig = lr_figures.draw_curves(rows, lr_figures.FAMILIES)
+  drawn = {}
+  for ax in fig.axes:
+    for line in ax.get_lines():
+      if not line.get_label().startswith("_"):
+        drawn.setdefault(line.get_label(), set()).add((line.get_color(), ax))
+  legend = {}
+  for lg in fig.legends:
+    for h, t in zip(lg.legend_handles, lg.get_texts(), strict=True):
+      if t.get_text() in drawn:
+        legend[t.get_text()] = (h.get_color(), h.get_marker())
+  assert set(legend) == set(drawn)
+  for v in ("postnorm", "prenorm", "hybridnorm", "mhc", "denseformer"):
+    label = style.variant_label(v)
+    assert legend[label] == (style.variant_color(v), style.variant_marker(v))
+  # HybridNorm never shares a panel with Post-LN, and mHC and DenseFormer, sharing one, are
+  # drawn side by side (not one over the other).
+  panels = {label: {ax for _, ax in where} for label, where in drawn.items()}
+  assert not panels["Post-LN"] & panels["HybridNorm"]
+  (shared,) = panels["mHC"] & panels["DenseFormer"]
+  xs = {line.get_label(): list(line.get_xdata()) for line in shared.get_lines()}
+  assert all(a != b for a, b in zip(xs["mHC"], xs["DenseFormer"], strict=True))
+  style.pyplot().close(fig)
+
+
+def test_each_corpus_baseline_is_named_and_mup_is_drawn_beside_sp():
+  from resnorm_jax.tools import corpus, width
+
+  rows = [r for r in _lr_rows() if r["seed"] == 0]
+  other = [{**r, "data": "tinyshakespeare.txt", "baseline": 3.35} for r in rows]
+  fig = corpus.lr_axis.draw_curves([*rows, *other], corpus.AXIS)
+  ax = fig.axes[0]
+  names = [t.get_text() for t in ax.texts]
+  assert names == ["no-context loss, stdlib bytes", "no-context loss, tinyshakespeare.txt"]
+  assert {c for c in [t.get_color() for t in ax.texts]} == {
+    corpus.AXIS.color("stdlib bytes"),
+    corpus.AXIS.color("tinyshakespeare.txt"),
+  }
+  style.pyplot().close(fig)
+  mup = [{**r, "d_model": d} for r in rows for d in (64, 128)]
+  sp = [{**r, "d_model": 64, "capped_loss": r["capped_loss"] + 0.1} for r in rows]
+  fig = width.draw_curves(mup, "mup", reference=sp)
+  titles = [a.get_title() for a in fig.axes]
+  assert titles == ["Post-LN, muP", "Post-LN, standard (sp), the reference"]
+  texts = " ".join(_legend_texts(fig))
+  assert "d_model 64" in texts and "d_model 128" in texts
+  assert "other seeds" not in texts and "diverged" not in texts  # none drawn
+  style.pyplot().close(fig)

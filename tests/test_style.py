@@ -24,3 +24,42 @@ def test_baseline_lines_draw_the_no_context_loss_and_the_margin_below_it():
   assert [h.get_linestyle() for h in style.baseline_handles()] == ["--", ":"]
   assert len(style.baseline_handles(margin=False)) == 1
   plt.close(fig)
+
+
+def _rgb(colour: str) -> tuple[int, ...]:
+  return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def test_one_colour_per_parametrization_never_a_variants():
+  import math
+
+  params = style.PARAM_COLORS
+  assert set(params) >= {"sp", "depth_mup", "completep", "mup"}
+  assert set(style.PARAM_LABELS) == set(params)
+  assert style.PARAM_LABELS["completep"] == "CompleteP (a=1)"
+  colours = list(params.values())
+  for i, a in enumerate(colours):
+    for b in colours[i + 1 :]:
+      assert math.dist(_rgb(a), _rgb(b)) >= 50, (a, b)
+  variants = [*style.palette().values(), *style._OTHER_COLORS]
+  for name, colour in params.items():
+    nearest = min(math.dist(_rgb(colour), _rgb(v)) for v in variants)
+    assert nearest >= 50, (name, colour, nearest)
+
+
+def test_variants_that_share_a_panel_have_their_own_markers():
+  from resnorm_jax.tools import lr_figures
+
+  assert style.variant_marker("postnorm") == "o"
+  assert style.variant_marker("a_new_variant") == style.variant_marker("a_new_variant")
+  for _, members in lr_figures.FAMILIES:
+    markers = [style.variant_marker(v) for v in members]
+    assert len(set(markers)) == len(markers), members
+  # x (diverged) and _ (a seed mean) mean something else in every figure
+  assert not {"x", "_", "|"} & set(style.VARIANT_MARKERS.values())
+
+
+def test_a_seed_mean_pools_only_seeds_that_agree():
+  assert style.seeds_agree([True, True]) and style.seeds_agree([False, False, False])
+  assert style.seeds_agree([True])
+  assert not style.seeds_agree([True, False])

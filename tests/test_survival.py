@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import stats, survival
+from resnorm_jax.tools import stats, style, survival
 
 
 def test_passages_first_relapse_fraction_and_escape():
@@ -142,3 +142,30 @@ def test_cell_from_run_folders(tmp_path):
   assert cell["never_flat"] == 2
   out = survival.plot_survival(str(tmp_path), rows, str(tmp_path / "s.png"))
   assert os.path.getsize(out) > 10_000
+
+
+def test_survival_figure_draws_kept_and_fell_back_escapes_apart(tmp_path):
+  n = 60
+  kept = [3.29] * 19 + [3.1] * (n - 19)  # below from step 500 to the end
+  fell_back = [3.29] * 9 + [3.1] * 20 + [3.29] * (n - 29)  # below at 250, above from 750
+  for seed, curve in enumerate([kept, fell_back]):
+    _fake_run(tmp_path, f"postnorm-L12-lr0.0005-s{seed}", seed, curve)
+  rows = survival.finished_runs(str(tmp_path))
+  assert [survival.fate(r) for r in rows] == ["kept", "fell back"]
+  fig = survival.draw_survival(str(tmp_path), rows)
+  top = fig.axes[0]
+  curves = [line for line in top.get_lines() if len(line.get_xdata()) == n]
+  styles = {(line.get_linestyle(), line.get_color()) for line in curves}
+  red, black = style.variant_color("postnorm"), survival.FATE_STYLES["fell back"]["color"]
+  assert styles == {("-", red), ("-.", black)}
+  # The legend names the fates drawn and no other ("never escaped" is not drawn here).
+  texts = [t.get_text() for t in fig.legends[0].get_texts()]
+  assert any(survival.FATE_LABELS["kept"] in t for t in texts)
+  assert any(survival.FATE_LABELS["fell back"] in t for t in texts)
+  assert not any(survival.FATE_LABELS["never"] in t for t in texts)
+  # Below: the first-passage curve reaches 0 (both passed), the kept-escape curve 0.5.
+  bottom = fig.axes[1]
+  kept_curve = [line for line in bottom.get_lines() if line.get_linestyle() == "--"]
+  assert kept_curve[0].get_ydata()[-1] == pytest.approx(0.5)
+  assert "kept to the end 1" in bottom.get_title()
+  style.pyplot().close(fig)

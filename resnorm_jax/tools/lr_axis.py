@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import math
 import os
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -146,44 +147,96 @@ def edge_line(t: Mapping[str, Any], where: str) -> str:
   return f"  {t['variant']} {where}: {text}{'; ' + extra if extra else ''}"
 
 
-def draw_curves(rows: Sequence[Mapping[str, Any]], axis: Axis):
+def draw_curves(
+  rows: Sequence[Mapping[str, Any]],
+  axis: Axis,
+  reference: Sequence[Mapping[str, Any]] = (),
+  names: tuple[str, str] = ("", ""),
+):
   """Capped final eval loss against lr: a panel per variant, a colour per value of the axis
-  (every run a marker, seed 0's runs joined, the seed mean a bar, x a diverged run), each
-  value's own no-context baseline."""
+  (every run a marker, seed 0's runs joined, the seed mean a bar where the seeds agree, x a
+  diverged run: lr_figures._draw_curve, values side by side by lr_figures.DODGE), each
+  value's own no-context baseline, named where a panel has several. With `reference` rows (sp
+  beside muP), a second row of panels draws them the same way; `names` titles the two rows."""
   plt = pyplot()
   variants = variant_order(r["variant"] for r in rows) or ["(no run)"]
-  values = sorted({r[axis.key] for r in rows}, key=axis.order)
-  fig, axes = plt.subplots(1, len(variants), figsize=(4.4 * len(variants) + 2.4, 4.8), sharey=True)
-  axes = list(axes) if len(variants) > 1 else [axes]
-  losses = [r["capped_loss"] for r in rows if r["capped_loss"] is not None]
-  caps = [r["baseline"] for r in rows if is_finite_number(r["baseline"])]
-  for ax, variant in zip(axes, variants, strict=True):
-    panel = [r for r in rows if r["variant"] == variant]
-    for value in values:
-      here = [r for r in panel if r[axis.key] == value]
-      curve = lrs.lr_curve(here)
-      if curve:
-        lr_figures._draw_curve(ax, curve, axis.color(value))
-    for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
-      baseline_lines(ax, cap, margin=False)
-    lrs_here = sorted({float(r["opt.lr"]) for r in panel})
-    ax.set(xscale="log", title=variant_label(variant), xlabel="peak lr (Adam)")
-    ax.set_xticks(
-      lrs_here, [lr_label(x) for x in lrs_here], rotation=45, ha="right", fontsize="small"
-    )
-    ax.minorticks_off()
-    ax.grid(alpha=0.3)
+  sets = [rows, reference] if reference else [rows]
+  values = sorted({r[axis.key] for rs in sets for r in rs}, key=axis.order)
+  n = len(variants)
+  fig, grid = plt.subplots(
+    len(sets),
+    n,
+    figsize=(4.4 * n + 2.6, 4.0 * len(sets) + 0.8),
+    sharey=True,
+    sharex="col",
+    squeeze=False,
+  )
+  everything = [r for rs in sets for r in rs]
+  losses = [r["capped_loss"] for r in everything if r["capped_loss"] is not None]
+  caps = [r["baseline"] for r in everything if is_finite_number(r["baseline"])]
+  kinds: set[str] = set()
+  several = False  # a panel with several baselines, each named on its line
+  for k, (axes, these) in enumerate(zip(grid, sets, strict=True)):
+    for j, (ax, variant) in enumerate(zip(axes, variants, strict=True)):
+      panel = [r for r in these if r["variant"] == variant]
+      here = [v for v in values if any(r[axis.key] == v for r in panel)]
+      for i, value in enumerate(here):
+        curve = lrs.lr_curve([r for r in panel if r[axis.key] == value])
+        shift = lr_figures.DODGE ** (i - (len(here) - 1) / 2)
+        kinds |= lr_figures._draw_curve(ax, curve, axis.color(value), shift=shift)
+      several |= _baselines(ax, panel, axis)
+      lrs_here = sorted({float(r["opt.lr"]) for r in everything if r["variant"] == variant})
+      title = variant_label(variant) + (f", {names[k]}" if names[k] else "")
+      ax.set(xscale="log", title=title, xlabel="peak lr (Adam)")
+      ax.tick_params(labelbottom=True)
+      ax.set_xticks(
+        lrs_here, [lr_label(x) for x in lrs_here], rotation=45, ha="right", fontsize="small"
+      )
+      ax.minorticks_off()
+      ax.grid(alpha=0.3)
+      if j == 0:
+        ax.set_ylabel("final eval loss, capped at the baseline")
   if losses and caps:
-    axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
-  axes[0].set_ylabel("final eval loss, capped at the baseline")
+    grid[0][0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
   handles = [
     plt.Line2D([], [], color=axis.color(v), marker="o", label=axis.label(v)) for v in values
   ]
-  handles += [
-    plt.Line2D([], [], color="0.35", marker="o", ms=4, mfc="white", ls="", label="seeds 1, 2"),
-    plt.Line2D([], [], color="0.35", marker="x", ls="", label="diverged (drawn at the cap)"),
-    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
-  ]
-  axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-  fig.suptitle(f"{axis.title}\n{lr_sweep_rows.setting_title(rows)}")
+  handles += lr_figures.mark_handles(kinds)
+  label = FINAL_BASELINE_LABEL + (" (each its own, named on its line)" if several else "")
+  handles += [plt.Line2D([], [], **BASELINE_STYLE, label=label)]
+  for h in handles:
+    h.set_label(textwrap.fill(h.get_label(), 34))
+  grid[0][-1].legend(
+    handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small"
+  )
+  fig.suptitle(f"{axis.title}\n{lr_sweep_rows.setting_title(everything)}")
   return fig
+
+
+def _baselines(ax, panel: Sequence[Mapping[str, Any]], axis: Axis) -> bool:
+  """Each no-context baseline of a panel's rows, dashed; where the panel has several (one per
+  corpus), each in its value's colour and named at the left above its line. Returns whether
+  it had several."""
+  by_cap: dict[float, list[Any]] = {}
+  for r in panel:
+    if is_finite_number(r["baseline"]):
+      values = by_cap.setdefault(round(r["baseline"], 4), [])
+      values += [r[axis.key]] if r[axis.key] not in values else []
+  for cap, values in sorted(by_cap.items()):
+    if len(by_cap) == 1:
+      baseline_lines(ax, cap, margin=False)
+      continue
+    color = axis.color(values[0]) if len(values) == 1 else BASELINE_STYLE["color"]
+    ax.axhline(cap, **{**BASELINE_STYLE, "color": color})
+    names = ", ".join(axis.label(v) for v in sorted(values, key=axis.order))
+    ax.annotate(
+      f"no-context loss, {names}",
+      (0.02, cap),
+      xycoords=("axes fraction", "data"),
+      xytext=(0, 2),
+      textcoords="offset points",
+      fontsize="x-small",
+      color=color,
+      va="bottom",
+    )
+  return len(by_cap) > 1

@@ -20,86 +20,225 @@ from resnorm_jax.tools.style import (
   lr_label,
   pyplot,
   save_figure,
+  seeds_agree,
   variant_color,
   variant_label,
+  variant_marker,
   variant_order,
 )
 from resnorm_jax.train.outcome import is_finite_number
 
+# curves.png's rows: the three variants the depth claim is about, at every depth; then the
+# others by family, each beside Pre-LN (the base most of them change), at the depths they were
+# run. A variant in no family gets a row of its own family, "other variants". A family without
+# a name is named by its variants.
+FAMILIES = (
+  ("", ("postnorm", "prenorm", "deepnorm")),  # named by those drawn
+  (
+    "where the norm sits, what replaces it",
+    ("prenorm", "sandwich", "subln", "hybridnorm", "rmsnorm_prenorm", "mixln", "dyt", "derf"),
+  ),
+  ("what the residual stream carries", ("prenorm", "hyperconn", "mhc", "denseformer", "valueres")),
+)
+# Variants that share a panel are shifted sideways by this factor of lr each, so that points at
+# one lr and loss (every stuck run sits at the cap) do not hide each other; ticks are the lrs.
+DODGE = 1.045
+COLUMNS = 2  # panels a row: legible at a README's width
+# The marks of a curve (_draw_curve's kinds) and their legend entries, in this order.
+MARK_LABELS = {
+  "seed0": "seed 0 (the line joins its lrs)",
+  "other": "other seeds (open)",
+  "mean": "mean over seeds (all trained or all not)",
+  "split": "seeds split trained / stuck: each seed, no mean (bar spans them)",
+  "diverged": "diverged (drawn at the cap)",
+}
 
-def draw_curves(rows: Sequence[Mapping[str, Any]]):
-  """The figure of `plot_curves` (matplotlib Figure, not saved)."""
+
+def family_rows(variants: Sequence[str], families=FAMILIES) -> list[tuple[str, list[str]]]:
+  """(family name, its variants in the palette's order) of each family with a variant in
+  `variants`; the variants in no family as 'other variants' beside Pre-LN."""
+  present = set(variants)
+  out, placed = [], set()
+  for name, members in families:
+    here = [v for v in members if v in present]
+    if any(v not in placed for v in here) and len(here) > (1 if "prenorm" in here else 0):
+      here = variant_order(here)
+      out.append((name or ", ".join(variant_label(v) for v in here), here))
+      placed.update(here)
+  rest = [v for v in variant_order(present) if v not in placed]
+  if rest:
+    out.append(("other variants", variant_order(rest + ["prenorm"] * ("prenorm" in present))))
+  return out
+
+
+def mark_handles(kinds: set[str]) -> list[Any]:
+  """Legend entries of the marks drawn (`kinds`, _draw_curve's), none for a mark not drawn."""
   plt = pyplot()
-  depths = sorted({int(r["num_layers"]) for r in rows})
+  grey = "0.35"
+  look = {
+    "seed0": {"marker": "o", "ms": 5},
+    "other": {"marker": "o", "ms": 5, "mfc": "white", "ls": ""},
+    "mean": {"marker": "_", "ms": 14, "mew": 2, "ls": ""},
+    "split": {"marker": "|", "ms": 14, "mew": 1, "ls": ""},
+    "diverged": {"marker": "x", "ls": ""},
+  }
+  return [
+    plt.Line2D([], [], color=grey, label=label, **look[kind])
+    for kind, label in MARK_LABELS.items()
+    if kind in kinds
+  ]
+
+
+def draw_curves(rows: Sequence[Mapping[str, Any]], families=None):
+  """The figure of `plot_curves` (matplotlib Figure, not saved): a panel per (family, depth),
+  COLUMNS a row, each family's legend beside its first row; `families` as FAMILIES (default:
+  one family of every variant). A family's depths are those of its own variants (Pre-LN, the
+  reference of the later families, adds none)."""
+  plt = pyplot()
   variants = variant_order(r["variant"] for r in rows)
-  panels = max(len(depths), 1)
-  fig, axes = plt.subplots(1, panels, figsize=(max(4.2 * panels + 2.4, 8.5), 4.8), sharey=True)
-  axes = list(axes) if len(depths) > 1 else [axes]
+  groups = family_rows(variants, families) if families else [("", variants)]
+  grid = []  # rows of the figure: [(family index, depth), ...]
+  owned: set[str] = set()
+  for i, (_, members) in enumerate(groups):
+    own = [v for v in members if v not in owned] or members
+    owned.update(members)
+    depths = sorted({int(r["num_layers"]) for r in rows if r["variant"] in own})
+    grid += [[(i, d) for d in depths[k : k + COLUMNS]] for k in range(0, len(depths), COLUMNS)]
+  grid = grid or [[]]
+  cols = max(max(len(g) for g in grid), 1)
+  fig = plt.figure(figsize=(4.4 * cols + 2.9, 3.3 * len(grid) + 1.0))
+  spec = fig.add_gridspec(len(grid), cols)
   lrs = sorted({float(r["opt.lr"]) for r in rows})
   losses = [r["capped_loss"] for r in rows if r["capped_loss"] is not None]
   caps = [r["baseline"] for r in rows if is_finite_number(r["baseline"])]
-  for ax, depth in zip(axes, depths, strict=False):
-    panel = [r for r in rows if int(r["num_layers"]) == depth]
-    for variant in variants:
-      curve = lr_curve([r for r in panel if r["variant"] == variant])
-      if curve:
-        _draw_curve(ax, curve, variant_color(variant))
-    for cap in sorted({round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}):
-      baseline_lines(ax, cap, margin=False)
-    ax.set(xscale="log", title=f"{depth} layers", xlabel="peak lr (Adam)")
-    ax.set_xticks(lrs, [lr_label(lr) for lr in lrs], rotation=45, ha="right", fontsize="small")
-    ax.minorticks_off()
-    ax.grid(alpha=0.3)
-  if losses and caps:
-    axes[0].set_ylim(min(losses) - 0.08, max(caps) + 0.12)
-  axes[0].set_ylabel("final eval loss, capped at the baseline")
-  handles = [
-    plt.Line2D([], [], color=variant_color(v), marker="o", label=variant_label(v)) for v in variants
-  ]
-  grey = "0.35"
-  handles += [
-    plt.Line2D([], [], color=grey, marker="o", ms=4, label="seed 0 (the line joins its lrs)"),
-    plt.Line2D([], [], color=grey, marker="o", ms=4, mfc="white", ls="", label="other seeds"),
-    plt.Line2D([], [], color=grey, marker="_", ms=14, mew=2, ls="", label="mean over seeds"),
-    plt.Line2D([], [], color=grey, marker="x", ls="", label="diverged (drawn at the cap)"),
-    plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL),
-  ]
-  axes[-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-  setting = (
-    f"{setting_title(rows)}; every run a marker, the seed mean a bar where an lr has several seeds"
-  )
-  # wrapped to the figure's width: a one-panel figure cut the line at both ends
-  width = int(fig.get_figwidth() * 11)
-  fig.suptitle("Final eval loss against lr\n" + textwrap.fill(setting, width))
+  kinds: set[str] = set()
+  first = None
+  row_axes = []
+  for y, line in enumerate(grid):
+    row_axes.append([])
+    for x, (i, depth) in enumerate(line):
+      ax = fig.add_subplot(spec[y, x], sharey=first)
+      first = first or ax
+      row_axes[-1].append(ax)
+      panel = [r for r in rows if int(r["num_layers"]) == depth]
+      here = [v for v in groups[i][1] if any(r["variant"] == v for r in panel)]
+      for k, variant in enumerate(here):
+        curve = lr_curve([r for r in panel if r["variant"] == variant])
+        shift = DODGE ** (k - (len(here) - 1) / 2)
+        kinds |= _draw_curve(
+          ax, curve, variant_color(variant), variant_marker(variant), shift, variant_label(variant)
+        )
+      bases = {round(r["baseline"], 4) for r in panel if is_finite_number(r["baseline"])}
+      for cap in sorted(bases):
+        baseline_lines(ax, cap, margin=False)
+      ax.set(xscale="log")
+      ax.set_title(f"{depth} layers", fontsize=11)
+      ax.set_xticks(lrs, [lr_label(lr) for lr in lrs], rotation=45, ha="right", fontsize=9)
+      ax.minorticks_off()
+      ax.grid(alpha=0.3)
+      if x == 0:
+        ax.set_ylabel("final eval loss, capped", fontsize=10)
+      else:
+        ax.tick_params(labelleft=False)
+      if y == len(grid) - 1 or len(grid[y + 1]) <= x:
+        ax.set_xlabel("peak lr (Adam)", fontsize=10)
+  if losses and caps and first is not None:
+    first.set_ylim(min(losses) - 0.08, max(caps) + 0.12)
+  right = 1 - 2.9 / fig.get_figwidth()  # the legends' column
+  fig.suptitle("Final eval loss against lr\n" + textwrap.fill(setting_title(rows), 90), fontsize=12)
+  free = [y for y in range(1, len(grid)) if grid[y] and grid[y - 1]]
+  free = [y for y in free if grid[y][0][0] == grid[y - 1][0][0]]
+  fig.tight_layout(rect=(0, 0 if free else 0.8 / fig.get_figheight(), right, 1))
+  free = []  # rows whose family's legend is already drawn: a place for the marks' key
+  for y, line in enumerate(grid):
+    if not row_axes[y]:
+      continue
+    top = row_axes[y][0].get_position()
+    family = line[0][0]
+    if y and grid[y - 1] and grid[y - 1][0][0] == family:
+      free.append(top)
+      continue
+    name, members = groups[family]
+    here = [v for v in members if any(r["variant"] == v for r in rows)]
+    fig.legend(
+      handles=[_variant_handle(v) for v in here],
+      loc="upper left",
+      bbox_to_anchor=(right + 0.01, top.y1),
+      fontsize=10,
+      title=textwrap.fill(name, 26) or None,
+      title_fontsize=10,
+      alignment="left",
+    )
+  key = [*mark_handles(kinds), plt.Line2D([], [], **BASELINE_STYLE, label=FINAL_BASELINE_LABEL)]
+  key = [_wrapped(h, 30 if free else 60) for h in key]
+  if free:  # beside a row whose family's legend is above it
+    fig.legend(handles=key, loc="upper left", fontsize=9, bbox_to_anchor=(right + 0.01, free[0].y1),
+               title="marks", title_fontsize=10, alignment="left")  # fmt: skip
+  else:  # under the panels
+    fig.legend(handles=key, loc="lower center", ncol=3, fontsize=9, frameon=False)
   return fig
 
 
-def plot_curves(rows: Sequence[Mapping[str, Any]], out: str) -> str:
-  """Capped final eval loss against lr, a panel per depth, a colour per variant: every run a
-  marker (seed 0 filled, others open, x for a diverged run), a line only through seed 0's
-  runs (each vertex a run's loss), the seed mean a bar at each lr with several seeds; the
-  held-out no-context baseline dashed. Nothing is drawn between lrs but seed 0's line."""
-  return save_figure(draw_curves(rows), out)
+def _wrapped(handle, width: int):
+  handle.set_label(textwrap.fill(handle.get_label(), width))
+  return handle
 
 
-def _draw_curve(ax, curve: Sequence[Mapping[str, Any]], color: str) -> None:
-  """One variant on one panel: a marker per run, seed 0's runs joined, the seed mean a bar."""
+def _variant_handle(variant: str) -> Any:
+  color, marker = variant_color(variant), variant_marker(variant)
+  return pyplot().Line2D([], [], color=color, marker=marker, label=variant_label(variant))
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], out: str, families=None) -> str:
+  """Capped final eval loss against lr, a panel per (family, depth), a colour and a marker per
+  variant: every run a marker (seed 0 filled, others open, x for a diverged run), a line only
+  through seed 0's runs (each vertex a run's loss), the seed mean a bar at each lr with several
+  seeds that agree (all trained or all not; where they split, a thin bar spans them and no
+  mean is drawn); the held-out no-context baseline dashed. Nothing is drawn between lrs but
+  seed 0's line. Variants sharing a panel are shifted sideways a little (DODGE)."""
+  return save_figure(draw_curves(rows, families), out, tight=False)
+
+
+def _draw_curve(
+  ax,
+  curve: Sequence[Mapping[str, Any]],
+  color: str,
+  marker: str = "o",
+  shift: float = 1.0,
+  label: str = "",
+  ls: str = "-",
+) -> set[str]:
+  """One curve on one panel, each lr times `shift`: a marker per run, seed 0's runs joined
+  (labelled `label`), the seed mean a bar where the seeds agree, a thin bar spanning them where
+  they split. Returns the kinds of mark drawn (MARK_LABELS' keys)."""
+  kinds: set[str] = set()
   seed0 = [
-    (p["lr"], loss)
+    (p["lr"] * shift, loss)
     for p in curve
     for loss, seed in zip(p["losses"], p["seeds"], strict=True)
     if seed == 0
   ]
   if len(seed0) > 1:
-    ax.plot([x for x, _ in seed0], [y for _, y in seed0], "-", color=color, lw=1.4)
+    ax.plot([x for x, _ in seed0], [y for _, y in seed0], ls, color=color, lw=1.4, label=label)
   for p in curve:
+    x = p["lr"] * shift
     for loss, seed, diverged in zip(p["losses"], p["seeds"], p["diverged"], strict=True):
       if diverged:
-        ax.plot(p["lr"], loss, "x", color=color, ms=7)
+        ax.plot(x, loss, "x", color=color, ms=7)
+        kinds.add("diverged")
       else:
-        ax.plot(p["lr"], loss, "o", color=color, ms=4, mfc=color if seed == 0 else "white")
-    if len(p["losses"]) > 1:
-      ax.plot(p["lr"], p["mean"], "_", color=color, ms=14, mew=2)
+        face = color if seed == 0 else "white"
+        ax.plot(x, loss, marker, color=color, ms=5, mfc=face, ls="")
+        kinds.add("seed0" if seed == 0 else "other")
+    if len(p["losses"]) < 2:
+      continue
+    if seeds_agree(p.get("trained", [True])):
+      ax.plot(x, p["mean"], "_", color=color, ms=14, mew=2)
+      kinds.add("mean")
+    else:
+      ax.plot([x, x], [min(p["losses"]), max(p["losses"])], "-", color=color, lw=0.8)
+      kinds.add("split")
+  return kinds
 
 
 def plot_sensitivity(table: Sequence[Mapping[str, Any]], out: str, title: str = "") -> str:
@@ -191,6 +330,6 @@ def write_outputs(
   paths = {name: os.path.join(out_dir, name) for name in names}
   write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
   write_csv(table, TABLE_COLUMNS, paths["sensitivity.csv"])
-  plot_curves(rows, paths["curves.png"])
+  plot_curves(rows, paths["curves.png"], FAMILIES)
   plot_sensitivity(table, paths["sensitivity.png"], f"LR sensitivity: {setting_title(rows)}")
   return paths

@@ -28,7 +28,8 @@ BOUNDARY_TOLERANCE = STUCK_MARGIN
 
 
 def lr_curve(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-  """Per lr (ascending) of one curve: the capped losses of its seeds and their mean."""
+  """Per lr (ascending) of one curve: the capped losses of its seeds, which diverged and which
+  trained (outcome), and their mean."""
   by_lr: dict[float, list[Mapping[str, Any]]] = {}
   for r in rows:
     if r.get("capped_loss") is not None:
@@ -39,6 +40,7 @@ def lr_curve(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
       "losses": [m["capped_loss"] for m in members],
       "seeds": [m["seed"] for m in members],
       "diverged": [m["outcome"] == "diverged" for m in members],
+      "trained": [m.get("outcome") == "trained" for m in members],
       "mean": statistics.fmean(m["capped_loss"] for m in members),
     }
     for lr, members in sorted(by_lr.items())

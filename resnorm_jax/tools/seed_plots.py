@@ -18,6 +18,7 @@ from resnorm_jax.tools.style import (
   lr_label,
   pyplot,
   save_figure,
+  seeds_agree,
   variant_color,
   variant_label,
 )
@@ -83,12 +84,14 @@ def plot_seed_bands(run_dirs: Sequence[str], out: str, title: str = "", panels="
 def draw_seed_bands(run_dirs: Sequence[str], title: str = "", panels="corpus"):
   """One panel per corpus (or depth); in each, the runs that differ only in their seed (the
   run folder's name without its -s<seed> suffix) drawn as one arm: the periodic eval loss's
-  mean over seeds (line) and its min-max (band), every seed's end-of-run eval (diamonds at
+  mean over seeds (line) and its min-max (band) where the seeds agree (all escaped or none;
+  else each seed its own thinner line, no mean), every seed's end-of-run eval (diamonds at
   the last step), the no-context loss (dashed) and 0.1 below it (dotted). One colour per
   variant; arms of one variant told apart by line style."""
   records = [run_record(r) for r in run_dirs]
   groups = _panels(records, panels)
   fig, axes = _subplots(len(groups), cols=len(groups) if len(groups) <= 3 else 2)
+  split = False
   for ax, members in zip(axes, groups.values(), strict=True):
     arms: dict[str, list[dict[str, Any]]] = {}
     for r in members:
@@ -98,13 +101,18 @@ def draw_seed_bands(run_dirs: Sequence[str], title: str = "", panels="corpus"):
       color = variant_color(arm[0]["variant"])
       style = SEED_STYLES[styles.setdefault(arm[0]["variant"], 0) % len(SEED_STYLES)]
       styles[arm[0]["variant"]] += 1
-      steps = sorted(set.intersection(*(set(r["eval"][0]) for r in arm)))
-      by_step = [[dict(zip(*r["eval"], strict=True))[s] for r in arm] for s in steps]
-      mean = [sum(v) / len(v) for v in by_step]
-      ax.fill_between(
-        steps, [min(v) for v in by_step], [max(v) for v in by_step], color=color, alpha=0.2, lw=0
-      )
-      ax.plot(steps, mean, style, marker="o", ms=4, lw=1.6, color=color, label=_arm_label(arm))
+      if seeds_agree([r["escape_step"] is not None for r in arm]):
+        steps = sorted(set.intersection(*(set(r["eval"][0]) for r in arm)))
+        by_step = [[dict(zip(*r["eval"], strict=True))[s] for r in arm] for s in steps]
+        mean = [sum(v) / len(v) for v in by_step]
+        lo, hi = [min(v) for v in by_step], [max(v) for v in by_step]
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
+        ax.plot(steps, mean, style, marker="o", ms=4, lw=1.6, color=color, label=_arm_label(arm))
+      else:  # some seeds escaped, some did not: each seed its own line, no mean
+        split = True
+        for k, r in enumerate(arm):
+          label = _arm_label(arm) + " (each seed)" if k == 0 else None
+          ax.plot(*r["eval"], style, marker="o", ms=2.5, lw=1.0, color=color, label=label)
       finals = [r["final"] for r in arm if r["final"]]
       ax.plot(
         [s for s, _ in finals], [x for _, x in finals], "D", ms=5, color=color, mfc="white", mew=1.3
@@ -134,8 +142,17 @@ def draw_seed_bands(run_dirs: Sequence[str], title: str = "", panels="corpus"):
   band = Line2D(
     [], [], color="0.3", marker="o", label="periodic eval: mean, band min-max over seeds"
   )
+  each = Line2D(
+    [], [], color="0.3", marker="o", ms=2.5, lw=1.0,
+    label="periodic eval of each seed, where some escaped and some did not (no mean)",
+  )  # fmt: skip
   fig.legend(
-    handles=[band, final, *baseline_handles(label=baseline_label(records))]
+    handles=[
+      band,
+      *([each] if split else []),
+      final,
+      *baseline_handles(label=baseline_label(records)),
+    ]
     + [final_baseline_handle()],
     loc="lower center",
     ncol=2,

@@ -1,5 +1,6 @@
 """The one palette and style of every figure: a colour per variant (the same in every figure),
-a line style per seed, the variants' display names, the status colours of maps, how the
+a marker per variant, a colour per parametrization, a line style per seed, the variants'
+display names, which runs a seed mean may pool, the status colours of maps, how the
 no-context baseline and the escape margin are drawn, and matplotlib set up for files. No JAX
 here; matplotlib is imported only when a figure is drawn.
 
@@ -15,6 +16,7 @@ import functools
 import glob
 import os
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.config import pysource
@@ -111,6 +113,67 @@ def variant_color(name: str) -> str:
   return _OTHER_COLORS[zlib.crc32(name.encode()) % len(_OTHER_COLORS)]
 
 
+# One marker per variant in every figure that marks runs, so two variants whose points coincide
+# (every stuck run sits at the cap) are still both seen. "x" (a diverged run) and "_" (a seed
+# mean) are kept for what they mean; a variant not named here gets a fixed one from its name.
+VARIANT_MARKERS = {
+  "postnorm": "o",
+  "prenorm": "s",
+  "deepnorm": "^",
+  "sandwich": "v",
+  "dyt": "D",
+  "subln": "<",
+  "hyperconn": ">",
+  "rezero": "p",
+  "rmsnorm_prenorm": "h",
+  "admin": "8",
+  "lnscale": "H",
+  "mixln": "d",
+  "ngpt": "*",
+  "batchnorm": "P",
+  "layerscale": "X",
+  "noresidual": "o",
+  "parallel": "s",
+  "deepnorm_frozen": "v",
+  "postnorm_deepinit": "D",
+  "hybridnorm": "p",
+  "mhc": "v",
+  "denseformer": "P",
+  "valueres": "*",
+  "derf": ">",
+}
+_OTHER_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def variant_marker(name: str) -> str:
+  """The marker of a variant's runs in every figure (VARIANT_MARKERS, else fixed by its name)."""
+  return (
+    VARIANT_MARKERS.get(name) or _OTHER_MARKERS[zlib.crc32(name.encode()) % len(_OTHER_MARKERS)]
+  )
+
+
+# One colour per parametrization (depth: sp, depth-muP, CompleteP; width: muP) in every figure
+# that tells them apart by colour; each at least 50 (RGB) from every variant colour and from
+# each other (tests/test_style.py), so a parametrization never reads as a variant.
+PARAM_COLORS = {
+  "sp": "#404040",
+  "depth_mup": "#01665e",
+  "completep": "#9e0142",
+  "mup": "#00429d",
+}
+PARAM_LABELS = {
+  "sp": "standard (sp)",
+  "depth_mup": "depth-muP (a=1/2)",
+  "completep": "CompleteP (a=1)",
+  "mup": "muP",
+}
+
+
+def param_color(name: str) -> str:
+  """The colour of a parametrization in every figure (PARAM_COLORS)."""
+  return PARAM_COLORS[name]
+
+
 VARIANT_LABELS = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
 
 
@@ -134,6 +197,13 @@ def lr_label(lr: float, digits: int = 3) -> str:
 
 
 SEED_STYLES = ("-", "--", ":", "-.")  # seed 0, 1, 2, 3 (then again)
+
+
+def seeds_agree(trained: Sequence[bool]) -> bool:
+  """Whether a figure may draw the seed mean of runs that trained (True) or not (False): only
+  when they all did or all did not. A mean of trained and stuck runs is a loss no run had;
+  where the seeds split, each seed is drawn and no mean."""
+  return len(set(trained)) <= 1
 
 
 def pyplot():

@@ -236,59 +236,124 @@ def cell_title(variant: str, n_layers: int, lr: float) -> str:
   return f"{VARIANT_LABELS.get(variant, variant)}, {n_layers} layers, lr {lr_label(lr)}"
 
 
-def plot_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]], out: str) -> str:
-  """A column per cell: on top each seed's periodic eval loss minus its eval set's
-  no-context loss (0 dashed, -margin dotted: the rule's own lines); below, the Kaplan-Meier
-  fraction of runs not yet escaped against step, with its 95% band and censoring ticks."""
+# How a run's escape ended, in survival.png: kept (below the margin from its escape step to the
+# end: outcome.escape_step), fell back (a first passage, then above the margin at the end) or
+# never (no first passage). Kept runs in their variant's colour, fell-back runs black dash-dot.
+FATES = ("kept", "fell back", "never")
+FATE_LABELS = {
+  "kept": "escaped and kept it to the end",
+  "fell back": "escaped, fell back above the margin, ended there",
+  "never": "never escaped",
+}
+FATE_STYLES = {
+  "kept": {"ls": "-", "lw": 0.9},
+  "fell back": {"ls": "-.", "lw": 1.4, "color": "black"},
+  "never": {"ls": "-", "lw": 0.8, "color": "0.65"},
+}
+
+
+def fate(row: Mapping[str, Any]) -> str:
+  """'kept', 'fell back' or 'never' (FATES) of a runs.csv row."""
+  if row.get("escape_step") is not None:
+    return "kept"
+  return "fell back" if row.get("first_passage") is not None else "never"
+
+
+def _km_steps(times: Sequence[int], events: Sequence[bool]) -> tuple[list, list, list, list]:
+  """The Kaplan-Meier staircase of not-yet-escaped: xs, survival, its 95% band's lo and hi."""
+  km = kaplan_meier(times, events)
+  xs, ys, los, his = [0], [1.0], [1.0], [1.0]
+  for row in km:
+    xs += [row["step"], row["step"]]
+    ys += [ys[-1], row["survival"]]
+    los += [los[-1], row["lo"]]
+    his += [his[-1], row["hi"]]
+  xs.append(max(times))
+  return xs, ys + ys[-1:], los + los[-1:], his + his[-1:]
+
+
+def kept_times(rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[bool]]:
+  """(time, kept) per run: its escape step when it kept the escape to the end, else its last
+  step (censored)."""
+  kept = [r.get("escape_step") is not None for r in rows]
+  times = [r["escape_step"] if k else r["steps"] for r, k in zip(rows, kept, strict=True)]
+  return times, kept
+
+
+def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
+  """The figure of plot_survival (matplotlib Figure, not saved)."""
+  from matplotlib.lines import Line2D
+
   plt = pyplot()
   groups: dict[tuple, list[Mapping[str, Any]]] = {}
   for r in rows:
     groups.setdefault(cell_key(r), []).append(r)
   n = max(len(groups), 1)
-  fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 6.4), squeeze=False, sharex="col")
+  fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 7.0), squeeze=False, sharex="col")
+  drawn: set[str] = set()
   for j, (key, members) in enumerate(groups.items()):
     color = variant_color(key[0])
     top, bottom = axes[0][j], axes[1][j]
-    for r in members:
+    for r in sorted(members, key=lambda r: FATES.index(fate(r)), reverse=True):
       steps, losses = eval_curve(os.path.join(runs_dir, r["name"]))
       gaps = [v - r["periodic_baseline"] for v in losses]
-      escaped = r.get("first_passage") is not None
-      top.plot(steps, gaps, color=color if escaped else "0.6", lw=0.8, alpha=0.8)
+      kind = fate(r)
+      drawn.add(kind)
+      top.plot(steps, gaps, **{"color": color, **FATE_STYLES[kind]}, alpha=0.9)
     top.axhline(0, **BASELINE_STYLE)
     top.axhline(-STUCK_MARGIN, **MARGIN_STYLE)
     top.set_ylim(-0.8, 0.15)
     top.set_title(cell_title(*key), fontsize=9)
     times, events = event_times(members)
-    km = kaplan_meier(times, events)
-    xs, ys, los, his = [0], [1.0], [1.0], [1.0]
-    for row in km:
-      xs += [row["step"], row["step"]]
-      ys += [ys[-1], row["survival"]]
-      los += [los[-1], row["lo"]]
-      his += [his[-1], row["hi"]]
-    end = max(times)
-    xs.append(end)
-    ys.append(ys[-1])
-    los.append(los[-1])
-    his.append(his[-1])
+    xs, ys, los, his = _km_steps(times, events)
     bottom.plot(xs, ys, color=color, lw=1.5)
     bottom.fill_between(xs, los, his, color=color, alpha=0.15, lw=0)
+    km = kaplan_meier(times, events)
     for t, e in zip(times, events, strict=True):
       if not e:
         bottom.plot([t], [survival_at(km, t)["survival"]], "|", color="k", ms=8)
+    kept_xs, kept_ys, _, _ = _km_steps(*kept_times(members))
+    bottom.plot(kept_xs, kept_ys, color="black", ls="--", lw=1.3)
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_xlabel("step")
-    k = sum(events)
-    bottom.set_title(f"escaped {k} of {len(members)}", fontsize=9)
+    k, kept = sum(events), sum(kept_times(members)[1])
+    bottom.set_title(f"escaped {k} of {len(members)}, kept to the end {kept}", fontsize=9)
   axes[0][0].set_ylabel("periodic eval - its no-context loss")
   axes[1][0].set_ylabel("fraction not yet escaped (KM, 95%)")
+  runs = []
+  for f in FATES:
+    if f in drawn:
+      look = {"color": "0.3", **FATE_STYLES[f]}  # kept: its variant's colour, here grey
+      label = f"top: {FATE_LABELS[f]}" + (" (the variant's colour)" if f == "kept" else "")
+      runs.append(Line2D([], [], **look, label=label))
+  curves = [
+    Line2D([], [], color="0.3", lw=1.5, label="bottom: not yet past the margin (first passage)"),
+    Line2D([], [], color="black", ls="--", lw=1.3, label="bottom: not yet escaped for good"),
+    Line2D([], [], color="k", marker="|", ls="", ms=8, label="bottom: a run censored at its end"),
+  ]
+  lines = [
+    Line2D([], [], **BASELINE_STYLE, label="its eval set's no-context loss"),
+    Line2D([], [], **MARGIN_STYLE, label=f"{STUCK_MARGIN:g} nats below it: the margin"),
+  ]
+  fig.legend(handles=runs + lines + curves, loc="lower center", ncol=3, fontsize=9, frameon=False)
   fig.suptitle(
     f"Escape from the plateau: the first periodic eval {STUCK_MARGIN:g} nats below its eval "
-    "set's no-context loss\n(top: each seed, grey when it never escaped; bottom: Kaplan-Meier, "
-    "| a run censored at its last step)",
+    "set's no-context loss, and whether the run stayed below to the end\n(Kaplan-Meier with "
+    "its 95% band: first passage; dashed: the escape kept to the end, a fell-back run censored)",
     fontsize=10,
   )
-  return save_figure(fig, out)
+  fig.tight_layout(rect=(0, 1.0 / fig.get_figheight(), 1, 1))
+  return fig
+
+
+def plot_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]], out: str) -> str:
+  """A column per cell: on top each seed's periodic eval loss minus its eval set's
+  no-context loss (0 dashed, -margin dotted: the rule's own lines), drawn by its fate: kept
+  to the end (its variant's colour), fell back (black dash-dot) or never escaped (grey); below,
+  the Kaplan-Meier fraction of runs not yet past the margin against step, with its 95% band
+  and censoring ticks, and (black dashed) the fraction not yet escaped for good (escape step,
+  a fell-back run censored at its end)."""
+  return save_figure(draw_survival(runs_dir, rows), out, tight=False)
 
 
 CELL_COLUMNS = (

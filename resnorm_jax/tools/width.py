@@ -18,6 +18,7 @@ from typing import Any
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools import lr_axis, lr_sweep_rows
 from resnorm_jax.tools.style import (
+  PARAM_LABELS,
   lr_label,
   pyplot,
   save_figure,
@@ -120,9 +121,17 @@ def edge_table(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
   return lr_axis.edge_table(rows, axis())
 
 
-def draw_curves(rows: Sequence[Mapping[str, Any]], width_param: str = "sp"):
-  """Capped final eval loss against lr: a panel per variant, a colour per width."""
-  return lr_axis.draw_curves(rows, axis(width_param))
+def draw_curves(
+  rows: Sequence[Mapping[str, Any]],
+  width_param: str = "sp",
+  reference: Sequence[Mapping[str, Any]] = (),
+):
+  """Capped final eval loss against lr: a panel per variant, a colour per width; with
+  `reference` (sp's rows beside muP's), a second row of panels draws sp's."""
+  names = (
+    (PARAM_LABELS[width_param], f"{PARAM_LABELS['sp']}, the reference") if reference else ("", "")
+  )
+  return lr_axis.draw_curves(rows, axis(width_param), reference, names)
 
 
 def lowest_lrs(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
@@ -186,15 +195,19 @@ def draw_edges(
 
 
 def write_outputs(
-  rows: Sequence[Mapping[str, Any]], out_dir: str, width_param: str = "sp"
+  rows: Sequence[Mapping[str, Any]],
+  out_dir: str,
+  width_param: str = "sp",
+  reference: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, str]:
-  """results.csv, edges.csv, curves.png and edges.png in `out_dir`."""
+  """results.csv, edges.csv, curves.png and edges.png in `out_dir`; `reference` rows (sp's,
+  beside muP's) are drawn in curves.png only."""
   os.makedirs(out_dir, exist_ok=True)
   names = ("results.csv", "edges.csv", "curves.png", "edges.png")
   paths = {n: os.path.join(out_dir, n) for n in names}
   table = edge_table(rows)
   lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
   lr_sweep_rows.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
-  save_figure(draw_curves(rows, width_param), paths["curves.png"])
+  save_figure(draw_curves(rows, width_param, reference), paths["curves.png"])
   save_figure(draw_edges(table, width_param, lowest_lrs(rows)), paths["edges.png"])
   return paths
