@@ -131,6 +131,30 @@ def test_stdlib_split_is_by_file(stdlib):
   assert body not in other.tobytes()
 
 
+def test_stdlib_corpus_names_its_python_and_warns_when_it_is_not_the_results_one(stdlib):
+  """The setup line names the Python, the file count and a fingerprint of the bytes; a corpus
+  other than the committed results' (Python 3.11.7's stdlib) gets a one-line warning."""
+  import platform
+
+  files = stdlib_source.stdlib_paths()
+  contents = [open(p, "rb").read() for p in files]
+  fingerprint = stdlib_source.corpus_fingerprint(contents)
+  assert f"stdlib of Python {platform.python_version()}, fingerprint {fingerprint}," in (
+    stdlib.description
+  )
+  assert f"({len(files)} files;" in stdlib.description
+  want = stdlib_source.RESULTS_CORPUS
+  if platform.python_version() == want["python"]:  # the committed constant is this corpus's
+    assert (len(files), fingerprint) == (want["files"], want["fingerprint"])
+  assert bool(stdlib.warning) == (fingerprint != want["fingerprint"])
+  assert stdlib_source.results_warning(want["python"], want["files"], want["fingerprint"]) == ""
+  line = stdlib_source.results_warning("3.12.3", 1740, "0123456789ab")
+  assert line.startswith("warning: ") and "\n" not in line
+  assert "Python 3.12.3's (1,740 files" in line and f"{want['files']:,} files" in line
+  readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+  assert f"stdlib of Python {want['python']}, fingerprint {want['fingerprint']}" in readme
+
+
 def test_text_source_tail_split_and_val_path(tmp_path):
   text = ("hello world, " * 100).encode()
   (tmp_path / "a.txt").write_bytes(text)

@@ -20,6 +20,8 @@ class Corpus:
   `method` (`by_file_hash`, `tail`, `val_path`), the token counts of both splits, the
   file counts and how many files matched by `data.val_path` were left out of training.
   `fingerprint`: what the data is (data_fingerprint.py), in config.json and checkpoints.
+  `warning`: one line the run prints under its setup line ('' for none): the stdlib corpus of
+  another Python than the committed results' (stdlib_source.results_warning).
   """
 
   train: np.ndarray
@@ -27,3 +29,4 @@ class Corpus:
   description: str
   split: dict = dataclasses.field(default_factory=dict)
   fingerprint: dict = dataclasses.field(default_factory=dict)
+  warning: str = ""

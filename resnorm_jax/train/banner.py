@@ -24,7 +24,8 @@ def _model(mcfg: ModelConfig, *, block_and_init: bool) -> str:
 
 
 def run_banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: dict) -> str:
-  """A single run's line; `extra`: its devices, compile seconds and workdir."""
+  """A single run's line; `extra`: its devices, compile seconds and workdir. The corpus's
+  warning, if any, follows on a line of its own."""
   mcfg, config = run_setup.mcfg, run_setup.config
   return (
     f"{config.name}: {_model(mcfg, block_and_init=True)}; {run_setup.num_params:,} params; "
@@ -33,7 +34,7 @@ def run_banner(run_setup: setup_lib.RunSetup, corpus, baselines: dict, extra: di
     f"unigram entropy {baselines['unigram_entropy']:.3f} nats "
     f"(held-out {baselines['heldout_unigram_entropy']:.3f}); "
     f"{corpus.description}; run folder {extra['workdir']}"
-  )
+  ) + _warning(corpus)
 
 
 def population_banner(
@@ -50,4 +51,11 @@ def population_banner(
     f"{seeds}); {_model(mcfg, block_and_init=False)}; {run_setup.num_params:,} params each; "
     f"on {shard_lib.describe_devices(devices)}; compiled in {compile_seconds:.1f}s; "
     f"{corpus.description}"
-  )
+  ) + _warning(corpus)
+
+
+def _warning(corpus) -> str:
+  """The corpus's one-line warning on a line of its own (the stdlib corpus of another Python
+  than the committed results'), or ''."""
+  text = getattr(corpus, "warning", "")
+  return f"\n{text}" if text else ""
