@@ -32,7 +32,7 @@ import errno
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import prepare
@@ -143,7 +143,7 @@ def os_error_exit(e: OSError, out: str) -> tuple[int, str]:
 
 def cli_main() -> None:
   """The console command (pyproject.toml's [project.scripts]): the same as `python -m`."""
-  app.run(main, flags_parser=cli.parse_flags_or_exit)
+  cli.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ resnorm_jax/tools/generate.py. Bad input (no checkpoint, a bad flag value) exits
 import math
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from resnorm_jax.config import cli
 
@@ -84,7 +84,7 @@ def main(argv):
 
 def cli_main() -> None:
   """The console command (pyproject.toml's [project.scripts]): the same as `python -m`."""
-  app.run(main, flags_parser=cli.parse_flags_or_exit)
+  cli.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ as a full disk: resumable by the same command).
 
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
@@ -67,7 +67,7 @@ def _expected(overrides):
 def cli_main() -> None:
   """The console command (pyproject.toml's [project.scripts]): the same as `python -m`."""
   startup_signals.hold()  # a Ctrl-C while JAX imports: one line, not a traceback
-  app.run(main, flags_parser=cli.parse_flags_or_exit)
+  cli.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ import ast
 import glob
 import os
 import re
+import subprocess
 import sys
 import tomllib
+
+import pytest
 
 from resnorm_jax.config import pysource
 
@@ -73,3 +76,46 @@ def test_every_console_command_names_a_callable():
     tree = pysource.parse_file(path)
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert attr in defined, f"{command}: {target} has no function {attr}"
+
+
+def _console(command: str) -> str:
+  """The path of a console command installed with this checkout (pip install -e .)."""
+  path = os.path.join(os.path.dirname(sys.executable), command)
+  if not os.path.exists(path):
+    pytest.skip(f"{command} is not installed (pip install -e .)")
+  return path
+
+
+@pytest.mark.parametrize(
+  "command", ["resnorm-train", "resnorm-sample", "resnorm-prepare", "resnorm-config"]
+)
+def test_each_console_command_prints_the_full_help(command):
+  """--help prints the module's usage text and every flag it defines, as `python -m` does
+  (absl lists only the flags of the module that is sys.argv[0]: the console wrapper's, none).
+  It exits before any JAX work; from another folder, as a user runs it."""
+  module = _project()["scripts"][command].partition(":")[0]
+  source = open(os.path.join(ROOT, *module.split(".")) + ".py").read()
+  run = subprocess.run(
+    [_console(command), "--help"], capture_output=True, text=True, timeout=120, cwd="/"
+  )
+  doc = ast.get_docstring(ast.parse(source))
+  assert doc.splitlines()[0] in run.stdout, run.stdout
+  for name in re.findall(r"DEFINE_\w+\(\s*\"(\w+)\"", source):
+    assert f"--{name}:" in run.stdout, (name, run.stdout)
+
+
+def test_resnorm_train_help_is_what_python_m_prints():
+  console = subprocess.run(
+    [_console("resnorm-train"), "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT
+  )
+  module = subprocess.run(
+    [sys.executable, "-m", "experiments.train", "--help"],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    cwd=ROOT,
+  )
+  # the same text but the header naming the program the flags belong to
+  header = re.compile(r"^\S+(resnorm-train|experiments/train\.py):$", flags=re.M)
+  assert header.sub("PROGRAM:", console.stdout) == header.sub("PROGRAM:", module.stdout)
+  assert "--workdir:" in console.stdout

@@ -1,5 +1,6 @@
-"""python -m resnorm_jax.config [PREFIX]: every config key with its default and description
-(resnorm_jax/config/schema.py), or only the keys that start with PREFIX (e.g. model.)."""
+"""python -m resnorm_jax.config [PREFIX] (or resnorm-config [PREFIX]): every config key with
+its default and description (resnorm_jax/config/schema.py), or only the keys that start with
+PREFIX (e.g. model.)."""
 
 import sys
 
@@ -7,6 +8,9 @@ from resnorm_jax.config import schema
 
 
 def main(argv: list[str]) -> int:
+  if len(argv) > 1 and argv[1] in ("-h", "--help", "-?", "--helpfull", "--helpshort"):
+    print(__doc__.strip())
+    return 0
   prefix = argv[1] if len(argv) > 1 else ""
   rows = [r for r in schema.describe() if r[0].startswith(prefix)]
   if not rows:

@@ -206,6 +206,24 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     sys.exit(2)
 
 
+def run_app(main, module_name: str) -> None:
+  """absl's app.run(main) for an entry point, whether it runs as `python -m MODULE` or as its
+  console command (pyproject.toml's [project.scripts]). absl's --help lists the flags of the
+  module that is sys.argv[0] and prints __main__'s docstring; under a console command that is
+  the generated wrapper (no flags, no docstring: only "Try --helpfull"), so the module's own
+  flags are made the wrapper's key flags and its docstring the usage text: --help prints what
+  `python -m` prints."""
+  from absl import app, flags
+
+  wrapper, module = sys.modules["__main__"], sys.modules[module_name]
+  if module is not wrapper:
+    if not wrapper.__doc__:
+      wrapper.__doc__ = module.__doc__
+    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  app.run(main, flags_parser=parse_flags_or_exit)
+
+
 def _refuse_missing_config_file(argv: Sequence[str]) -> None:
   """ValueError naming a --config=FILE[:ARG] whose file does not exist (config_flags loads it
   lazily and raises an OSError with a traceback at the first use)."""
