@@ -62,11 +62,11 @@ import shlex
 import sys
 
 import resnorm_jax
-from resnorm_jax.config import cli, same_experiment  # (no JAX)
-from resnorm_jax.data.fs import read_json
+from resnorm_jax.config import cli  # (no JAX)
 from resnorm_jax.tools import cluster
 from resnorm_jax.tools.sweep_grid import (
   POINT_FILE,
+  conflict_keys,
   load_grid,
   parse_sets,
   resolve,
@@ -100,16 +100,6 @@ def run_this_checkout() -> None:
   path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
   env = {**os.environ, "PYTHONPATH": path, _REEXEC: HERE}
   os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
-
-
-def _conflict_keys(workdir: str, expected: dict) -> str:
-  """The keys on which a finished run's config.json differs from its point's config."""
-  recorded = read_json(os.path.join(workdir, "config.json"))
-  if not isinstance(recorded, dict):
-    return "its config.json cannot be read"
-  policy = same_experiment.SWEEP
-  keys = same_experiment.changed_keys(recorded, expected, policy)
-  return "differing keys: " + same_experiment.describe(keys, recorded, expected, policy)
 
 
 def _define_flags() -> None:
@@ -233,7 +223,7 @@ def main(argv: list[str]) -> int:
         state = f"queued (SLURM task {queued[p.name]})"
       cmd = train_command(p, workdir, overrides)
       if state == "conflict":
-        conflicts.append((workdir, _conflict_keys(workdir, expected)))
+        conflicts.append((workdir, conflict_keys(workdir, expected)))
       print(
         f"[{p.index + 1}] {p.name}: {state}" + ("" if state != "todo" else f"\n  {shlex.join(cmd)}")
       )
@@ -249,7 +239,7 @@ def main(argv: list[str]) -> int:
         cli.write_json(os.path.join(workdir, POINT_FILE), info)  # for collect: its grid place
     for w, keys in conflicts:
       print(
-        f"conflict: {w} holds a finished run of a different config ({keys}); not rerun",
+        f"conflict: {w} holds a run of a different config ({keys}); not rerun",
         file=sys.stderr,
       )
     jobs = [job for job, _, _ in todo]

@@ -380,6 +380,43 @@ def test_full_disk_fails_the_run_in_one_line_and_the_same_command_resumes_it(
   assert _summary(workdir)["status"] == "completed"
 
 
+def _renamed(workdir, old, new, *, record_step=True):
+  """ckpt/<old> renamed ckpt/<new>; without `record_step`, its meta as one written before the
+  step was recorded (no step, no checksum)."""
+  step_dir = os.path.join(workdir, "ckpt", str(old))
+  if not record_step:
+    path = os.path.join(step_dir, "meta", "metadata")
+    meta = json.load(open(path))
+    for key in (ckpt_lib.STEP, *checkpoint_integrity.META_VERSION[:1]):
+      meta.pop(key)
+    meta.pop(checkpoint_integrity.META_CHECKSUM)
+    with open(path, "w") as f:
+      json.dump(meta, f)
+  os.rename(step_dir, os.path.join(workdir, "ckpt", str(new)))
+
+
+@pytest.mark.slow  # reference: a training process
+@pytest.mark.parametrize("record_step", [True, False])
+def test_a_renamed_checkpoint_folder_is_damage_not_a_resume_from_its_name(
+  reference, tmp_path, capsys, record_step
+):
+  """ckpt/40 renamed 50 resumed "from step 50" with the state of step 40: rows no run has.
+  The step its meta records (or, in a meta from before it did, the state's) decides."""
+  workdir = _copy(reference, tmp_path / "run")
+  _renamed(workdir, 40, 50, record_step=record_step)
+  _, _, step = _restore(workdir)
+  out = capsys.readouterr().out
+  assert step == 35
+  (line,) = [ln for ln in out.splitlines() if "step 50 is damaged" in ln]
+  assert "it holds the state of step 40, not 50: the folder was renamed" in line
+  assert os.listdir(os.path.join(workdir, "ckpt", ckpt_lib.DAMAGED_DIR))[0].startswith("50-")
+  only = _copy(reference, tmp_path / "only")  # no intact one left: refused, not restarted
+  shutil.rmtree(os.path.join(only, "ckpt", "35"))
+  _renamed(only, 40, 50, record_step=record_step)
+  with pytest.raises(ckpt_lib.CheckpointError, match=r"step 50: .*state of step 40, not 50"):
+    _restore(only)
+
+
 @pytest.mark.slow  # reference: a training process
 def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
   workdir = _copy(reference, tmp_path / "run")

@@ -75,3 +75,36 @@ def test_checkpoint_predating_the_move_of_model_settings_resumes():
   bf16 = _config(model__dtype="bfloat16")
   with pytest.raises(ValueError, match=r"model\.dtype \('float32' -> 'bfloat16'\)"):
     resume_policy.check_compatible(meta, bf16.to_dict(), _abstract(bf16), "ckpt")
+
+
+def _recorded(steps):
+  return {"train.steps": steps}
+
+
+@pytest.mark.parametrize("schedule", ["constant", "inverse_sqrt", "cosine", "linear"])
+def test_a_run_is_never_shortened_and_extended_only_under_a_schedule_of_no_total(schedule):
+  config = _config(opt__schedule=schedule, opt__warmup_steps=2, train__steps=30)
+  resume_policy.check_run_length(_recorded(30), "config.json", config, "w")  # as it is
+  resume_policy.check_run_length(None, "", config, "w")  # nothing recorded: nothing to compare
+  with pytest.raises(ValueError, match=r"train.steps=60 \(its config.json\): train.steps=30 would"):
+    resume_policy.check_run_length(_recorded(60), "config.json", config, "w")
+  longer = _config(opt__schedule=schedule, opt__warmup_steps=2, train__steps=60)
+  if schedule in ("constant", "inverse_sqrt"):
+    resume_policy.check_run_length(_recorded(30), "config.json", longer, "w")
+  else:
+    with pytest.raises(ValueError, match=rf"opt.schedule='{schedule}' depends on train.steps"):
+      resume_policy.check_run_length(_recorded(30), "config.json", longer, "w")
+
+
+def test_an_extension_is_recorded_once_per_change_of_length():
+  meta = {"config": {"train.steps": 20}, "summary": {}}
+  assert resume_policy.extension(meta, 20, 20) is None
+  first = resume_policy.extension(meta, 40, 20)
+  assert first == [{"step": 20, "from_steps": 20, "to_steps": 40}]
+  later = {"config": {"train.steps": 40}, "summary": {"extended": first}}  # a later checkpoint
+  assert resume_policy.extension(later, 40, 27) == first
+  assert resume_policy.extension(later, 50, 40)[-1] == {
+    "step": 40,
+    "from_steps": 40,
+    "to_steps": 50,
+  }

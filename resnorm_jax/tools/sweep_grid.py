@@ -23,6 +23,7 @@ from typing import Any
 import resnorm_jax
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.train import workdir as workdir_lib
 
 # The repository root: grid and config paths are relative to it, and the grid and config
 # files import `configs.base` from it (scripts/sweep.py puts it on sys.path).
@@ -206,16 +207,35 @@ def population_points(
 
 
 def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
-  """'done' (completed/diverged run of this config), 'conflict' (of another one) or 'todo'."""
+  """'done' (completed/diverged run of this config), 'conflict' (of another one, or one whose
+  config is recorded nowhere, or an unfinished run of more steps than the point's: a run
+  is never shortened) or 'todo'."""
   summary = read_json(os.path.join(workdir, "summary.json"))
-  if not isinstance(summary, dict) or summary.get("status") not in ("completed", "diverged"):
-    return "todo"  # never started, interrupted or killed: (re)run, resuming its checkpoint
-  config = read_json(os.path.join(workdir, "config.json"))
-  if isinstance(config, dict) and same_experiment.changed_keys(
-    config, expected_config, same_experiment.SWEEP
-  ):
+  finished = isinstance(summary, dict) and summary.get("status") in ("completed", "diverged")
+  config, _ = workdir_lib.recorded_config(workdir)  # config.json, else its checkpoint's
+  if not finished:  # never started, interrupted or killed: (re)run, resuming its checkpoint
+    steps = (config or {}).get("train.steps")
+    shorter = isinstance(steps, int) and steps > dotted_key(expected_config, "train.steps")
+    return "conflict" if shorter else "todo"
+  if config is None or same_experiment.changed_keys(config, expected_config, same_experiment.SWEEP):
     return "conflict"
   return "done"
+
+
+def dotted_key(tree: Mapping[str, Any], key: str) -> Any:
+  """tree["a"]["b"] of a nested config for key "a.b" (None where a part is missing)."""
+  return same_experiment.flatten(tree).get(key)
+
+
+def conflict_keys(workdir: str, expected: Mapping[str, Any]) -> str:
+  """What a point's folder holds in place of its run: the keys on which its recorded config
+  (config.json, else its checkpoint's) differs from the point's, or that none is recorded."""
+  recorded, where = workdir_lib.recorded_config(workdir)
+  if recorded is None:
+    return "its config.json is missing or unreadable and no checkpoint records its config"
+  policy = same_experiment.SWEEP
+  keys = same_experiment.changed_keys(recorded, expected, policy)
+  return f"differing keys ({where}): " + same_experiment.describe(keys, recorded, expected, policy)
 
 
 def constant_lr_point(

@@ -16,6 +16,7 @@ from typing import Any
 
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.tools.sweep_grid import POINT_FILE
+from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.escape import stored_fields
 from resnorm_jax.train.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
 
@@ -24,7 +25,10 @@ Row = dict[str, Any]
 
 
 def dotted(tree: Any, key: str) -> Any:
-  """tree["a"]["b"] for key "a.b"; None where a part is missing or not a mapping."""
+  """tree["a"]["b"] for key "a.b" (tree["a.b"] in a flat one: a checkpoint's config); None
+  where a part is missing or not a mapping."""
+  if isinstance(tree, Mapping) and key in tree:
+    return tree[key]
   for part in key.split("."):
     if not isinstance(tree, Mapping) or part not in tree:
       return None
@@ -41,10 +45,15 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
   """One results row of a run folder (point info, resolved depth and seed, summary)."""
   point = read_json(os.path.join(workdir, POINT_FILE)) or {}
   summary = read_json(os.path.join(workdir, "summary.json"))
-  config = read_json(os.path.join(workdir, "config.json")) or {}
+  config = read_json(os.path.join(workdir, "config.json"))
+  if not isinstance(config, dict):  # lost: the config its newest checkpoint recorded
+    config = workdir_lib.recorded_config(workdir)[0]
   status = classify(summary, margin)
   if status == "pending" and point.get("returncode") not in (None, 0):
     status = "failed"
+  if config is None and isinstance(summary, dict):
+    status = "unknown"  # a result whose config is recorded nowhere is no grid point's
+  config = config or {}
   summary = summary or {}
   loss, plateau = summary.get("final_eval_loss"), baseline(summary)
   num_layers = dotted(config, "resolved_model.num_layers") or dotted(config, "model.num_layers")

@@ -11,7 +11,8 @@ Orbax (local disk) writes a step into `<step>.orbax-checkpoint-tmp-*` and rename
 complete, with `commit_success.txt` inside. Orbax checksums neither array bytes nor JSON: a
 flipped bit in a data file restores silently, one in `meta` turns a best eval loss of 4.4561
 into 0.4561. So a restore is accepted only if the step directory holds its commit marker,
-`meta` parses and matches the sha256 it carries (META_CHECKSUM), and every restored leaf has
+`meta` parses and matches the sha256 it carries (META_CHECKSUM), the step it and the state
+record is the folder's (STEP: a renamed folder is damage), and every restored leaf has
 the fingerprint recorded at save time (checkpoint_integrity.py); otherwise the step is
 reported, moved to `ckpt/damaged/`, and the previous step is tried. What `meta` records for
 the resumed run and which checkpoints a run refuses to resume: resume_policy.py.
@@ -42,6 +43,7 @@ TMP_MARKER = ".orbax-checkpoint-tmp"
 DAMAGED_DIR = "damaged"
 WRITTEN_BY = "written_by"  # meta: the program that wrote the state
 SINGLE_RUN = {"program": "experiments.train"}
+STEP = "step"  # meta: the step of the state, as saved (the folder's name may have changed)
 
 
 def absolute(path: str) -> str:
@@ -152,7 +154,8 @@ class Checkpointer:
     self.wait()  # orbax waits for the previous save anyway: its error is its own
     if step in self.manager.all_steps():
       return False
-    meta = sealed({**meta, WRITTEN_BY: self.written_by, "leaves": leaf_table(state)})
+    meta = {**meta, STEP: step, WRITTEN_BY: self.written_by, "leaves": leaf_table(state)}
+    meta = sealed(meta)
     self.saving = step
     try:
       saved = self.manager.save(
@@ -201,6 +204,7 @@ class Checkpointer:
     meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
     meta = dict(meta["meta"])
     check_meta(meta)
+    check_step(meta.get(STEP), step)
     return meta
 
   def restore_latest(
@@ -253,6 +257,7 @@ class Checkpointer:
         bad = [k for k, v in meta["leaves"].items() if table.get(k) != v]
         if bad:
           raise ValueError(f"{len(bad)} leaves differ from their saved fingerprint: {bad[:3]}")
+        check_step(int(jax.device_get(state.step)), step)  # a meta from before STEP
       except Exception as e:  # noqa: BLE001
         report(step, e)
         continue
@@ -299,6 +304,16 @@ class Checkpointer:
       except Exception:  # noqa: BLE001 - after a failed save, the same error again
         if self.failed is None:
           raise
+
+
+def check_step(saved: int | None, folder: int) -> None:
+  """ValueError (damage) when the step a checkpoint holds is not its folder's name: a folder
+  renamed 30 -> 40 resumed "from step 40" with the state of step 30. None: not recorded."""
+  if saved is not None and saved != folder:
+    raise ValueError(
+      f"it holds the state of step {saved}, not {folder}: the folder was renamed or copied "
+      "from another step"
+    )
 
 
 def saved_steps(directory: str) -> list[int]:

@@ -259,6 +259,7 @@ def _restore_or_init(
   state, meta, start = restored
   print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
   resumed, interval = resume_policy.resumed_run(meta)
+  note_extension(resumed, meta, run_setup.config.train.steps, start)
   switched = resume_policy.continued_from(
     meta, meta.get(ckpt_lib.WRITTEN_BY), start, ckpt_lib.SINGLE_RUN["program"]
   )
@@ -274,6 +275,23 @@ def _restore_or_init(
         flush=True,
       )
   return state, start, resumed, interval
+
+
+def note_extension(resumed: dict, meta: dict, steps: int, start: int) -> None:
+  """Records in `resumed` (summary.json's `extended`) and says when the run from the
+  checkpoint of `start` goes on as a run of another train.steps than it recorded (only an
+  extension gets here: run_files.completed_run refuses the rest)."""
+  extended = resume_policy.extension(meta, steps, start)
+  if extended is None:
+    return
+  resumed["extended"] = extended
+  last = extended[-1]
+  if last["step"] == start and last["to_steps"] == steps:
+    print(
+      f"extending the run from train.steps={last['from_steps']} to {steps} at step {start} "
+      "(its lr schedule does not depend on the total; summary.json: extended)",
+      flush=True,
+    )
 
 
 def _run(

@@ -183,6 +183,8 @@ def _open(
     raise ValueError(refusal)
   m.resumed, m.interval = resume_policy.resumed_run(meta)
   m.print(f"resuming from step {m.start} ({checkpointer.directory})")
+  with contextlib.redirect_stdout(out):
+    loop.note_extension(m.resumed, meta, config.train.steps, m.start)
   if wrote is None:
     m.print(
       f"note: the checkpoint of step {m.start} does not record the program that wrote it: "

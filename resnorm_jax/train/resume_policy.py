@@ -8,10 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data import data_fingerprint
 from resnorm_jax.model import variants
+from resnorm_jax.train import optim
 
 # What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
 # on resume, e.g. to fit memory) and how a checkpoint that predates a frozen key is read: the
@@ -168,3 +172,62 @@ def check_same_data(meta: dict, data_files: dict, directory: str, step: int) -> 
       f"{shown}. Resuming would train one run on two corpora: restore the data, or use a "
       "new --workdir."
     )
+
+
+# --- the run's length ----------------------------------------------------------------------
+
+
+def _schedule_change(opt_cfg: ConfigDict, old: int, new: int) -> tuple[int, float, float] | None:
+  """(first step, its lr over `old` steps, over `new`) where the lr schedule of a run of `new`
+  steps differs from that of `old` steps on the steps of the shorter, else None (a schedule
+  that does not depend on the total: constant, inverse_sqrt, warmup then constant)."""
+  steps = jnp.arange(min(old, new))
+  lrs = [
+    np.broadcast_to(np.asarray(jax.vmap(optim.make_schedule(opt_cfg, n))(steps)), steps.shape)
+    for n in (old, new)
+  ]
+  (differ,) = np.nonzero(lrs[0] != lrs[1])
+  if not differ.size:
+    return None
+  t = int(differ[0])
+  return t, float(lrs[0][t]), float(lrs[1][t])
+
+
+def check_run_length(recorded: dict | None, where: str, config: ConfigDict, directory: str) -> None:
+  """Raises ValueError, naming both values, when `config` changes the train.steps the run in
+  `directory` recorded (`recorded`: its config as {dotted key: value}, read from `where`) in a
+  way that is another experiment: shorter (a run is never shortened, whatever step it
+  reached: its files would be a longer run's, its config.json rewritten to a length it never
+  had), or longer under a schedule whose lr at a step depends on the total (cosine, linear:
+  two schedules in one run). Extending a schedule that does not depend on it is the run
+  going on (recorded in summary.json's `extended`: `extension`)."""
+  old, new = (recorded or {}).get("train.steps"), config.train.steps
+  if not isinstance(old, int) or isinstance(old, bool) or old == new:
+    return
+  keep = f"train.steps={old} resumes it as it is"
+  if new < old:
+    raise ValueError(
+      f"{directory} holds a run of train.steps={old} (its {where}): train.steps={new} would "
+      f"shorten it, and a run is never shortened; {keep}, a {new}-step run needs a new --workdir"
+    )
+  change = _schedule_change(config.opt, old, new)
+  if change is not None:
+    t, was, now = change
+    raise ValueError(
+      f"opt.schedule={config.opt.schedule!r} depends on train.steps: extending the run in "
+      f"{directory} from train.steps={old} (its {where}) to {new} changes the lr of the steps "
+      f"it ran (step {t}: {was:.4g} -> {now:.4g}); only a schedule that does not depend on "
+      f"the total (constant, inverse_sqrt) may be extended; {keep}, a {new}-step run needs a "
+      "new --workdir"
+    )
+
+
+def extension(meta: dict, steps: int, start: int) -> list[dict] | None:
+  """summary.json's `extended` of a run going on from the checkpoint of `start` (its `meta`)
+  as a run of `steps` steps: each time the run was extended, {step, from_steps, to_steps},
+  the earlier ones kept from the checkpoint; None when it never was."""
+  earlier = list(meta.get("summary", {}).get("extended") or [])
+  was = meta.get("config", {}).get("train.steps")
+  if isinstance(was, int) and was != steps:
+    earlier.append({"step": start, "from_steps": was, "to_steps": steps})
+  return earlier or None

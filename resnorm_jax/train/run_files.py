@@ -18,7 +18,7 @@ from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, io_errors, metrics_file, provenance
+from resnorm_jax.train import escape, io_errors, metrics_file, provenance, resume_policy
 from resnorm_jax.train import hparams as hparams_lib
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.io_faults import RunFailed
@@ -83,20 +83,40 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   """The summary of the run `config` completed in `workdir` (nothing to do), else None.
 
   Raises ValueError, before anything is written, when the workdir holds another experiment
-  (its config.json; names the differing keys) or a completed run this one cannot continue.
+  (its config.json or, when that is lost, the config its newest checkpoint recorded; names
+  the differing keys), a completed run whose config is recorded nowhere (its result cannot
+  be told to be this config's), a change of train.steps that is another experiment
+  (resume_policy.check_run_length) or a completed run this one cannot continue.
   """
-  workdir_lib.check_same_experiment(workdir, config.to_dict())
+  config_dict = config.to_dict()
+  workdir_lib.check_same_experiment(workdir, config_dict)
   has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  recorded, where = workdir_lib.recorded_config(workdir)
   lost = _lost_config_json(workdir)
-  if lost and has_checkpoint:
+  if lost and recorded is not None:
     print(
-      f"WARNING: {lost}: this run is checked against the config its checkpoint recorded, "
+      f"WARNING: {lost}: this run is checked against the config its {where} recorded, "
       "and config.json is rebuilt when it matches",
       flush=True,
     )
+    resume_policy.check_same_run({"config": recorded}, config_dict, workdir)
+  elif lost and _summary_status(workdir) == "completed":
+    raise ValueError(
+      f"{lost} and no checkpoint records the config of the run completed there: its result "
+      "cannot be told to be this config's; put its config.json back, or use a new --workdir"
+    )
   elif lost and "cannot be read" in lost:
     print(f"WARNING: {lost} and there is no checkpoint to check this run against", flush=True)
-  return workdir_lib.completed_summary(workdir, config.train.steps, has_checkpoint=has_checkpoint)
+  steps = config.train.steps
+  done = workdir_lib.completed_summary(workdir, steps, has_checkpoint=has_checkpoint)
+  if done is None:  # to train: never shortened, nor extended under a schedule of the total
+    resume_policy.check_run_length(recorded, where, config, workdir)
+  return done
+
+
+def _summary_status(workdir: str) -> str | None:
+  summary = read_json(os.path.join(workdir, "summary.json"))
+  return summary.get("status") if isinstance(summary, dict) else None
 
 
 def _lost_config_json(workdir: str) -> str | None:

@@ -93,6 +93,8 @@ class RunLog:
     # The step and writer of a checkpoint another program (a population) wrote, when this
     # run went on from it: its losses after that step are not bit for bit that program's.
     self.continued_from = resumed.get("continued_from")
+    # Each time the run was extended to a larger train.steps (resume_policy.extension).
+    self.extended = resumed.get("extended")
     self.wall_start, self.compile_seconds = time.time(), 0.0
 
   @contextlib.contextmanager
@@ -176,7 +178,8 @@ class RunLog:
 
   def totals(self) -> dict:
     """Wall and compile seconds of the whole run so far, every segment of it (and, where a
-    segment went on from another program's checkpoint, `continued_from`)."""
+    segment went on from another program's checkpoint, `continued_from`; where the run was
+    extended, `extended`)."""
     totals = {
       "wall_seconds": self.earlier["wall_seconds"] + time.time() - self.wall_start,
       "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
@@ -185,6 +188,8 @@ class RunLog:
     }
     if self.continued_from is not None:
       totals["continued_from"] = self.continued_from
+    if self.extended:
+      totals["extended"] = self.extended
     return totals
 
   def tokens_per_second(self) -> float | None:

@@ -227,6 +227,47 @@ def check_same_experiment(workdir: str, config: Mapping[str, Any]) -> None:
     )
 
 
+def checkpoint_record(workdir: str) -> tuple[int, dict] | None:
+  """(step, meta) of the newest committed checkpoint in <workdir>/ckpt whose meta reads back
+  as a JSON object recording its step as the folder's (a meta from before steps were recorded
+  is taken), else None: what the run there was (its full config, `config`) when config.json
+  is lost. Read as JSON, without JAX or orbax (checkpoint.py's layout: <step>/meta/metadata
+  and orbax's commit marker); the resume still restores the checkpoint and checks it whole."""
+  root = epath.Path(workdir, "ckpt")
+  try:
+    steps = sorted((int(p.name) for p in root.iterdir() if p.name.isdigit()), reverse=True)
+  except OSError:
+    return None
+  for step in steps:
+    folder = root / str(step)
+    try:
+      if not (folder / "commit_success.txt").exists():
+        continue
+      meta = json.loads((folder / "meta" / "metadata").read_text())
+    except (OSError, ValueError):
+      continue
+    if isinstance(meta, dict) and meta.get("step", step) == step:
+      return step, meta
+  return None
+
+
+def recorded_config(workdir: str) -> tuple[dict | None, str]:
+  """(the config of the run in `workdir` as {dotted key: value}, where it was read): its
+  config.json, else the full config its newest checkpoint recorded; (None, '') when neither
+  can be read. The checkpoint's `data_fingerprint` is left out (the data is checked on
+  restore, against its files)."""
+  recorded = read_json(os.path.join(workdir, "config.json"))
+  if isinstance(recorded, dict):
+    return same_experiment.in_todays_keys(recorded), "config.json"
+  record = checkpoint_record(workdir)
+  config = record[1].get("config") if record else None
+  if not isinstance(config, dict) or not config:
+    return None, ""
+  flat = same_experiment.in_todays_keys(config)
+  flat.pop("data_fingerprint", None)
+  return flat, f"checkpoint of step {record[0]}"
+
+
 def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict | None:
   """The summary of the run completed in `workdir` at `steps` (nothing to do), else None.
 
