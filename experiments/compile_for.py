@@ -4,8 +4,10 @@ python -m experiments.compile_for --config=configs/postnorm_1000L.py:paper --top
 python -m experiments.compile_for --config=configs/smoke.py --topology=v5litepod-4
 python -m experiments.compile_for --config=configs/postnorm_96L.py:paper --topology=h100:8
 
-TPUs need libtpu (requirements-dev.txt); GPUs the CUDA plugin's compiler
-(requirements-gpu-compile.txt), which gives memory per GPU but no cost model.
+TPUs need libtpu (requirements-tpu.txt or requirements-dev.txt); GPUs the CUDA plugin's
+compiler (requirements-gpu-compile.txt), which gives memory per GPU but no cost model. The
+command chooses its own platform: JAX on this host runs on the CPU (JAX_PLATFORMS=cpu, set
+here), whatever accelerator plugins are installed.
 
 Builds the run as training does (run_setup.build on the topology's devices), compiles the
 train and eval steps for the TPU and prints per-chip memory against the chip's HBM, fits or
@@ -40,6 +42,7 @@ def main(argv):
   from resnorm_jax.tools import target_compile as tc
   from resnorm_jax.tools import target_report
 
+  tc.use_cpu_host()  # before any JAX work: the target's compiler, not this host's devices
   c = _CONFIG.value
   try:
     tc.target_devices(_TOPOLOGY.value)  # bad target or no compiler for it: before compiling

@@ -104,9 +104,9 @@ def require_plugin() -> None:
   """TargetError (a ValueError) unless the CUDA PJRT plugin is importable."""
   if not plugin_installed():
     raise TargetError(
-      "the CUDA PJRT plugin is not installed (the GPU compiler): "
-      "pip install -r requirements-gpu.txt, or jax-cuda12-pjrt==0.10.2 and "
-      "jax-cuda12-plugin==0.10.2 alone to compile without a GPU"
+      "the CUDA PJRT plugin is not installed (the GPU compiler): to compile without a GPU, "
+      "pip install -r requirements-gpu-compile.txt (the plugin, ptxas and libdevice; "
+      "or pip install -e '.[gpu-compile]'); on a GPU host, requirements-gpu.txt"
     )
 
 

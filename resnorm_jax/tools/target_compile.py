@@ -20,6 +20,8 @@ derived from it is the TPU compiler's cost-model estimate, not a measurement
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +34,21 @@ from resnorm_jax.tools.tpu_target import Chip, TargetError
 
 GPT2_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the :paper data)
 REMAT_ORDER = ("none", "dots", "dots_no_batch", "full")  # most memory first
+
+
+def use_cpu_host() -> None:
+  """JAX's own platform in a process that compiles for a target it does not have: the CPU.
+
+  Set before JAX starts a backend (experiments.compile_for calls it before any JAX work).
+  Left to choose, JAX starts every platform it finds: with the CUDA plugin installed
+  (requirements-gpu-compile.txt) on a host without CUDA it fails ("Unable to load CUDA",
+  then "topology not implemented for cuda"); with libtpu on a host without a TPU it logs
+  "Unable to initialize backend 'tpu'". The target's compile-only devices come from its
+  compiler whatever the host platform is.
+  """
+  os.environ["JAX_PLATFORMS"] = "cpu"
+  if "jax" in sys.modules:  # imported, no backend started yet: the flag still applies
+    sys.modules["jax"].config.update("jax_platforms", "cpu")
 
 
 def target_devices(spec: str) -> tuple[Chip, str, list, str]:

@@ -98,6 +98,13 @@ def topology_name(spec: str) -> tuple[Chip, str]:
   )
 
 
+def accelerator_type(chip: Chip, name: str) -> str:
+  """The Cloud accelerator type of a topology name: 'v5e:2x2' -> 'v5litepod-4', 'v5p:2x2x2'
+  -> 'v5p-16' (v4 and v5p types count TensorCores)."""
+  chips = _prod([int(side) for side in name.split(":")[1].split("x")])
+  return f"{chip.accelerator}-{chips * chip.cores_per_chip}"
+
+
 def require_libtpu() -> None:
   """TargetError unless libtpu (the TPU compiler) is importable."""
   if importlib.util.find_spec("libtpu") is None:
@@ -120,6 +127,14 @@ def topology_devices(spec: str) -> tuple[Chip, str, list]:
   # With libtpu installed, every JAX process that may use a TPU takes /tmp/libtpu_lockfile;
   # compiling for a topology uses no TPU, so it need not wait for that lock.
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+  # Off a TPU VM, libtpu asks the cloud metadata for this host's accelerator type and worker
+  # hostnames and, finding none, prints "Failed to find host bounds", "WARNING: could not
+  # determine TPU accelerator type" and "E0000 ... unexpected worker hostname" before it
+  # compiles correctly anyway: told the target's type and one local worker, it says nothing.
+  # The values do not change what it compiles (the topology is given), and a TPU VM's own
+  # settings are kept.
+  os.environ.setdefault("TPU_ACCELERATOR_TYPE", accelerator_type(chip, name))
+  os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
   import jax
   from jax.experimental import topologies
 
