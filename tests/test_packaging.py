@@ -119,3 +119,86 @@ def test_resnorm_train_help_is_what_python_m_prints():
   header = re.compile(r"^\S+(resnorm-train|experiments/train\.py):$", flags=re.M)
   assert header.sub("PROGRAM:", console.stdout) == header.sub("PROGRAM:", module.stdout)
   assert "--workdir:" in console.stdout
+
+
+# extra -> the requirements file that pins the same packages (each file also reads
+# requirements.txt with `-r`, which the extras leave to the project's own dependencies)
+EXTRAS = {
+  "tpu": "requirements-tpu.txt",
+  "gpu": "requirements-gpu.txt",
+  "gpu-compile": "requirements-gpu-compile.txt",
+  "data": "requirements-data.txt",
+  "dev": "requirements-dev.txt",
+}
+
+
+def _requirement_lines(name: str) -> set[str]:
+  """A requirements file's requirements, comments, `-r` and `-e` lines left out."""
+  from packaging.requirements import Requirement
+
+  out = set()
+  with open(os.path.join(ROOT, name)) as f:
+    for line in f:
+      line = line.split("#")[0].strip()
+      if line and not line.startswith("-"):
+        out.add(str(Requirement(line)))
+  return out
+
+
+def test_each_extra_pins_exactly_what_its_requirements_file_pins():
+  from packaging.requirements import Requirement
+
+  extras = _project()["optional-dependencies"]
+  assert set(extras) == set(EXTRAS)
+  for extra, name in EXTRAS.items():
+    declared = {str(Requirement(r)) for r in extras[extra]}
+    assert declared == _requirement_lines(name), (extra, name)
+    for r in map(Requirement, extras[extra]):  # pinned, one version each
+      assert [s.operator for s in r.specifier] == ["=="], (extra, str(r))
+    with open(os.path.join(ROOT, name)) as f:
+      reads = f.read()
+    assert name == "requirements-data.txt" or "-r requirements.txt" in reads, name
+
+
+def test_the_metadata_is_complete_and_the_license_is_apache_2():
+  project = _project()
+  assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+  assert project["readme"] == "README.md" and project["requires-python"] == ">=3.11"
+  assert project["authors"] and project["classifiers"]
+  assert not any(c.startswith("License ::") for c in project["classifiers"])  # PEP 639
+  with open(os.path.join(ROOT, "LICENSE")) as f:
+    text = f.read()
+  assert "Apache License\n                           Version 2.0, January 2004" in text
+  assert "Copyright 2026 The resnorm_jax Authors" in text
+
+
+def _backend():
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    system = tomllib.load(f)["build-system"]
+  import importlib.util
+
+  (folder,) = system["backend-path"]
+  path = os.path.join(ROOT, folder, system["build-backend"] + ".py")
+  spec = importlib.util.spec_from_file_location("_resnorm_build_backend", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_a_regular_install_is_refused_in_one_line_naming_the_editable_one(tmp_path, capsys):
+  """`pip install .` asks the backend for a wheel: refused (exit 1, one line on stderr saying
+  to run pip install -e .); the editable hooks are setuptools' own. No pip, no network."""
+  from setuptools import build_meta
+
+  backend = _backend()
+  for hook in (backend.build_wheel, backend.get_requires_for_build_wheel):
+    args = (str(tmp_path),) if hook is backend.build_wheel else ()
+    with pytest.raises(SystemExit) as e:
+      hook(*args)
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "pip install -e ." in err
+  assert not list(tmp_path.iterdir())  # nothing built
+  for name in ("build_editable", "get_requires_for_build_editable",
+               "prepare_metadata_for_build_editable", "build_sdist"):  # fmt: skip
+    assert getattr(backend, name) is getattr(build_meta, name), name
