@@ -1,0 +1,258 @@
+"""Tell a doomed run early: how well the metrics of a run's first k steps predict that it will
+leave the plateau and keep its escape, evaluated on cells it never saw.
+
+python scripts/early_warning.py [--out_dir=docs/early_warning] [--replicates=1000]
+
+Reads committed runs (no training): the survival runs (docs/survival/runs.csv: label = a first
+passage with no relapse), the stdlib loss-vs-lr runs (docs/lr_sensitivity/runs,
+docs/depth_transfer/runs, docs/width/runs: label = trained at the end) and, held out, the
+Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs shakespeare-*). Writes into
+--out_dir:
+  results.csv   per data set, k and predictor: held-out AUC (whole cells held out) with a
+                cluster-bootstrap 95% interval; set 'shakespeare' is the model fitted on
+                every stdlib run and scored on Shakespeare
+  savings.csv   per k: the stop rule replayed on every committed stdlib loss-vs-lr run
+                (threshold: stop no training-set run that kept its escape)
+  auc_vs_k.png  AUC against k per signal, a panel per data set
+  README.md     the page: what was measured, how, the tables above and what they say
+The rules are resnorm_jax/tools/early_warning.py's. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import math
+import os
+import re
+
+from resnorm_jax.tools import early_warning as ew  # (no JAX)
+from resnorm_jax.tools.style import pyplot, save_figure
+
+STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
+HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
+
+
+def _summary(run_dir: str) -> dict | None:
+  path = os.path.join(run_dir, "summary.json")
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def run_record(run_dir: str, label: int | None = None, escape_at: int | None = None) -> dict | None:
+  """A finished run's label, cell, cost and features at every k (None: not finished)."""
+  s = _summary(run_dir)
+  if (
+    not s
+    or s.get("status") != "completed"
+    or not os.path.isfile(os.path.join(run_dir, "metrics.jsonl"))
+  ):
+    return None
+  rows = ew.read_metrics(run_dir)
+  entropy = float(s.get("unigram_entropy") or 0.0)
+  name = os.path.basename(run_dir)
+  return {
+    "name": name,
+    "group": re.sub(r"-s\d+$", "", name),
+    "label": int(s.get("outcome") == "trained") if label is None else label,
+    "escape_at": s.get("escape_step") if label is None else escape_at,
+    "wall_seconds": float(s.get("wall_seconds") or 0.0),
+    "steps": int(s.get("steps") or 0),
+    "features": {k: ew.features(rows, k, entropy) for k in ew.KS},
+  }
+
+
+def survival_runs() -> list[dict]:
+  out = []
+  with open("docs/survival/runs.csv", newline="") as f:
+    for r in csv.DictReader(f):
+      kept = int(bool(r["first_passage"]) and int(r["relapses"] or 0) == 0)
+      first = int(float(r["first_passage"])) if r["first_passage"] else None
+      rec = run_record(os.path.join("docs/survival/runs", r["name"]), kept, first)
+      if rec:
+        out.append(rec)
+  return out
+
+
+def grid_runs(dirs) -> list[dict]:
+  out = []
+  for pattern in dirs:
+    paths = glob.glob(pattern) if "*" in pattern else glob.glob(os.path.join(pattern, "*"))
+    for d in sorted(paths):
+      if os.path.isdir(d):
+        rec = run_record(d)
+        if rec:
+          out.append(rec)
+  return out
+
+
+def write_csv(rows: list[dict], path: str) -> str:
+  with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    for r in rows:
+      w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+  return path
+
+
+def plot(rows: list[dict], path: str) -> str:
+  plt = pyplot()
+  order = (
+    "survival",
+    "stdlib grid",
+    "survival, on the plateau at k",
+    "stdlib grid, on the plateau at k",
+  )
+  sets = [s for s in order if any(r["set"] == s for r in rows)]
+  fig, axes = plt.subplots(2, 2, figsize=(13, 9.6), sharey=True)
+  axes = list(axes.flat)[: len(sets)]
+  signals = [*ew.SIGNALS, "all core signals"]
+  for ax, name in zip(axes, sets, strict=True):
+    for signal in signals:
+      pts = [
+        (r["k"], r["auc"]) for r in rows
+        if r["set"] == name and r["predictor"] == signal and math.isfinite(r["auc"])
+      ]  # fmt: skip
+      if pts:
+        together = signal == "all core signals"
+        ax.plot(*zip(*pts, strict=True), "-o", color="black" if together else None,
+                lw=2.5 if together else 1.3, ms=4, label=signal)  # fmt: skip
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.axhline(0.9, color="grey", ls="--", lw=1)
+    n = max((r["runs"] for r in rows if r["set"] == name), default=0)
+    ax.set(xscale="log", xlabel="step k (metrics up to k)", title=f"{name} (up to {n} runs)")
+    ax.set_xticks(ew.KS, [str(k) for k in ew.KS])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+  for ax in axes[::2]:
+    ax.set_ylabel("AUC of held-out cells' scores")
+  axes[-1].legend(fontsize="small", loc="lower right")
+  fig.suptitle("Which signal warns first that a run will stay on the plateau? (dashed: AUC 0.9)")
+  return save_figure(fig, path)
+
+
+PAGE = """# Early warning: can the first steps tell a doomed run?
+
+Written by `python scripts/early_warning.py` from the committed runs (no training); the rules
+are `resnorm_jax/tools/early_warning.py`'s. Regenerate after new runs land.
+
+A run's **label** is 1 when its escape from the no-context plateau lasted to its end (survival
+runs: a first passage and no relapse within 1,500 steps; loss-vs-lr runs: trained at the end).
+Its **features at step k** are, for each logged signal (train loss as a gap to the corpus's
+unigram entropy, gradient, update and parameter norms, attention-logit max, output-logit RMS),
+the level at k, the slope over [k/2, k] and the change since step 10. Predictors: one signal
+(its feature and direction chosen on the training folds) and a logistic regression on the
+four signals every run logs. **Whole cells (variant, depth, lr, corpus) are held out**: a cell
+never trains the model that scores it. AUC intervals: 95% percentile bootstrap over cells.
+*On the plateau at k*: only the runs that had not escaped by step k, the runs a stop rule has
+to judge (a run already off the plateau at k is no decision).
+
+- **survival**: the 60 runs of docs/survival (5 cells x 12 seeds, 1,500 steps). The question
+  there is which seeds of one configuration escape; the AUC pooled over held-out cells mixes
+  cells with different odds, so the AUC within each cell's seeds is given beside it.
+- **stdlib grid**: every finished loss-vs-lr, depth-transfer and width run on stdlib.
+- **shakespeare**: the model fitted on every stdlib run, scored on the Shakespeare runs of
+  docs/second_corpus and docs/xiong_rescue (a corpus it never saw).
+
+![AUC against k](auc_vs_k.png)
+
+{tables}
+
+**The stop rule replayed** (`savings.csv`): each fold of cells scored by the model fitted on
+the others, stopped below the highest threshold that stops none of the training folds' runs
+that kept an escape; saved is the stopped runs' remaining wall time (2-core CPU, one job per
+core), lost is a stopped run that would have trained.
+
+{savings}
+"""
+
+
+def _table(rows: list[dict], name: str) -> str:
+  mine = [r for r in rows if r["set"] == name]
+  if not mine:
+    return ""
+  head = "| k | predictor | runs (escaped) | cells | AUC (95%) | AUC within cells |"
+  lines = [f"**{name}**", "", head, "| --- | --- | --- | --- | --- | --- |"]
+  for r in mine:
+    fmt = lambda v: "-" if not math.isfinite(v) else f"{v:.2f}"
+    lines.append(
+      f"| {r['k']} | {r['predictor']} | {r['runs']} ({r['positives']}) | {r['cells']} | "
+      f"{fmt(r['auc'])} ({fmt(r['auc_lo'])}-{fmt(r['auc_hi'])}) | "
+      f"{fmt(r.get('within_cell_auc', math.nan))} |"
+    )
+  return "\n".join(lines) + "\n"
+
+
+def page(rows: list[dict], savings: list[dict]) -> str:
+  order = []
+  for r in rows:
+    if r["set"] not in order:
+      order.append(r["set"])
+  tables = "\n".join(_table(rows, name) for name in sorted(order))
+  head = (
+    "| sweep | k | runs | trained | stopped | of them would have trained | core-hours saved / all |"
+  )
+  lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"] + [
+    f"| {s['sweep']} | {s['k']} | {s['runs']} | {s['escaped']} | {s['stopped']} | "
+    f"{s['stopped_that_would_have_escaped']} | {s['core_hours_saved']:.1f} / "
+    f"{s['core_hours_total']:.1f} |"
+    for s in savings
+  ]
+  return PAGE.format(tables=tables, savings="\n".join(lines))
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--out_dir", default=os.path.join("docs", "early_warning"))
+  parser.add_argument("--replicates", type=int, default=1000)
+  args = parser.parse_args()
+  os.makedirs(args.out_dir, exist_ok=True)
+  surv, grid, held = survival_runs(), grid_runs(STDLIB_GRIDS), grid_runs(HELD_OUT)
+  print(f"runs: {len(surv)} survival, {len(grid)} stdlib grid, {len(held)} Shakespeare")
+  rows = []
+  for k in ew.KS:
+    for name, runs in (("survival", surv), ("stdlib grid", grid)):
+      rows += [{"set": name, **r} for r in ew.evaluate(runs, k, args.replicates)]
+      on = ew.still_on_plateau(runs, k)
+      rows += [
+        {"set": f"{name}, on the plateau at k", **r} for r in ew.evaluate(on, k, args.replicates)
+      ]
+    t = ew.transfer(surv + grid, held, k, args.replicates)
+    if t:
+      rows.append({"set": "shakespeare", **t})
+    t = ew.transfer(
+      ew.still_on_plateau(surv + grid, k), ew.still_on_plateau(held, k), k, args.replicates
+    )
+    if t:
+      rows.append({"set": "shakespeare, on the plateau at k", **t})
+  savings = [
+    {"sweep": name, **s}
+    for name, runs in (("stdlib grid", grid), ("survival", surv))
+    for k in ew.KS
+    if (s := ew.replay(runs, k))
+  ]
+  paths = [
+    write_csv(rows, os.path.join(args.out_dir, "results.csv")),
+    write_csv(savings, os.path.join(args.out_dir, "savings.csv")),
+    plot(rows, os.path.join(args.out_dir, "auc_vs_k.png")),
+  ]
+  readme = os.path.join(args.out_dir, "README.md")
+  with open(readme, "w") as f:
+    f.write(page(rows, savings))
+  paths.append(readme)
+  for k in ew.KS:
+    for name in sorted({r["set"] for r in rows}):
+      mine = [r for r in rows if r["set"] == name and r["k"] == k and math.isfinite(r["auc"])]
+      if mine:
+        best = max(mine, key=lambda r: r["auc"])
+        print(f"k={k} {name}: best {best['predictor']} AUC {best['auc']:.3f} "
+              f"({best['auc_lo']:.3f}-{best['auc_hi']:.3f}; {best['runs']} runs)")  # fmt: skip
+  print("\n".join(paths))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,77 @@
+"""Early warning from a run's first steps (resnorm_jax/tools/early_warning.py): the AUC, the
+features, the logistic fit, and cross-validation that never trains on the held-out cell."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from resnorm_jax.tools import early_warning as ew
+
+
+def test_auc_is_the_mann_whitney_statistic():
+  assert ew.auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == pytest.approx(0.75)
+  assert ew.auc([1, 1], [0, 1]) == 0.5  # a tie counts half
+  assert math.isnan(ew.auc([1, 2], [1, 1]))
+
+
+def test_features_read_the_logged_signals_up_to_k(tmp_path):
+  rows = [
+    {"step": s, "train/loss": 3.3 - 0.001 * s, "grad_norm": 1.0 + 0.01 * s, "update_norm": 0.1,
+     "param_norm": 85.0}
+    for s in range(10, 210, 10)
+  ]  # fmt: skip
+  (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+  got = ew.read_metrics(str(tmp_path))
+  f = ew.features(got, 100, entropy=3.25)
+  # the loss as a gap to the corpus's no-context loss: mean of steps 80, 90, 100
+  assert f["train/loss:level"] == pytest.approx(3.3 - 0.09 - 3.25)
+  assert f["train/loss:slope"] == pytest.approx(-1.0)  # per 1,000 steps, over steps 50-100
+  assert f["grad_norm:ratio"] == pytest.approx(math.log(1.9 / 1.1))
+  assert math.isnan(f["attn_logit_max:level"])  # not logged by this run
+  assert ew.features(got, 400, entropy=3.25) is None  # the run ended at step 200
+
+
+def test_logistic_fit_matches_a_separable_direction():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 2))
+  y = (x[:, 0] - 0.5 * x[:, 1] + 0.3 * rng.normal(size=200) > 0).astype(int)
+  w = ew.fit_logistic(x, y, l2=0.1)
+  assert w[0] > 0 > w[1] and abs(w[0] / w[1] + 2) < 0.6  # the direction of (1, -0.5)
+  assert ew.auc(ew.Standardised(x, y).score(x), y) > 0.95
+
+
+def test_grouped_scores_never_train_on_the_held_out_cell():
+  """A model that memorises its training cells' labels scores a held-out cell with nothing
+  it learned from that cell: with labels set by cell, held-out scores carry no signal."""
+
+  class Memory:
+    def __init__(self, x, y):
+      self.seen = {float(v): int(lab) for v, lab in zip(x[:, 0], y, strict=True)}
+
+    def score(self, x):
+      return np.asarray([self.seen.get(float(v), -1) for v in x[:, 0]], float)
+
+  x = np.arange(12, dtype=float)[:, None]
+  groups = [f"cell{i // 3}" for i in range(12)]
+  y = np.asarray([1 if i // 3 in (0, 2) else 0 for i in range(12)])
+  scores = ew.grouped_scores(x, y, groups, Memory)
+  assert np.all(scores == -1)  # every run's own cell was held out when it was scored
+
+
+def test_one_signal_chooses_its_feature_and_direction_on_training_runs():
+  x = np.asarray([[5.0, 0.1], [4.0, 0.9], [1.0, 0.2], [0.5, 0.8]])
+  y = np.asarray([0, 0, 1, 1])  # the first feature, reversed, separates them
+  m = ew.OneSignal(x, y)
+  assert m.column == 0 and m.sign == -1.0
+  assert ew.auc(m.score(x), y) == 1.0
+
+
+def test_within_cell_auc_and_the_plateau_filter():
+  scores = np.asarray([0.1, 0.9, 0.2, 0.8, 0.5])
+  y = np.asarray([0, 1, 1, 0, 1])
+  groups = ["a", "a", "b", "b", "c"]
+  assert ew.within_cell_auc(scores, y, groups) == pytest.approx(0.5)  # a: 1, b: 0, c: none
+  runs = [{"escape_at": None}, {"escape_at": 50}, {"escape_at": 300}]
+  assert ew.still_on_plateau(runs, 100) == [runs[0], runs[2]]
