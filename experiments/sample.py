@@ -71,7 +71,11 @@ def main(argv):
     )
   except (ValueError, OSError) as e:
     cli.fail(str(e))
-  print(tokenizer.decode(prompt_ids) + tokenizer.decode(new_ids), flush=True)
+  text = generate.shown_text(tokenizer, prompt_ids, new_ids)
+  print(text if text.endswith("\n") else text + "\n", end="", flush=True)
+  note = generate.ended_stuck_note(workdir)
+  if note:
+    print(note, file=sys.stderr)
   rate = (len(new_ids) - 1) / seconds if seconds > 0 else float("nan")
   print(
     f"{config.name}: step {step} of {workdir}, {run.mcfg.num_layers} layers, tokenizer "

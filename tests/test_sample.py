@@ -55,6 +55,19 @@ def test_bytes_tokenizer_round_trip_with_the_separator():
   assert tok.decode([0xC3]) == "\ufffd"  # half a character: replaced, not an error
 
 
+def test_the_shown_text_has_no_literal_document_start_and_a_stuck_run_says_so(tmp_path):
+  tok = generate.RunTokenizer("bytes", 256, 256)
+  prompt = tok.encode("def f(")
+  assert generate.shown_text(tok, prompt, [120, 256, 121]) == "def f(x<|endoftext|>y"
+  assert generate.shown_text(generate.bytes_tokenizer(), [97], [98]) == "ab"
+  assert generate.ended_stuck_note(str(tmp_path)) == ""  # no summary.json
+  (tmp_path / "summary.json").write_text(json.dumps({"outcome": "trained", "steps": 200}))
+  assert generate.ended_stuck_note(str(tmp_path)) == ""
+  (tmp_path / "summary.json").write_text(json.dumps({"outcome": "stuck", "steps": 200}))
+  note = generate.ended_stuck_note(str(tmp_path))
+  assert note.startswith("note: this run ended stuck at step 200") and "\n" not in note
+
+
 def test_bpe_tokenizer_from_a_prepared_folder(tmp_path):
   """A prepared folder's manifest names tokenizer.json: encode and decode with it."""
   from resnorm_jax.data import tokenizer as tok_lib

@@ -101,6 +101,30 @@ class RunTokenizer:
     return "".join(out) + piece.decode("utf-8", errors="replace")
 
 
+def shown_text(tokenizer: RunTokenizer, prompt_ids: list[int], new_ids: list[int]) -> str:
+  """The prompt and its continuation as printed: the document separator that encode() puts
+  first (the model's document start) is not shown as a literal `<|endoftext|>`."""
+  if tokenizer.eot is not None and prompt_ids[:1] == [tokenizer.eot]:
+    prompt_ids = prompt_ids[1:]
+  return tokenizer.decode(prompt_ids) + tokenizer.decode(new_ids)
+
+
+def ended_stuck_note(workdir: str) -> str:
+  """One line when the sampled run's summary.json says it ended stuck (its loss on the
+  no-context plateau: the text is unigram-level noise); '' otherwise or without a summary."""
+  path = epath.Path(workdir, "summary.json")
+  try:
+    summary = json.loads(path.read_text()) if path.is_file() else {}
+  except (OSError, ValueError):
+    return ""
+  if not isinstance(summary, dict) or summary.get("outcome") != "stuck":
+    return ""
+  return (
+    f"note: this run ended stuck at step {summary.get('steps', '?')} (its loss stayed at the "
+    "no-context level): expect text with the corpus's letter frequencies, not words"
+  )
+
+
 def bytes_tokenizer() -> RunTokenizer:
   return RunTokenizer("bytes", 256, None)
 
