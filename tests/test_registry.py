@@ -36,6 +36,8 @@ def _modules() -> dict[str, object]:
 RESIDUALS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "residual"}
 PLACEMENTS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "norm_position"}
 NORMS = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == "norm"}
+# The features: no axis value selects them, their own keys turn them on.
+FEATURES = {v.name for m in _modules().values() for v in m.VARIANTS if v.axis == variants.FEATURE}
 # {key: its module} of every variant's own key, from the modules' VARIANTS.
 KEYS = {k: name for name, m in _modules().items() for v in m.VARIANTS for k in v.keys}
 
@@ -61,10 +63,12 @@ def test_registry_lists_every_variant():
   assert set(norms_lib.names()) == set(norms_lib.BUILT_IN) | NORMS  # model.norm's values
   # standard.py holds the original residuals, residual.py's rules.
   assert set(residual_lib.RESIDUALS) <= RESIDUALS
+  assert set(variants.names(variants.FEATURE)) == FEATURES
   every = variants.every()
-  assert len(every) == sum(len(variants.names(axis)) for axis in variants.AXES)
+  axes = (*variants.AXES, variants.FEATURE)
+  assert len(every) == sum(len(variants.names(axis)) for axis in axes)
   for v in every:
-    assert v.summary and v.axis in variants.AXES, v.name
+    assert v.summary and v.axis in axes, v.name
 
 
 def test_every_module_of_the_package_declares_variants():
@@ -83,6 +87,9 @@ def test_every_variant_is_a_valid_config_value():
   for name in sorted(NORMS):
     cfg = tiny_config(norm=name)
     assert cfg.norm == name and variants.get("norm", cfg.norm).name == name
+  for name in sorted(FEATURES):  # each turned on by its own keys' non-default values
+    feature = variants.get(variants.FEATURE, name)
+    assert feature.keys and not feature.on(tiny_config()), name
 
 
 @pytest.mark.parametrize("axis", variants.AXES)
@@ -179,7 +186,7 @@ def _names_used(path: str) -> set[str]:
 def test_the_guard_covers_every_later_variant_and_reads_its_own_keys_in_its_module_only():
   assert set(LATER.values()) == set(_modules()) - {"standard"}
   standard = {v.name for v in _modules()["standard"].VARIANTS}
-  assert set(LATER) == (RESIDUALS | PLACEMENTS | NORMS) - standard
+  assert set(LATER) == (RESIDUALS | PLACEMENTS | NORMS | FEATURES) - standard
   assert KEYS  # the guard below sees the keys it looks for
   paths = sorted(glob.glob(os.path.join(ROOT, "resnorm_jax", "**", "*.py"), recursive=True))
   used = {os.path.relpath(p, ROOT): _names_used(p) for p in paths}

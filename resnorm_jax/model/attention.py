@@ -92,6 +92,12 @@ class Attention(nnx.Module):
     self.softmax_scale = width_param.softmax_scale(cfg, combine.softmax_scale(cfg.head_dim))
     # A residual variant's mixing of the values with another layer's (value residuals).
     self.value_mix = combine.value_mix(cfg)
+    # The features' modules (variants.Feature): a map on the scaled logits (softcapping),
+    # a learned logit per head in the softmax's denominator (sinks), a gate on the heads'
+    # output from the attention's input (gated attention). None: not turned on.
+    self.logit_map = variants.feature_module(cfg, "attn_logits")
+    self.sink = variants.feature_module(cfg, "attn_sink")
+    self.gate = variants.feature_module(cfg, "attn_output", rule, rngs)
 
   def __call__(
     self, x_BxTxD: jax.Array, rope=None, shared: dict | None = None, *, stats: dict | None = None
@@ -115,7 +121,9 @@ class Attention(nnx.Module):
       q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
     if self.ngpt is not None:
       q, k = self.ngpt(q, k)
-    if self.implementation != "dense":
+    if self.implementation != "dense" and self.sink is not None:
+      ctx_BxTxHxK = self._sink_fused_context(q, k, v)
+    elif self.implementation != "dense":
       # Scores accumulate in float32 (the XLA path asks for a float32 result; cuDNN's
       # kernels accumulate in float32); the causal mask is built in.
       ctx_BxTxHxK = jax.nn.dot_product_attention(
@@ -123,6 +131,8 @@ class Attention(nnx.Module):
       )
     else:
       ctx_BxTxHxK = self._dense_context(q, k, v, stats)
+    if self.gate is not None:
+      ctx_BxTxHxK = self.gate(ctx_BxTxHxK, x_BxTxD)
     # One tail for every implementation: Sub-LN's norm is part of the model, not of a path.
     ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
     if self.sub_norm is not None:
@@ -138,10 +148,36 @@ class Attention(nnx.Module):
     q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k, v))
     scores_BxHxTxS = jnp.einsum("bhtk,bhsk->bhts", q, k).astype(jnp.float32)
     scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale
+    if self.logit_map is not None:
+      scores_BxHxTxS = self.logit_map(scores_BxHxTxS)
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     if stats is not None:  # attention-logit growth (Dehghani et al. 2023): one reduction of
       # the logits already formed, so every run can log it
       stats["attn_logit_max"] = jax.lax.stop_gradient(jnp.max(scores_BxHxTxS))
-    probs = softmax(scores_BxHxTxS).astype(v.dtype)
+    if self.sink is None:
+      probs = softmax(scores_BxHxTxS).astype(v.dtype)
+    else:  # a column of the sink's logit per head; its probability is dropped
+      b, h = scores_BxHxTxS.shape[:2]
+      column = jnp.broadcast_to(self.sink().astype(jnp.float32)[None, :, None, None], (b, h, t, 1))
+      probs = softmax(jnp.concatenate([scores_BxHxTxS, column], -1))[..., :t].astype(v.dtype)
     return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)
+
+  def _sink_fused_context(self, q, k, v) -> jax.Array:
+    """jax.nn.dot_product_attention with the sink's column: one more key and value of zeros
+    (logit 0) with a bias of the sink's logit per head, never masked. [B, T, H, K]."""
+    b, t, h, kd = k.shape
+    zeros = jnp.zeros((b, 1, h, kd), k.dtype)
+    k, v = jnp.concatenate([k, zeros], 1), jnp.concatenate([v, zeros.astype(v.dtype)], 1)
+    sink = self.sink().astype(jnp.float32)[None, :, None, None]
+    bias = jnp.concatenate([jnp.zeros((1, h, 1, t), jnp.float32), sink], -1)
+    mask = jnp.concatenate([jnp.tril(jnp.ones((t, t), bool)), jnp.ones((t, 1), bool)], 1)
+    return jax.nn.dot_product_attention(
+      q,
+      k,
+      v,
+      bias.astype(q.dtype),
+      mask[None, None],
+      scale=self.softmax_scale,
+      implementation=self.implementation,
+    )

@@ -204,7 +204,7 @@ def make_norm(
   from resnorm_jax.model import variants
 
   if name in variants.names("norm"):
-    return variants.get("norm", name).make(dim, axis)
+    return variants.get("norm", name).make(dim, axis, eps)
   raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(names())}")
 
 

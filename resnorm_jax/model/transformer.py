@@ -81,6 +81,8 @@ class Transformer(nnx.Module):
         else Dense(rngs.params(), rule, "head", (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
       )
       self.logit_scale = combine.logit_scale(cfg)  # nGPT's s_z; None for most variants
+      # A feature's map on the output logits (softcapping), last of all; None: off.
+      self.logit_map = variants.feature_module(cfg, "out_logits")
     # e.g. nGPT's weights put on the sphere; Admin's profiling pass, then its omegas.
     combine.init_stage(self, rngs)
 
@@ -114,6 +116,8 @@ class Transformer(nnx.Module):
       logits = logits * jnp.asarray(out_mult, logits.dtype)
     if self.logit_scale is not None:
       logits = self.logit_scale(logits)
+    if self.logit_map is not None:
+      logits = self.logit_map(logits.astype(jnp.float32))
     return logits.astype(jnp.float32), stats
 
   def run_stack(self, x_BxTxD: jax.Array, rope):

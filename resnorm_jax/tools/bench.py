@@ -41,7 +41,8 @@ def flops_per_token(m, seq_len: int) -> dict:
   """Training FLOPs per token counted from the shapes (multiply-add = 2 FLOPs).
 
   N_mm = L * (4 d^2 [q, k, v, out] + k_ffn d d_ff [k_ffn = 2, or 3 for swiglu]
-              + g d^2 [gated residuals: g = 2 sequential, 1 parallel, 0 otherwise])
+              + g d^2 [gated residuals: g = 2 sequential, 1 parallel, 0 otherwise]
+              + the features' matmuls [gated attention: d^2 or d H])
          + d V [the head, tied or not; the embedding lookups are gathers, no FLOPs]
   forward  = 2 N_mm + 4 L T d   [QK^T and AV: 2 T d each per token per layer; the full
                                   T x T score matrix is computed (masked), so full T]
@@ -53,6 +54,8 @@ def flops_per_token(m, seq_len: int) -> dict:
   ffn = (3 if m.ffn_activation == "swiglu" else 2) * d * f
   # Matmuls of the residual modules themselves (a gated residual's W_g: d^2 per sub-layer).
   gates = (1 if m.block == "parallel" else 2) * variants.residual(m.residual).matmul_params(m)
+  # And those of the features turned on (gated attention's W_g: d^2 per layer).
+  gates += sum(feature.matmul_params(m) for feature in variants.features(m))
   per_layer = 4 * d * d + ffn + gates
   n_mm = n_layers * per_layer + d * v
   attn_fwd = 4 * n_layers * seq_len * d

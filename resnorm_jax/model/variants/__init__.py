@@ -13,6 +13,8 @@ variant").
   placement  where the norms of a layer sit (model.norm_position)
   norm       a value of model.norm beyond the built-in ones of norms.py: the module that
              normalizes (or replaces the norm) wherever the placement puts one
+  feature    no axis: a change its own keys turn on (logit softcapping, gated attention,
+             attention sinks), combining with any residual, placement and norm
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from resnorm_jax.config import variant_keys
 from resnorm_jax.config.variant_keys import Key  # noqa: F401 (variant modules: variants.Key)
 
 AXES = ("residual", "norm_position", "norm")
+FEATURE = "feature"  # the Feature records' kind: no model.<axis> value selects them
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -158,19 +161,45 @@ class Placement(Variant):
 class Norm(Variant):
   """A value of model.norm declared by a variant module (norms.py holds the built-in ones).
 
-  make(dim, axis): the norm module over a hidden dimension `dim`, its per-channel parameters
-    carrying the logical axis name `axis` (None: unsharded); called as module(x) on [..., dim].
+  make(dim, axis, eps): the norm module over a hidden dimension `dim`, its per-channel
+    parameters carrying the logical axis name `axis` (None: unsharded), `eps` model.norm_eps
+    (for a norm that divides by a statistic); called as module(x) on [..., dim].
   """
 
   axis: ClassVar[str] = "norm"
-  make: Callable[[int, str | None], Any] | None = None
+  make: Callable[[int, str | None, float], Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Feature(Variant):
+  """A change beside the three axes, turned on by its own keys (no model.<axis> value names
+  it): it combines with any residual, placement and norm; `check` runs when it is on.
+
+  on(cfg): whether the config turns it on (its keys away from their off values).
+  attn_logits(cfg): a module on attention's scaled logits [B, H, T, S] before the causal
+    mask (logit softcapping); None: nothing.
+  attn_sink(cfg): a module whose call () returns one logit per head [H], a column added to
+    every softmax's denominator (attention sinks); None: nothing.
+  attn_output(cfg, rule, rngs): a module gate(ctx_BxTxHxK, x_BxTxD) on the heads' outputs
+    before the output projection, x the attention's input (gated attention); None: nothing.
+  out_logits(cfg): a module on the model's output logits [B, T, V]; None: nothing.
+  matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
+  """
+
+  axis: ClassVar[str] = FEATURE
+  on: Callable[[Any], bool] = lambda cfg: False
+  attn_logits: Callable[[Any], Any] = _nothing
+  attn_sink: Callable[[Any], Any] = _nothing
+  attn_output: Callable[..., Any] = _nothing
+  out_logits: Callable[[Any], Any] = _nothing
+  matmul_params: Callable[[Any], int] = lambda cfg: 0
 
 
 @functools.cache
 def _registry() -> dict[str, dict[str, Variant]]:
   """{axis: {name: variant}} from every module of this package: the original axes' values
   (standard.py) first, then the other modules by name."""
-  table: dict[str, dict[str, Variant]] = {axis: {} for axis in AXES}
+  table: dict[str, dict[str, Variant]] = {axis: {} for axis in (*AXES, FEATURE)}
   order = lambda m: (m.name != "standard", m.name)
   for info in sorted(pkgutil.iter_modules(__path__), key=order):
     module = importlib.import_module(f"{__name__}.{info.name}")
@@ -197,7 +226,8 @@ def _check_declared(name: str, module: Any) -> None:
 
 def names(axis: str) -> tuple[str, ...]:
   """The registered values of model.<axis> (`residual`, `norm_position`, or `norm`: those
-  beyond norms.py's built-in ones; norms.names() lists them all)."""
+  beyond norms.py's built-in ones; norms.names() lists them all), or the features' names
+  (FEATURE)."""
   return tuple(_registry()[axis])
 
 
@@ -233,8 +263,20 @@ def of(cfg: Any) -> tuple[Residual, Placement]:
 
 
 def every() -> list[Variant]:
-  """Every registered variant, residuals first."""
-  return [v for axis in AXES for v in _registry()[axis].values()]
+  """Every registered variant, residuals first, features last."""
+  return [v for axis in (*AXES, FEATURE) for v in _registry()[axis].values()]
+
+
+def features(cfg: Any) -> tuple[Feature, ...]:
+  """The features `cfg` (ModelConfig) turns on."""
+  return tuple(f for f in _registry()[FEATURE].values() if f.on(cfg))
+
+
+def feature_module(cfg: Any, hook: str, *args: Any) -> Any:
+  """The module hook `hook` (attn_logits, attn_sink, attn_output, out_logits) of the feature
+  `cfg` turns on that makes one, or None (at most one feature declares each hook)."""
+  made = [m for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
+  return made[0] if made else None
 
 
 def keys() -> dict[str, Key]:
@@ -250,3 +292,5 @@ def validate(cfg: Any) -> None:
   residual(cfg.residual).check(cfg)
   if cfg.norm in names("norm"):
     get("norm", cfg.norm).check(cfg)
+  for feature in features(cfg):
+    feature.check(cfg)

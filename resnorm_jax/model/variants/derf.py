@@ -44,6 +44,6 @@ VARIANTS = (
   Norm(
     "derf",
     "dynamic erf in place of the norm, gamma * erf(alpha x + s) + beta (Chen et al. 2025)",
-    make=lambda dim, axis: Derf(dim, axis=axis),
+    make=lambda dim, axis, eps: Derf(dim, axis=axis),
   ),
 )

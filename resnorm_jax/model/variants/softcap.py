@@ -1,0 +1,69 @@
+"""Logit softcapping (Gemma 2, Gemma Team 2024, arXiv 2408.00118): c * tanh(x / c) on the
+attention logits and on the output logits.
+
+Reference code: google-deepmind/gemma, gemma/modules.py (Attention: the logits of the scaled
+queries and the keys, `tanh(logits / attn_logits_soft_cap) * attn_logits_soft_cap`, then the
+mask) and gemma/transformer.py (the output logits, `tanh(logits / final_logit_softcap) *
+final_logit_softcap`, the last step before the loss); its Gemma 2 configs set
+`attn_logits_soft_cap=50.0` and `final_logit_softcap=30.0`.
+
+  model.attn_softcap   c on attention's scaled logits q.k / sqrt(K), before the causal mask
+                       (0: off, the default). The dense path only: jax.nn.dot_product_attention
+                       (model.attention=xla, cudnn, fused) forms no logits to cap, so it is
+                       refused there. The dense path's `attn_logit_max` is then the capped one.
+  model.final_softcap  c on the model's output logits, after every other factor on them
+                       (muP's 1/m_d, nGPT's s_z) (0: off, the default); every attention path.
+
+Both are elementwise, so they hold on every placement, residual and norm: the attention and
+the head are the same module whichever the placement.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from resnorm_jax.model.variants import Feature, Key
+
+
+class SoftCap(nnx.Module):
+  """c * tanh(x / c), in float32 (the input's dtype out)."""
+
+  def __init__(self, cap: float):
+    self.cap = float(cap)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    y = self.cap * jnp.tanh(x.astype(jnp.float32) / self.cap)
+    return y.astype(x.dtype)
+
+
+def _cap(value) -> str | None:
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+  return None if ok else "must be a number >= 0 (0: off; Gemma 2: 50 on attention, 30 on output)"
+
+
+def check(cfg) -> None:
+  """Attention's cap needs the logits formed: the dense path."""
+  if cfg.attn_softcap and cfg.attention != "dense":
+    raise ValueError(
+      f"model.attn_softcap={cfg.attn_softcap!r} needs model.attention='dense' (jax.nn."
+      f"dot_product_attention forms no logits to cap); here model.attention="
+      f"{cfg.attention!r}; valid values: dense"
+    )
+
+
+VARIANTS = (
+  Feature(
+    "softcap",
+    "logit softcapping, c tanh(x / c) on attention's and the output's logits (Gemma 2)",
+    keys={
+      "attn_softcap": Key(0.0, "c of c tanh(x / c) on attention's logits (0: off)", _cap),
+      "final_softcap": Key(0.0, "c of c tanh(x / c) on the output logits (0: off)", _cap),
+    },
+    on=lambda cfg: bool(cfg.attn_softcap or cfg.final_softcap),
+    check=check,
+    attn_logits=lambda cfg: SoftCap(cfg.attn_softcap) if cfg.attn_softcap else None,
+    out_logits=lambda cfg: SoftCap(cfg.final_softcap) if cfg.final_softcap else None,
+  ),
+)
