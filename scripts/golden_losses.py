@@ -33,6 +33,8 @@ EXTRA = (
   ("postnorm_96L:smoke+remat", "configs/postnorm_96L.py:smoke", {"model.remat": "full"}),
   ("prenorm_96L:smoke+unroll", "configs/prenorm_96L.py:smoke", {"model.scan_unroll": 2}),
   ("prenorm_96L:smoke+bf16", "configs/prenorm_96L.py:smoke", {"model.dtype": "bfloat16"}),
+  ("smoke+muon", "configs/smoke.py", {"opt.name": "muon"}),
+  ("smoke+adam_atan2", "configs/smoke.py", {"opt.name": "adam_atan2"}),
   (
     "nanogpt_char:2",
     "configs/nanogpt_char.py:2",

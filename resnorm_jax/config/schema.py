@@ -104,12 +104,22 @@ def get_config() -> config_dict.ConfigDict:
   t.z_loss = 0.0
 
   o = c.opt = config_dict.ConfigDict()
-  o.name = "adam"  # adam | adamw | sgd
+  # adam | adamw | sgd | muon (Newton-Schulz-orthogonalized momentum on the hidden matrices,
+  # Adam on the rest) | adam_atan2 (Adam's step as atan2(m, sqrt(v)), no eps)
+  o.name = "adam"
   o.lr = 1e-3  # peak learning rate
   o.b1 = 0.9  # Adam's first-moment decay
   o.b2 = 0.98  # Adam's second-moment decay (Xiong's 0.98)
   o.eps = 1e-8  # Adam's epsilon
-  o.weight_decay = 0.0  # decoupled (adamw) or added to the gradient (adam, sgd)
+  # --- Muon (opt.name=muon; resnorm_jax/train/optim.py) ---
+  o.muon_momentum = 0.95  # Muon's (Nesterov) momentum on the hidden matrices (KellerJordan/Muon)
+  o.muon_ns_steps = 5  # Newton-Schulz iterations of each update
+  # moonlight: the orthogonalized update x 0.2 sqrt(max(fan_in, fan_out)), its RMS matched to
+  # Adam's, so one opt.lr serves both groups (Liu et al. 2025) | kellerjordan: x sqrt(max(1,
+  # fan_out / fan_in)), KellerJordan/Muon's (set muon_adam_lr_ratio: its example 3e-4 / 0.02)
+  o.muon_scale = "moonlight"
+  o.muon_adam_lr_ratio = 1.0  # under muon, the Adam group's peak lr over opt.lr
+  o.weight_decay = 0.0  # decoupled (adamw, muon, adam_atan2) or added to the gradient (adam, sgd)
   o.schedule = "constant"  # constant | inverse_sqrt | cosine | linear
   o.warmup_steps = 0  # linear warmup; 0: step 0 already uses the full lr
   o.min_lr_ratio = 0.0  # cosine/linear decay floor as a fraction of lr

@@ -169,11 +169,13 @@ def check(cfg: Any) -> None:
 
 
 def check_optimizer(opt_name: str, cfg: Any) -> None:
-  """SGD under mup with m_d != 1: ValueError (the per-group rules are Adam's)."""
-  if active(cfg) and opt_name not in ("adam", "adamw"):
+  """SGD or Muon under mup with m_d != 1: ValueError (the per-group rules are Adam's, which
+  Adam-atan2 shares: its step is Adam's, bounded, with no eps to scale; Muon's width rule is
+  its own shape factor on the orthogonalized update, opt.muon_scale)."""
+  if active(cfg) and opt_name not in ("adam", "adamw", "adam_atan2"):
     raise ValueError(
       f"opt.name={opt_name!r} with model.width_param={cfg.width_param!r}: muP's per-group "
-      "rules are Adam's; use opt.name=adam or adamw"
+      "rules are Adam's; use opt.name=adam, adamw or adam_atan2"
     )
 
 
