@@ -7,7 +7,7 @@ ICLR 2026): RMSNorm whose per-channel scale depends on the input itself,
 over the last axis (the paper's eq. for x in R^(N x D)): x . beta^T is one scalar per token
 (beta in R^(1 x D)), sigma = tanh (the paper's choice), alpha, beta, gamma in R^D learnable;
 gamma is RMSNorm's static scale, alpha and beta the self-rescaling. Source: the paper's
-formula (arXiv 2510.22777, section 3); no official code is public, so the init is ours:
+formula (arXiv 2510.22777, its method section); no official code is public, so the init is ours:
 gamma = 1, alpha = 1, beta = 0 (ALPHA_INIT, BETA_INIT), which makes it RMSNorm at init (tanh
 0 = 0) with a nonzero gradient on beta. eps is model.norm_eps. The paper's multi-head variant
 (beta's dot product per group of channels) is not implemented. model.norm=seednorm puts it
