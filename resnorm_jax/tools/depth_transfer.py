@@ -28,17 +28,19 @@ from typing import Any
 import numpy as np
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.tools import lr_figures, lr_sweep_rows
 from resnorm_jax.tools import lr_sensitivity as lrs
-from resnorm_jax.tools import lr_sweep_rows
-from resnorm_jax.tools.style import lr_label, pyplot, save_figure, variant_label
+from resnorm_jax.tools.style import (
+  PARAM_LABELS,
+  lr_label,
+  param_color,
+  pyplot,
+  save_figure,
+  variant_label,
+)
 
 Row = dict[str, Any]
 PARAMS = ("sp", "depth_mup", "completep")
-PARAM_LABELS = {
-  "sp": "standard (sp)",
-  "depth_mup": "depth-muP (a=1/2)",
-  "completep": "CompleteP (a=1)",
-}
 FITS = {"3pt": 1, "5pt": 2}  # fit name -> points on each side of the lowest it may use
 BEST_COLUMNS = (
   "variant", "depth_param", "num_layers", "lrs", "grid_best_lr", "grid_best_loss",
@@ -181,6 +183,7 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
   cmap = plt.get_cmap("viridis")
   color = {d: cmap(i / max(len(depths) - 1, 1)) for i, d in enumerate(depths)}
   fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.3 * (len(params) + 1), 4.6))
+  kinds: set[str] = set()
   for ax, param in zip(axes, params, strict=False):
     ax.sharey(axes[0]) if ax is not axes[0] else None
     for depth in depths:
@@ -189,15 +192,18 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
       )
       if not curve:
         continue
-      ax.plot([p["lr"] for p in curve], [p["mean"] for p in curve], "o-", color=color[depth],
-              label=f"{depth} layers")  # fmt: skip
+      # seed 0 joined; a seed mean only where the seeds agree, their span where they split
+      kinds |= lr_figures._draw_curve(ax, curve, color[depth], label=f"{depth} layers")
       fit = next((t for t in table if (t["depth_param"], t["num_layers"]) == (param, depth)), None)
       if fit and fit["best_lr_3pt"]:
         ax.axvline(fit["best_lr_3pt"], color=color[depth], ls=":", lw=1.2)
     ax.set(xscale="log", title=PARAM_LABELS[param], xlabel="peak lr (Adam)")
     ax.grid(alpha=0.3)
   axes[0].set_ylabel("final eval loss (capped at the baseline)")
-  axes[0].legend(fontsize="small", title="dotted: 3-point best lr", title_fontsize="small")
+  handles, _ = axes[0].get_legend_handles_labels()
+  fig.legend(handles=handles + lr_figures.mark_handles(kinds), loc="lower center", ncol=5,
+             fontsize="small", title="dotted verticals: each depth's 3-point best lr",
+             title_fontsize="small", frameon=False)  # fmt: skip
   ax = axes[-1]
   for i, param in enumerate(params):
     for fit, style in (("3pt", "o-"), ("5pt", "s--")):
@@ -210,7 +216,7 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
       se = [t[f"{key}_se_log2"] for t in pts]
       err = [[b * (1 - 2**-e) for b, e in zip(best, se, strict=True)],
              [b * (2**e - 1) for b, e in zip(best, se, strict=True)]]  # fmt: skip
-      ax.errorbar(ls, best, yerr=err, fmt=style, capsize=3, color=f"C{i}", mfc="white" if
+      ax.errorbar(ls, best, yerr=err, fmt=style, capsize=3, color=param_color(param), mfc="white" if
                   fit == "5pt" else None, label=f"{PARAM_LABELS[param]}, {fit}")  # fmt: skip
   ax.set(xscale="log", yscale="log", xlabel="layers", ylabel="fitted best lr (+-1 s.e.)",
          title="best lr against depth")  # fmt: skip
@@ -224,7 +230,8 @@ def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: 
     f"{variant_label(variant)}: does the best lr transfer across depth? "
     f"({lr_sweep_rows.setting_title(rows)})"
   )
-  return save_figure(fig, out)
+  fig.tight_layout(rect=(0, 0.2, 1, 1))  # the legend below the panels, off the curves
+  return save_figure(fig, out, tight=False)
 
 
 def describe(table: Sequence[Row], slopes: Sequence[Row]) -> list[str]:
