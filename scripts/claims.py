@@ -68,8 +68,10 @@ def tokens_note(run: str) -> str:
   train, model = config["train"], config["model"]
   tokens = int(train["steps"]) * int(train["batch_size"]) * int(train["seq_len"])
   ratio = tokens / dense_params(model)
-  text = f"{ratio:.2g}" if ratio < 10 else f"{ratio:.0f}"
   wide = f", d_model {model['d_model']}" if int(model["d_model"]) != 64 else ""
+  if ratio < 0.1:  # '1 token per 12 params', not a 3-decimal number a reader takes for a loss
+    return f"1 token per {1 / ratio:.0f} params at {model['num_layers']} layers{wide}"
+  text = f"{ratio:.2g}" if ratio < 10 else f"{ratio:.0f}"
   return f"{text} tokens/param at {model['num_layers']} layers{wide}"
 
 

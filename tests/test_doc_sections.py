@@ -92,10 +92,11 @@ def test_survival_section_reads_its_cells_relapses_and_the_grid_seeds():
   assert "baseline" not in text and "(their no-context loss 3.299)" in text
   assert "first came 0.1 below at step 300 and was back above at steps 400, 1,200" in text
   assert "2 of 3 agree" in text and "postnorm-L12-lr0.0005-s1 (grid never, here 300)" in text
-  assert (
-    survival_section.odds_by_cell([CELL], long=False) == "Post-LN 12 layers 2/3 at 5e-4 (1 kept)"
-  )
-  assert survival_section.odds_by_cell([CELL], long=True) == "Post-LN 12L: 5e-4 2/3 (0.09-0.99)"
+  # the odds are those of escapes kept to the end (1 of 3), the first passages (2) beside them
+  short = survival_section.odds_by_cell([CELL], long=False)
+  assert short == "Post-LN 12 layers 1/3 kept at 5e-4 (2 first passages)"
+  # the interval is the kept fraction's: Clopper-Pearson 1 of 3
+  assert survival_section.odds_by_cell([CELL], long=True) == "Post-LN 12L: 5e-4 1/3 (0.01-0.91; 2)"
 
 
 def test_survival_section_without_cells_says_none_finished():
