@@ -174,3 +174,27 @@ def test_dense_params_is_the_models_own_count():
   assert claims.dense_params({**model, "num_layers": 48}) == 2_396_288
   note = claims.tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0")
   assert note == "0.85 tokens/param at 48 layers"
+
+
+def test_the_reviewed_sentences_say_what_their_data_say():
+  """The review's corrections, computed from the committed data: 'reduces', not 'bounds'; the
+  FFN gradient's growth at 24 layers only; no 'stuck' at 200 steps; one best-lr rule (seed 0)
+  for the width and muP rows; the 12-layer edge on kept escapes; the depth fits named."""
+  rows = {row()[0]: row() for row in claims.ROWS if row()}
+  assert "DeepNet: DeepNorm reduces the model update's growth with depth" in rows
+  grad = next(r for t, r in rows.items() if t.startswith("Xiong: at init"))
+  assert grad[0].endswith("2x or more at 24 layers only") and "0.92x at 48, 1.10x at 96" in grad[1]
+  later = rows["The later variants"][1]
+  assert "not trained by step 200" in later and "nGPT stuck" not in later
+  width = rows["Width moves the edges down in sp"][1]
+  mup = rows["muP against sp across width"][1]
+  # sp Post-LN's best lr at d_model 128 is seed 0's in both rows (1.25e-4), not the seed mean's
+  assert "Post-LN 2.5e-4/1e-3 (1/3), 1.25e-4/" in width and "sp 2.5e-4/1.25e-4/" in mup
+  assert "<=1.25e-4/2.5e-4" in width  # a best lr at the smallest lr run is marked
+  edges = next(r for t, r in rows.items() if t.startswith("Post-LN's usable lr"))[1]
+  assert "5e-4 (11/12 seeds; 1e-3: 1 of 12 escaped, none kept)" in edges
+  transfer = rows["Depth transfer of Pre-LN's best lr"]
+  assert "range over 3 fits" in transfer[1] and "3-point vertex, at 48" in transfer[2]
+  assert "5-point fit" not in transfer[1]
+  text = open(claims.RESULTS_MD).read()
+  assert "fact:valueres.L24.seed0.below_prenorm -->0.105 / 0.089 / 0.101<" in text
