@@ -20,6 +20,8 @@ from configs import base
 # How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
 LABEL = "DenseFormer"
 COLOR = "#a6761d"
+MARKER = "P"
+FAMILY = "what the residual stream carries"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

@@ -17,6 +17,8 @@ from configs import base
 # How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
 LABEL = "Derf"
 COLOR = "#d6616b"
+MARKER = ">"
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

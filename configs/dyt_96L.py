@@ -10,6 +10,8 @@ Expected: trains, close to Pre-LN.
 
 from configs import base
 
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("dyt_96L", num_layers=96, arg=arg)

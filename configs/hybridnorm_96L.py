@@ -20,6 +20,8 @@ from configs import base
 # How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
 LABEL = "HybridNorm"
 COLOR = "#6a3d9a"
+MARKER = "p"
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

@@ -15,6 +15,7 @@ paths.
 from configs import base
 
 LABEL = "hyper-connections"  # its name in tables and figure legends (style.py reads it)
+FAMILY = "what the residual stream carries"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

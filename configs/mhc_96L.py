@@ -21,6 +21,8 @@ from configs import base
 # How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
 LABEL = "mHC"
 COLOR = "#f0027f"
+MARKER = "v"
+FAMILY = "what the residual stream carries"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

@@ -12,6 +12,8 @@ Expected: the paper's claim is Pre-LN's stability with more useful deep layers; 
 
 from configs import base
 
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("mixln_96L", num_layers=96, arg=arg)

@@ -11,6 +11,8 @@ Pre-LN's.
 
 from configs import base
 
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("sandwich_96L", num_layers=96, arg=arg)

@@ -14,6 +14,8 @@ variance set by its output projection (gamma^2 times xavier's) whatever its inpu
 
 from configs import base
 
+FAMILY = "where the norm sits, what replaces it"  # its panel in the lr figures
+
 
 def get_config(arg: str | None = None):
   c = base.experiment("subln_96L", num_layers=96, arg=arg)

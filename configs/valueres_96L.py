@@ -18,6 +18,8 @@ from configs import base
 # How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
 LABEL = "value residuals"
 COLOR = "#393b79"
+MARKER = "*"
+FAMILY = "what the residual stream carries"  # its panel in the lr figures
 
 
 def get_config(arg: str | None = None):

@@ -435,7 +435,7 @@ def seeds_text(seeds: list[int]) -> str:
 def valueres_contrast(depth: int = 24, lr: float = 4e-3) -> str | None:
   """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': value residuals minus Pre-LN at one
   cell over the seeds each ran (stats.mean_difference); None with fewer than 2 seeds each."""
-  a, b = _losses("valueres", depth, lr), _losses("prenorm", depth, lr)
+  a, b = (_losses(v, depth, lr) for v in literature.SEED_CONTRAST[0])
   if len(a) < 2 or len(b) < 2:
     return None
   d = stats.mean_difference(list(a.values()), list(b.values()))
@@ -456,7 +456,7 @@ def valueres_seed0_below(depth: int = 24) -> str:
     for r in rows
     if r["variant"] == v and int(r["num_layers"]) == depth
   }
-  vr, pre = at("valueres"), at("prenorm")
+  vr, pre = (at(v) for v in literature.SEED_CONTRAST[0])
   return " / ".join(f"{pre[lr] - vr[lr]:.3f}" for lr in sorted(set(vr) & set(pre)))
 
 
@@ -465,7 +465,7 @@ def row_valueres() -> list[str] | None:
   diff = valueres_contrast()
   if diff is None:
     return None
-  a, b = _losses("valueres", 24, 4e-3), _losses("prenorm", 24, 4e-3)
+  a, b = (_losses(v, 24, 4e-3) for v in literature.SEED_CONTRAST[0])
   d = stats.mean_difference(list(a.values()), list(b.values()))
   verdict = "beat" if d["hi"] < 0 else ("trail" if d["lo"] > 0 else "do not clearly beat")
   return [

@@ -22,6 +22,7 @@ from resnorm_jax.tools.style import (
   save_figure,
   seeds_agree,
   variant_color,
+  variant_family,
   variant_label,
   variant_marker,
   variant_order,
@@ -34,12 +35,9 @@ from resnorm_jax.train.outcome import is_finite_number
 # a name is named by its variants.
 FAMILIES = (
   ("", ("postnorm", "prenorm", "deepnorm")),  # named by those drawn
-  (
-    "where the norm sits, what replaces it",
-    ("prenorm", "sandwich", "subln", "hybridnorm", "rmsnorm_prenorm", "mixln", "dyt", "derf"),
-  ),
-  ("what the residual stream carries", ("prenorm", "hyperconn", "mhc", "denseformer", "valueres")),
-)
+  ("where the norm sits, what replaces it", ("prenorm",)),
+  ("what the residual stream carries", ("prenorm",)),
+)  # a variant joins a family by its named config's FAMILY (style.variant_family)
 # Variants that share a panel are shifted sideways by this factor of lr each, so that points at
 # one lr and loss (every stuck run sits at the cap) do not hide each other; ticks are the lrs.
 DODGE = 1.045
@@ -60,7 +58,8 @@ def family_rows(variants: Sequence[str], families=FAMILIES) -> list[tuple[str, l
   present = set(variants)
   out, placed = [], set()
   for name, members in families:
-    here = [v for v in members if v in present]
+    joined = [v for v in sorted(present) if name and variant_family(v) == name]
+    here = [v for v in (*members, *joined) if v in present]
     if any(v not in placed for v in here) and len(here) > (1 if "prenorm" in here else 0):
       here = variant_order(here)
       out.append((name or ", ".join(variant_label(v) for v in here), here))

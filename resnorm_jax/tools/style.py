@@ -77,7 +77,9 @@ _OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d
 
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
-DECLARED = ("COLOR", "LABEL")  # what a named config may declare about how it is drawn
+# what a named config may declare about how it is drawn: its colour and label, and optionally
+# its marker and the family of variants whose panel it joins in the loss-vs-lr figures
+DECLARED = ("COLOR", "LABEL", "MARKER", "FAMILY")
 
 
 def declared(path: str) -> dict[str, str]:
@@ -136,20 +138,23 @@ VARIANT_MARKERS = {
   "parallel": "s",
   "deepnorm_frozen": "v",
   "postnorm_deepinit": "D",
-  "hybridnorm": "p",
-  "mhc": "v",
-  "denseformer": "P",
-  "valueres": "*",
-  "derf": ">",
 }
 _OTHER_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def variant_marker(name: str) -> str:
-  """The marker of a variant's runs in every figure (VARIANT_MARKERS, else fixed by its name)."""
+  """The marker of a variant's runs in every figure: VARIANT_MARKERS, else its named config's
+  MARKER, else one fixed by its name."""
   return (
-    VARIANT_MARKERS.get(name) or _OTHER_MARKERS[zlib.crc32(name.encode()) % len(_OTHER_MARKERS)]
+    VARIANT_MARKERS.get(name)
+    or _named_configs().get(name, {}).get("MARKER")
+    or _OTHER_MARKERS[zlib.crc32(name.encode()) % len(_OTHER_MARKERS)]
   )
+
+
+def variant_family(name: str) -> str | None:
+  """The figure family a variant's named config declares it joins (FAMILY), None if none."""
+  return _named_configs().get(name, {}).get("FAMILY")
 
 
 # One colour per parametrization (depth: sp, depth-muP, CompleteP; width: muP) in every figure
