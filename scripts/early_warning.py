@@ -15,6 +15,8 @@ Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs shakespeare-*)
                 (threshold: stop no training-set run that kept its escape)
   auc_vs_k.png  AUC against k per signal, a panel per data set
   README.md     the page: what was measured, how, the tables above and what they say
+  stop_rule_k<K>.json  the stop rule at step K fitted on every stdlib run, as data with its
+                provenance: what train.stop_when reads
 The rules are resnorm_jax/tools/early_warning.py's. No JAX here.
 """
 
@@ -240,6 +242,22 @@ def main() -> None:
     write_csv(savings, os.path.join(args.out_dir, "savings.csv")),
     plot(rows, os.path.join(args.out_dir, "auc_vs_k.png")),
   ]
+  for k in (100, 200):
+    rule = ew.fit_rule(
+      surv + grid,
+      k,
+      {
+        "fitted_by": "scripts/early_warning.py",
+        "runs_from": ["docs/survival/runs", *STDLIB_GRIDS],
+        "corpus": "stdlib bytes (Python 3.11)",
+        "label": "escape kept to the end (survival) or trained at the end (grid)",
+        "threshold_rule": "the highest that stops no fitting run that kept its escape",
+      },
+    )
+    path = os.path.join(args.out_dir, f"stop_rule_k{k}.json")
+    with open(path, "w") as f:
+      json.dump(rule, f, indent=1)
+    paths.append(path)
   readme = os.path.join(args.out_dir, "README.md")
   with open(readme, "w") as f:
     f.write(page(rows, savings))

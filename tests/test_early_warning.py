@@ -75,3 +75,31 @@ def test_within_cell_auc_and_the_plateau_filter():
   assert ew.within_cell_auc(scores, y, groups) == pytest.approx(0.5)  # a: 1, b: 0, c: none
   runs = [{"escape_at": None}, {"escape_at": 50}, {"escape_at": 300}]
   assert ew.still_on_plateau(runs, 100) == [runs[0], runs[2]]
+
+
+def _run(label: int, slope: float, group: str) -> dict:
+  rows = [
+    {"step": s, "train/loss": 3.3 + slope * s / 1000, "grad_norm": 1.0, "update_norm": 0.1,
+     "param_norm": 85.0 + s / 100}
+    for s in range(10, 210, 10)
+  ]  # fmt: skip
+  return {"label": label, "group": group, "rows": rows,
+          "features": {100: ew.features(rows, 100, entropy=3.25)}}  # fmt: skip
+
+
+def test_a_stop_rule_is_data_that_scores_a_run_as_the_fitted_model_does(tmp_path):
+  runs = [_run(1, -1.0 - 0.1 * i, f"a{i}") for i in range(6)]
+  runs += [_run(0, 0.01 * i, f"b{i}") for i in range(6)]
+  rule = ew.fit_rule(runs, 100, {"fitted_by": "test"})
+  path = tmp_path / "rule.json"
+  path.write_text(json.dumps(rule))
+  loaded = ew.load_rule(str(path))
+  assert loaded["provenance"]["runs"] == 12 and loaded["provenance"]["escaped"] == 6
+  stops = [ew.rule_says_stop(loaded, r["rows"], 3.25) for r in runs]
+  # no run that escaped is stopped (the threshold's rule); the flat ones score below them
+  assert not any(stop for (stop, _), r in zip(stops, runs, strict=True) if r["label"] == 1)
+  assert all(stop for (stop, _), r in zip(stops, runs, strict=True) if r["label"] == 0)
+  assert ew.rule_says_stop(loaded, runs[0]["rows"][:5], 3.25) is None  # not yet at step 100
+  (tmp_path / "bad.json").write_text('{"k": 100}')
+  with pytest.raises(ValueError, match="not a stop rule of version 1"):
+    ew.load_rule(str(tmp_path / "bad.json"))

@@ -325,3 +325,73 @@ def still_on_plateau(runs: Sequence[Row], k: int) -> list[Row]:
   """The runs that had not escaped by step k (first passage after k, or none): the runs a
   stop rule at k has to judge."""
   return [r for r in runs if r.get("escape_at") is None or r["escape_at"] > k]
+
+
+# A stop rule as data: what train.stop_when reads. The all-core-signals model fitted on every
+# stdlib run (survival and grid), its standardisation, the step k it judges at and the
+# threshold below which a run is stopped (the highest that stops no training run that kept
+# its escape), with the provenance a reader needs to trust it.
+RULE_VERSION = 1
+
+
+def fit_rule(runs: Sequence[Row], k: int, provenance: Mapping[str, Any]) -> dict[str, Any]:
+  """The stop rule at step k fitted on `runs`, as JSON-ready data."""
+  core = [f"{s}:{kind}" for s in CORE for kind in KINDS]
+  x, y, groups, _ = matrix(runs, k, core)
+  if len(set(y)) < 2:
+    raise ValueError(f"a stop rule at step {k} needs runs that escaped and runs that did not")
+  model = Standardised(x, y)
+  threshold = float(np.min(model.score(x)[y == 1])) - 1e-9
+  return {
+    "version": RULE_VERSION,
+    "k": k,
+    "features": core,
+    "mean": [float(v) for v in model.mean],
+    "std": [float(v) for v in model.std],
+    "weights": [float(v) for v in model.w],
+    "threshold": threshold,
+    "provenance": {
+      **provenance,
+      "runs": len(y),
+      "escaped": int(y.sum()),
+      "cells": len(set(groups)),
+    },
+  }
+
+
+def rule_score(rule: Mapping[str, Any], feats: Mapping[str, float]) -> float:
+  """The rule's score of one run's features at its step k (higher: more likely to escape)."""
+  x = np.asarray([feats.get(c, math.nan) for c in rule["features"]], float)
+  z = (x - np.asarray(rule["mean"])) / np.asarray(rule["std"])
+  z = np.where(np.isfinite(z), z, 0.0)
+  w = np.asarray(rule["weights"])
+  return float(z @ w[:-1] + w[-1])
+
+
+def rule_says_stop(
+  rule: Mapping[str, Any], rows: Sequence[Mapping[str, float]], entropy: float
+) -> tuple[bool, float] | None:
+  """(stop?, score) for a run whose logged metrics are `rows`, judged at the rule's step k;
+  None before the run has logged to step k."""
+  feats = features(rows, int(rule["k"]), entropy)
+  if feats is None:
+    return None
+  score = rule_score(rule, feats)
+  return score < float(rule["threshold"]), score
+
+
+def load_rule(path: str) -> dict[str, Any]:
+  """A stop rule written by scripts/early_warning.py; ValueError naming the file when it is
+  not one."""
+  try:
+    with open(path) as f:
+      rule = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"train.stop_when={path!r}: not a readable stop rule ({e})") from None
+  need = {"version", "k", "features", "mean", "std", "weights", "threshold"}
+  if not isinstance(rule, dict) or not need <= set(rule) or rule["version"] != RULE_VERSION:
+    raise ValueError(
+      f"train.stop_when={path!r}: not a stop rule of version {RULE_VERSION} "
+      f"(needs {', '.join(sorted(need))}; scripts/early_warning.py writes one)"
+    )
+  return rule
