@@ -1,0 +1,92 @@
+"""What practitioners reach for when a deep model will not train (docs/stabilizers/): logit
+softcapping, gated attention, attention sinks, qk-norm, the z-loss, Adam-atan2 and Muon, each
+measured against Post-LN's edge and on Pre-LN's loss-vs-lr curve.
+
+EDGE: Post-LN at 12 layers without warmup at lr 1e-3 (1 of 12 seeds escaped there, 0 kept;
+docs/survival) and 2e-3, on the survival protocol (configs/sweeps/survival.py: constant lr,
+1,500 steps, an eval every 25 on 8,192 tokens), with each stabilizer alone; 4 seeds a cell to
+start (seed-major, so a stopped sweep leaves every cell the same seeds; SEEDS=12 where a cell
+moves). Muon runs at MUON_LRS, to be set from its own 6-layer curve (CURVES below) before its
+edge cells mean anything: until then the edge cells run it at the Adam lrs.
+
+CURVES: Pre-LN with each stabilizer at 6 layers over the loss-vs-lr grid's 9 lrs and at 24
+layers over 3 lrs around its 6-layer best (the loss-vs-lr protocol: 1,000 steps, an eval
+every 50; seed 0), beside docs/lr_sensitivity/'s Pre-LN; Muon at 6, 12 and 24 layers under sp
+and CompleteP (does its best lr drift with depth?).
+
+  python scripts/sweep.py --grid=configs/sweeps/stabilizers.py --jobs=auto \
+      --sweep_dir=docs/stabilizers/runs --filter='^postnorm-.*-L12-lr0.001-s[0-3]$'
+  python scripts/survival.py --runs=docs/stabilizers/runs --out_dir=docs/stabilizers
+
+Cost on one pinned core of the 2-core CPU these were planned on (measured for the survival and
+loss-vs-lr grids, Pre-LN's shape; gated attention adds ~8% and Muon ~0% at d_model 64, a
+100-step 12-layer point side by side): ~6 min a 12-layer edge point (idle core; ~2.5x that
+with the other core loaded), so the 7 x 2 x 4 = 56 edge points are ~6 core-hours; the 6-layer
+curves 8 x 9 x 2 min = 2.4 core-hours, the 24-layer points 8 x 3 x 9 min = 3.6.
+"""
+
+import os
+
+from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+
+# name -> the overrides that turn it on (each a key of its own; docs/variants.md)
+STABILIZERS = {
+  "softcap": {"model.attn_softcap": 50.0, "model.final_softcap": 30.0},  # Gemma 2's caps
+  "attngate": {"model.attn_gate": "elementwise"},  # Qiu et al. 2025
+  "sinks": {"model.attn_sinks": True},  # gpt-oss
+  "qknorm": {"model.qk_norm": True},
+  "zloss": {"train.z_loss": 1e-4},  # PaLM's weight
+  "adamatan2": {"opt.name": "adam_atan2"},  # Everett et al. 2024
+  "muon": {"opt.name": "muon"},  # KellerJordan/Muon, Moonlight's RMS-matched scale
+}
+EDGE_LRS = (1e-3, 2e-3)
+MUON_LRS = EDGE_LRS  # provisional: set from Muon's own 6-layer curve
+SEEDS = tuple(range(int(os.environ.get("SEEDS", "4"))))
+CURVE_LRS = tuple(1.25e-4 * 2**k for k in range(9))  # the loss-vs-lr grid's
+LRS_24 = (2e-3, 4e-3, 8e-3)  # around Pre-LN's 6-layer best; reset per stabilizer once known
+
+
+def _edge(name: str, lr: float, seed: int) -> dict:
+  return constant_lr_point(
+    f"postnorm-{name}-L12-lr{lr:g}-s{seed}",
+    "configs/postnorm_96L.py",
+    12,
+    lr,
+    seed,
+    1500,
+    eval_every=25,
+    **{"train.eval_batches": 4, "train.checkpoint_every": 250},
+    **STABILIZERS[name],
+  )
+
+
+def _curve(name: str, n: int, lr: float, **extra) -> dict:
+  param = extra.get("model.depth_param")
+  tag = f"{name}-{param}" if param else name
+  return constant_lr_point(
+    f"prenorm-{tag}-L{n}-lr{lr:g}-s0",
+    "configs/prenorm_96L.py",
+    n,
+    lr,
+    0,
+    1000,
+    **STABILIZERS[name],
+    **extra,
+  )
+
+
+EDGE = [
+  _edge(name, lr, s)
+  for s in SEEDS
+  for name in STABILIZERS
+  for lr in (MUON_LRS if name == "muon" else EDGE_LRS)
+]
+CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
+CURVES += [_curve(name, 24, lr) for name in STABILIZERS for lr in LRS_24]
+CURVES += [
+  _curve("muon", n, lr, **{"model.depth_param": p, "model.base_depth": 6})
+  for p in ("sp", "completep")
+  for n in (12, 24)
+  for lr in CURVE_LRS
+]
+GRID = EDGE + CURVES
