@@ -376,7 +376,7 @@ AXES = [  # (section, key, valid values as configs/base.py's comments list them)
   ("model", "final_norm", ("auto", "true", "false")),
   ("model", "ffn_activation", ("gelu", "relu", "swiglu")),
   ("model", "position", ("learned", "rope")),
-  ("model", "attention", ("dense", "fused", "xla")),  # cudnn: refused on CPU (its own test)
+  ("model", "attention", ("dense", "fused", "xla")),  # cudnn, splash: refused on CPU (own tests)
   ("model", "remat", ("none", "full", "dots", "dots_no_batch")),
   ("model", "dtype", ("float32", "bfloat16")),
 ]

@@ -59,6 +59,7 @@ def _model_section(c: config_dict.ConfigDict) -> None:
     m[key] = decl.default
   # dense (einsums, probabilities materialised; the default) | fused
   # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
+  # | splash (JAX's Pallas splash kernel, TPU only; sequence length a multiple of 128)
   m.attention = "dense"
   m.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
   # Layers per iteration of the scanned stack; >= num_layers: no loop at all (no stacked

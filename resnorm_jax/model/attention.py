@@ -3,11 +3,12 @@
 Legend: B batch, T query time, S key time, D model width, H heads, K head dim.
 Softmax is computed in float32 whatever the compute dtype.
 
-Two implementations of the same formula (`model.attention`, resolved in config_types):
+Implementations of the same formula (`model.attention`, resolved in config_types):
 `dense` (this file's einsums: the [B, H, T, S] probabilities are materialised and kept for
-the backward pass) and `jax.nn.dot_product_attention` with `implementation='xla'` (the same
+the backward pass), `jax.nn.dot_product_attention` with `implementation='xla'` (the same
 materialised formula, written by JAX) or `'cudnn'` (cuDNN flash attention on a GPU: the
-probabilities are never stored, bfloat16/float16 only).
+probabilities are never stored, bfloat16/float16 only), and `splash` (JAX's Pallas splash
+attention on a TPU, model/splash.py: no probabilities stored either).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import variants, width_param
+from resnorm_jax.model import splash, variants, width_param
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense
@@ -68,7 +69,8 @@ class Attention(nnx.Module):
     d = cfg.d_model
     self.num_heads = cfg.num_heads
     self.head_dim = cfg.head_dim
-    self.implementation = cfg.attention  # dense | xla | cudnn
+    self.implementation = cfg.attention  # dense | xla | cudnn | splash
+    self.softcap = cfg.attn_softcap  # the splash kernel's own cap (dense: self.logit_map)
     self.q = Dense(rngs.params(), rule, "q", (d, d), ("embed", "heads"))
     self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
     self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
@@ -121,7 +123,12 @@ class Attention(nnx.Module):
       q, k = apply_rope(q, sin[:t], cos[:t]), apply_rope(k, sin[:t], cos[:t])
     if self.ngpt is not None:
       q, k = self.ngpt(q, k)
-    if self.implementation != "dense" and self.sink is not None:
+    if self.implementation == "splash":  # the kernel takes the cap and the sinks itself
+      sinks = None if self.sink is None else self.sink()
+      ctx_BxTxHxK = splash.attention(
+        q, k, v, self.softmax_scale, sinks_H=sinks, softcap=self.softcap or None
+      )
+    elif self.implementation != "dense" and self.sink is not None:
       ctx_BxTxHxK = self._sink_fused_context(q, k, v)
     elif self.implementation != "dense":
       # Scores accumulate in float32 (the XLA path asks for a float32 result; cuDNN's

@@ -20,9 +20,10 @@ REMATS = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
 # model.attention: `dense` (default: einsums, probabilities materialised), `fused`
 # (jax.nn.dot_product_attention: cuDNN flash attention on a GPU in bfloat16, XLA elsewhere),
-# or one implementation by name. ModelConfig holds the resolved one: dense | xla | cudnn.
-ATTENTIONS = ("dense", "fused", "xla", "cudnn")
-ATTENTION_IMPLEMENTATIONS = ("dense", "xla", "cudnn")
+# or one implementation by name (`splash`: the Pallas splash kernel on a TPU, model/splash.py).
+# ModelConfig holds the resolved one: dense | xla | cudnn | splash.
+ATTENTIONS = ("dense", "fused", "xla", "cudnn", "splash")
+ATTENTION_IMPLEMENTATIONS = ("dense", "xla", "cudnn", "splash")
 
 
 def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
@@ -127,13 +128,24 @@ schema's (resnorm_jax/config/schema.py) (model_config_from)."""
 
 
 def resolve_attention(name: str, platform: str, dtype: str, head_dim: int) -> str:
-  """The attention implementation `model.attention=name` means on `platform` (dense|xla|cudnn).
+  """The attention implementation `model.attention=name` means on `platform`
+  (dense|xla|cudnn|splash).
 
   `fused` takes cuDNN only where its flash kernel applies (a GPU, bfloat16, a head dim that
-  is a multiple of 8 and <= 128: every GPU generation has it), XLA otherwise; `cudnn` asked
-  by name where it cannot run is refused before anything compiles.
+  is a multiple of 8 and <= 128: every GPU generation has it), XLA otherwise; `cudnn` and
+  `splash` (a TPU kernel; on a CPU only in the tests' Pallas interpret mode, model/splash.py)
+  asked by name where they cannot run are refused before anything compiles.
   """
   _choice("model.attention", name, ATTENTIONS)
+  if name == "splash" and platform != "tpu":
+    from resnorm_jax.model import splash  # its INTERPRET flag: the tests run it on a CPU
+
+    if not (platform == "cpu" and splash.INTERPRET):
+      other = "'cudnn' or 'fused'" if platform == "gpu" else "'dense' or 'fused'"
+      raise ValueError(
+        f"model.attention='splash' (the Pallas splash kernel) runs on a TPU only; here "
+        f"platform={platform!r}. Use model.attention={other}"
+      )
   cudnn_ok = platform == "gpu" and dtype == "bfloat16" and head_dim % 8 == 0 and head_dim <= 128
   if name == "fused":
     return "cudnn" if cudnn_ok else "xla"

@@ -46,6 +46,12 @@ def constrained(fn: Callable, sharding: jax.sharding.Sharding | None) -> Callabl
   return wrapped
 
 
+def current() -> jax.sharding.Sharding | None:
+  """The enclosing `stream_sharding` context's sharding (None outside one): what a kernel the
+  partitioner cannot split (model/splash.py) runs under shard_map with."""
+  return _STREAM.get()
+
+
 def constrain(x_BxT: jax.Array) -> jax.Array:
   """The stream (batch leading: [B, T, D], hyper-connections' [B, T, n, D]) on the sharding
   of the enclosing `stream_sharding` context; unchanged outside one."""

@@ -121,15 +121,18 @@ def with_overrides(config: ConfigDict, overrides: dict[str, Any]) -> ConfigDict:
   return c
 
 
-def resolve_vocab(config: ConfigDict, vocab_size: int = 0) -> tuple[int, str]:
+def resolve_vocab(
+  config: ConfigDict, vocab_size: int = 0, platform: str | None = None
+) -> tuple[int, str]:
   """(vocabulary, note): `vocab_size` if given, else the run's (model.vocab_size or its data);
-  a :paper config whose token folder is not on this host compiles at GPT-2's padded 50,304."""
+  a :paper config whose token folder is not on this host compiles at GPT-2's padded 50,304.
+  `platform`: the target's (what model.attention resolves to there; splash: a TPU's)."""
   from resnorm_jax.train import run_setup
 
   if vocab_size:
     return vocab_size, ""
   try:
-    return run_setup.model_config(config).vocab_size, ""
+    return run_setup.model_config(config, platform=platform).vocab_size, ""
   except ValueError:
     if config.model.vocab_size:
       raise
@@ -154,7 +157,7 @@ def compile_for(
 
   chip, name, topo_devices, platform = target_devices(topology)
   devices = list(devices if devices is not None else topo_devices)
-  vocab, note = resolve_vocab(config, vocab_size)
+  vocab, note = resolve_vocab(config, vocab_size, platform)
   try:
     run = run_setup.build(config, devices, vocab_size=vocab, platform=platform)
   except ValueError as e:
@@ -171,6 +174,15 @@ def compile_for(
       cost, corrected = loop_corrected(train.cost, two.cost, layers), True
       costs.append(two.cost)
   seconds, source = step_estimate(costs, cost, chip) if cost else (None, "")
+  notes = [note] if note else []
+  if run.mcfg.attention == "splash" and cost:
+    # Measured (docs/tpu_compile/README.md, "A Mosaic kernel in the cost model"): the TPU
+    # cost model counts a Pallas kernel's custom call as 0 FLOPs and 0 bytes.
+    source += "; splash kernel not counted"
+    notes.append(
+      "the splash attention kernel is not in the cost model (a Mosaic custom call counts 0 "
+      "FLOPs, 0 bytes): the FLOPs and the step estimate leave attention out"
+    )
   evaluated = None
   if eval_step and not train.oom:
     evaluated = compile_lowered(run.eval_fn.lower(run.abstract, run.abstract_batch))
@@ -195,7 +207,7 @@ def compile_for(
     seconds=seconds,
     seconds_source=source,
     scanned=run.mcfg.scan_unroll < layers,
-    notes=[note] if note else [],
+    notes=notes,
   )
 
 

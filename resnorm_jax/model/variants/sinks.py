@@ -15,8 +15,10 @@ row of t keys gives the sink 1 / (t + 1) of its mass.
 The dense path appends the column to the logits. The xla path (jax.nn.dot_product_attention,
 implementation='xla') gets the same softmax from one extra key and value of zeros, its
 logit q.0 = 0 plus a bias of s_h, never masked: exp(s_h) joins the denominator and its value
-adds nothing. cuDNN's kernel (model.attention=cudnn, or fused on a GPU in bfloat16) is
-refused: its sequence must keep its length and mask.
+adds nothing. The splash kernel (model.attention=splash) takes the sinks itself: its
+running max starts at s_h and its denominator at exp(s_h) (gradient included). cuDNN's
+kernel (model.attention=cudnn, or fused on a GPU in bfloat16) is refused: its sequence must
+keep its length and mask.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ def _bool(value) -> str | None:
 
 
 def check(cfg) -> None:
-  if cfg.attention not in ("dense", "xla"):
+  if cfg.attention not in ("dense", "xla", "splash"):
     raise ValueError(
       f"model.attn_sinks=True with model.attention={cfg.attention!r}: the sink's column needs "
-      "the dense or xla path; valid values: dense, xla"
+      "the dense or xla path or the splash kernel's sinks; valid values: dense, xla, splash"
     )
 
 

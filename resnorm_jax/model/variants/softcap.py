@@ -10,7 +10,9 @@ final_logit_softcap`, the last step before the loss); its Gemma 2 configs set
   model.attn_softcap   c on attention's scaled logits q.k / sqrt(K), before the causal mask
                        (0: off, the default). The dense path only: jax.nn.dot_product_attention
                        (model.attention=xla, cudnn, fused) forms no logits to cap, so it is
-                       refused there. The dense path's `attn_logit_max` is then the capped one.
+                       refused there; the splash kernel (model.attention=splash) caps them
+                       itself (its attn_logits_soft_cap, on the same scaled logits). The
+                       dense path's `attn_logit_max` is then the capped one.
   model.final_softcap  c on the model's output logits, after every other factor on them
                        (muP's 1/m_d, nGPT's s_z) (0: off, the default); every attention path.
 
@@ -44,12 +46,12 @@ def _cap(value) -> str | None:
 
 
 def check(cfg) -> None:
-  """Attention's cap needs the logits formed: the dense path."""
-  if cfg.attn_softcap and cfg.attention != "dense":
+  """Attention's cap needs the logits formed: the dense path, or the splash kernel's own cap."""
+  if cfg.attn_softcap and cfg.attention not in ("dense", "splash"):
     raise ValueError(
-      f"model.attn_softcap={cfg.attn_softcap!r} needs model.attention='dense' (jax.nn."
-      f"dot_product_attention forms no logits to cap); here model.attention="
-      f"{cfg.attention!r}; valid values: dense"
+      f"model.attn_softcap={cfg.attn_softcap!r} needs model.attention='dense' or 'splash' "
+      f"(jax.nn.dot_product_attention forms no logits to cap); here model.attention="
+      f"{cfg.attention!r}; valid values: dense, splash"
     )
 
 

@@ -1,0 +1,113 @@
+"""model.attention=splash: JAX's Pallas splash attention (a TPU flash-attention kernel), causal.
+
+`jax.experimental.pallas.ops.tpu.splash_attention` (JAX 0.10.2): `make_splash_mha` builds a
+kernel for one sequence, heads-major, q [H, T, K], k and v [H, S, K], from a per-head mask
+(`MultiHeadMask` of `CausalMask`) and tile sizes (`BlockSizes`); it is vmapped here over the
+batch. The kernel does not scale the logits: q is multiplied by the model's softmax scale
+first (1/sqrt(K), muP's 1/K, nGPT's sqrt(K)), so its `attn_logits_soft_cap` caps the scaled
+logits q.k * scale, as the dense path's softcap does (variants/softcap.py), and its `sinks`
+(one logit per head whose exp joins every row's denominator) are the dense path's sinks
+(variants/sinks.py), their gradient included. Scores, softmax and the output's accumulator
+are float32 in the kernel; no [B, H, T, S] probabilities are stored (the backward pass
+recomputes them from the saved logsumexp).
+
+Tiles: 512 where the sequence length divides by it, else 256, else 128 (Mosaic's lane width:
+the kernel needs tiles of 128 multiples that divide the sequence, so the sequence length must
+be a multiple of 128), the same for the forward pass and the two backward kernels (dq, dkv).
+
+Where it runs: a TPU (Mosaic). Anywhere else the kernel can only be interpreted (Pallas
+interpret mode: the kernel's body run as ordinary JAX ops, slowly), which only the tests use:
+they set INTERPRET = True; otherwise `config_types.resolve_attention` refuses `splash` off a
+TPU before anything compiles.
+
+Sharding: a Mosaic kernel is a custom call the SPMD partitioner cannot split. Inside a step
+traced with the stream's sharding (stream_sharding.py: rows over the data-parallel mesh
+axes), the kernel runs under `jax.shard_map` on each chip's rows; heads are not split (the
+model's `heads` rule maps to `tensor`: with mesh.tensor > 1 the heads are gathered first).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
+
+from resnorm_jax.model import stream_sharding
+
+# Pallas interpret mode (the kernel run as plain JAX ops on any backend). Only the tests set
+# it: on a CPU `splash` is refused unless it is True.
+INTERPRET = False
+
+LANES = 128  # the kernel's tiles are multiples of this (NUM_LANES in splash_attention_kernel)
+TILES = (512, 256, 128)
+
+
+def block_size(seq_len: int) -> int:
+  """The tile for a sequence of `seq_len`: the largest of TILES that divides it."""
+  for tile in TILES:
+    if seq_len % tile == 0:
+      return tile
+  raise ValueError(
+    f"model.attention='splash' needs a sequence length that is a multiple of {LANES} (the "
+    f"kernel's tile); got {seq_len}. Use train.seq_len={-(-seq_len // LANES) * LANES} or "
+    "model.attention='dense'"
+  )
+
+
+def _kernel(num_heads: int, seq_len: int, softcap: float | None, interpret: bool):
+  from jax.experimental.pallas.ops.tpu import splash_attention as sa
+
+  tile = block_size(seq_len)
+  blocks = sa.BlockSizes(
+    block_q=tile,
+    block_kv=tile,
+    block_kv_compute=tile,
+    block_q_dkv=tile,
+    block_kv_dkv=tile,
+    block_kv_dkv_compute=tile,
+    block_q_dq=tile,
+    block_kv_dq=tile,
+  )
+  mask = sa.MultiHeadMask([sa.CausalMask((seq_len, seq_len)) for _ in range(num_heads)])
+  return sa.make_splash_mha(
+    mask,
+    block_sizes=blocks,
+    head_shards=1,
+    q_seq_shards=1,
+    attn_logits_soft_cap=softcap,
+    interpret=interpret,
+  )
+
+
+def attention(
+  q_BxTxHxK: jax.Array,
+  k_BxTxHxK: jax.Array,
+  v_BxTxHxK: jax.Array,
+  scale: float,
+  *,
+  sinks_H: jax.Array | None = None,
+  softcap: float | None = None,
+) -> jax.Array:
+  """softmax(cap(Q K^T * scale) + causal mask [+ sink column]) V by the splash kernel:
+  [B, T, H, K], q's dtype."""
+  _, t, h, _ = q_BxTxHxK.shape
+  kernel = _kernel(h, t, softcap or None, INTERPRET)
+  q = (q_BxTxHxK.astype(jnp.float32) * scale).astype(q_BxTxHxK.dtype)
+  q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k_BxTxHxK, v_BxTxHxK))  # [B, H, T, K]
+  sinks = None if sinks_H is None else sinks_H.astype(jnp.float32)
+
+  def per_shard(q, k, v, sinks):
+    return jax.vmap(lambda q, k, v: kernel(q, k, v, sinks=sinks))(q, k, v)
+
+  sharding = stream_sharding.current()
+  if isinstance(sharding, NamedSharding) and len(sharding.spec):
+    rows = PartitionSpec(sharding.spec[0])
+    per_shard = jax.shard_map(
+      per_shard,
+      mesh=sharding.mesh,
+      in_specs=(rows, rows, rows, PartitionSpec()),
+      out_specs=rows,
+      check_vma=False,  # a Pallas call carries no varying-axes type; the transpose psums
+    )
+  out_BxHxTxK = per_shard(q, k, v, sinks)
+  return jnp.swapaxes(out_BxHxTxK, 1, 2)
