@@ -33,12 +33,28 @@ _VOCAB = flags.DEFINE_integer("vocab_size", 0, "Vocabulary (0: the run's; no dat
 _EVAL = flags.DEFINE_bool("eval", True, "Also compile the eval step.")
 _LOOP = flags.DEFINE_bool("loop_correction", True, "Correct the cost for the scanned stack.")
 _SEARCH = flags.DEFINE_integer("search", 6, "Does not fit: try up to N candidate settings.")
-_JSON = flags.DEFINE_string("json", "", "Also write the result as one JSON object to this file.")
+_JSON = flags.DEFINE_string(
+  "json", "", "Also write the result as one JSON object to this file (its folder must exist)."
+)
+
+
+def _check_json_path(path: str) -> None:
+  """Bad input (exit status 2, one line) when --json names a file in a folder that does not
+  exist, or a folder: the folder is not made (a misspelt path would leave folders behind)."""
+  import os
+
+  folder = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    cli.fail(f"--json={path} is a folder: name the file to write (e.g. {path}/result.json)")
+  if not os.path.isdir(folder):
+    cli.fail(f"--json={path}: its folder {folder} does not exist (it is not made): create it first")
 
 
 def main(argv):
   if len(argv) > 1 or _CONFIG.value is None or not _TOPOLOGY.value:
     cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
+  if _JSON.value:  # before compiling; a folder is never made for it
+    _check_json_path(_JSON.value)
   from resnorm_jax.tools import target_compile as tc
   from resnorm_jax.tools import target_report
 

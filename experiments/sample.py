@@ -11,6 +11,7 @@ resnorm_jax/tools/generate.py. Bad input (no checkpoint, a bad flag value) exits
 """
 
 import math
+import os
 import sys
 
 from absl import flags, logging
@@ -37,6 +38,15 @@ def _check_flags() -> None:
     cli.fail(f"--temperature={_TEMPERATURE.value} must be a finite number >= 0 (0: greedy)")
   if _TOP_K.value < 0:
     cli.fail(f"--top_k={_TOP_K.value} must be >= 0 (0: the whole vocabulary)")
+  try:  # argv bytes that are not UTF-8 arrive as lone surrogates (surrogateescape)
+    _PROMPT.value.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raw = os.fsencode(_PROMPT.value)
+    bad = os.fsencode(_PROMPT.value[e.start : e.end])
+    cli.fail(
+      f"--prompt is not valid UTF-8 text (bytes {bad!r} at byte {raw.find(bad)}): refused, not "
+      "guessed; give the prompt as UTF-8 (the tokenizers encode text as UTF-8)"
+    )
 
 
 def main(argv):

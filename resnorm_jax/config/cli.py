@@ -127,13 +127,74 @@ def load_config_file(spec: str) -> ConfigDict:
   module = importlib.util.module_from_spec(module_spec)
   try:
     module_spec.loader.exec_module(module)
-    config = module.get_config(arg) if arg else module.get_config()
-  except (TypeError, ValueError, ImportError, AttributeError) as e:
-    raise ValueError(f"{spec}: {e}") from None
-  if not isinstance(config, ConfigDict):
-    raise ValueError(f"{spec}: get_config() did not return a ConfigDict")
+    get_config = getattr(module, "get_config", None)
+    if get_config is None:
+      raise ValueError(f"{spec}: config file {path!r} defines no get_config()")
+    config = get_config(arg) if arg else get_config()
+  except ValueError:
+    raise
+  except Exception as e:  # noqa: BLE001 - a config file is Python: whatever it raises
+    raise ValueError(config_file_error(spec, e)) from None
+  check_config_type(spec, config)
   config.lock()
   return config
+
+
+def config_file_error(spec: str, e: BaseException) -> str:
+  """One line for a config file that failed to run (a config file is Python, run when it is
+  read): `--config=SPEC: config file 'F' failed at line N: SyntaxError: ...`."""
+  path = spec.partition(":")[0]
+  line = getattr(e, "lineno", None) if isinstance(e, SyntaxError) else None
+  if (
+    isinstance(e, SyntaxError)
+    and e.filename
+    and os.path.abspath(e.filename) != os.path.abspath(path)
+  ):
+    path = e.filename  # a file the config imports
+  tb = e.__traceback__
+  while tb is not None and line is None:  # the innermost frame in the config file
+    frames = []
+    while tb is not None:
+      frames.append(tb)
+      tb = tb.tb_next
+    for frame in reversed(frames):
+      if os.path.abspath(frame.tb_frame.f_code.co_filename) == os.path.abspath(path):
+        line = frame.tb_lineno
+        break
+  if isinstance(e, AttributeError) and "get_config" in str(e) and line is None:
+    return f"--config={spec}: config file {path!r} defines no get_config()"
+  at = f" at line {line}" if line else ""
+  detail = e.msg if isinstance(e, SyntaxError) else str(e)
+  detail = " ".join(str(detail).split())  # one line
+  return f"--config={spec}: config file {path!r} failed{at}: {type(e).__name__}: {detail}"
+
+
+def _from_config_file(e: BaseException, spec: str) -> bool:
+  """Whether `e` came from running the config file `spec` names (not from a --config.KEY
+  override, whose KeyError / AttributeError / TypeError / ValueError say so themselves)."""
+  if isinstance(e, SyntaxError) or not isinstance(e, (KeyError, AttributeError, TypeError)):
+    return not isinstance(e, ValueError) or _frame_in(e, spec)
+  return _frame_in(e, spec) or "get_config" in str(e)
+
+
+def _frame_in(e: BaseException, spec: str) -> bool:
+  path = os.path.abspath(spec.partition(":")[0])
+  tb = e.__traceback__
+  while tb is not None:
+    if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+      return True
+    tb = tb.tb_next
+  return False
+
+
+def check_config_type(spec: str, config: Any) -> None:
+  """ValueError unless get_config() gave a ConfigDict (a plain dict has no locked keys, no
+  overrides, no attribute access: it failed deep in the run with an AttributeError)."""
+  if not isinstance(config, ConfigDict):
+    raise ValueError(
+      f"--config={spec}: get_config() returned a {type(config).__name__}, not an "
+      "ml_collections.ConfigDict (wrap it: ConfigDict(d), or start from configs/base.py)"
+    )
 
 
 def load_configs(
@@ -193,7 +254,19 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
       a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")
     )
     _refuse_missing_config_file(argv)
-    return flags.FLAGS(argv)
+    try:
+      rest = flags.FLAGS(argv)
+    except flags.Error:
+      raise
+    except Exception as e:  # noqa: BLE001 - raised by running a --config file (it is Python)
+      spec = _config_spec(argv)
+      if spec is None or not _from_config_file(e, spec):
+        raise
+      raise ValueError(config_file_error(spec, e)) from None
+    spec = _config_spec(argv)
+    if spec is not None and "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
+      check_config_type(spec, flags.FLAGS["config"].value)
+    return rest
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
     if "Traceback" in msg:  # config_flags wraps errors raised by get_config(arg)
@@ -222,6 +295,16 @@ def run_app(main, module_name: str) -> None:
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
       flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   app.run(main, flags_parser=parse_flags_or_exit)
+
+
+def _config_spec(argv: Sequence[str]) -> str | None:
+  """The FILE[:ARG] of --config in `argv`, None without one."""
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      return a[len("--config=") :]
+    if a == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
 
 
 def _refuse_missing_config_file(argv: Sequence[str]) -> None:
@@ -281,12 +364,21 @@ def apply_variant(config, spec: str):
 
 def write_json(path: str, obj: Any) -> None:
   """Writes `obj` as indented, key-sorted JSON, then renames into place (a reader never sees
-  half a file); a local path or gs://..., through etils.epath."""
+  half a file); a local path or gs://..., through etils.epath. A local path or its
+  temporary file that is a symbolic link is refused (fs.SymlinkRefused), never followed."""
   from etils import epath
 
+  from resnorm_jax.data import fs
+
+  text = json.dumps(obj, indent=2, sort_keys=True, default=str)
   tmp = epath.Path(path + ".tmp")
   tmp.parent.mkdir(parents=True, exist_ok=True)
-  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+  if fs.is_remote(path):
+    tmp.write_text(text)
+  else:  # never through a symbolic link, at the file or its temporary name (ValueError)
+    fs.refuse_symlink(path)
+    with fs.open_nofollow(tmp) as f:
+      f.write(text)
   tmp.replace(path)
 
 

@@ -11,6 +11,7 @@ GCS file does. A local workdir is written in place, as before.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -42,14 +43,58 @@ def unique_suffix() -> str:
   return f"{socket.gethostname()}.{os.getpid()}"
 
 
+class SymlinkRefused(ValueError):
+  """A file a run writes is a symbolic link: never followed (writing through it would
+  overwrite the file it points to, anywhere); refused like bad input (exit status 2)."""
+
+
+def refuse_symlink(path: str | os.PathLike) -> None:
+  """SymlinkRefused when the local `path` is a symbolic link (lstat: the link itself, not
+  its target); nothing when it is missing, a file, or a URL."""
+  path = os.fspath(path)
+  if is_remote(path):
+    return
+  try:
+    is_link = os.path.islink(path)
+    target = os.readlink(path) if is_link else ""
+  except OSError:
+    return
+  if is_link:
+    raise SymlinkRefused(
+      f"{path} is a symbolic link (to {target!r}): a run never writes through one (the file "
+      "it points to would be overwritten); remove the link (its target is left as it is) "
+      "and run the same command again"
+    )
+
+
+def open_nofollow(path: str | os.PathLike, mode: str = "w"):
+  """open(path, mode) for writing ('w', 'a', 'wb', 'ab', 'r+b'), never through a symbolic
+  link: O_NOFOLLOW, so a link made at `path` is refused (SymlinkRefused), not followed; a new
+  file is made 0644 less the umask, as open() makes it."""
+  path = os.fspath(path)
+  refuse_symlink(path)
+  flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}
+  flags["r+"] = os.O_RDWR
+  base = mode.replace("b", "")
+  try:
+    fd = os.open(path, flags[base] | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+  except OSError as e:
+    if e.errno == errno.ELOOP:  # a link made since the check
+      refuse_symlink(path)
+    raise
+  return os.fdopen(fd, mode)
+
+
 def replace_text(path: str, text: str) -> None:
   """Replaces a file's text so a reader never sees half of it; a local file keeps its mode."""
   dest = epath.Path(path)
   if is_remote(path):
     dest.write_text(text)  # an object is replaced whole: readers see the old or the new
     return
+  refuse_symlink(dest)
   tmp = dest.with_name(f".{dest.name}.{unique_suffix()}.tmp")
-  tmp.write_text(text)
+  with open_nofollow(tmp) as f:
+    f.write(text)
   if dest.exists():
     shutil.copymode(dest, tmp)  # a temporary file is 0600 or the umask's; keep the original's
   tmp.replace(dest)

@@ -79,6 +79,14 @@ def _load_prepared(
     for e in split["shards"]
   }
   full = {s: shards_lib.split_files(folder, manifest, s) for s in ("train", "val")}
+  for split, files in full.items():  # a shard the manifest lists and the folder lacks
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+      raise DataError(
+        f"{missing[0]!r} is missing ({len(missing)} of the {len(files)} {split} shards "
+        f"{folder}/{shards_lib.MANIFEST} lists): restore it, or prepare the folder again "
+        "(python -m experiments.prepare_data)"
+      )
   paths = full["train"] if os.path.isdir(path) else expand(path, "data.path")
   val_paths = expand(val_path, "data.val_path") if val_path else full["val"]
   held = {os.path.realpath(p) for p in val_paths}
@@ -124,8 +132,16 @@ def _manifest_counts(folder: str, manifest: dict) -> dict[str, np.ndarray]:
   path = os.path.join(folder, shards_lib.COUNTS)
   if not manifest.get("token_counts") or not os.path.isfile(path):
     return {}
-  with np.load(path) as f:
-    return {k: np.asarray(f[k], dtype=np.int64) for k in f.files}
+  try:
+    with np.load(path) as f:
+      return {k: np.asarray(f[k], dtype=np.int64) for k in f.files}
+  except Exception as e:  # noqa: BLE001 - a damaged .npz: zip, pickle or array errors
+    detail = " ".join(str(e).split())[:200]
+    raise DataError(
+      f"{path} cannot be read ({type(e).__name__}: {detail}): the file is damaged; check "
+      f"the folder with python -m experiments.prepare_data --verify={folder}, or prepare it "
+      "again"
+    ) from None
 
 
 def load_tokens(

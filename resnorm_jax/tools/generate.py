@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -168,6 +169,8 @@ def restore(workdir: str, run: run_setup.RunSetup) -> tuple[Any, int]:
   if not steps:
     raise ValueError(f"{workdir} has no checkpoint (no committed step in {root})")
   abstract = run.abstract
+  held = ckpt_lib.quiet_orbax_errors()  # TensorStore's error is dozens of lines: one here
+  damaged: list[str] = []
   for step in reversed(steps):
     try:
       state = ocp.PyTreeCheckpointer().restore(
@@ -181,10 +184,19 @@ def restore(workdir: str, run: run_setup.RunSetup) -> tuple[Any, int]:
       bad = [k for k, v in saved.items() if table.get(k) != v]
       if bad:
         raise ValueError(f"{len(bad)} leaves differ from their saved fingerprint")
-      return state, step
     except Exception as e:  # noqa: BLE001 - any read failure: try the previous one
-      print(f"WARNING: checkpoint at step {step} unreadable ({type(e).__name__}: {e})")
-  raise ValueError(f"no checkpoint of {workdir} reads back intact (steps {steps})")
+      held.reported()
+      damaged.append(f"step {step} at {root / str(step)} ({ckpt_lib.one_line(e)})")
+      continue
+    if damaged:  # as a training resume does, read only: nothing is moved
+      print(
+        f"WARNING: checkpoint {'; '.join(damaged)} is damaged: sampling step {step}, the "
+        "newest intact one",
+        file=sys.stderr,
+        flush=True,
+      )
+    return state, step
+  raise ValueError(f"no checkpoint of {workdir} reads back intact: {'; '.join(damaged)} damaged")
 
 
 @dataclasses.dataclass

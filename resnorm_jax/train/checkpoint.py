@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 
 import jax
@@ -64,21 +65,95 @@ class SaveFailed(RuntimeError):
     super().__init__(describe_io_error(error, directory, f"saving the checkpoint of step {step}"))
 
 
+def _from_orbax(record: logging.LogRecord) -> bool:
+  """Whether a log record is orbax's, or an asyncio record of an exception raised in orbax
+  (a background save's write futures, gathered and never retrieved once the save failed)."""
+  if "orbax" in record.pathname:
+    return True
+  tb = record.exc_info[2] if record.exc_info else None
+  while tb is not None:
+    if "orbax" in tb.tb_frame.f_code.co_filename:
+      return True
+    tb = tb.tb_next
+  return False
+
+
 class _NoTracebacks(logging.Filter):
   """Orbax logs every failure of a background save or restore with its traceback (hundreds
-  of lines per fault, TensorStore's longer still); the run reports the fault in one line of
-  its own, so orbax's records keep their message and lose the traceback."""
+  of lines per fault, TensorStore's longer still), and asyncio each of the save's write
+  futures whose error nobody retrieved (one per array, with a traceback); the run reports
+  the fault in one line of its own (SaveFailed, a damaged checkpoint's line). So orbax's
+  error records are held, not printed: dropped once the checkpointer has reported its fault
+  (`reported`), else printed at its close, one line each without a traceback (`release`)."""
+
+  def __init__(self):
+    super().__init__()
+    self.held: list[logging.LogRecord] = []
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if "orbax" in record.pathname and record.exc_info:
+    if not _from_orbax(record):
+      return True
+    if record.levelno >= logging.ERROR:
+      self.held.append(record)
+      return False
+    if record.exc_info:
       record.exc_info, record.exc_text = None, None
     return True
 
+  def reported(self) -> None:
+    self.held.clear()
+
+  def release(self) -> None:
+    held, self.held = self.held, []
+    for record in held:
+      print(f"orbax: {' '.join(record.getMessage().split())}", flush=True)
+
+
+_ORBAX_ERRORS = _NoTracebacks()
+
+
+def _unraisable(hook):
+  """sys.unraisablehook that drops the `Event loop is closed` errors of a failed save's write
+  futures completing after orbax closed their event loop (one traceback per array on a full
+  disk); any other unraisable error goes to `hook`."""
+
+  def quiet(unraisable):
+    e = unraisable.exc_value
+    if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+      return
+    hook(unraisable)
+
+  quiet.resnorm_quiet = True
+  return quiet
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+  """`Type: the first line of its message` (TensorStore's errors carry a JSON spec of dozens
+  of lines), at most `limit` characters."""
+  text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+  text = text.split(" See full TensorStore details")[0]  # then the whole spec, as a repr
+  cause = e.__cause__ or e.__context__
+  if cause is not None and str(cause).strip():  # TensorStore's reason (DATA_LOSS: ...)
+    text = f"{text} ({str(cause).strip().splitlines()[0]})"
+  text = text if len(text) <= limit else text[: limit - 3] + "..."
+  return f"{type(e).__name__}: {text}"
+
+
+def quiet_orbax_errors() -> _NoTracebacks:
+  """Holds orbax's error records and tracebacks (see _NoTracebacks); returns the holder, for
+  a reader of checkpoints other than Checkpointer (experiments.sample) to call `reported()`
+  once it has said a fault in its own line, or `release()`."""
+  _quiet_orbax_tracebacks()
+  return _ORBAX_ERRORS
+
 
 def _quiet_orbax_tracebacks() -> None:
-  absl_logger = logging.getLogger("absl")
-  if not any(isinstance(f, _NoTracebacks) for f in absl_logger.filters):
-    absl_logger.addFilter(_NoTracebacks())
+  for name in ("absl", "asyncio"):
+    logger = logging.getLogger(name)
+    if _ORBAX_ERRORS not in logger.filters:
+      logger.addFilter(_ORBAX_ERRORS)
+  if not getattr(sys.unraisablehook, "resnorm_quiet", False):
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
 
 
 def _handlers() -> ocp.handlers.DefaultCheckpointHandlerRegistry:
@@ -130,6 +205,7 @@ class Checkpointer:
     self.save_seconds: list[float] = []  # time each save() blocked the caller
     self.saving: int | None = None  # the step of a save started and not yet seen to finish
     self.failed: SaveFailed | None = None
+    _refuse_non_folder(self.directory)
     _quiet_orbax_tracebacks()
     self.unfinished = _unfinished(self.directory)  # saves cut short by a kill: removed now
     for name in self.unfinished:
@@ -170,6 +246,7 @@ class Checkpointer:
 
   def _fail(self, e: BaseException):
     self.failed = SaveFailed(self.saving, e, self.directory)
+    _ORBAX_ERRORS.reported()  # the line SaveFailed makes says it
     self.saving = None
     raise self.failed from e
 
@@ -224,7 +301,8 @@ class Checkpointer:
     damaged: list[tuple[int, str]] = []
 
     def report(step: int, e: Exception) -> None:
-      msg = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+      _ORBAX_ERRORS.reported()  # the line below says it
+      msg = one_line(e)
       print(
         f"WARNING: checkpoint at step {step} is damaged ({msg}); trying the previous one",
         flush=True,
@@ -304,6 +382,23 @@ class Checkpointer:
       except Exception:  # noqa: BLE001 - after a failed save, the same error again
         if self.failed is None:
           raise
+      finally:
+        if self.failed is None:
+          _ORBAX_ERRORS.release()  # an error no line of the run's has said
+        else:
+          _ORBAX_ERRORS.reported()
+
+
+def _refuse_non_folder(directory: str) -> None:
+  """CheckpointError (bad input, exit status 2) when the checkpoint folder's path holds a
+  file: the run trained to its first save and then failed advising to free space."""
+  if "://" in directory or not os.path.lexists(directory) or os.path.isdir(directory):
+    return
+  what = "a symbolic link to no folder" if os.path.islink(directory) else "a file"
+  raise CheckpointError(
+    f"{directory} is {what}, not the run's checkpoint folder: move it away (nothing of the "
+    "run is in it) and run the same command again"
+  )
 
 
 def check_step(saved: int | None, folder: int) -> None:

@@ -47,6 +47,20 @@ def summary_fields(
   return curve_fields(records, summary, vocab)
 
 
+def first_row_lost(metrics_path: str, config: Mapping[str, Any] | None, steps: int | None):
+  """The step of the first row a run's metrics file should hold and does not (its rows from
+  step 1 on are lost: a metrics.jsonl deleted before a resume), else None. The first row a
+  run logs is at min(train.log_every, train.eval_every, its steps) (config.json's)."""
+  train = (config or {}).get("train") or {}
+  every = [v for v in (train.get("log_every"), train.get("eval_every"), steps) if v]
+  if not all(isinstance(v, int) and v > 0 for v in every) or not every or not steps:
+    return None
+  first = min(every)
+  records = read_metrics(metrics_path) if epath.Path(metrics_path).is_file() else []
+  logged = [r["step"] for r in records if isinstance(r, dict) and isinstance(r.get("step"), int)]
+  return first if not logged or min(logged) > first else None
+
+
 def run_fields(run_dir: str) -> dict[str, int | None]:
   """{"escape_step", "diverged_step", "budget_steps"} of a finished run folder, computed from
   its curve (not read from its summary); budget_steps is the step its outcome is judged at."""

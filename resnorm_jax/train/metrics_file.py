@@ -103,7 +103,7 @@ def cut_metrics(path: str, last_step: int) -> None:
   in place: a truncate needs no free space, where a rewrite would need the file's size."""
   if fs.is_remote(path) or not os.path.exists(path):
     return
-  with open(path, "r+b") as f:
+  with fs.open_nofollow(path, "r+b") as f:
     offset = keep = 0  # keep: the end of the last row at or before last_step
     for line in f:
       offset += len(line)

@@ -144,9 +144,15 @@ def _open(
   a fresh start); `summary` set when its run is already completed. Another experiment in the
   workdir or its checkpoint, or a checkpoint written by another program, is refused
   (ValueError in one line) before anything is written."""
-  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-  # One run per workdir, as loop.py holds it: a second would rewrite this one's files.
-  resources.enter_context(workdir_lib.hold(workdir))
+  read_only = ""
+  try:  # a read-only or unmakeable folder: bad input in one line (exit 2), as a single run
+    workdir_lib.make_writable(workdir)
+    # One run per workdir, as loop.py holds it: a second would rewrite this one's files.
+    resources.enter_context(workdir_lib.hold(workdir))
+  except workdir_lib.NotWritable:  # unless it holds this run completed: nothing to write
+    if run_files.completed_run(config, workdir) is None:
+      raise
+    read_only = ", read only"
   out = Prefixed(f"[{os.path.basename(os.path.normpath(workdir))}] ", sys.stdout)
   config_dict = config.to_dict()
   config_dict["data_fingerprint"] = shared.corpus.split.get("manifest", {}).get("fingerprint")
@@ -155,7 +161,7 @@ def _open(
   if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
     m.summary = done
     m.print(
-      f"already completed at step {done['steps']}: nothing to do (held in its slot)",
+      f"already completed at step {done['steps']}: nothing to do (held in its slot{read_only})",
       run_log.end_message(done, workdir, None),
     )
     return m

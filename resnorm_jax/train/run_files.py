@@ -159,9 +159,18 @@ def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw
 def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
   """The summary's outcome (trained | stuck | diverged | interrupted) and, from the whole
   curve (metrics.jsonl holds every segment of a resumed or extended run), when the eval loss
-  left the plateau for good and when the run blew up."""
+  left the plateau for good and when the run blew up; `escape_step_partial: true` (with
+  `metrics_lost_from_step`) when the curve lost its first rows, so that both steps are
+  computed from the rows left and escape_step may be later than the run's."""
   summary["outcome"] = classify(summary)
-  summary.update(escape.summary_fields(os.path.join(workdir, "metrics.jsonl"), summary, vocab))
+  path = os.path.join(workdir, "metrics.jsonl")
+  summary.update(escape.summary_fields(path, summary, vocab))
+  # Rows lost from the start (metrics.jsonl deleted, then resumed): computed from what is left.
+  config = read_json(os.path.join(workdir, "config.json"))
+  lost = escape.first_row_lost(path, config, summary.get("steps"))
+  if lost is not None:
+    summary["escape_step_partial"] = True
+    summary["metrics_lost_from_step"] = lost
 
 
 def write_summary(workdir: str, config: ConfigDict, summary: Mapping) -> None:

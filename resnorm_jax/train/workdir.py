@@ -29,6 +29,7 @@ from typing import Any
 from etils import epath
 
 from resnorm_jax.config import same_experiment
+from resnorm_jax.data import fs
 from resnorm_jax.data.fs import read_json
 
 LOCK_FILE = ".lock"
@@ -193,12 +194,31 @@ def hold(workdir: str) -> Iterator[str | None]:
   try:
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(holder()).encode(), 0)
+    refuse_linked_run_files(workdir)  # before anything is written or compiled: exit 2
     yield path
   finally:
     # Removed while still locked: a process that opened it meanwhile sees the inode change.
     with contextlib.suppress(OSError):
       os.remove(path)
     os.close(fd)  # releases the flock
+
+
+# Files a run writes in its workdir, each through fs.open_nofollow (or a temporary file
+# renamed): a symbolic link at any of them is refused when the run starts.
+RUN_FILES = (
+  "config.json",
+  "config.json.tmp",
+  "summary.json",
+  "summary.json.tmp",
+  "metrics.jsonl",
+)
+
+
+def refuse_linked_run_files(workdir: str) -> None:
+  """fs.SymlinkRefused (bad input, exit status 2, one line) when a file the run writes in
+  `workdir` is a symbolic link: writing through it would overwrite the file it points to."""
+  for name in RUN_FILES:
+    fs.refuse_symlink(os.path.join(workdir, name))
 
 
 # --- what the workdir already holds ----------------------------------------------------------

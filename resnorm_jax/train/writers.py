@@ -158,7 +158,7 @@ class MetricWriter:
         local_metrics
       ):  # what the resumed run's images start from
         self._events.remember(record["step"], record)
-    self._file = open(local_metrics, "a")
+    self._file = fs.open_nofollow(local_metrics, "a")  # a symbolic link: refused
     self._synced = time.monotonic()
     if self._staged:  # a truncated metrics.jsonl replaces the bucket's at once, as locally
       self._sync()
