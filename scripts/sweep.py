@@ -29,7 +29,9 @@ log is its first point's train.log. On a 2-core CPU it is no faster than pinned 
 (docs/benchmarks.md, "A sweep as one program"): it is made for accelerators.
 
 A point whose workdir holds a completed or diverged run of the same config is skipped, so a
-stopped sweep continues where it was, and an interrupted point resumes from its checkpoint.
+stopped sweep continues where it was, and an interrupted point resumes from its checkpoint; a
+run its stop rule ended (`stopped_early`, train.stop_when: resnorm_jax/train/stop_rule.py) is
+skipped while the sweep sets a rule, and resumed to the end by a sweep that sets none.
 "The same config" compares only what a run's results depend on (`same_experiment.changed_keys`,
 its SWEEP policy): keys that only change logging are ignored, a key added to the schema after
 the run counts as unchanged while it keeps its default, and a key that moved
@@ -41,8 +43,8 @@ starts. A point whose process fails says why on its line (exit status, the last 
 its train.log), in its sweep_point.json, and in results.csv (columns exit_code and error, there
 when a run failed). At the end, and with --collect_only, every run's summary.json goes into
 <sweep_dir>/results.csv and results.md, with an outcome per run: trained, stuck (final eval
-loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged, interrupted,
-failed or pending; and, when points differ only by seed, the mean and spread over seeds
+loss not --stuck_margin nats below the held-out unigram cross-entropy), diverged, stopped_early,
+interrupted, failed or pending; and, when points differ only by seed, the mean and spread over seeds
 (results_seeds.csv). No JAX here.
 
 `--submit=slurm`: the unfinished points go to SLURM as one job array instead of running here

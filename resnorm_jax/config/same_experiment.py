@@ -10,7 +10,8 @@ key on which it and the current config differ, among the keys its `Policy` compa
     (`Policy.added`: the schema's default), so it counts as unchanged while the current
     config keeps that value;
   - keys that only change what a run logs (LOGGING_ONLY), how fast or in how much memory the
-    step runs (SPEED_ONLY) or how long the run is (RUN_LENGTH) are compared or not by policy.
+    step runs (SPEED_ONLY), how long the run is (RUN_LENGTH) or whether it goes on
+    (RUN_CONTROL: a stop rule) are compared or not by policy.
 
 The policies of its users are data below: SWEEP (is a finished run a grid point's run),
 WORKDIR (may this run continue the workdir's run) and CHECKPOINT_STATE (the keys named when a
@@ -54,6 +55,10 @@ LOGGING_ONLY = (
 # and scan unroll give the same values (tests/test_model.py, tests/test_perf_equivalence.py).
 SPEED_ONLY = ("model.remat", "model.scan_unroll", "mesh.")
 RUN_LENGTH = ("train.steps",)  # a rerun in the same workdir may extend the run
+# Keys that decide whether a run goes on, never what a step computes: a run stopped early by
+# its stop rule (train.stop_when: resnorm_jax/train/stop_rule.py) resumes to the end with it
+# off, and a sweep point's finished run is its run whichever rule the sweep sets.
+RUN_CONTROL = ("train.stop_when",)
 # What a checkpoint freezes: the model, the data and the batch, compared first and named
 # when the state cannot be restored. Written to every checkpoint (resume_policy.run_meta); the
 # checkpoint's full config is then compared by the WORKDIR rule (resume_policy.check_same_run),
@@ -156,16 +161,18 @@ class Policy:
     return (self.only is None or _matches(key, self.only)) and not _matches(key, self.ignored)
 
 
-# A finished run is a grid point's run (scripts/sweep.py skips it): everything but logging
-# and the name; remat, scan unroll and the mesh are compared (a point run with another remat
-# is a conflict, as it always was).
-SWEEP = Policy(ignored=("name", *LOGGING_ONLY), added=Defaults())
+# A finished run is a grid point's run (scripts/sweep.py skips it): everything but logging,
+# the name and the stop rule (whether a stopped_early point is done is sweep_grid.run_state's
+# call); remat, scan unroll and the mesh are compared (a point run with another remat is a
+# conflict, as it always was).
+SWEEP = Policy(ignored=("name", *LOGGING_ONLY, *RUN_CONTROL), added=Defaults())
 # A run may continue the run in its workdir (run_files.completed_run, and against the full config
 # its checkpoint recorded: resume_policy.check_same_run): the sweep's rule with the name counted
-# (a record without a name is another run's); it may extend the run or change how the step
-# runs.
+# (a record without a name is another run's); it may extend the run, change how the step
+# runs or turn its stop rule on or off.
 WORKDIR = Policy(
-  ignored=LOGGING_ONLY + SPEED_ONLY + RUN_LENGTH, added=Defaults(leave_out=("name",))
+  ignored=LOGGING_ONLY + SPEED_ONLY + RUN_LENGTH + RUN_CONTROL,
+  added=Defaults(leave_out=("name",)),
 )
 # A checkpoint's state does not fit the config: the keys named as the likely cause (a hint,
 # not a verdict: the leaf table decides), every key but the train section.

@@ -103,6 +103,10 @@ def get_config() -> config_dict.ConfigDict:
   # Weight of the auxiliary z-loss, mean log(sum exp logits)^2 (PaLM; Wortsman et al. 2023's
   # fix for output-logit divergence; 1e-4 in both): 0 is off (the default).
   t.z_loss = 0.0
+  # A stop rule (a JSON file: docs/early_warning/stop_rule_k100.json) applied once, after step
+  # k's row is logged; a run it judges doomed ends stopped_early with a checkpoint at k, to go
+  # on with the key off (resnorm_jax/train/stop_rule.py). "" : off (the default).
+  t.stop_when = ""
 
   o = c.opt = config_dict.ConfigDict()
   # adam | adamw | sgd | muon (Newton-Schulz-orthogonalized momentum on the hidden matrices,

@@ -2,7 +2,8 @@
 
 A grid file holds data: `GRID`, a list of points {"config": "configs/x.py[:ARG]", "overrides":
 {...}, "name": optional}. A point whose workdir holds a completed or diverged run of the same
-config is done: "the same config" compares only what results depend on
+config is done (a run its stop rule ended, stopped_early, while the point sets a rule:
+run_state): "the same config" compares only what results depend on
 (`same_experiment.changed_keys` under the policy same_experiment.SWEEP: logging keys ignored, a
 key added after the run counts as unchanged while it keeps its default, a key that moved
 (cli.MOVED_KEYS) is compared at its new place). The points' jobs are sweep_jobs.py, running
@@ -157,6 +158,9 @@ def resolve(point: Point, extra: Mapping[str, Any], max_steps: int | None):
     config.update_from_flattened_dict(overrides)
     if max_steps is not None and config.train.steps > max_steps:
       overrides["train.steps"] = config.train.steps = max_steps
+    rule = config.train.get("stop_when", "")
+    if rule and not os.path.isabs(rule):  # a point runs from the repository root
+      overrides["train.stop_when"] = config.train.stop_when = os.path.abspath(root_path(rule))
     run_setup.validate(config)
   except (OSError, ImportError, ValueError, KeyError, AttributeError, TypeError) as e:
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
@@ -209,9 +213,16 @@ def population_points(
 def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   """'done' (completed/diverged run of this config), 'conflict' (of another one, or one whose
   config is recorded nowhere, or an unfinished run of more steps than the point's: a run
-  is never shortened) or 'todo'."""
+  is never shortened) or 'todo'.
+
+  A run its stop rule ended (status stopped_early, train.stop_when: train/stop_rule.py) was
+  stopped on purpose: done while the point sets a stop rule (any rule: which one is not
+  compared, as same_experiment.SWEEP ignores train.stop_when), 'todo' when it sets none: the
+  sweep run without the rule resumes it from its checkpoint to train.steps."""
   summary = read_json(os.path.join(workdir, "summary.json"))
-  finished = isinstance(summary, dict) and summary.get("status") in ("completed", "diverged")
+  status = summary.get("status") if isinstance(summary, dict) else None
+  ruled = bool(dotted_key(expected_config, "train.stop_when"))
+  finished = status in ("completed", "diverged") or (status == "stopped_early" and ruled)
   config, _ = workdir_lib.recorded_config(workdir)  # config.json, else its checkpoint's
   if not finished:  # never started, interrupted or killed: (re)run, resuming its checkpoint
     steps = (config or {}).get("train.steps")

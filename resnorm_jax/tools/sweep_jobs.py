@@ -160,7 +160,8 @@ def population_jobs(
   """The jobs of `todo` ((ordinary job, overrides, resolved config) per point) with the
   points that differ only in opt.lr and seed merged into population jobs
   (experiments.train_population, sweep_grid.vmap_groups), at most `max_size` members each
-  (0: no cap); a point alone in its group stays an ordinary job. A point a population has
+  (0: no cap); a point alone in its group, or with a stop rule (train.stop_when), stays an
+  ordinary job. A point a population has
   checkpointed goes on in that population's points file, as it was written (its finished
   members held in their slots). Prints each population's command; `write`: writes its
   points file and each member's sweep_point.json."""
@@ -172,6 +173,10 @@ def population_jobs(
     print(f"population of {len(names)} as its checkpoints were written: {', '.join(names)}")
     jobs.append(_population_job(members, path, names, write=write, write_points=False))
   rest = [i for i in range(len(todo)) if not any(i in v for v in pinned.values())]
+  # A point with a stop rule (train.stop_when) is a single run: a population applies none.
+  ruled = [i for i in rest if ((todo[i][2].get("train") or {}).get("stop_when") or "")]
+  jobs += [todo[i][0] for i in ruled]
+  rest = [i for i in rest if i not in ruled]
   for group in vmap_groups([todo[i][2] for i in rest], max_size):
     members = [todo[rest[i]] for i in group]
     if len(members) == 1:

@@ -20,7 +20,9 @@ from resnorm_jax.config import cli
 from resnorm_jax.tools.sweep_grid import POINT_FILE, read_json
 
 LOCK_FILE = ".lock"  # a run's workdir lock (resnorm_jax/train/workdir.py)
-FINISHED = ("completed", "diverged")  # a run folder's summary status that ends the point
+# A run folder's summary status that ends the point (stopped_early: by its stop rule; a sweep
+# without the rule resumes it, sweep_grid.run_state).
+FINISHED = ("completed", "diverged", "stopped_early")
 # The line of a failed run's log that says why: cli.fail's `error: ...`, a traceback's last
 # line (`ValueError: ...`, `jax.errors.JaxRuntimeError: ...`), absl's FATAL.
 _ERROR_LINE = re.compile(r"^(error: |FATAL|(\w+\.)*\w*(Error|Exception|Interrupt|Exit)\b)")
@@ -75,7 +77,8 @@ def running_elsewhere(workdir: str) -> str | None:
 
 
 def finished_status(workdir: str) -> str | None:
-  """The status of a finished run in `workdir` (completed, diverged), else None."""
+  """The status of a finished run in `workdir` (completed, diverged, stopped_early), else
+  None."""
   summary = read_json(os.path.join(workdir, "summary.json"))
   status = summary.get("status") if isinstance(summary, dict) else None
   return status if status in FINISHED else None

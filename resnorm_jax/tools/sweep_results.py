@@ -20,7 +20,17 @@ from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.escape import stored_fields
 from resnorm_jax.train.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
 
-STATUSES = ("trained", "stuck", "diverged", "interrupted", "failed", "pending", "unknown")
+# stopped_early: ended by its stop rule (train.stop_when) at the rule's step, no verdict
+STATUSES = (
+  "trained",
+  "stuck",
+  "diverged",
+  "stopped_early",
+  "interrupted",
+  "failed",
+  "pending",
+  "unknown",
+)
 Row = dict[str, Any]
 
 

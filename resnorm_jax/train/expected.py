@@ -20,8 +20,11 @@ from resnorm_jax.config import same_experiment
 
 OUTCOMES = ("trained", "stuck", "diverged")
 # Overrides that leave the experiment as named: what it logs, how fast or in how much memory
-# its step runs (the keys a resume may change, same_experiment.py).
-_SAME_EXPERIMENT = same_experiment.LOGGING_ONLY + same_experiment.SPEED_ONLY
+# its step runs, whether a stop rule may end it early (the keys a resume may change,
+# same_experiment.py; a run stopped early has no verdict: `record`).
+_SAME_EXPERIMENT = (
+  same_experiment.LOGGING_ONLY + same_experiment.SPEED_ONLY + same_experiment.RUN_CONTROL
+)
 
 
 @dataclasses.dataclass(frozen=True)

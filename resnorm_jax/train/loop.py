@@ -8,7 +8,9 @@ then train: a Trainer reads the device back once per step (one step behind) and 
 metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
 with status "diverged" (a result, not a crash); SIGTERM/SIGINT save at the current step and
-end with "interrupted" (with several processes, at the same step on all: preemption.py).
+end with "interrupted" (with several processes, at the same step on all: preemption.py); a
+stop rule (train.stop_when, off by default: stop_rule.py) that judges the run doomed at its
+step k saves there and ends it "stopped_early", to be resumed to the end with the rule off.
 An I/O fault (a full disk, a failed checkpoint save: noticed at the step after the save
 ended) ends it with status "failed": one line naming the file and the free space,
 metrics.jsonl cut back to the checkpoint it resumes from, summary.json if it can be written.
@@ -34,6 +36,7 @@ from resnorm_jax.train import (
   banner,
   depth_profile,
   io_errors,
+  metrics_file,
   optim,
   outcome,
   preemption,
@@ -45,6 +48,7 @@ from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import expected as expected_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
+from resnorm_jax.train import stop_rule as stop_rule_lib
 from resnorm_jax.train import workdir as workdir_lib
 from resnorm_jax.train.expected import Expected
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
@@ -126,7 +130,8 @@ def run(
 
 
 class Trainer:
-  """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal."""
+  """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal or
+  when its stop rule (kw `stop_rule`, a stop_rule.StopRule; None: off) says so."""
 
   def __init__(self, run_setup: setup_lib.RunSetup, batches: setup_lib.Batches, log: RunLog, **kw):
     self.config, self.batches, self.log = run_setup.config, batches, log
@@ -135,6 +140,7 @@ class Trainer:
     self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
     self.data_files: dict | None = kw.get("data_files")  # the data's fingerprint, too
     self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
+    self.stop_rule: stop_rule_lib.StopRule | None = kw.get("stop_rule")
     t = self.config.train
     # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
     # of the same stream, up to train.final_eval_tokens tokens.
@@ -176,11 +182,26 @@ class Trainer:
         self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
       self.checkpointer.save(state, meta, force=True)
 
+  def stops_by_rule(self) -> bool:
+    """The stop rule's verdict once step k's row is logged: process 0 reads metrics.jsonl
+    (every segment of the run) and judges, and every process follows its verdict."""
+    rule, stop = self.stop_rule, False
+    with self.log.paused():
+      if jax.process_index() == 0:
+        with run_log.naming_write_errors(self.log.writer):
+          self.log.writer.flush()  # a gs:// workdir: uploaded before it is read back
+        stop = rule.judge(metrics_file.read_metrics(rule.metrics_path), self.reached)
+      return _agreed(stop)
+
   def train(self, state, start: int):
-    """(state, status) after training from step `start`: completed, interrupted (saved) or
-    diverged (the last finite checkpoint kept). Step n's metrics are read while n+1 runs."""
+    """(state, status) after training from step `start`: completed, interrupted (saved),
+    stopped_early (saved at the stop rule's step k) or diverged (the last finite checkpoint
+    kept). Step n's metrics are read while n+1 runs."""
     t = self.config.train
     status, stop, pending = "completed", t.steps, None
+    # A run that starts at or after the rule's step k is not judged (it was, or it resumes a
+    # run stopped there with the rule off).
+    judge_at = None if self.stop_rule is None or start >= self.stop_rule.k else self.stop_rule.k
     self.reached = start
     if self.signals.should_stop(start):  # signalled during setup or compilation: no training
       status, stop = "interrupted", start
@@ -193,15 +214,23 @@ class Trainer:
       pending = (n, metrics)
       if n % t.eval_every == 0 or n == t.steps:
         self.evaluate_at(state, n)
+      if n == judge_at:  # step k's row is logged first: the rule reads it
+        ok, pending = self.log.record_step(*pending), None
+        if not ok:
+          return state, "diverged"
+        if self.stops_by_rule():
+          status = stop_rule_lib.STATUS  # saved below, at step k
+          break
       if self.signals.should_stop(n):  # every process stops at the same n
         status = "interrupted"
         break
       if n % t.checkpoint_every == 0 and n < t.steps:
         # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
         # meta holds the exact interval losses, and a diverged step is never saved.
-        ok, pending = self.log.record_step(*pending), None
-        if not ok:
-          return state, "diverged"
+        if pending is not None:  # else logged already (the stop rule's step)
+          ok, pending = self.log.record_step(*pending), None
+          if not ok:
+            return state, "diverged"
         self.save(state)
     if pending is not None and not self.log.record_step(*pending):
       return state, "diverged"
@@ -329,6 +358,11 @@ def _run(
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
+    stopped = stop_rule_lib.stopped_run(config, workdir)
+    if stopped is not None:  # stopped on purpose, and the rule is still set: as completed
+      print(f"already stopped early at step {stopped['steps']}: nothing to do", flush=True)
+      print(end_message(stopped, workdir, argv), flush=True)
+      return stopped
     return _train(run_setup, corpus, workdir, signals, argv, wall_start, expected)
 
 
@@ -349,6 +383,28 @@ def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
     flush=True,
   )
   return {"final_eval_distinct_tokens": distinct}
+
+
+def _metric_writer(config: ConfigDict, workdir: str, start: int, baselines, is_main: bool):
+  """The run's MetricWriter (metrics.jsonl cut back to `start`, TensorBoard, depth images); an
+  I/O error is a RunFailed line (nothing trained yet, no summary to write)."""
+  t = config.train
+  depth_images, profile_every = depth_profile.drawing(
+    config.diag.get("depth_images", "eval"), t.eval_every
+  )
+  try:
+    return MetricWriter(
+      workdir,
+      enabled=is_main,
+      truncate_after=start,
+      profile_every=profile_every,  # diag.depth_images: at each evaluation, at the end, never
+      depth_images=depth_images,
+      # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
+      no_context_loss=baselines[EVAL_SET_BASELINE],
+      eval_tokens=eval_tokens(t),
+    )
+  except OSError as e:
+    raise RunFailed(io_errors.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
 
 
 def _train(
@@ -390,24 +446,10 @@ def _train(
     extra["compile_seconds"] = time.time() - compile_start
     eval_fn = run_setup.compile_eval()
     print(banner.run_banner(run_setup, corpus, baselines, extra), flush=True)
-    depth_images, profile_every = depth_profile.drawing(
-      config.diag.get("depth_images", "eval"), t.eval_every
-    )
-    try:
-      writer = MetricWriter(
-        workdir,
-        enabled=is_main,
-        truncate_after=start,
-        profile_every=profile_every,  # diag.depth_images: at each evaluation, at the end, never
-        depth_images=depth_images,
-        # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
-        no_context_loss=baselines[EVAL_SET_BASELINE],
-        eval_tokens=eval_tokens(t),
-      )
-    except OSError as e:  # nothing trained yet: one line, no summary to write
-      raise RunFailed(io_errors.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
+    writer = _metric_writer(config, workdir, start, baselines, is_main)
     resources.callback(faults.close, writer.close)
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    rule = stop_rule_lib.for_run(t, workdir, baselines["unigram_entropy"])
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
     trainer = Trainer(
       run_setup,
@@ -419,6 +461,7 @@ def _train(
       data_files=corpus.fingerprint,
       step_fn=step_fn,
       eval_fn=eval_fn,
+      stop_rule=rule,
     )
     with faults.caught():
       state, status = trainer.train(state, start)
@@ -437,9 +480,12 @@ def _train(
   )
   if writer.tb_error:  # TensorBoard's curves stopped there; metrics.jsonl has every row
     summary["tensorboard_error"] = writer.tb_error
+  if summary["status"] == stop_rule_lib.STATUS:  # stop_rule, stop_score, stop_threshold, stop_step
+    summary.update(rule.fields)
   if faults.error is not None:
     cut_back_to_checkpoint(summary, checkpointer, faults, workdir, is_main)
-  run_files.add_outcome(summary, workdir, vocab)  # trained | stuck | diverged | interrupted
+  # trained | stuck | diverged | interrupted | stopped_early
+  run_files.add_outcome(summary, workdir, vocab)
   if expected is not None:
     summary["expected"] = expected_lib.record(expected, summary.get("outcome"))
   if is_main:

@@ -42,8 +42,9 @@ def baseline(summary: Mapping[str, Any]) -> float | None:
 
 
 def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) -> str:
-  """trained | stuck | diverged | interrupted | pending | unknown, from a summary.json: the
-  verdict at budget_steps (the run's last step, summary["steps"]), from its final eval loss.
+  """trained | stuck | diverged | interrupted | stopped_early | pending | unknown, from a
+  summary.json: the verdict at budget_steps (the run's last step, summary["steps"]), from its
+  final eval loss; stopped_early (train.stop_when ended it at its rule's step) has none.
 
   Stuck: the final eval loss is not `margin` nats below the no-context baseline (`baseline`),
   i.e. the model learned (almost) nothing about context by then; it is not a NaN. When the
@@ -55,8 +56,8 @@ def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) ->
   loss, plateau = summary.get("final_eval_loss"), baseline(summary)
   if status == "diverged" or (loss is not None and not is_finite_number(loss)):
     return "diverged"
-  if status == "interrupted":
-    return "interrupted"
+  if status in ("interrupted", "stopped_early"):  # no verdict: it did not reach its budget
+    return status
   if status != "completed" or not is_finite_number(loss) or plateau is None:
     return "unknown"
   return "stuck" if loss > plateau - margin else "trained"

@@ -30,7 +30,8 @@ program depends on no other slot, so every member's losses are those of the popu
 interrupted, bit for bit. Its checkpoints record the program that wrote them (its size and
 the member's slot): one written by another program (a single run, a population of another
 size, another slot) would train on as a different XLA program, its losses off in the last
-bits, and is refused before compiling, naming the command that continues it.
+bits, and is refused before compiling, naming the command that continues it. A stop rule
+(train.stop_when) is not applied to members: refused before compiling in one line.
 
 Output: the program's line, then each member's lines as its single run prints them
 (step lines, divergence, end message), prefixed with its folder name: `[name] step ...`.
@@ -69,6 +70,7 @@ from resnorm_jax.train import (
   resume_policy,
   run_files,
   run_log,
+  stop_rule,
 )
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
@@ -99,6 +101,12 @@ def run(
 def _run(configs, workdirs, signals: preemption.StopSignals, argv, commands) -> list[dict]:
   wall_start = time.time()
   population_points.check_members(configs, workdirs)
+  ruled = sorted({stop_rule.path_of(c.train) for c in configs} - {""})
+  if ruled:  # one program steps every member: a rule would have to stop members one by one
+    raise ValueError(
+      f"train.stop_when={ruled[0]!r}: a population does not apply a stop rule; train its "
+      "points as single runs (python -m experiments.train, or scripts/sweep.py without --vmap)"
+    )
   if jax.process_count() > 1:
     raise ValueError(f"a population trains in one process ({jax.process_count()} here)")
   setup_lib.keep_freed_host_memory()

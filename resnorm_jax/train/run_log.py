@@ -18,6 +18,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.train import expected as expected_lib
+from resnorm_jax.train import stop_rule
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.writers import MetricWriter
 
@@ -55,6 +56,8 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
   ]
   if summary["status"] in ("interrupted", "failed") and argv:
     lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
+  if summary["status"] == stop_rule.STATUS and "stop_step" in summary:
+    lines.insert(1, f"  {stop_rule.stopped_line(summary, workdir, argv)}")
   return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
-from resnorm_jax.train import depth_profile, optim
+from resnorm_jax.train import depth_profile, optim, stop_rule
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import train_step as ts
 
@@ -91,6 +91,7 @@ def validate_train(config: ConfigDict) -> None:
       f"train.seq_len={t.seq_len} exceeds model.max_seq_len="
       f"{config.model.max_seq_len} (the learned position table)"
     )
+  stop_rule.check(t)  # train.stop_when: a stop rule whose step k the run logs
 
 
 def validate(
