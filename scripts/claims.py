@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from configs.sweeps import literature  # (no JAX)
-from resnorm_jax.tools import doc_sections, stats, survival_section  # (no JAX)
+from resnorm_jax.tools import doc_sections, survival_section  # (no JAX)
 from resnorm_jax.tools.style import lr_label, variant_label
 from resnorm_jax.tools.survival_section import odds_by_cell
 
@@ -413,15 +413,7 @@ def row_literature_24() -> list[str] | None:
   return _literature_row(24)
 
 
-def _losses(variant: str, depth: int, lr: float) -> dict[int, float]:
-  """seed -> final eval loss of one loss-vs-lr cell (docs/lr_sensitivity/results.csv)."""
-  return {
-    int(r["seed"]): float(r["final_eval_loss"])
-    for r in read("docs/lr_sensitivity/results.csv")
-    if (r["variant"], int(r["num_layers"])) == (variant, depth)
-    and abs(float(r["opt.lr"]) / lr - 1) < 1e-6
-    and r["final_eval_loss"]
-  }
+CONTRASTS = "docs/lr_sensitivity/contrasts.csv"  # scripts/lr_sensitivity.py writes it
 
 
 def seeds_text(seeds: list[int]) -> str:
@@ -432,49 +424,44 @@ def seeds_text(seeds: list[int]) -> str:
   return ", ".join(map(str, seeds))
 
 
-def valueres_contrast(depth: int = 24, lr: float = 4e-3) -> str | None:
-  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': value residuals minus Pre-LN at one
-  cell over the seeds each ran (stats.mean_difference); None with fewer than 2 seeds each."""
-  a, b = (_losses(v, depth, lr) for v in literature.SEED_CONTRAST[0])
-  if len(a) < 2 or len(b) < 2:
+def _seed_mean_contrast() -> dict[str, str] | None:
+  return next((r for r in _optional(CONTRASTS) if r["kind"] == "seed mean"), None)
+
+
+def valueres_contrast() -> str | None:
+  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': the SEED_CONTRAST's difference over the
+  seeds each ran, with its Welch interval (contrasts.csv); None before 2 seeds each."""
+  r = _seed_mean_contrast()
+  if r is None:
     return None
-  d = stats.mean_difference(list(a.values()), list(b.values()))
-  seeds = (
-    f"seeds {seeds_text(list(a))} each"
-    if sorted(a) == sorted(b)
-    else f"seeds {seeds_text(list(a))} and {seeds_text(list(b))}"
+  a, b = ([int(x) for x in side.split()] for side in r["seeds"].split(" / "))
+  seeds = f"seeds {seeds_text(a)} each" if a == b else f"seeds {seeds_text(a)} and {seeds_text(b)}"
+  d, lo, hi = (float(r[k]) for k in ("difference", "lo", "hi"))
+  return f"{d:+.3f} (95% {lo:+.3f} to {hi:+.3f}; {seeds})"
+
+
+def valueres_seed0_below() -> str:
+  """'-0.105 / -0.089 / -0.101': seed 0's variant-minus-versus loss at each lr (contrasts.csv)."""
+  rows = sorted(
+    (r for r in _optional(CONTRASTS) if r["kind"] == "seed 0"), key=lambda r: float(r["lr"])
   )
-  return f"{d['difference']:+.3f} (95% {d['lo']:+.3f} to {d['hi']:+.3f}; {seeds})"
-
-
-def valueres_seed0_below(depth: int = 24) -> str:
-  """'0.105 / 0.090 / 0.101': seed 0's Pre-LN loss minus value residuals' at each lr both ran
-  at `depth` layers."""
-  rows = [r for r in read("docs/lr_sensitivity/results.csv") if r["seed"] == "0"]
-  at = lambda v: {
-    float(r["opt.lr"]): float(r["final_eval_loss"])
-    for r in rows
-    if r["variant"] == v and int(r["num_layers"]) == depth
-  }
-  vr, pre = (at(v) for v in literature.SEED_CONTRAST[0])
-  return " / ".join(f"{pre[lr] - vr[lr]:.3f}" for lr in sorted(set(vr) & set(pre)))
+  return " / ".join(f"{float(r['difference']):+.3f}" for r in rows) or "not run"
 
 
 def row_valueres() -> list[str] | None:
   """Value residuals against Pre-LN at 24 layers and 4e-3 (both curves' best) over seeds."""
-  diff = valueres_contrast()
-  if diff is None:
+  diff, r = valueres_contrast(), _seed_mean_contrast()
+  if diff is None or r is None:
     return None
-  a, b = (_losses(v, 24, 4e-3) for v in literature.SEED_CONTRAST[0])
-  d = stats.mean_difference(list(a.values()), list(b.values()))
-  verdict = "beat" if d["hi"] < 0 else ("trail" if d["lo"] > 0 else "do not clearly beat")
+  lo, hi = float(r["lo"]), float(r["hi"])
+  verdict = "beat" if hi < 0 else ("trail" if lo > 0 else "do not clearly beat")
   return [
     f"Value residuals {verdict} Pre-LN at 24 layers, over seeds",
     f"final eval loss, value residuals minus Pre-LN, at lr 4e-3: {diff}; seed 0 alone at "
-    f"2e-3 / 4e-3 / 8e-3: {valueres_seed0_below()} below",
+    f"2e-3 / 4e-3 / 8e-3: {valueres_seed0_below()}",
     "1,000 steps, no warmup, constant lr; Welch interval; stdlib; "
     + tokens_note("docs/lr_sensitivity/runs/valueres-L24-lr0.004-s0"),
-    "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
+    "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/contrasts.csv`",
   ]
 
 

@@ -15,6 +15,8 @@ landing gives partial curves) and writes into --out_dir:
   curves.png       capped final eval loss against lr, a panel per depth and family of variants
                    (lr_figures.FAMILIES), a colour and a marker per variant
   sensitivity.png  LR sensitivity and boundary lr against depth, a line per variant
+  contrasts.csv    configs/sweeps/literature.py's SEED_CONTRAST: one variant minus another in
+                   final eval loss, over seeds at its lr (Welch interval) and seed 0 at each lr
   literature.png   curves.png for the 2025-26 variants (configs/sweeps/literature.py) beside
                    Pre-LN, Post-LN and hyper-connections, at the depths they were run
 The rules are resnorm_jax/tools/lr_sensitivity.py's, the rows lr_sweep_rows.py's. No JAX here.
@@ -58,6 +60,11 @@ def main() -> None:
     paths["literature.png"] = lr_figures.plot_curves(
       literature_rows(rows), out, lr_figures.FAMILIES
     )
+  (variant, versus), depth, lr, _ = literature.SEED_CONTRAST
+  contrast = lr_sensitivity.seed_contrast(rows, variant, versus, depth, lr)
+  if contrast:
+    out = os.path.join(args.out_dir, "contrasts.csv")
+    paths["contrasts.csv"] = lr_sweep_rows.write_csv(contrast, lr_sensitivity.CONTRAST_COLUMNS, out)
   table = lr_sensitivity.sensitivity_table(rows, grid=grid)
   print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sweep_rows.setting_title(rows)})")
   for t in table:

@@ -197,4 +197,4 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   assert "range over 3 fits" in transfer[1] and "3-point vertex, at 48" in transfer[2]
   assert "5-point fit" not in transfer[1]
   text = open(claims.RESULTS_MD).read()
-  assert "fact:valueres.L24.seed0.below_prenorm -->0.105 / 0.089 / 0.101<" in text
+  assert "fact:valueres.L24.seed0.below_prenorm -->-0.105 / -0.089 / -0.101<" in text

@@ -154,3 +154,39 @@ TABLE_COLUMNS = (
   "n_runs",
   "note",
 )
+
+
+CONTRAST_COLUMNS = (
+  "variant", "versus", "num_layers", "lr", "kind", "seeds", "difference", "se", "lo", "hi",
+)  # fmt: skip
+
+
+def seed_contrast(
+  rows: Sequence[Mapping[str, Any]], variant: str, versus: str, depth: int, lr: float
+) -> list[dict[str, Any]]:
+  """`variant` minus `versus` in final eval loss at one depth: at `lr` over the seeds each ran
+  (kind 'seed mean': Welch's difference and 95% interval, stats.mean_difference), and seed 0's
+  difference at every lr both ran at that depth (kind 'seed 0'). [] when they share no lr."""
+  from resnorm_jax.tools import stats  # (no JAX)
+
+  def losses(v: str) -> dict[float, dict[int, float]]:
+    out: dict[float, dict[int, float]] = {}
+    for r in rows:
+      if r["variant"] == v and int(r["num_layers"]) == depth and r.get("final_eval_loss"):
+        out.setdefault(float(r["opt.lr"]), {})[int(r["seed"])] = float(r["final_eval_loss"])
+    return out
+
+  a, b = losses(variant), losses(versus)
+  base = {"variant": variant, "versus": versus, "num_layers": depth}
+  out = []
+  for x in sorted(set(a) & set(b)):
+    if 0 in a[x] and 0 in b[x]:
+      out.append({**base, "lr": x, "kind": "seed 0", "seeds": "0",
+                  "difference": a[x][0] - b[x][0]})  # fmt: skip
+  at = next((x for x in a if abs(x / lr - 1) < 1e-6), None)
+  if at is not None and at in b and len(a[at]) >= 2 and len(b[at]) >= 2:
+    d = stats.mean_difference(list(a[at].values()), list(b[at].values()))
+    seeds = f"{' '.join(map(str, sorted(a[at])))} / {' '.join(map(str, sorted(b[at])))}"
+    stat = {"difference": d["difference"], "se": d["se"], "lo": d["lo"], "hi": d["hi"]}
+    out.append({**base, "lr": at, "kind": "seed mean", "seeds": seeds, **stat})
+  return out
