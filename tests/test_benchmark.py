@@ -64,12 +64,23 @@ def test_benchmark_writes_finite_positive_numbers(tmp_path, run_script):
   assert r["tokens_per_step"] == 8 * 16 and r["params"] > 0
 
 
+def _variant_defaults(m: type) -> None:
+  """Every variant key at its default on a stand-in model config (features read their keys)."""
+  from resnorm_jax.model import variants
+
+  for name, key in variants.keys().items():
+    if not hasattr(m, name):
+      setattr(m, name, key.default)
+
+
 def test_flops_per_token_formula():
   """6 N_mm + 12 L T d, counted by hand for a 2-layer gelu model and a swiglu one."""
 
   class M:
     d_model, d_ff, num_layers, vocab_size = 8, 32, 2, 10
     ffn_activation, block, residual = "gelu", "sequential", "add"
+
+  _variant_defaults(M)
 
   per_layer = 4 * 64 + 2 * 8 * 32
   n_mm = 2 * per_layer + 8 * 10
@@ -94,6 +105,8 @@ def test_bench_matmuls_step_dots_count_the_models_flops():
     class M:
       d_model, d_ff, num_layers, vocab_size, num_heads = 16, 40, 3, 11, heads
       ffn_activation = act
+
+    _variant_defaults(M)
 
     M.block, M.residual = block, residual
     batch, seq = 2, 7

@@ -70,7 +70,6 @@ class Attention(nnx.Module):
     self.num_heads = cfg.num_heads
     self.head_dim = cfg.head_dim
     self.implementation = cfg.attention  # dense | xla | cudnn | splash
-    self.softcap = cfg.attn_softcap  # the splash kernel's own cap (dense: self.logit_map)
     self.q = Dense(rngs.params(), rule, "q", (d, d), ("embed", "heads"))
     self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
     self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
@@ -98,6 +97,8 @@ class Attention(nnx.Module):
     # a learned logit per head in the softmax's denominator (sinks), a gate on the heads'
     # output from the attention's input (gated attention). None: not turned on.
     self.logit_map = variants.feature_module(cfg, "attn_logits")
+    # the splash kernel caps the logits itself: the cap of the feature's module, if it has one
+    self.softcap = getattr(self.logit_map, "cap", None)
     self.sink = variants.feature_module(cfg, "attn_sink")
     self.gate = variants.feature_module(cfg, "attn_output", rule, rngs)
 
