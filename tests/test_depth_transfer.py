@@ -105,3 +105,8 @@ def test_seeded_contrast_uses_only_the_lrs_every_seed_ran():
   assert loss_row["boot_lo"] <= loss_row["difference"] <= loss_row["boot_hi"]
   assert lr_row["seeds"] == "0 1 2"
   assert dt.seeded_contrast(_contrast_rows(0.0, seeds=(0,)), 24) == []  # no seeds: no contrast
+  # a seed run at one lr only is left out: seeds at every lr of the curve or at none
+  extra = [{**r, "seed": 3, "capped_loss": r["capped_loss"] - 0.5} for r in rows
+           if r["num_layers"] == 24 and r["opt.lr"] == 4e-3 and r["seed"] == 0]  # fmt: skip
+  again, _ = dt.seeded_contrast(rows + extra, 24, replicates=50)
+  assert again["seeds"] == "0 1 2" and again["difference"] == pytest.approx(lr_row["difference"])

@@ -355,17 +355,22 @@ def slope_contrast(
 def seeded_contrast(
   rows: Sequence[Row], depth: int, variant: str = "prenorm", replicates: int = 2000, seed: int = 0
 ) -> list[Row]:
-  """At one depth, on the lrs where both parametrizations ran every seed that either ran
-  there: the best lr (3-point vertex of the seed-mean curve, in log2) and the best seed-mean
-  loss of each, their differences CompleteP minus sp, and percentile 95% bootstrap intervals
-  (seeds resampled with replacement within each cell). [] where fewer than 3 such lrs."""
+  """At one depth, on the lrs where both parametrizations ran 2 or more seeds, over the seeds
+  all of those ran: the best lr (3-point vertex of the seed-mean curve, in log2) and the best
+  seed-mean loss of each, their differences CompleteP minus sp, and percentile 95% bootstrap
+  intervals (seeds resampled with replacement within each cell). [] where fewer than 3 such
+  lrs."""
   fams = {p: {k[1]: v for k, v in _cells(rows, variant, p).items() if k[0] == depth}
           for p in CONTRAST}  # fmt: skip
-  seeds = sorted({s for f in fams.values() for v in f.values() for s in v})
+  # the lrs both ran on 2 or more seeds, and the seeds every one of them ran: seeds at every
+  # lr of the curve or at none, so where seeds were run does not move the argmin
   lrs = sorted(
     lr for lr in set(fams["completep"]) & set(fams["sp"])
-    if all(set(seeds) <= set(f[lr]) for f in fams.values())
+    if all(len(f[lr]) >= 2 for f in fams.values())
   )  # fmt: skip
+  common = [set(f[lr]) for lr in lrs for f in fams.values()]
+  seeds = sorted(set.intersection(*common)) if common else []
+  fams = {p: {lr: {s: f[lr][s] for s in seeds} for lr in lrs} for p, f in fams.items()}
   if len(lrs) < 3 or len(seeds) < 2:
     return []
 
