@@ -119,8 +119,12 @@ def test_a_real_full_disk_ends_the_run_in_one_error_line_without_a_traceback(tmp
   assert "Traceback" not in out and "never retrieved" not in out, out[-3000:]
   assert "Event loop is closed" not in out, out[-3000:]
   assert not [ln for ln in out.splitlines() if ln[:1] == "E" and ln[1:5].isdigit()], out[-3000:]
-  (line,) = [ln for ln in out.splitlines() if ln.startswith("error: saving the checkpoint")]
+  # One error line: summary.json, TensorBoard's events and HParams that the full disk also
+  # refuses are the same fault, not said again (a second error line, two WARNING lines).
+  (line,) = [ln for ln in out.splitlines() if ln.startswith("error:")]
+  assert line.startswith("error: saving the checkpoint"), out[-3000:]
   assert "No space left on device" in line and f"{workdir}/ckpt/" in line, line
+  assert "WARNING" not in out, out[-3000:]
 
 
 # --- a population on a folder that cannot be written ----------------------------------------
@@ -454,3 +458,39 @@ def test_the_writers_never_follow_a_symlink_made_after_the_start(tmp_path):
   with fs.open_nofollow(tmp_path / "plain.json", "a") as f:
     f.write("\n")
   assert np.isfinite(1.0)
+
+
+# --- a sweep point whose train.log is a symbolic link ---------------------------------------
+
+
+def test_a_sweep_point_whose_train_log_is_a_symlink_fails_that_point_in_one_line(tmp_path, capsys):
+  """The sweep opened each point's train.log following a symbolic link (appending to the
+  file it points to, anywhere): now that point fails with one line in its sweep_point.json
+  and results row, its target unchanged, and the other points run."""
+  from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_records, sweep_runner, sweep_slots
+
+  target = tmp_path / "elsewhere.txt"
+  target.write_text("precious")
+  points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in ("linked", "plain")])
+  child = "print('trained')"
+  jobs = [
+    sweep_jobs.Job(p, str(tmp_path / p.name), [sys.executable, "-c", child], 1.0) for p in points
+  ]
+  (tmp_path / "linked").mkdir()
+  (tmp_path / "linked" / "train.log").symlink_to(target)
+  codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
+  out = capsys.readouterr().out
+  assert codes == {"linked": 2, "plain": 0}
+  assert target.read_text() == "precious"
+  assert "Traceback" not in out
+  assert (tmp_path / "plain" / "train.log").read_text() == "trained\n"
+  record = json.loads((tmp_path / "linked" / sweep_records.POINT_FILE).read_text())
+  assert record["returncode"] == 2
+  (error,) = record["error"].splitlines()
+  assert error.startswith(f"not started: {tmp_path / 'linked' / 'train.log'} is a symbolic link")
+  (line,) = [ln for ln in out.splitlines() if "linked" in ln]
+  assert line == f"[1] linked: failed ({error})"
+  rows = [{"name": "linked", "outcome": "pending"}, {"name": "plain", "outcome": "trained"}]
+  failed, plain = sweep_records.with_failures(rows, str(tmp_path))
+  assert failed["outcome"] == "failed" and failed["exit_code"] == 2 and failed["error"] == error
+  assert plain["error"] is None

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.config import cli
+from resnorm_jax.data import fs
 from resnorm_jax.tools.sweep_grid import ROOT
 from resnorm_jax.tools.sweep_jobs import Job
 from resnorm_jax.tools.sweep_records import (
@@ -118,9 +119,13 @@ def run_points(
         if holder:
           _wait_for(job, holder, waiting)
           continue
-        slot = free.pop(0)
         os.makedirs(job.workdir, exist_ok=True)
-        log = open(os.path.join(job.workdir, "train.log"), "a")
+        try:  # never through a symbolic link: it would append to the file it points to
+          log = fs.open_nofollow(os.path.join(job.workdir, "train.log"), "a")
+        except (fs.SymlinkRefused, OSError) as e:
+          _not_started(job, e, codes)  # that point fails in one line; the sweep goes on
+          continue
+        slot = free.pop(0)
         proc = subprocess.Popen(
           job.command,
           cwd=ROOT,
@@ -189,6 +194,21 @@ def _wait_for(job: Job, holder: str, waiting: list[Job]) -> None:
       f"[{point.index + 1}] {point.name}: running elsewhere ({holder}): waiting for it to end",
       flush=True,
     )
+
+
+def _not_started(job: Job, e: Exception, codes: dict[str, int]) -> None:
+  """A job whose train.log cannot be opened (a symbolic link, refused; a folder that cannot
+  be written): each of its points fails with exit status 2 and one line, in sweep_point.json
+  and the results row, and the sweep goes on with the others."""
+  if isinstance(e, fs.SymlinkRefused):
+    reason = f"not started: {e}"
+  else:
+    where = getattr(e, "filename", None) or os.path.join(job.workdir, "train.log")
+    reason = f"not started: {where} cannot be written: {getattr(e, 'strerror', None) or e}"
+  for point, workdir in job.runs():
+    codes[point.name] = 2
+    record_exit(workdir, 2, reason)
+    print(f"[{point.index + 1}] {point.name}: failed ({reason})", flush=True)
 
 
 def _count_finished_elsewhere(job: Job, codes: dict[str, int]) -> None:

@@ -287,13 +287,18 @@ def keep_steps_at_most(logdir: str, step: int) -> None:
     _replace_bytes(os.fspath(path), b"".join(_record(e.SerializeToString()) for e in events))
 
 
-def write_run(workdir: str, config: ConfigDict, summary: Mapping[str, Any]) -> str | None:
+def write_run(
+  workdir: str, config: ConfigDict, summary: Mapping[str, Any], quiet: bool = False
+) -> str | None:
   """The end of a run segment: its axes, outcome and status into TensorBoard's HParams; the
-  path, or None (one warning line) when it could not be written: the earlier one stays."""
+  path, or None (one warning line, none when `quiet`) when it could not be written: the
+  earlier one stays."""
   status, steps = str(summary.get("status")), summary.get("steps") or 0
   try:
     return write(workdir, run_hparams(config, summary), status, steps, summary)
   except OSError as e:
+    if quiet:
+      return None
     where = e.filename or writers.tb_dir(workdir)
     print(
       f"WARNING: TensorBoard HParams not updated: {e.strerror or e} (writing {where}); "

@@ -19,6 +19,7 @@ metrics.jsonl cut back to the checkpoint it resumes from, summary.json if it can
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -447,7 +448,8 @@ def _train(
     eval_fn = run_setup.compile_eval()
     print(banner.run_banner(run_setup, corpus, baselines, extra), flush=True)
     writer = _metric_writer(config, workdir, start, baselines, is_main)
-    resources.callback(faults.close, writer.close)
+    # TensorBoard's warning held for a full disk: said after the run, unless its error did.
+    resources.callback(faults.close, functools.partial(writer.close, release_warning=False))
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
     rule = stop_rule_lib.for_run(t, workdir, baselines["unigram_entropy"])
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
@@ -466,6 +468,7 @@ def _train(
     with faults.caught():
       state, status = trainer.train(state, start)
     final_step = trainer.reached if faults.error else int(jax.device_get(state.step))
+  writer.release_warning(say=faults.error is None)
   summary = run_files.summary(
     status if faults.error is None else "failed",
     final_step,
@@ -489,11 +492,13 @@ def _train(
   if expected is not None:
     summary["expected"] = expected_lib.record(expected, summary.get("outcome"))
   if is_main:
+    # After the fault's one error line (a full disk: free space, then resume), summary.json
+    # and TensorBoard's HParams that cannot be written are the same fault: not said again.
+    quiet = faults.error is not None
     try:
-      run_files.write_summary(workdir, config, summary)  # and TensorBoard's HParams
-    except OSError as e:
-      if faults.error is None:
+      run_files.write_summary(workdir, config, summary, quiet=quiet)  # and TensorBoard's HParams
+    except OSError:
+      if not quiet:
         raise
-      print(f"error: {io_errors.describe_io_error(e, workdir, 'writing summary.json')}", flush=True)
   print(end_message(summary, workdir, argv), flush=True)
   return summary

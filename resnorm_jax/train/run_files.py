@@ -173,7 +173,8 @@ def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
     summary["metrics_lost_from_step"] = lost
 
 
-def write_summary(workdir: str, config: ConfigDict, summary: Mapping) -> None:
-  """summary.json and TensorBoard's HParams (axes, outcome)."""
+def write_summary(workdir: str, config: ConfigDict, summary: Mapping, quiet: bool = False) -> None:
+  """summary.json and TensorBoard's HParams (axes, outcome); `quiet`: HParams that cannot be
+  written print no warning (the run has said its I/O fault in its error line)."""
   cli.write_json(os.path.join(workdir, "summary.json"), summary)
-  hparams_lib.write_run(workdir, config, summary)
+  hparams_lib.write_run(workdir, config, summary, quiet=quiet)

@@ -100,6 +100,11 @@ def _described(tag: str, value: float, text: str):
   return Summary.FromString(tb.Summary(value=[value]).SerializeToString())
 
 
+# A full disk (or quota): the next checkpoint or summary.json meets it too, and the run's
+# own error line says it; TensorBoard's warning waits for the run's end (release_warning).
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
 def describe_error(e: BaseException, path: str) -> str:
   """`No space left on device [ENOSPC] (writing PATH)`: an error of one file, in one line."""
   if isinstance(e, OSError) and e.strerror:
@@ -176,6 +181,7 @@ class Events:
     self.best_eval = float("inf")
     self.drawn_step: int | None = None
     self.error: str | None = None  # the first write error of the event file (one line)
+    self.held_warning: str | None = None  # its line, on a full disk: see release_warning
     # purge_step hides the events a preempted run logged after its checkpoint.
     self.tb = tensorboardX.SummaryWriter(
       logdir, purge_step=purge_step, filename_suffix=filename_suffix
@@ -217,11 +223,21 @@ class Events:
         self._set_aside = True
     if self.error is None:
       self.error = describe_error(e, events._file_name)
-      print(
+      line = (
         f"WARNING: TensorBoard events stopped: {self.error}; later events are dropped, "
-        "metrics.jsonl keeps every row",
-        flush=True,
+        "metrics.jsonl keeps every row"
       )
+      if getattr(e, "errno", None) in FULL_DISK:  # said by the run's own line if it fails
+        self.held_warning = line
+      else:
+        print(line, flush=True)
+
+  def release_warning(self, say: bool = True) -> None:
+    """Prints the warning held for a full disk (once), unless `say` is False: the run has
+    printed its own error line for that disk (a failed save), and this one would repeat it."""
+    line, self.held_warning = self.held_warning, None
+    if line is not None and say:
+      print(line, flush=True)
 
   def flush(self) -> None:
     """Flushes the event file (only what the writer thread has written so far)."""

@@ -205,15 +205,24 @@ class MetricWriter:
       if self._staged:
         self._sync()
 
-  def close(self) -> None:
+  def close(self, release_warning: bool = True) -> None:
     """Draws the depth images of the last step (unless `depth_images` is off), flushes and
-    closes; later calls are no-ops."""
+    closes; later calls are no-ops. TensorBoard's warning held for a full disk is printed
+    here, unless `release_warning` is False (the run decides, `release_warning()`)."""
     if self.enabled:
       self.enabled = False
       self._file.close()
       self._events.close()
       for staging in self._staged.values():
         staging.close()
+    if release_warning:
+      self.release_warning()
+
+  def release_warning(self, say: bool = True) -> None:
+    """TensorBoard's warning held for a full disk: printed once, or dropped (`say` False)
+    when the run has printed its own error line for that disk."""
+    if self._events is not None:
+      self._events.release_warning(say)
 
 
 def _staging(workdir: str, logdir: str) -> dict[str, fs.Staging]:
