@@ -484,9 +484,8 @@ def row_depth_transfer() -> list[str] | None:
       vals = sorted(float(r["slope"]) for r in slopes[p].values())
       parts.append(f"{name} {vals[0]:+.3f} to {vals[-1]:+.3f}")
   depths = next(iter(slopes.values()))["5pt"]["depths"].split()
-  text = (
-    f"slope of log2(best lr) on log2(layers) over {depths[0]}-{depths[-1]} layers, 0 = transfer, "
-    "range over 3 fits: " + ", ".join(parts)
+  text = f"d log2(best lr) / d log2(L), {depths[0]}-{depths[-1]} layers, over 3 fits: " + ", ".join(
+    parts
   )
   contrast = [
     r for r in _optional("docs/depth_transfer/contrast.csv") if "ols slope" in r["quantity"]
@@ -495,12 +494,22 @@ def row_depth_transfer() -> list[str] | None:
     c = contrast[0]
     d, se = float(c["difference"]), float(c["difference_se"])
     verdict = "undecided" if abs(d) < 2 * se else ("CompleteP higher" if d > 0 else "sp higher")
-    text += f"; CompleteP minus sp {d:+.3f} +- {se:.3f} (OLS, seed-0 curves): {verdict}"
+    text += f"; CompleteP - sp {d:+.3f} +- {se:.3f} (OLS, seed 0): {verdict}"
+  seeded = [
+    r for r in _optional("docs/depth_transfer/contrast.csv") if "log2 best lr" in r["quantity"]
+  ]
+  if seeded:
+    c = seeded[0]
+    text += (
+      f"; at {c['depths']} layers, seeds {c['seeds'].replace(' ', ', ')}: log2 best lr "
+      f"{float(c['difference']):+.2f} ({float(c['boot_lo']):+.2f} to "
+      f"{float(c['boot_hi']):+.2f})"
+    )
   return [
     "Depth transfer of Pre-LN's best lr",
     text,
-    f"1,000 steps, 7 lrs ({len(depths)} depths; 3 lrs, a 3-point vertex, at 48 under depth-muP "
-    "and CompleteP); seed 0; stdlib; "
+    f"0 = transfer; 1,000 steps, 7 lrs ({len(depths)} depths; 3 lrs, a 3-point vertex, at 48 "
+    "under depth-muP and CompleteP); seed 0; 95% seed bootstrap; stdlib; "
     + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
     "`docs/depth_transfer/contrast.csv`",

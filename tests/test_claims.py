@@ -194,7 +194,7 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   edges = next(r for t, r in rows.items() if t.startswith("Post-LN's usable lr"))[1]
   assert "5e-4 (11/12 seeds; 1e-3: 1 of 12 escaped, none kept)" in edges
   transfer = rows["Depth transfer of Pre-LN's best lr"]
-  assert "range over 3 fits" in transfer[1] and "3-point vertex, at 48" in transfer[2]
+  assert "over 3 fits" in transfer[1] and "3-point vertex, at 48" in transfer[2]
   assert "5-point fit" not in transfer[1]
   text = open(claims.RESULTS_MD).read()
   assert "fact:valueres.L24.seed0.below_prenorm -->-0.105 / -0.089 / -0.101<" in text
