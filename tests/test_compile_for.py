@@ -227,3 +227,12 @@ def test_fsdp_step_does_its_share_of_the_model_flops():
   r = tc.compile_for(_small(**fsdp), "v5e:4x4", vocab_size=256, eval_step=False)
   assert r.mesh["fsdp"] == 16
   assert r.flops_ratio < target_report.FLOPS_RATIO_LIMIT, "\n".join(target_report.describe(r))
+
+
+def test_the_libtpu_settings_do_not_outlive_the_topology_lookup(monkeypatch):
+  """TPU_WORKER_HOSTNAMES left set would tell every later training process it is on a TPU
+  cluster (jax.distributed.initialize: 'coordinator_address should be defined')."""
+  for name in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_HOSTNAMES"):
+    monkeypatch.delenv(name, raising=False)
+  tpu_target.topology_devices("v5e:2x2")
+  assert "TPU_WORKER_HOSTNAMES" not in os.environ and "TPU_ACCELERATOR_TYPE" not in os.environ

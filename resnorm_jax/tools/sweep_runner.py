@@ -92,10 +92,9 @@ def run_points(
   sweep started from a second checkout runs that checkout's code). A job whose workdir a
   live run holds waits until it is free (before it starts, or when its process was refused
   as busy), then counts as finished if that run finished it, else starts (it resumes): two
-  sweeps on one sweep_dir train each point once and neither calls it failed. A
-  SIGINT/SIGTERM to the sweep is passed on once to every running child (which saves a
-  checkpoint and exits 'interrupted'); no new point starts. Returns early in that case.
-  """
+  sweeps on one sweep_dir train each point once and neither calls it failed. A SIGINT or
+  SIGTERM is passed on once to every running child (it saves and exits 'interrupted'), and
+  the sweep returns early, starting no new point."""
   pending = sorted(jobs, key=lambda j: -j.cost)
   waiting: list[Job] = []  # running elsewhere: started again, or counted, once free
   free, running, codes = list(slots), {}, {}

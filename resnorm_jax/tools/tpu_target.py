@@ -132,17 +132,23 @@ def topology_devices(spec: str) -> tuple[Chip, str, list]:
   # determine TPU accelerator type" and "E0000 ... unexpected worker hostname" before it
   # compiles correctly anyway: told the target's type and one local worker, it says nothing.
   # The values do not change what it compiles (the topology is given), and a TPU VM's own
-  # settings are kept.
-  os.environ.setdefault("TPU_ACCELERATOR_TYPE", accelerator_type(chip, name))
-  os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+  # settings are kept. Set only while libtpu reads them: TPU_WORKER_HOSTNAMES left in the
+  # environment would tell every later process this one starts (a training run) that it is
+  # on a TPU cluster (train/sharding.py's _CLUSTER_ENV).
+  told = {"TPU_ACCELERATOR_TYPE": accelerator_type(chip, name), "TPU_WORKER_HOSTNAMES": "localhost"}
   import jax
   from jax.experimental import topologies
 
   def get(**kwargs) -> list:
+    added = [k for k in told if k not in os.environ]
+    os.environ.update({k: told[k] for k in added})
     try:
       return list(topologies.get_topology_desc(name, "tpu", **kwargs).devices)
     except jax.errors.JaxRuntimeError as e:
       raise TargetError(f"topology {name!r}: {str(e).splitlines()[0]}") from None
+    finally:
+      for k in added:
+        os.environ.pop(k, None)
 
   devices = get()
   if any(getattr(d, "core_on_chip", 0) for d in devices):

@@ -43,7 +43,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools import early_warning
+from resnorm_jax.train import stop_features as early_warning
 
 STATUS = "stopped_early"
 KEY = "train.stop_when"
