@@ -283,6 +283,8 @@ try:
       sys.exit(0)
     with open(os.path.join(wd, "trained.txt"), "a") as f:
       f.write(f"{os.getpid()}\\n")
+    with open(os.path.join(wd, "config.json"), "w") as f:  # a run records its config first
+      json.dump({"name": "c", "seed": 0}, f)
     time.sleep(float(sys.argv[2]))
     summary = {"status": "completed", "steps": 2, "final_eval_loss": 2.0,
                "heldout_unigram_entropy": 3.0, "unigram_entropy": 3.0}
