@@ -5,6 +5,7 @@ each step's record; end_message is the end line. The single run (loop.py) and th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
@@ -21,6 +22,21 @@ from resnorm_jax.train import expected as expected_lib
 from resnorm_jax.train import stop_rule
 from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.writers import MetricWriter
+
+# The ETA's rate: the logged intervals of at least the last ETA_WINDOW_STEPS steps, so one
+# slow or fast interval (another process on the core, a log_every of 10) does not swing it.
+ETA_WINDOW_STEPS = 100
+
+
+def eta_seconds(recent: Sequence[tuple[float, int]], remaining: int) -> float:
+  """Seconds for `remaining` steps at the rate of the newest (seconds, steps) intervals that
+  hold at least ETA_WINDOW_STEPS steps (all of them when fewer)."""
+  seconds = steps = 0
+  for dt, k in reversed(recent):
+    seconds, steps = seconds + dt, steps + k
+    if steps >= ETA_WINDOW_STEPS:
+      break
+  return remaining * seconds / max(steps, 1)
 
 
 def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
@@ -86,6 +102,7 @@ class RunLog:
     self.evals: dict[int, float] = {}
     self.final_evals: dict[int, float] = {}
     self.train_time, self.timed_steps = 0.0, 0
+    self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=256)
     self.t_last = time.time()
     # Wall and compile time of the whole run: the earlier segments' (from the checkpoint)
     # plus this one's, which the loop sets (wall_start, compile_seconds).
@@ -138,6 +155,7 @@ class RunLog:
     dt, k = now - self.t_last, len(self.interval_losses)
     self.t_last = now
     self.train_time, self.timed_steps = self.train_time + dt, self.timed_steps + k
+    self.recent.append((dt, k))
     self.last_train = float(np.mean(self.interval_losses))
     self.interval_losses.clear()
     row = {
@@ -157,7 +175,7 @@ class RunLog:
       naming_write_errors(self.writer),
     ):  # drawing the depth images is not training time
       self.writer.write(n, row)
-    eta = (self.t.steps - n) * dt / max(k, 1)
+    eta = eta_seconds(self.recent, self.t.steps - n)
     ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
     print(
       f"step {n:>6}/{self.t.steps} | loss {self.last_train:.4f}{ev} | lr {row['lr']:.2e} | "
