@@ -192,6 +192,18 @@ def test_a_negative_or_zero_init_std_is_refused_naming_the_range(value):
     run_setup.validate(config)
 
 
+@pytest.mark.parametrize("key", ["residual_alpha", "branch_scale", "init_beta"])
+@pytest.mark.parametrize("value", [-2.0, 0.0])
+def test_a_negative_or_zero_residual_scale_or_init_gain_is_refused_naming_the_key(key, value):
+  """model.residual_alpha=-2 flipped the skip path and trained; unset stays the default."""
+  config = smoke.get_config()
+  config.model.update({"residual": "deepnorm", "init": "deepnorm", key: value})
+  with pytest.raises(ValueError, match=rf"model.{key}={value!r} must be > 0 or unset \("):
+    run_setup.validate(config)
+  config.model[key] = 0.5
+  run_setup.validate(config)
+
+
 @pytest.mark.parametrize("name", ["../../escaped", "a/b", ".", "..", "/abs"])
 def test_a_run_name_that_is_not_one_folder_name_is_refused(name):
   """--config.name=../../escaped wrote the run outside runs/ (default_workdir)."""

@@ -105,6 +105,14 @@ class _ModelConfigAxes:
       raise ValueError(f"position=rope needs an even head dim, got {self.head_dim}")
     if not self.norm_eps > 0:
       raise ValueError(f"model.norm_eps={self.norm_eps!r} must be > 0")
+    for key, what in (
+      ("residual_alpha", "the skip path's scale in deepnorm; unset: (2N)^(1/4)"),
+      ("branch_scale", "the branch's scale in scaled; 0 removes every branch; unset: 1/sqrt(2N)"),
+      ("init_beta", "the gain of the deepnorm init; unset: (8N)^(-1/4)"),
+    ):
+      value = getattr(self, key)
+      if value is not None and not value > 0:
+        raise ValueError(f"model.{key}={value!r} must be > 0 or unset ({what})")
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks
