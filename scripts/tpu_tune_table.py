@@ -15,13 +15,19 @@ cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not
 import argparse
 import csv
 import os
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-
-import tpu_compile_table  # noqa: E402  (CONFIGS: the :paper configs and their labels)
+# The :paper configs by results.csv's labels (scripts/tpu_compile_table.py's CONFIGS): there is
+# no prenorm_1000L file, Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
+CONFIGS = {
+  "postnorm_96L": ("configs/postnorm_96L.py:paper", {}),
+  "prenorm_96L": ("configs/prenorm_96L.py:paper", {}),
+  "deepnorm_96L": ("configs/deepnorm_96L.py:paper", {}),
+  "postnorm_1000L": ("configs/postnorm_1000L.py:paper", {}),
+  "prenorm_1000L": ("configs/prenorm_96L.py:paper", {"model.num_layers": 1000}),
+  "deepnorm_1000L": ("configs/deepnorm_1000L.py:paper", {}),
+}
 
 # (topology, labels), in the order they are done: Post-LN tuned on each slice first, then the
 # other variants given its winner (`tuned_on`), then the 1000-layer configs on v5p.
@@ -48,9 +54,14 @@ FIELDS = (
 )  # fmt: skip
 
 
+def read(path: str) -> list[dict[str, str]]:
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
 def untuned(label: str, topology: str) -> dict[str, str]:
   """The (config, topology)'s `:paper` row of results.csv ({} where it has none)."""
-  rows = tpu_compile_table.read(os.path.join(ROOT, "docs/tpu_compile/results.csv"))
+  rows = read(os.path.join(ROOT, "docs/tpu_compile/results.csv"))
   for r in rows:
     if (r["config"], r["topology"], r["settings"]) == (label, topology, ":paper"):
       return r
@@ -103,15 +114,16 @@ def main() -> None:
   p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
   p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
   p.add_argument("--tune_cache", default=tune.DEFAULT_CACHE)
+  p.add_argument("--meshes", default=",".join(tune.MESHES), help="the meshes to try")
   p.add_argument(
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
   )
   args = p.parse_args()
   tc.use_cpu_host()
-  specs = {label: (spec, o) for label, spec, o in tpu_compile_table.CONFIGS}
+  specs, meshes = CONFIGS, tuple(args.meshes.split(","))
   done = set()
   if os.path.exists(args.out):
-    done = {(r["config"], r["topology"]) for r in tpu_compile_table.read(args.out)}
+    done = {(r["config"], r["topology"]) for r in read(args.out)}
   else:
     with open(args.out, "w", newline="") as f:
       csv.DictWriter(f, FIELDS, lineterminator="\n").writeheader()
@@ -130,7 +142,7 @@ def main() -> None:
       if given and (given, topology) not in winners:  # the winner of an earlier invocation
         winners[(given, topology)] = tune.tune(
           tc.with_overrides(cli.load_config_file(specs[given][0]), specs[given][1]),
-          topology, cache_path=args.tune_cache, log=lambda s: None,
+          topology, cache_path=args.tune_cache, log=lambda s: None, meshes=meshes,
         )  # fmt: skip
       if given:
         tuned = winners[(given, topology)]
@@ -141,7 +153,8 @@ def main() -> None:
         out = row(label, None, best, r, chips, untuned(label, topology), given)
         out["topology"] = tuned.target.name
       else:
-        tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=print)
+        log = lambda s: print(s, flush=True)  # noqa: E731
+        tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=log, meshes=meshes)
         winners[(label, topology)] = tuned
         if tuned.best is None:
           continue
