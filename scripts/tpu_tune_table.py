@@ -8,7 +8,8 @@ Post-LN and DeepNorm compile to the same program (results.csv: the same memory a
 every depth and slice): Post-LN is tuned and DeepNorm's row is its winner compiled once for
 DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) already in the
 file is not tuned again, and every compile is cached (resnorm_jax/tools/tune.py), so an
-interrupted table resumes where it stopped. est_*, bound and speedup: the TPU compiler's
+interrupted table resumes where it stopped. tuned_candidates.csv (--candidates_out): every
+candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
 cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
 """
 
@@ -52,6 +53,37 @@ FIELDS = (
   "est_step_s", "est_step_source", "est_mfu", "bound", "speedup",
   "candidates", "tune_cpu_s", "tuned_on",
 )  # fmt: skip
+
+
+CANDIDATE_FIELDS = (
+  "config", "topology", "mesh", "remat", "attention", "xla_flags", "fits", "per_chip_gib",
+  "hbm_gib", "est_step_s", "est_step_source", "est_mfu", "bound", "top_ops_by_bytes",
+  "compile_cpu_s", "refused",
+)  # fmt: skip
+
+
+def write_candidates(path: str, label: str, tuned) -> None:
+  """Every candidate of one tune as rows of `path` (what its lines print; est_*: loop-corrected
+  estimates, empty for a memory pass only), appended."""
+  from resnorm_jax.tools import tune
+
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    w = csv.DictWriter(f, CANDIDATE_FIELDS, lineterminator="\n")
+    if new:
+      w.writeheader()
+    for c, r in tuned.results.items():
+      w.writerow({
+        "config": label, "topology": tuned.target.name, "mesh": c.mesh, "remat": c.remat,
+        "attention": c.attention, "xla_flags": c.flags, "fits": "yes" if r.fits else "no",
+        "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}" if r.per_chip_bytes else "",
+        "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
+        "est_step_s": f"{r.step_s:.4g}" if r.step_s else "",
+        "est_step_source": r.source if r.step_s else "",
+        "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
+        "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
+        "refused": r.error,
+      })  # fmt: skip
 
 
 def read(path: str) -> list[dict[str, str]]:
@@ -114,6 +146,9 @@ def main() -> None:
   p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
   p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
   p.add_argument("--tune_cache", default=tune.DEFAULT_CACHE)
+  p.add_argument(
+    "--candidates_out", default=os.path.join(ROOT, "docs/tpu_compile/tuned_candidates.csv")
+  )
   p.add_argument("--meshes", default=",".join(tune.MESHES), help="the meshes to try")
   p.add_argument(
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
@@ -156,6 +191,7 @@ def main() -> None:
         log = lambda s: print(s, flush=True)  # noqa: E731
         tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=log, meshes=meshes)
         winners[(label, topology)] = tuned
+        write_candidates(args.candidates_out, label, tuned)
         if tuned.best is None:
           continue
         r = tuned.results[tuned.best]
