@@ -150,12 +150,14 @@ def main() -> None:
     "--candidates_out", default=os.path.join(ROOT, "docs/tpu_compile/tuned_candidates.csv")
   )
   p.add_argument("--meshes", default=",".join(tune.MESHES), help="the meshes to try")
+  p.add_argument("--flag_sets", default="default,maxtext", help="default: no MaxText flags")
   p.add_argument(
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
   )
   args = p.parse_args()
   tc.use_cpu_host()
   specs, meshes = CONFIGS, tuple(args.meshes.split(","))
+  kw = {"meshes": meshes, "flag_sets": tuple(args.flag_sets.split(","))}
   done = set()
   if os.path.exists(args.out):
     done = {(r["config"], r["topology"]) for r in read(args.out)}
@@ -177,7 +179,7 @@ def main() -> None:
       if given and (given, topology) not in winners:  # the winner of an earlier invocation
         winners[(given, topology)] = tune.tune(
           tc.with_overrides(cli.load_config_file(specs[given][0]), specs[given][1]),
-          topology, cache_path=args.tune_cache, log=lambda s: None, meshes=meshes,
+          topology, cache_path=args.tune_cache, log=lambda s: None, **kw,
         )  # fmt: skip
       if given:
         tuned = winners[(given, topology)]
@@ -189,7 +191,7 @@ def main() -> None:
         out["topology"] = tuned.target.name
       else:
         log = lambda s: print(s, flush=True)  # noqa: E731
-        tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=log, meshes=meshes)
+        tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=log, **kw)
         winners[(label, topology)] = tuned
         write_candidates(args.candidates_out, label, tuned)
         if tuned.best is None:

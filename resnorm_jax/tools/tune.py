@@ -9,8 +9,11 @@ compiled deviceless (target_compile.py) and ranked by the TPU cost model's step 
 Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
 1. memory, without the loop correction: for each mesh the remat policies from the least
    recompute (none) to the most (full); the first that fits is that mesh's finalist and the
-   rest are not compiled (more recompute at the same mesh only adds work);
-2. the finalists get the loop-corrected estimate (a second compile, scan_unroll=2);
+   rest are not compiled (an assumption: more recompute at the same mesh adds FLOPs; it
+   fails where the saved activations make the step bytes-bound, as the :paper configs'
+   float32 attention probabilities do, docs/tpu_compile/README.md);
+2. the finalists and the config's own settings get the loop-corrected estimate (a second
+   compile, scan_unroll=2): the winner is never slower than the config as it is;
 3. on the fastest: splash attention, then the MaxText flags (each kept only if faster).
 Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
 vocabulary, jax and libtpu versions): a rerun compiles nothing it has already compiled.
@@ -85,6 +88,21 @@ def mesh_overrides(mesh: str, chips: int) -> dict[str, int]:
     fsdp = 2 ** (max(chips.bit_length() - 1, 0) // 2)
     return {"mesh.data": chips // fsdp, "mesh.fsdp": fsdp, "mesh.tensor": 1}
   raise ValueError(f"mesh {mesh!r}: one of {', '.join(MESHES)}")
+
+
+def own_candidate(config: ConfigDict, chips: int) -> Candidate:
+  """The candidate that runs `config` as it is (its mesh among MESHES, else fsdp; its remat;
+  its attention where a candidate, else dense)."""
+  m = config.mesh
+  shape = tuple(chips if int(v) == -1 else int(v) for v in (m.data, m.fsdp, m.tensor))
+  mesh = "fsdp"
+  for name in MESHES:
+    o = mesh_overrides(name, chips)
+    keys = ("mesh.data", "mesh.fsdp", "mesh.tensor")
+    if tuple(chips if o[k] == -1 else o[k] for k in keys) == shape:
+      mesh = name
+  attention = config.model.attention if config.model.attention in ATTENTIONS else "dense"
+  return Candidate(mesh, config.model.remat, attention)
 
 
 def overrides(c: Candidate, chips: int) -> dict[str, Any]:
@@ -444,6 +462,9 @@ def tune(
           log(f"  mesh={mesh}: remat {', '.join(remats[i + 1 :])} not compiled ({remat} fits "
               "with less recompute)")  # fmt: skip
         break
+  own = own_candidate(config, chips)
+  if own not in finalists:  # the config as it is: a winner is never slower than it
+    finalists.append(own)
   for c in finalists:
     run(c, True)
   best = winner(results)
