@@ -265,6 +265,10 @@ def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit(
   assert tune.winner(results) == c
   results[c] = tune.Result(fits=True, step_s=None)  # memory pass only: no estimate to rank
   assert tune.winner(results) == a
+  # the config as it is is always compiled: the :paper configs' fsdp, full remat, dense
+  paper = cli.load_config_file("configs/postnorm_96L.py:paper")
+  assert tune.own_candidate(paper, 8) == tune.Candidate("fsdp", "full", "dense")
+  assert tune.own_candidate(_smoke(), 4) == tune.Candidate("data", "none", "dense")
 
 
 @needs_libtpu
