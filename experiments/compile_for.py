@@ -16,6 +16,10 @@ tokens/s, MFU; loop-corrected for the scanned stack). A config that does not fit
 first of the next remat policy, a whole-slice fsdp axis, a smaller batch that compiles
 within HBM is named. Exit 0: fits; 2: does not fit, or bad input (one line, before
 compiling). Results for the :paper configs: docs/tpu_compile/README.md.
+
+--tune (a TPU topology): compiles the candidates that keep the experiment and differ only in
+how it runs (mesh, remat, attention, XLA flags; resnorm_jax/tools/tune.py), one line each,
+and names the fastest that fits (exit 2 where none fits). Results are cached in --tune_cache.
 """
 
 from absl import app, flags
@@ -33,6 +37,12 @@ _VOCAB = flags.DEFINE_integer("vocab_size", 0, "Vocabulary (0: the run's; no dat
 _EVAL = flags.DEFINE_bool("eval", True, "Also compile the eval step.")
 _LOOP = flags.DEFINE_bool("loop_correction", True, "Correct the cost for the scanned stack.")
 _SEARCH = flags.DEFINE_integer("search", 6, "Does not fit: try up to N candidate settings.")
+_TUNE = flags.DEFINE_bool("tune", False, "Compile the candidate ways to run it; name the fastest.")
+_TUNE_CACHE = flags.DEFINE_string(
+  "tune_cache",
+  "",
+  "--tune's cache of compiled candidates (default ~/.cache/resnorm_jax/tune.json).",
+)
 _JSON = flags.DEFINE_string(
   "json", "", "Also write the result as one JSON object to this file (its folder must exist)."
 )
@@ -50,6 +60,24 @@ def _check_json_path(path: str) -> None:
     cli.fail(f"--json={path}: its folder {folder} does not exist (it is not made): create it first")
 
 
+def _tune(c) -> None:
+  """--tune: one line per candidate and the winner; exit 2 where none fits or bad input."""
+  from resnorm_jax.tools import tune
+
+  try:
+    tuned = tune.tune(
+      c,
+      _TOPOLOGY.value,
+      vocab_size=_VOCAB.value,
+      cache_path=_TUNE_CACHE.value or tune.DEFAULT_CACHE,
+      log=lambda s: print(s, flush=True),
+    )
+  except ValueError as e:
+    cli.fail(str(e))
+  if tuned.best is None:
+    cli.fail(f"{c.name}: no candidate fits {tuned.target.name} at this global batch")
+
+
 def main(argv):
   if len(argv) > 1 or _CONFIG.value is None or not _TOPOLOGY.value:
     cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
@@ -60,6 +88,9 @@ def main(argv):
 
   tc.use_cpu_host()  # before any JAX work: the target's compiler, not this host's devices
   c = _CONFIG.value
+  if _TUNE.value:
+    _tune(c)
+    return
   try:
     tc.target_devices(_TOPOLOGY.value)  # bad target or no compiler for it: before compiling
     r = tc.compile_for(

@@ -236,3 +236,70 @@ def test_the_libtpu_settings_do_not_outlive_the_topology_lookup(monkeypatch):
     monkeypatch.delenv(name, raising=False)
   tpu_target.topology_devices("v5e:2x2")
   assert "TPU_WORKER_HOSTNAMES" not in os.environ and "TPU_ACCELERATOR_TYPE" not in os.environ
+
+
+_HLO = """
+  %fusion.1 = bf16[16,8,512,512]{3,2,1,0} fusion(bf16[16,8,512,64]{3,2,1,0} %a), kind=kOutput
+  %p = f32[4096,4096]{1,0} parameter(0)
+  ROOT %add.2 = f32[16,512,512]{2,1,0} add(f32[16,512,512]{2,1,0} %x, f32[16,512,512]{2,1,0} %y)
+  %convert.3 = bf16[16,512,512]{2,1,0} convert(f32[16,512,512]{2,1,0} %add.2)
+"""
+
+
+def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit():
+  from resnorm_jax.tools import tune
+
+  top = tune.top_ops_by_bytes(_HLO)  # parameters are inputs, not ops: left out
+  assert top == ["fusion bf16[16,8,512,512] 64.0 MiB", "add f32[16,512,512] 16.0 MiB",
+                 "convert bf16[16,512,512] 8.0 MiB"]  # fmt: skip
+  assert tune.mesh_overrides("data_fsdp", 16) == {"mesh.data": 4, "mesh.fsdp": 4, "mesh.tensor": 1}
+  assert tune.mesh_overrides("data_fsdp", 8)["mesh.fsdp"] == 2
+  with pytest.raises(ValueError, match="one of data, fsdp, data_fsdp"):
+    tune.mesh_overrides("tensor", 8)
+  a, b, c = (tune.Candidate(m, "none") for m in tune.MESHES)
+  results = {
+    a: tune.Result(fits=True, step_s=2.0, corrected=True),
+    b: tune.Result(fits=False, step_s=None),
+    c: tune.Result(fits=True, step_s=1.0, corrected=True),
+  }
+  assert tune.winner(results) == c
+  results[c] = tune.Result(fits=True, step_s=None)  # memory pass only: no estimate to rank
+  assert tune.winner(results) == a
+  # the config as it is is always compiled: the :paper configs' fsdp, full remat, dense
+  paper = cli.load_config_file("configs/postnorm_96L.py:paper")
+  assert tune.own_candidate(paper, 8) == tune.Candidate("fsdp", "full", "dense")
+  assert tune.own_candidate(_smoke(), 4) == tune.Candidate("data", "none", "dense")
+
+
+@needs_libtpu
+def test_tune_refuses_bad_input_before_compiling():
+  from resnorm_jax.tools import tune
+
+  with pytest.raises(tpu_target.TargetError, match="needs a TPU topology"):
+    tune.tune(_smoke(), "h100:8")
+  with pytest.raises(tpu_target.TargetError, match="does not split over v5e:4x4's 16 chips"):
+    tune.tune(_smoke(), "v5e:4x4")  # 8 sequences
+
+
+@pytest.mark.slow  # four TPU compiles of the smoke model (about 20 s of CPU)
+@needs_libtpu
+def test_tune_lines_and_winner_agree_and_a_rerun_is_cached(tmp_path):
+  from resnorm_jax.tools import tune
+
+  kwargs = dict(meshes=("data", "fsdp"), attentions=("dense",), flag_sets=("default",))
+  lines: list[str] = []
+  c = cli.load_config_file("configs/prenorm_96L.py:smoke")
+  t = tune.tune(c, "v5e:2x2", cache_path=str(tmp_path / "c.json"), log=lines.append, **kwargs)
+  fits = {k: r for k, r in t.results.items() if r.fits}
+  assert set(fits) == {tune.Candidate("data", "none"), tune.Candidate("fsdp", "none")}
+  assert t.best in fits and t.results[t.best].step_s == min(r.step_s for r in fits.values())
+  for k, r in fits.items():  # one line per candidate with its estimate, MFU and bound
+    [text] = [s for s in lines if s.strip().startswith(k.label)]
+    assert f"est {r.step_s:.4g} s" in text and f"MFU {r.mfu:6.1%}" in text
+    assert f"{r.bound}-bound" in text and len(r.top_ops) == 3 and r.corrected
+    assert r.bound in ("FLOPs", "bytes") and 0 < r.mfu < 1
+  assert lines[-1].startswith(f"winner: {t.best.label}: ")
+  again: list[str] = []
+  t2 = tune.tune(c, "v5e:2x2", cache_path=str(tmp_path / "c.json"), log=again.append, **kwargs)
+  assert t2.best == t.best and all(r.cached for r in t2.results.values())
+  assert again[-1] == lines[-1]

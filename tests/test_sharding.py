@@ -348,3 +348,31 @@ def test_the_stream_is_pinned_only_where_the_batch_is_split():
   assert stream_sharding.constrain(x) is x  # outside a traced step: the identity
   pinned = jax.jit(stream_sharding.constrained(stream_sharding.constrain, rows))(x)
   assert pinned.sharding.spec == P(("data", "fsdp"))
+
+
+def _tune_candidate(mesh: str, remat: str):
+  """mesh_config's tiny model run as `compile_for --tune` would run it (tools/tune.py)."""
+  from resnorm_jax.tools import tune
+
+  c = mesh_config("one_device")
+  for key, value in {**tune.mesh_overrides(mesh, 8), "model.remat": remat}.items():
+    section, name = key.split(".")
+    setattr(getattr(c, section), name, value)
+  return c
+
+
+@pytest.mark.parametrize(
+  "mesh, remat",
+  [("data", "full"), ("fsdp", "none"), ("fsdp", "dots"), ("fsdp", "dots_no_batch"),
+   ("data_fsdp", "full")],
+)  # fmt: skip
+def test_tune_candidates_give_the_reference_losses(mesh, remat, reference):
+  """The meshes and remat policies compile_for --tune chooses between are one experiment:
+  the same losses as the 1-device run without remat, within LOSS_RTOL."""
+  ref_losses, ref_gnorms, ref_init, _, _, _ = reference
+  c = _tune_candidate(mesh, remat)
+  assert c.model.remat == remat and mesh_config("one_device").model.remat == "none"
+  losses, gnorms, _, _, _, run_mesh = _train(c, jax.devices(), init=ref_init)
+  assert run_mesh.size == 8 and losses[-1] < losses[0] - 0.1
+  np.testing.assert_allclose(losses, ref_losses, rtol=LOSS_RTOL)
+  np.testing.assert_allclose(gnorms, ref_gnorms, rtol=1e-4)

@@ -1,0 +1,208 @@
+"""docs/tpu_compile/tuned.csv: each :paper config tuned for a TPU slice (compile_for --tune),
+its winner beside its untuned row of results.csv.
+
+python scripts/tpu_tune_table.py [--out=docs/tpu_compile/tuned.csv] [--only=v5p:2x2x2,...]
+  [--configs=postnorm_96L,...] [--tune_cache=~/.cache/resnorm_jax/tune.json]
+
+Post-LN and DeepNorm compile to the same program (results.csv: the same memory and cost at
+every depth and slice): Post-LN is tuned and DeepNorm's row is its winner compiled once for
+DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) already in the
+file is not tuned again, and every compile is cached (resnorm_jax/tools/tune.py), so an
+interrupted table resumes where it stopped. tuned_candidates.csv (--candidates_out): every
+candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
+cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
+"""
+
+import argparse
+import csv
+import os
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The :paper configs by results.csv's labels (scripts/tpu_compile_table.py's CONFIGS): there is
+# no prenorm_1000L file, Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
+CONFIGS = {
+  "postnorm_96L": ("configs/postnorm_96L.py:paper", {}),
+  "prenorm_96L": ("configs/prenorm_96L.py:paper", {}),
+  "deepnorm_96L": ("configs/deepnorm_96L.py:paper", {}),
+  "postnorm_1000L": ("configs/postnorm_1000L.py:paper", {}),
+  "prenorm_1000L": ("configs/prenorm_96L.py:paper", {"model.num_layers": 1000}),
+  "deepnorm_1000L": ("configs/deepnorm_1000L.py:paper", {}),
+}
+
+# (topology, labels), in the order they are done: Post-LN tuned on each slice first, then the
+# other variants given its winner (`tuned_on`), then the 1000-layer configs on v5p.
+PLAN = (
+  ("v5p:2x2x2", ("postnorm_96L",)),
+  ("v5e:4x4", ("postnorm_96L",)),
+  ("v6e:4x4", ("postnorm_96L",)),
+  ("v5p:2x2x2", ("deepnorm_96L", "prenorm_96L")),
+  ("v5e:4x4", ("deepnorm_96L", "prenorm_96L")),
+  ("v6e:4x4", ("deepnorm_96L", "prenorm_96L")),
+  ("v5p:2x2x2", ("postnorm_1000L", "deepnorm_1000L", "prenorm_1000L")),
+)
+# DeepNorm compiles to Post-LN's program (results.csv: the same memory and cost everywhere):
+# its row is Post-LN's winner compiled for it. Pre-LN's program differs a little (one more
+# norm); with --given_winner its row is Post-LN's winner compiled for it too (not tuned).
+SAME_PROGRAM = {"deepnorm_96L": "postnorm_96L", "deepnorm_1000L": "postnorm_1000L"}
+LIKE = {"prenorm_96L": "postnorm_96L", "prenorm_1000L": "postnorm_1000L"}
+FIELDS = (
+  "config", "topology", "chips",
+  "untuned_mesh", "untuned_remat", "untuned_per_chip_gib", "untuned_est_step_s", "untuned_est_mfu",
+  "mesh", "remat", "attention", "xla_flags", "per_chip_gib", "hbm_gib",
+  "est_step_s", "est_step_source", "est_mfu", "bound", "speedup",
+  "candidates", "tune_cpu_s", "tuned_on",
+)  # fmt: skip
+
+
+CANDIDATE_FIELDS = (
+  "config", "topology", "mesh", "remat", "attention", "xla_flags", "fits", "per_chip_gib",
+  "hbm_gib", "est_step_s", "est_step_source", "est_mfu", "bound", "top_ops_by_bytes",
+  "compile_cpu_s", "refused",
+)  # fmt: skip
+
+
+def write_candidates(path: str, label: str, tuned) -> None:
+  """Every candidate of one tune as rows of `path` (what its lines print; est_*: loop-corrected
+  estimates, empty for a memory pass only), appended."""
+  from resnorm_jax.tools import tune
+
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    w = csv.DictWriter(f, CANDIDATE_FIELDS, lineterminator="\n")
+    if new:
+      w.writeheader()
+    for c, r in tuned.results.items():
+      w.writerow({
+        "config": label, "topology": tuned.target.name, "mesh": c.mesh, "remat": c.remat,
+        "attention": c.attention, "xla_flags": c.flags, "fits": "yes" if r.fits else "no",
+        "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}" if r.per_chip_bytes else "",
+        "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
+        "est_step_s": f"{r.step_s:.4g}" if r.step_s else "",
+        "est_step_source": r.source if r.step_s else "",
+        "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
+        "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
+        "refused": r.error,
+      })  # fmt: skip
+
+
+def read(path: str) -> list[dict[str, str]]:
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def untuned(label: str, topology: str) -> dict[str, str]:
+  """The (config, topology)'s `:paper` row of results.csv ({} where it has none)."""
+  rows = read(os.path.join(ROOT, "docs/tpu_compile/results.csv"))
+  for r in rows:
+    if (r["config"], r["topology"], r["settings"]) == (label, topology, ":paper"):
+      return r
+  return {}
+
+
+def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -> dict:
+  """One tuned.csv row: the winner `best` (its result `r`) beside the untuned `base`."""
+  from resnorm_jax.tools import tune
+
+  mesh = tune.mesh_overrides(best.mesh, chips)
+  mesh_label = "x".join(
+    f"{k[5:]}{chips if v == -1 else v}" for k, v in mesh.items() if v != 1 and k != "mesh.tensor"
+  )
+  step = float(base["est_step_s"]) if base.get("est_step_s") else None
+  fresh = [x for x in tuned.results.values() if not x.cached] if tuned else []
+  return {
+    "config": label,
+    "topology": tuned.target.name if tuned else "",
+    "chips": str(chips),
+    "untuned_mesh": base.get("mesh", ""),
+    "untuned_remat": base.get("remat", ""),
+    "untuned_per_chip_gib": base.get("per_chip_gib", ""),
+    "untuned_est_step_s": base.get("est_step_s", ""),
+    "untuned_est_mfu": base.get("est_mfu", ""),
+    "mesh": mesh_label,
+    "remat": best.remat,
+    "attention": best.attention,
+    "xla_flags": best.flags,
+    "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}",
+    "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
+    "est_step_s": f"{r.step_s:.4g}",
+    "est_step_source": r.source,
+    "est_mfu": f"{r.mfu:.3f}",
+    "bound": r.bound,
+    "speedup": f"{step / r.step_s:.2f}" if step else "",
+    "candidates": str(len(tuned.results)) if tuned else "1",
+    "tune_cpu_s": f"{sum(x.cpu_s for x in fresh):.0f}" if tuned else f"{r.cpu_s:.0f}",
+    "tuned_on": on,
+  }
+
+
+def main() -> None:
+  from resnorm_jax.config import cli
+  from resnorm_jax.tools import target_compile as tc
+  from resnorm_jax.tools import tune
+
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/tuned.csv"))
+  p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
+  p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
+  p.add_argument("--tune_cache", default=tune.DEFAULT_CACHE)
+  p.add_argument(
+    "--candidates_out", default=os.path.join(ROOT, "docs/tpu_compile/tuned_candidates.csv")
+  )
+  p.add_argument("--meshes", default=",".join(tune.MESHES), help="the meshes to try")
+  p.add_argument("--flag_sets", default="default,maxtext", help="default: no MaxText flags")
+  p.add_argument(
+    "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
+  )
+  args = p.parse_args()
+  tc.use_cpu_host()
+  specs, meshes = CONFIGS, tuple(args.meshes.split(","))
+  kw = {"meshes": meshes, "flag_sets": tuple(args.flag_sets.split(","))}
+  done = set()
+  if os.path.exists(args.out):
+    done = {(r["config"], r["topology"]) for r in read(args.out)}
+  else:
+    with open(args.out, "w", newline="") as f:
+      csv.DictWriter(f, FIELDS, lineterminator="\n").writeheader()
+  winners = {}
+  for topology, labels in PLAN:
+    if args.only and topology not in args.only.split(","):
+      continue
+    for label in labels:
+      if (args.configs and label not in args.configs.split(",")) or (label, topology) in done:
+        continue
+      start = time.perf_counter()
+      spec, o = specs[label]
+      config = tc.with_overrides(cli.load_config_file(spec), o)
+      chips = len(tc.target_devices(topology)[2])
+      given = SAME_PROGRAM.get(label) or (args.given_winner and LIKE.get(label))
+      if given and (given, topology) not in winners:  # the winner of an earlier invocation
+        winners[(given, topology)] = tune.tune(
+          tc.with_overrides(cli.load_config_file(specs[given][0]), specs[given][1]),
+          topology, cache_path=args.tune_cache, log=lambda s: None, **kw,
+        )  # fmt: skip
+      if given:
+        tuned = winners[(given, topology)]
+        if tuned.best is None:
+          continue
+        best, cache = tuned.best, tune.Cache(args.tune_cache)
+        r = tune.evaluate(cache, config, tuned.target, best, tuned.vocab, True)
+        out = row(label, None, best, r, chips, untuned(label, topology), given)
+        out["topology"] = tuned.target.name
+      else:
+        log = lambda s: print(s, flush=True)  # noqa: E731
+        tuned = tune.tune(config, topology, cache_path=args.tune_cache, log=log, **kw)
+        winners[(label, topology)] = tuned
+        write_candidates(args.candidates_out, label, tuned)
+        if tuned.best is None:
+          continue
+        r = tuned.results[tuned.best]
+        out = row(label, tuned, tuned.best, r, chips, untuned(label, topology), label)
+      with open(args.out, "a", newline="") as f:
+        csv.DictWriter(f, FIELDS, lineterminator="\n").writerow(out)
+      print(" ".join(f"{k}={out[k]}" for k in FIELDS), flush=True)
+      print(f"# {label} on {topology}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+  main()
