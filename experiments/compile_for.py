@@ -55,8 +55,8 @@ def main(argv):
     cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
   if _JSON.value:  # before compiling; a folder is never made for it
     _check_json_path(_JSON.value)
-  from resnorm_jax.tools import target_compile as tc
-  from resnorm_jax.tools import target_report
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import target_report
 
   tc.use_cpu_host()  # before any JAX work: the target's compiler, not this host's devices
   c = _CONFIG.value

@@ -17,7 +17,7 @@ Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs shakespeare-*)
   README.md     the page: what was measured, how, the tables above and what they say
   stop_rule_k<K>.json  the stop rule at step K fitted on every stdlib run, as data with its
                 provenance: what train.stop_when reads
-The rules are resnorm_jax/tools/early_warning.py's. No JAX here.
+The rules are resnorm_jax/analysis/early_warning.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import math
 import os
 import re
 
-from resnorm_jax.tools import early_warning as ew  # (no JAX)
-from resnorm_jax.tools.style import pyplot, save_figure
+from resnorm_jax.analysis import early_warning as ew  # (no JAX)
+from resnorm_jax.analysis.style import pyplot, save_figure
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
 HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
@@ -140,7 +140,7 @@ def plot(rows: list[dict], path: str) -> str:
 PAGE = """# Early warning: can the first steps tell a doomed run?
 
 Written by `python scripts/early_warning.py` from the committed runs (no training); the rules
-are `resnorm_jax/tools/early_warning.py`'s. Regenerate after new runs land.
+are `resnorm_jax/analysis/early_warning.py`'s. Regenerate after new runs land.
 
 A run's **label** is 1 when its escape from the no-context plateau lasted to its end (survival
 runs: a first passage and no relapse within 1,500 steps; loss-vs-lr runs: trained at the end).

@@ -48,7 +48,7 @@ interrupted, failed or pending; and, when points differ only by seed, the mean a
 (results_seeds.csv). No JAX here.
 
 `--submit=slurm`: the unfinished points go to SLURM as one job array instead of running here
-(resnorm_jax/tools/cluster.py): array task i runs point i's command above, into its folder, with
+(resnorm_jax/sweeps/slurm.py): array task i runs point i's command above, into its folder, with
 --cpus-per-task=--threads_per_job (and one GPU with --accelerator=gpu), at most
 --max_concurrent at once, requeued ahead of the time limit and after a preemption (it
 resumes). Points still queued from an earlier submission are not submitted again. With
@@ -65,9 +65,11 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.tools import cluster
-from resnorm_jax.tools.sweep_grid import (
-  POINT_FILE,
+from resnorm_jax.runs.outcome import STUCK_MARGIN
+from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
+from resnorm_jax.runs.sweep_results import collect, write_results
+from resnorm_jax.sweeps import slurm as cluster
+from resnorm_jax.sweeps.grid import (
   conflict_keys,
   load_grid,
   parse_sets,
@@ -76,12 +78,9 @@ from resnorm_jax.tools.sweep_grid import (
   run_state,
   train_command,
 )
-from resnorm_jax.tools.sweep_jobs import Job, estimated_cost, missing_data, population_jobs
-from resnorm_jax.tools.sweep_records import refresh_records, with_failures
-from resnorm_jax.tools.sweep_results import collect, write_results
-from resnorm_jax.tools.sweep_runner import INTERRUPTED, run_points
-from resnorm_jax.tools.sweep_slots import ACCELERATORS, make_slots
-from resnorm_jax.train.outcome import STUCK_MARGIN
+from resnorm_jax.sweeps.jobs import Job, estimated_cost, missing_data, population_jobs
+from resnorm_jax.sweeps.runner import INTERRUPTED, run_points
+from resnorm_jax.sweeps.slots import ACCELERATORS, make_slots
 
 # The checkout this script is in: its points run this checkout's code.
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

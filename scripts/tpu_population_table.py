@@ -1,5 +1,5 @@
 """Does batching small models pay on a TPU? The population step of M members against M single
-steps, compiled for one chip of v5e and v5p without a TPU (resnorm_jax/tools/
+steps, compiled for one chip of v5e and v5p without a TPU (resnorm_jax/hardware/
 population_compile.py); writes docs/tpu_compile/population.csv.
 
 python scripts/tpu_population_table.py [--out=FILE] [--topologies=v5e:2x2,v5p:2x2x1]
@@ -20,9 +20,9 @@ import csv
 import os
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import population_compile as pc
-from resnorm_jax.tools import target_compile as tc
-from resnorm_jax.tools import tpu_target
+from resnorm_jax.hardware import population_compile as pc
+from resnorm_jax.hardware import target_compile as tc
+from resnorm_jax.hardware import tpu_target
 
 OUT = "docs/tpu_compile/population.csv"
 FIELDS = (

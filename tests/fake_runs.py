@@ -5,7 +5,7 @@ file, written as a finished run leaves them."""
 import json
 import os
 
-from resnorm_jax.tools import sweep_grid
+from resnorm_jax.sweeps import grid as sweep_grid
 
 
 def fake_run(workdir, summary: dict, config: dict | None = None, point: dict | None = None):

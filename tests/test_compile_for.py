@@ -1,4 +1,4 @@
-"""Deviceless compiles for TPU topologies (resnorm_jax/tools/target_compile.py): libtpu's
+"""Deviceless compiles for TPU topologies (resnorm_jax/hardware/target_compile.py): libtpu's
 compiler on this host, no TPU. Skipped where libtpu (requirements-dev.txt) is not installed."""
 
 import os
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import target_compile as tc
-from resnorm_jax.tools import target_report, tpu_target
+from resnorm_jax.hardware import target_compile as tc
+from resnorm_jax.hardware import target_report, tpu_target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_libtpu = pytest.mark.skipif(

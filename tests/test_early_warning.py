@@ -1,4 +1,4 @@
-"""Early warning from a run's first steps (resnorm_jax/tools/early_warning.py): the AUC, the
+"""Early warning from a run's first steps (resnorm_jax/analysis/early_warning.py): the AUC, the
 features, the logistic fit, and cross-validation that never trains on the held-out cell."""
 
 import json
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import early_warning as ew
+from resnorm_jax.analysis import early_warning as ew
 
 
 def test_auc_is_the_mann_whitney_statistic():

@@ -17,9 +17,9 @@ import pytest
 from configs import smoke
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs, token_files
+from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_files
-from resnorm_jax.train import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -349,7 +349,7 @@ def test_sample_on_a_damaged_newest_checkpoint_names_it_in_one_line_and_uses_the
   """A 70-line TensorStore spec per damaged checkpoint before (140 lines when all were)."""
   import jax
 
-  from resnorm_jax.tools import generate
+  from resnorm_jax.probes import generate
   from resnorm_jax.train import resume_policy, run_setup
 
   config = smoke.get_config()
@@ -432,7 +432,7 @@ def test_a_run_file_that_is_a_symlink_is_refused_when_the_run_starts(tmp_path, n
 
 def test_the_writers_never_follow_a_symlink_made_after_the_start(tmp_path):
   """Each writer of a run file opens it with O_NOFOLLOW (or checks the link first)."""
-  from resnorm_jax.train import metrics_file
+  from resnorm_jax.runs import metrics_file
   from resnorm_jax.train.writers import MetricWriter
 
   target = tmp_path / "elsewhere.txt"
@@ -467,7 +467,11 @@ def test_a_sweep_point_whose_train_log_is_a_symlink_fails_that_point_in_one_line
   """The sweep opened each point's train.log following a symbolic link (appending to the
   file it points to, anywhere): now that point fails with one line in its sweep_point.json
   and results row, its target unchanged, and the other points run."""
-  from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_records, sweep_runner, sweep_slots
+  from resnorm_jax.runs import sweep_point as sweep_records
+  from resnorm_jax.sweeps import grid as sweep_grid
+  from resnorm_jax.sweeps import jobs as sweep_jobs
+  from resnorm_jax.sweeps import runner as sweep_runner
+  from resnorm_jax.sweeps import slots as sweep_slots
 
   target = tmp_path / "elsewhere.txt"
   target.write_text("precious")

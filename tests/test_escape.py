@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from resnorm_jax.tools import sweep_results
-from resnorm_jax.train import escape, outcome
+from resnorm_jax.runs import escape, outcome, sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.3  # the no-context baseline of the fake runs
@@ -182,7 +181,7 @@ def test_rederive_escape_writes_summaries_and_a_table_once(tmp_path, read_csv):
 def test_the_escape_is_judged_against_the_eval_sets_own_plateau():
   """A curve 0.12 below its eval set's no-context loss escaped, though it is only 0.06 below
   the whole held-out split's (stdlib: the periodic set's plateau sits 0.060 above it)."""
-  from resnorm_jax.train.outcome import curve_fields
+  from resnorm_jax.runs.outcome import curve_fields
 
   records = [{"step": s, "train/loss": 3.0, "eval/loss": 3.18} for s in (100, 200)]
   whole = {"status": "completed", "steps": 200, "heldout_unigram_entropy": 3.24}

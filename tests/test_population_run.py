@@ -22,9 +22,9 @@ from population_runs import read_json as _json
 from population_runs import write_json as _write
 
 from configs import smoke
+from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import population_points, resume_policy
-from resnorm_jax.train.metrics_file import read_metrics
 
 STEPS = 12
 # checkpoint_every=5 is not a multiple of log_every=2: a resume starts mid log interval.

@@ -13,7 +13,7 @@ from configs.base import get_config as base_config
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.config.same_experiment import CHECKPOINT_STATE, SWEEP, WORKDIR
 from resnorm_jax.data import fs
-from resnorm_jax.tools import sweep_grid
+from resnorm_jax.sweeps import grid as sweep_grid
 from resnorm_jax.train.resume_policy import CHECKPOINT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

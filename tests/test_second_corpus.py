@@ -1,5 +1,5 @@
 """The corpus axis: the second-corpus grid file, each corpus's edges read against its own
-no-context baseline (resnorm_jax/tools/lr_axis.py, corpus.py), and scripts/second_corpus.py
+no-context baseline (resnorm_jax/analysis/lr_axis.py, corpus.py), and scripts/second_corpus.py
 on a tree of fake run folders beside a stdlib results.csv."""
 
 import json
@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from resnorm_jax.tools import corpus, lr_axis, lr_sweep_rows, sweep_grid
+from resnorm_jax.analysis import corpus, lr_axis, lr_sweep_rows
+from resnorm_jax.sweeps import grid as sweep_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB_BASE, TEXT_BASE = 3.238, 3.05  # the two corpora's no-context losses

@@ -1,4 +1,4 @@
-"""Figures over seeds (resnorm_jax/tools/run_records.py: run_record; seed_plots.py:
+"""Figures over seeds (resnorm_jax/runs/curves.py: run_record; seed_plots.py:
 plot_seed_bands, plot_seed_lines; scripts/plot_curves.py --seeds): the periodic eval is told
 from the end-of-run eval, runs that differ only in their seed are one arm, every run gets its
 variant's colour."""
@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from resnorm_jax.tools import run_records, seed_plots
+from resnorm_jax.analysis import seed_plots
+from resnorm_jax.runs import curves as run_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""Escape as an event in time (resnorm_jax/tools/survival.py): passages, relapses, exact
+"""Escape as an event in time (resnorm_jax/analysis/survival.py): passages, relapses, exact
 binomial intervals, Kaplan-Meier with Greenwood's interval, the late slope's standard error,
 and a cell read from run folders. No JAX."""
 
@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import stats, style, survival
+from resnorm_jax.analysis import stats, style, survival
 
 
 def test_passages_first_relapse_fraction_and_escape():

@@ -1,4 +1,4 @@
-"""A sweep's results (resnorm_jax/tools/sweep_results.py, boundary.py, stability_map.py): each
+"""A sweep's results (resnorm_jax/runs/sweep_results.py, boundary.py, stability_map.py): each
 run's outcome, the collected results and their seed groups, the stability boundary table and its
 figure from one or several sweeps, and scripts/sweep.py end to end to its results and plots (a
 grid of tiny runs)."""
@@ -16,14 +16,10 @@ import pytest
 from fake_runs import fake_run as _fake_run
 
 from conftest import ROOT
-from resnorm_jax.tools import (
-  boundary,
-  run_records,
-  stability_map,
-  sweep_grid,
-  sweep_results,
-)
-from resnorm_jax.train import outcome
+from resnorm_jax.analysis import boundary, stability_map
+from resnorm_jax.runs import curves as run_records
+from resnorm_jax.runs import outcome, sweep_results
+from resnorm_jax.sweeps import grid as sweep_grid
 
 
 def test_classify():

@@ -1,4 +1,4 @@
-"""Running a sweep's points (resnorm_jax/tools/sweep_slots.py, sweep_runner.py): slots pinned to
+"""Running a sweep's points (resnorm_jax/sweeps/slots.py, sweep_runner.py): slots pinned to
 disjoint cores or one device each, the longest points started first, progress read from the
 logs, a signal passed on to the running points with nothing more started, why a point failed
 on its line, in its point file and in the results, and a pinned parallel sweep equal to a
@@ -16,14 +16,12 @@ import time
 import pytest
 
 from conftest import ROOT
-from resnorm_jax.tools import (
-  sweep_grid,
-  sweep_jobs,
-  sweep_records,
-  sweep_results,
-  sweep_runner,
-  sweep_slots,
-)
+from resnorm_jax.runs import sweep_point as sweep_records
+from resnorm_jax.runs import sweep_results
+from resnorm_jax.sweeps import grid as sweep_grid
+from resnorm_jax.sweeps import jobs as sweep_jobs
+from resnorm_jax.sweeps import runner as sweep_runner
+from resnorm_jax.sweeps import slots as sweep_slots
 
 
 def test_make_slots_pins_disjoint_cores():

@@ -134,7 +134,7 @@ BASE = 3.2
 
 
 def test_grid_names_carry_every_axis_and_width_128_comes_first():
-  from resnorm_jax.tools import sweep_grid
+  from resnorm_jax.sweeps import grid as sweep_grid
 
   points = sweep_grid.load_grid(os.path.join(ROOT, "configs", "sweeps", "width.py"))
   names = [p.name for p in points]
@@ -225,7 +225,7 @@ def fake_run(
 
 
 def test_width_rows_keep_one_width_parametrization(tmp_path):
-  from resnorm_jax.tools import width
+  from resnorm_jax.analysis import width
 
   fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.9)
   fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.8, mup=True)
@@ -238,7 +238,7 @@ def test_width_rows_keep_one_width_parametrization(tmp_path):
 
 
 def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
-  from resnorm_jax.tools import width
+  from resnorm_jax.analysis import width
 
   rows = [
     {"variant": "postnorm", "d_model": 128, "opt.lr": lr} for lr in (5e-4, 1.25e-4, 2.5e-4)
@@ -257,7 +257,7 @@ def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
 
 def _reference_csv(path):
   """A loss-vs-lr results.csv: Post-LN at 12 layers (the d_model-64 column) and 24 (not)."""
-  from resnorm_jax.tools import lr_sweep_rows
+  from resnorm_jax.analysis import lr_sweep_rows
 
   rows = []
   for n, lr, loss, outcome in [
@@ -289,7 +289,7 @@ def _reference_csv(path):
 
 @pytest.mark.slow  # a child process draws two figures
 def test_width_script_on_fake_runs(tmp_path, run_script, read_csv):
-  from resnorm_jax.tools import lr_sweep_rows, width
+  from resnorm_jax.analysis import lr_sweep_rows, width
 
   runs = tmp_path / "runs"
   for lr, loss in [(1.25e-4, 2.5), (2.5e-4, 2.35), (5e-4, 3.25)]:

@@ -139,7 +139,8 @@ class Defaults(Mapping):
     return len(self._table)
 
 
-def _matches(key: str, patterns: tuple[str, ...]) -> bool:
+def matches_key(key: str, patterns: tuple[str, ...]) -> bool:
+  """Whether `key` is one of `patterns` or under one of them that ends with a dot."""
   return any(key == p or (p.endswith(".") and key.startswith(p)) for p in patterns)
 
 
@@ -158,7 +159,7 @@ class Policy:
   absent: Any = ABSENT
 
   def compares(self, key: str) -> bool:
-    return (self.only is None or _matches(key, self.only)) and not _matches(key, self.ignored)
+    return (self.only is None or matches_key(key, self.only)) and not matches_key(key, self.ignored)
 
 
 # A finished run is a grid point's run (scripts/sweep.py skips it): everything but logging,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import os
 
+from resnorm_jax.runs import metrics_file
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import io_errors, metrics_file
+from resnorm_jax.train import io_errors
 
 EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
 

@@ -14,9 +14,9 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.config.same_experiment import VMAPPED_KEYS
+from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import loop, resume_policy
-from resnorm_jax.train import workdir as workdir_lib
 
 POINT_KEYS = frozenset({"config", "overrides", "workdir"})
 _ABSENT = "<absent>"

@@ -55,6 +55,9 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import sources
+from resnorm_jax.runs import outcome
+from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train import (
   banner,
   depth_profile,
@@ -62,7 +65,6 @@ from resnorm_jax.train import (
   io_faults,
   loop,
   optim,
-  outcome,
   population,
   population_points,
   population_trainer,
@@ -75,8 +77,6 @@ from resnorm_jax.train import (
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
-from resnorm_jax.train import workdir as workdir_lib
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train.population_member import Member, Prefixed, Shared
 from resnorm_jax.train.writers import MetricWriter
 
@@ -245,7 +245,7 @@ def _slot_states(run_setup: setup_lib.RunSetup, members: Sequence[Member]):
   return population.stack(slots)
 
 
-def _population_step(run_setup: setup_lib.RunSetup, config: ConfigDict):
+def population_step(run_setup: setup_lib.RunSetup, config: ConfigDict):
   """jit of (lrs, states, member batches, active) -> (states, metrics): states donated;
   member i's batch is a pair of [B, T] arrays, stacked inside the program; a member whose
   `active` entry is False keeps its state (None: every member trains)."""
@@ -281,7 +281,7 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
   member_batches = (run_setup.abstract_batch,) * len(members)
   active = jax.device_put(np.ones(len(members), np.bool_), device)
   compile_start = time.time()
-  step_fn = _population_step(run_setup, config).lower(lrs, states, member_batches, active)
+  step_fn = population_step(run_setup, config).lower(lrs, states, member_batches, active)
   step_fn = step_fn.compile()
   compile_seconds = time.time() - compile_start
   eval_fn = jax.jit(functools.partial(population.eval_steps, run_setup.model_def))

@@ -17,9 +17,9 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.train import expected as expected_lib
+from resnorm_jax.runs import expected as expected_lib
+from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train import stop_rule
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.writers import MetricWriter
 
 

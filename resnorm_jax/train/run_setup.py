@@ -1,6 +1,6 @@
 """One run setup: from a config and devices to everything a train step needs.
 
-The loop, the benchmark (resnorm_jax/tools/bench.py), the AOT memory check
+The loop, the benchmark (resnorm_jax/hardware/bench.py), the AOT memory check
 (experiments/aot_memory.py) and the paper reproductions all build their run here, so the
 step a benchmark times and the memory a check reports are those of the real run.
 Order: validate (model config, train settings, optimizer, mesh, batch divisibility), then
@@ -256,7 +256,7 @@ def build(
 
   `schedule_steps` (default train.steps) is the length of the learning-rate schedule;
   `vocab_size` and `platform` as in `validate` (a compile for a TPU topology on a host
-  without the run's data: resnorm_jax/tools/target_compile.py).
+  without the run's data: resnorm_jax/hardware/target_compile.py).
   ValueError on a bad config, optimizer, mesh or batch size, before anything compiles.
   """
   mcfg, schedule = _checked(config, schedule_steps, vocab_size, platform)
