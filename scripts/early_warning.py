@@ -32,6 +32,7 @@ import re
 
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis.style import pyplot, save_figure
+from resnorm_jax.runs import stop_features
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
 HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
@@ -64,7 +65,7 @@ def run_record(run_dir: str, label: int | None = None, escape_at: int | None = N
     "escape_at": s.get("escape_step") if label is None else escape_at,
     "wall_seconds": float(s.get("wall_seconds") or 0.0),
     "steps": int(s.get("steps") or 0),
-    "features": {k: ew.features(rows, k, entropy) for k in ew.KS},
+    "features": {k: stop_features.features(rows, k, entropy) for k in stop_features.KS},
   }
 
 
@@ -127,7 +128,7 @@ def plot(rows: list[dict], path: str) -> str:
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     n = max((r["runs"] for r in rows if r["set"] == name), default=0)
     ax.set(xscale="log", xlabel="step k (metrics up to k)", title=f"{name} (up to {n} runs)")
-    ax.set_xticks(ew.KS, [str(k) for k in ew.KS])
+    ax.set_xticks(stop_features.KS, [str(k) for k in stop_features.KS])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
   for ax in axes[::2]:
@@ -216,7 +217,7 @@ def main() -> None:
   surv, grid, held = survival_runs(), grid_runs(STDLIB_GRIDS), grid_runs(HELD_OUT)
   print(f"runs: {len(surv)} survival, {len(grid)} stdlib grid, {len(held)} Shakespeare")
   rows = []
-  for k in ew.KS:
+  for k in stop_features.KS:
     for name, runs in (("survival", surv), ("stdlib grid", grid)):
       rows += [{"set": name, **r} for r in ew.evaluate(runs, k, args.replicates)]
       on = ew.still_on_plateau(runs, k)
@@ -234,7 +235,7 @@ def main() -> None:
   savings = [
     {"sweep": name, **s}
     for name, runs in (("stdlib grid", grid), ("survival", surv))
-    for k in ew.KS
+    for k in stop_features.KS
     if (s := ew.replay(runs, k))
   ]
   paths = [
@@ -262,7 +263,7 @@ def main() -> None:
   with open(readme, "w") as f:
     f.write(page(rows, savings))
   paths.append(readme)
-  for k in ew.KS:
+  for k in stop_features.KS:
     for name in sorted({r["set"] for r in rows}):
       mine = [r for r in rows if r["set"] == name and r["k"] == k and math.isfinite(r["auc"])]
       if mine:

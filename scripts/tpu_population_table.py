@@ -7,7 +7,7 @@ python scripts/tpu_population_table.py [--out=FILE] [--topologies=v5e:2x2,v5p:2x
 
 The research shape: Pre-LN (configs/prenorm_96L.py at its CPU scale: d 64, batch 16 x 128,
 bytes, vocabulary 256) at 12 and 96 layers, and d 256 (4 heads of 64, FFN 1024) at 12;
-remat and per-layer diagnostics as the sweep points set them (sweep_grid.constant_lr_point:
+remat and per-layer diagnostics as the sweep points set them (sweeps.grid.constant_lr_point:
 remat 'full' above 24 layers, else 'none'; diag.per_layer off). Rows already in --out are
 not compiled again. Every time and ratio is the TPU compiler's cost-model estimate, not a
 measurement; per_chip_gib of a row that does not fit: the temporaries the compiler refused;
@@ -53,7 +53,7 @@ def shape_config(layers: int, overrides: dict):
     base,
     {
       "model.num_layers": layers,
-      "model.remat": "none" if layers <= 24 else "full",  # sweep_grid.constant_lr_point
+      "model.remat": "none" if layers <= 24 else "full",  # sweeps.grid.constant_lr_point
       "diag.per_layer": False,
       **overrides,
     },

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import write_run_folder
 from resnorm_jax.runs import escape, outcome, sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,13 +17,13 @@ BASE = 3.3  # the no-context baseline of the fake runs
 
 
 def _write_run(run_dir, rows, summary, vocab=256, curve="metrics.jsonl"):
-  os.makedirs(run_dir, exist_ok=True)
-  with open(os.path.join(run_dir, curve), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  with open(os.path.join(run_dir, "summary.json"), "w") as f:
-    json.dump({"status": "completed", "heldout_unigram_entropy": BASE, **summary}, f)
-  with open(os.path.join(run_dir, "config.json"), "w") as f:
-    json.dump({"model": {"vocab_size": vocab, "num_layers": 2}, "seed": 0}, f)
+  write_run_folder(
+    run_dir,
+    rows,
+    curve=curve,
+    summary={"status": "completed", "heldout_unigram_entropy": BASE, **summary},
+    config={"model": {"vocab_size": vocab, "num_layers": 2}, "seed": 0},
+  )
 
 
 def test_escape_step_is_where_the_curve_stays_below_to_the_end():

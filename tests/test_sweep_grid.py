@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from fake_runs import fake_run as _fake_run
 
 from conftest import ROOT
+from conftest import fake_run as _fake_run
 from resnorm_jax.config.same_experiment import SWEEP, changed_keys
 from resnorm_jax.sweeps import grid as sweep_grid
 from resnorm_jax.sweeps import jobs as sweep_jobs

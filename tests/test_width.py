@@ -2,7 +2,6 @@
 attention logit, the output logits' RMS) against NumPy on a tiny model; the grid file; and
 scripts/width.py on a tree of fake run folders."""
 
-import json
 import math
 import os
 
@@ -13,7 +12,7 @@ import optax
 import pytest
 from flax import nnx
 
-from conftest import tiny_config
+from conftest import tiny_config, write_run_folder
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.train import train_step as ts
 
@@ -177,12 +176,12 @@ def fake_run(
   if mup:
     model.update(width_param="mup", base_width=64)
   files = {
-    "sweep_point.json": {
+    "sweep_point": {
       "config": f"configs/{variant}_96L.py",
       "index": 0,
       "overrides": {"opt.lr": lr, "model.d_model": d_model},
     },
-    "config.json": {
+    "config": {
       "name": f"{variant}_96L",
       "seed": seed,
       "model": model,
@@ -191,7 +190,7 @@ def fake_run(
       "train": {"steps": 100},
       "data": {"source": "stdlib", "path": ""},
     },
-    "summary.json": {
+    "summary": {
       "status": "diverged" if diverged else "completed",
       "steps": 60 if diverged else 100,
       "final_eval_loss": math.nan if diverged else loss,
@@ -199,9 +198,6 @@ def fake_run(
       "unigram_entropy": 3.25,
     },
   }
-  for name, obj in files.items():
-    with open(os.path.join(run, name), "w") as f:
-      json.dump(obj, f)
   rows = [
     {"step": 10, "train/loss": 3.5, "attn_logit_max": logit_max[0], "output_logit_rms": 1.0},
     {
@@ -219,9 +215,7 @@ def fake_run(
       "output_logit_rms": float("nan"),
     },
   ]
-  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  return run
+  return write_run_folder(run, rows, **files)
 
 
 def test_width_rows_keep_one_width_parametrization(tmp_path):

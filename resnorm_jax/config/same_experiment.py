@@ -163,7 +163,7 @@ class Policy:
 
 
 # A finished run is a grid point's run (scripts/sweep.py skips it): everything but logging,
-# the name and the stop rule (whether a stopped_early point is done is sweep_grid.run_state's
+# the name and the stop rule (whether a stopped_early point is done is sweeps.grid.run_state's
 # call); remat, scan unroll and the mesh are compared (a point run with another remat is a
 # conflict, as it always was).
 SWEEP = Policy(ignored=("name", *LOGGING_ONLY, *RUN_CONTROL), added=Defaults())

@@ -22,7 +22,7 @@ from resnorm_jax.data.fs import read_json
 POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
 LOCK_FILE = ".lock"  # a run's workdir lock (resnorm_jax/runs/workdir.py)
 # A run folder's summary status that ends the point (stopped_early: by its stop rule; a sweep
-# without the rule resumes it, sweep_grid.run_state).
+# without the rule resumes it, sweeps.grid.run_state).
 FINISHED = ("completed", "diverged", "stopped_early")
 # The line of a failed run's log that says why: cli.fail's `error: ...`, a traceback's last
 # line (`ValueError: ...`, `jax.errors.JaxRuntimeError: ...`), absl's FATAL.

@@ -6,8 +6,8 @@ config is done (a run its stop rule ended, stopped_early, while the point sets a
 run_state): "the same config" compares only what results depend on
 (`same_experiment.changed_keys` under the policy same_experiment.SWEEP: logging keys ignored, a
 key added after the run counts as unchanged while it keeps its default, a key that moved
-(cli.MOVED_KEYS) is compared at its new place). The points' jobs are sweep_jobs.py, running
-them sweep_runner.py, tabulating them sweep_results.py; scripts/sweep.py is the command line.
+(cli.MOVED_KEYS) is compared at its new place). The points' jobs are jobs.py, running
+them runner.py, tabulating them runs/sweep_results.py; scripts/sweep.py is the command line.
 No JAX here."""
 
 from __future__ import annotations

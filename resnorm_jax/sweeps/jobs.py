@@ -159,7 +159,7 @@ def population_jobs(
 ) -> list[Job]:
   """The jobs of `todo` ((ordinary job, overrides, resolved config) per point) with the
   points that differ only in opt.lr and seed merged into population jobs
-  (experiments.train_population, sweep_grid.vmap_groups), at most `max_size` members each
+  (experiments.train_population, grid.vmap_groups), at most `max_size` members each
   (0: no cap); a point alone in its group, or with a stop rule (train.stop_when), stays an
   ordinary job. A point a population has
   checkpointed goes on in that population's points file, as it was written (its finished

@@ -1,7 +1,7 @@
-"""Running a sweep's jobs (sweep_jobs.py): each on a free slot, its own cores or device
-(sweep_slots.py), the costliest first, with progress lines and signals passed on to the
+"""Running a sweep's jobs (jobs.py): each on a free slot, its own cores or device
+(slots.py), the costliest first, with progress lines and signals passed on to the
 running children. A point whose process fails gets its reason on its console line and in its
-sweep_point.json (sweep_records.py). A point whose workdir a live run holds (another sweep on
+sweep_point.json (runs/sweep_point.py). A point whose workdir a live run holds (another sweep on
 the same sweep_dir, a child left by a killed sweep) is running elsewhere, not failed: it waits
 for that run to end, then counts as what its folder holds. No JAX here.
 """

@@ -3,7 +3,7 @@
 `scripts/sweep.py --submit=slurm` resolves and checks every point as a local sweep does,
 then, instead of running them here, writes <sweep_dir>/slurm/array-<time>.sbatch (array task
 i runs point i) and submits it. Each task runs the command the local sweep would run for its
-point (sweep_grid.train_command: this Python, from the repository root, into
+point (grid.train_command: this Python, from the repository root, into
 <sweep_dir>/<point>, output appended to its train.log), under the requeue protocol of
 scripts/slurm_gpu.sbatch (scripts/slurm_supervise.sh: USR1 ahead of the time limit, or a
 preemption, stops the run at a saved step and requeues the task, which resumes). So the

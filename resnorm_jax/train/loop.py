@@ -76,7 +76,8 @@ SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG ke
 
 def check_seed(config: ConfigDict) -> None:
   """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
-  is written (seed -1 used to train, write a checkpoint, then fail at the first batch)."""
+  is written (an unchecked seed of -1 trains, writes a checkpoint, then fails at the first
+  batch)."""
   seed = config.seed
   if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
     raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")

@@ -103,7 +103,7 @@ def validate(
 ) -> ModelConfig:
   """Every check of a run that needs no device: model config, train settings, optimizer and
   schedule. ValueError naming the key, its value and the valid choices; returns the model's
-  resolved config. `build` calls it first; `sweep_grid.resolve` calls it for every point of a
+  resolved config. `build` calls it first; `sweeps.grid.resolve` calls it for every point of a
   sweep before any point runs.
 
   `vocab_size` and `platform` as in `model_config_from` (default: from the data and JAX's

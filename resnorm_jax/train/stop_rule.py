@@ -25,7 +25,7 @@ completed run (it was stopped on purpose: `stopped_run`); the same command with
 `--config.train.stop_when=` resumes from the checkpoint of step k to train.steps and ends
 `completed`. train.stop_when is a run-control key (same_experiment.RUN_CONTROL): a workdir's
 and a checkpoint's run may be resumed with it changed, and a sweep compares finished runs
-without it. A sweep (sweep_grid.run_state) counts a stopped_early point as done while it sets
+without it. A sweep (sweeps.grid.run_state) counts a stopped_early point as done while it sets
 a rule (any rule) for that point, and resumes it to the end when it sets none.
 
 A population (experiments.train_population, sweep.py --vmap) does not apply a rule: refused

@@ -16,8 +16,8 @@ periodic eval loss with its no-context baseline on one chart, train and eval los
 another; TensorBoard merges the identical layouts of all runs into one.
 
 Write errors: tensorboardX writes the events in a thread of its own, which an error (a full
-disk, a read-only folder) used to end without a word, its queue then filling until the run
-hung in add_scalar. Here the first error is printed once, one line naming the error and the
+disk, a read-only folder) ends without a word, its queue then filling until the run hangs in
+add_scalar. Here the first error is printed once, one line naming the error and the
 event file, and kept (`Events.error`; the run puts it in summary.json as
 `tensorboard_error`); the file is then set aside and later events are dropped, so the run
 goes on: metrics.jsonl is the record of every row, TensorBoard's curves stop at the error.
