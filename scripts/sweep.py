@@ -22,7 +22,7 @@ Every `--progress_every` seconds a line per running job (step, loss, ETA) and an
 
 `--vmap`: points that differ only in opt.lr and seed (same config file, same other overrides)
 run as one program, `python -m experiments.train_population --points=<first>/population_points.json`
-(resnorm_jax/train/population_run.py: one vmapped step trains them all), at most `--vmap_max` per
+(resnorm_jax/train/population/run.py: one vmapped step trains them all), at most `--vmap_max` per
 program; each still writes its own ordinary run folder, and a point with no such neighbour
 runs as an ordinary job. A program is one job (with --jobs, programs run side by side); its
 log is its first point's train.log. On a 2-core CPU it is no faster than pinned jobs

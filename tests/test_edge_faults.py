@@ -132,7 +132,8 @@ def test_a_real_full_disk_ends_the_run_in_one_error_line_without_a_traceback(tmp
 
 def test_a_population_on_a_folder_that_cannot_be_written_is_refused_like_a_single_run(tmp_path):
   """A single run exits 2 in one line; a population ended in an OSError traceback."""
-  from resnorm_jax.train import population_points, population_run
+  from resnorm_jax.train.population import points as population_points
+  from resnorm_jax.train.population import run as population_run
 
   (tmp_path / "file").write_text("")
   overrides = {"train.steps": 2, "train.log_every": 1, "train.eval_every": 2}
@@ -149,7 +150,7 @@ def test_a_population_on_a_folder_that_cannot_be_written_is_refused_like_a_singl
 def test_a_population_member_completed_on_a_read_only_folder_has_nothing_to_do(
   tmp_path, monkeypatch
 ):
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   done = {"status": "completed", "steps": 2}
   calls = []

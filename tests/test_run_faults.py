@@ -17,7 +17,8 @@ from configs import smoke
 from resnorm_jax.config import cli
 from resnorm_jax.runs import metrics_file
 from resnorm_jax.runs import workdir as workdir_lib
-from resnorm_jax.train import io_faults, loop, population_points, run_log, run_setup
+from resnorm_jax.train import io_faults, loop, run_log, run_setup
+from resnorm_jax.train.population import points as population_points
 from resnorm_jax.train.writers import MetricWriter
 
 

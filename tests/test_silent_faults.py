@@ -173,7 +173,7 @@ def test_a_shorter_train_steps_after_an_interruption_is_refused(tmp_path, monkey
   the run's): "completed (trained)" with config.json rewritten to the shorter length, for a
   single run and a population member alike; the sweep's --max_steps is a conflict."""
   from resnorm_jax.sweeps import grid as sweep_grid
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   workdir = tmp_path / "run"
   _interrupted_smoke(workdir, monkeypatch)
@@ -484,7 +484,7 @@ def test_a_sweep_from_a_second_checkout_runs_that_checkouts_code(tmp_path):
 
 
 def _members(tmp_path, seeds=(0, 1), **extra):
-  from resnorm_jax.train import population_points
+  from resnorm_jax.train.population import points as population_points
 
   overrides = {"train.steps": 6, "train.log_every": 2, "train.eval_every": 2}
   overrides.update({"train.checkpoint_every": 2, **extra})
@@ -498,7 +498,8 @@ def _members(tmp_path, seeds=(0, 1), **extra):
 def test_a_member_seed_out_of_range_is_refused_before_anything_is_written(tmp_path, seed):
   """seed >= 2^31 raised OverflowError with a traceback after writing config.json; seed -1
   trained a single run, wrote its files, then exited 2 and refused the corrected run."""
-  from resnorm_jax.train import loop, population_run
+  from resnorm_jax.train import loop
+  from resnorm_jax.train.population import run as population_run
 
   configs, workdirs = _members(tmp_path, seeds=(0, 1))
   configs[1].seed = seed
@@ -520,7 +521,7 @@ def test_a_full_disk_fails_a_population_in_one_line_per_member_and_it_resumes(
 
   from orbax.checkpoint._src.handlers import json_checkpoint_handler as jch
 
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   save_fn = jch.JsonCheckpointHandler._save_fn
 

@@ -24,7 +24,7 @@ from resnorm_jax.sweeps import jobs as sweep_jobs
 from resnorm_jax.sweeps import runner as sweep_runner
 from resnorm_jax.sweeps import slots as sweep_slots
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import population_points
+from resnorm_jax.train.population import points as population_points
 
 
 @pytest.fixture(scope="module")

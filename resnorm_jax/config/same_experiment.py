@@ -39,7 +39,7 @@ RECORDED_NOT_CONFIG = (
   "provenance",
   "depth_param_table",  # per-parameter lr/eps/decay/init of a depth or width parametrization
 )
-# What the members of one program (resnorm_jax/train/population_run.py) may differ in: the peak
+# What the members of one program (resnorm_jax/train/population/run.py) may differ in: the peak
 # lr (through the schedule) and the seed (init and batches); every other key is one experiment.
 VMAPPED_KEYS = ("opt.lr", "seed")
 # Keys (a trailing '.': a section) that change what a run logs or where, never its losses.

@@ -2,7 +2,7 @@
 memory, FLOPs and the step time the TPU compiler's cost model estimates, against M single
 steps of the same run.
 
-A population trains on one device (population_run.py), so both programs are compiled for
+A population trains on one device (population/run.py), so both programs are compiled for
 the first chip of a topology (`v5e:2x2`, `v5p:2x2x1`) on a 1x1x1 mesh: (a) the single run's
 train step, `run_setup.build(...).step_fn` on its abstract state and batch, and (b) the step
 of M members exactly as population_run jits it (`population_step`: the members' batches
@@ -100,7 +100,7 @@ def population_args(run, members: int) -> tuple:
 
 def lower_population(run, members: int):
   """The population step of `members` traced as population_run jits it (nothing allocated)."""
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   return population_run.population_step(run, run.config).lower(*population_args(run, members))
 

@@ -1,6 +1,6 @@
 """A run's I/O faults (a full disk, a failed checkpoint save, a file that cannot be written):
 caught, kept and told in one line, with metrics.jsonl cut back to the checkpoint the run
-resumes from. The single run (loop.py) and the population (population_run.py) share them."""
+resumes from. The single run (loop.py) and the population (population/run.py) share them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run folder's records, the same for a single run (loop.py) and a population member
-(population_run.py): config.json (the config plus what the run resolved), whether a folder
+(population/run.py): config.json (the config plus what the run resolved), whether a folder
 holds a completed run, and summary.json (the run's results, its outcome and TensorBoard's
 HParams)."""
 

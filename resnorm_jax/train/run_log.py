@@ -1,7 +1,7 @@
 """What a run reports while it trains and when it ends: RunLog keeps the losses, evals,
 rates and times of every segment (what a checkpoint keeps and summary.json reports) and writes
 each step's record; end_message is the end line. The single run (loop.py) and the population
-(population_run.py) share them."""
+(population/run.py) share them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A population member: one run of the program (population_run.py), its folder and what it
+"""A population member: one run of the program (population/run.py), its folder and what it
 writes there, what every member shares, and its output told apart by its folder name."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The population's loop: PopulationTrainer drives the program's compiled step as
 loop.Trainer drives a run's (train, evaluate, log, checkpoint, stop on a signal) over the
-members of population_run.py, each writing its own run folder; `member_summary` and
+members of population/run.py, each writing its own run folder; `member_summary` and
 `write_member_config` are each member's summary.json and config.json, by the single run's
 code (run_files.py)."""
 
@@ -13,14 +13,9 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from resnorm_jax.train import (
-  loop,
-  population,
-  resume_policy,
-  run_files,
-  run_log,
-)
-from resnorm_jax.train.population_member import Member, Shared
+from resnorm_jax.train import loop, resume_policy, run_files, run_log
+from resnorm_jax.train.population import program as population
+from resnorm_jax.train.population.member import Member, Shared
 
 
 @jax.jit

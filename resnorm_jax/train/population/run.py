@@ -10,7 +10,7 @@ trains on the batches its single run draws (run_setup.Batches of its own seed); 
 batches do not depend on the seed and are shared. One run_setup.build, one corpus, one compiled
 step. As loop.py does, each member's workdir is locked for the program's
 life, and a workdir holding another experiment is refused before anything is written. Its
-members come from a points file (population_points.py); config.json and summary.json are
+members come from a points file (population/points.py); config.json and summary.json are
 written by the single run's code (run_files.py), the banner beside the run's (banner.py).
 
 An I/O fault (a full disk, a failed checkpoint save) ends every live member of the program
@@ -65,9 +65,6 @@ from resnorm_jax.train import (
   io_faults,
   loop,
   optim,
-  population,
-  population_points,
-  population_trainer,
   preemption,
   resume_policy,
   run_files,
@@ -77,7 +74,10 @@ from resnorm_jax.train import (
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
-from resnorm_jax.train.population_member import Member, Prefixed, Shared
+from resnorm_jax.train.population import points as population_points
+from resnorm_jax.train.population import program as population
+from resnorm_jax.train.population import trainer as population_trainer
+from resnorm_jax.train.population.member import Member, Prefixed, Shared
 from resnorm_jax.train.writers import MetricWriter
 
 

@@ -13,7 +13,7 @@ depends on no other slot: its results are the same whatever the others hold.
 Measured on a 2-core CPU (docs/benchmarks.md, "A sweep as one program"): XLA:CPU runs the
 batched matmuls no faster than M single steps, so on a CPU this saves only per-run start-up;
 the case for it is an accelerator, where one small model leaves the chip idle. Members as
-ordinary run folders (checkpoints, logs, summaries): population_run.py.
+ordinary run folders (checkpoints, logs, summaries): population/run.py.
 """
 
 from __future__ import annotations
