@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import collections
 
-from resnorm_jax.analysis.claims.docs_data import (
-  read,
-  tokens_note,
-)
+from resnorm_jax.analysis.claims.docs_data import read, tokens_note
 
 
 def row_budget() -> list[str]:

@@ -3,18 +3,8 @@ resnorm_jax/analysis/corpus.py): the edges on a second corpus."""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import (
-  MAIN,
-  exists,
-  lr_text,
-  read,
-  tokens_note,
-)
-from resnorm_jax.analysis.claims.edges import (
-  edge,
-  kept_cells,
-  lr_cells_of,
-)
+from resnorm_jax.analysis.claims.docs_data import MAIN, exists, lr_text, read, tokens_note
+from resnorm_jax.analysis.claims.edges import edge, kept_cells, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 
 

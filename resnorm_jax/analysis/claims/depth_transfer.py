@@ -6,17 +6,8 @@ from __future__ import annotations
 
 import collections
 
-from resnorm_jax.analysis.claims.docs_data import (
-  exists,
-  optional,
-  read,
-  tokens_note,
-)
-from resnorm_jax.analysis.claims.edges import (
-  edge,
-  kept_cells,
-  lr_cells_of,
-)
+from resnorm_jax.analysis.claims.docs_data import exists, optional, read, tokens_note
+from resnorm_jax.analysis.claims.edges import edge, kept_cells, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 
 

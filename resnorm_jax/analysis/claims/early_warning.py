@@ -3,9 +3,7 @@ resnorm_jax/analysis/early_warning.py): can the first steps tell a doomed run?""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import (
-  optional,
-)
+from resnorm_jax.analysis.claims.docs_data import optional
 
 
 def row_early_warning() -> list[str] | None:

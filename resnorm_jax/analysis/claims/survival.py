@@ -4,13 +4,8 @@ resnorm_jax/analysis/survival.py) and docs/results.md's escape-probability secti
 from __future__ import annotations
 
 from resnorm_jax.analysis import survival_section
-from resnorm_jax.analysis.claims.docs_data import (
-  read,
-  tokens_note,
-)
-from resnorm_jax.analysis.claims.edges import (
-  survival_cells,
-)
+from resnorm_jax.analysis.claims.docs_data import read, tokens_note
+from resnorm_jax.analysis.claims.edges import survival_cells
 from resnorm_jax.analysis.survival_section import odds_by_cell
 
 

@@ -3,16 +3,8 @@ resnorm_jax/analysis/width.py): the edges across width in sp, muP against sp."""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import (
-  exists,
-  lr_text,
-  read,
-  tokens_note,
-)
-from resnorm_jax.analysis.claims.edges import (
-  edge,
-  lr_cells_of,
-)
+from resnorm_jax.analysis.claims.docs_data import exists, lr_text, read, tokens_note
+from resnorm_jax.analysis.claims.edges import edge, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 
 
