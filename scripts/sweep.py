@@ -68,7 +68,7 @@ from resnorm_jax.config import cli  # (no JAX)
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
 from resnorm_jax.runs.sweep_results import collect, write_results
-from resnorm_jax.sweeps import slurm as cluster
+from resnorm_jax.sweeps import slurm
 from resnorm_jax.sweeps.grid import (
   conflict_keys,
   load_grid,
@@ -154,14 +154,14 @@ def _submit(jobs: list[Job], sweep_dir: str, conflicts: list) -> int:
   if f.max_concurrent is not None and f.max_concurrent < 1:
     cli.fail("--max_concurrent must be >= 1")
   try:
-    spec = cluster.ArraySpec(
+    spec = slurm.ArraySpec(
       job_name=f"sweep-{os.path.basename(sweep_dir)}",
       cpus_per_task=f.threads_per_job,
       gpus_per_task=1 if f.accelerator == "gpu" else 0,
       max_concurrent=f.max_concurrent,
-      sbatch_args=cluster.parse_sbatch_args(f.sbatch_args),
+      sbatch_args=slurm.parse_sbatch_args(f.sbatch_args),
     )
-    job = cluster.submit(sorted(jobs, key=lambda j: -j.cost), sweep_dir, spec, f.dry_run)
+    job = slurm.submit(sorted(jobs, key=lambda j: -j.cost), sweep_dir, spec, f.dry_run)
   except ValueError as e:
     cli.fail(str(e))
   if job is not None:
@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
       jobs_flag = str(f.parallel)
     try:
       slots = [] if f.submit else make_slots(jobs_flag, f.threads_per_job, f.accelerator)
-      queued = cluster.queued_points(sweep_dir) if f.submit else {}
+      queued = slurm.queued_points(sweep_dir) if f.submit else {}
       points = load_grid(root_path(f.grid))
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)
