@@ -4,7 +4,10 @@ variants, value residuals over seeds; and the one-sentence answer on top of Resu
 
 from __future__ import annotations
 
-from configs.sweeps import literature  # (no JAX)
+import ast
+import os
+
+import resnorm_jax
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import (
   RESULTS_MD_NAME,
@@ -24,6 +27,7 @@ from resnorm_jax.analysis.claims.edges import (
 )
 from resnorm_jax.analysis.style import variant_label
 from resnorm_jax.analysis.survival_section import odds_by_cell
+from resnorm_jax.config import pysource
 
 
 def row_edges() -> list[str]:
@@ -76,7 +80,21 @@ def row_prenorm() -> list[str]:
 
 
 # The 2025-26 variants as their sweep grid names them; each one's name is its named config's LABEL.
-LITERATURE = {v: variant_label(v) for v in literature.VARIANTS}
+LITERATURE_GRID = os.path.join(resnorm_jax.ROOT, "configs", "sweeps", "literature.py")
+
+
+def grid_variants(path: str = LITERATURE_GRID) -> tuple[str, ...]:
+  """The variants a grid file runs (its module-level VARIANTS tuple), read from its source: the
+  library imports no config."""
+  for node in pysource.parse_file(path).body:
+    if isinstance(node, ast.Assign) and any(
+      isinstance(t, ast.Name) and t.id == "VARIANTS" for t in node.targets
+    ):
+      return tuple(ast.literal_eval(node.value))
+  raise ValueError(f"{path} declares no VARIANTS")
+
+
+LITERATURE = {v: variant_label(v) for v in grid_variants()}
 
 
 def _literature_row(depth: int) -> list[str] | None:
