@@ -16,7 +16,7 @@ usable lrs and no attention sink, for d^2 more weights per layer.
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "gated attention"
 COLOR = "#66c2a5"
 

@@ -17,7 +17,7 @@ perplexity than a deeper plain model of the same size.
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "DenseFormer"
 COLOR = "#a6761d"
 MARKER = "P"

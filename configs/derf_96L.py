@@ -14,7 +14,7 @@ Expected: trains, close to Pre-LN and DyT (the paper reports it above both Layer
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "Derf"
 COLOR = "#d6616b"
 MARKER = ">"

@@ -17,7 +17,7 @@ its one Post-Norm per layer brings back Post-LN's failure at depth without warmu
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "HybridNorm"
 COLOR = "#6a3d9a"
 MARKER = "p"

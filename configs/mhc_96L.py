@@ -18,7 +18,7 @@ layers' residual mixing matrices stays doubly stochastic (its gain bounded) at a
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "mHC"
 COLOR = "#f0027f"
 MARKER = "v"

@@ -10,7 +10,7 @@ distribution (~unigram entropy) and stays there: it fails to learn (Xiong 2020).
 """
 
 from configs import base
-from resnorm_jax.train.expected import Expected
+from resnorm_jax.runs.expected import Expected
 
 # The outcome this experiment reproduces as named (the end line and summary.json say whether
 # a run showed it; any override of a key its results depend on makes it another experiment).

@@ -16,7 +16,7 @@ RMSNorm, LayerNorm and DyT).
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "SeeDNorm"
 COLOR = "#40004b"
 

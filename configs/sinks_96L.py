@@ -15,7 +15,7 @@ on the first token.
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "attention sinks"
 COLOR = "#ffd92f"
 

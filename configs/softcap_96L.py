@@ -15,7 +15,7 @@ Expected: trains like Pre-LN; the caps bound the logits that grow before a diver
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "logit softcap"
 COLOR = "#8da0cb"
 

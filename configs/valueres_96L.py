@@ -15,7 +15,7 @@ and less concentrated attention in deep layers.
 
 from configs import base
 
-# How figures and tables draw and name it (resnorm_jax/tools/style.py reads these).
+# How figures and tables draw and name it (resnorm_jax/analysis/style.py reads these).
 LABEL = "value residuals"
 COLOR = "#393b79"
 MARKER = "*"

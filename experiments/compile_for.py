@@ -18,7 +18,7 @@ within HBM is named. Exit 0: fits; 2: does not fit, or bad input (one line, befo
 compiling). Results for the :paper configs: docs/tpu_compile/README.md.
 
 --tune (a TPU topology): compiles the candidates that keep the experiment and differ only in
-how it runs (mesh, remat, attention, XLA flags; resnorm_jax/tools/tune.py), one line each,
+how it runs (mesh, remat, attention, XLA flags; resnorm_jax/hardware/tune.py), one line each,
 and names the fastest that fits (exit 2 where none fits). Results are cached in --tune_cache.
 """
 
@@ -62,7 +62,7 @@ def _check_json_path(path: str) -> None:
 
 def _tune(c) -> None:
   """--tune: one line per candidate and the winner; exit 2 where none fits or bad input."""
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   try:
     tuned = tune.tune(
@@ -83,8 +83,8 @@ def main(argv):
     cli.fail("usage: --config=FILE[:ARG] --topology=v5e:4x4 [--config.k=v ...]")
   if _JSON.value:  # before compiling; a folder is never made for it
     _check_json_path(_JSON.value)
-  from resnorm_jax.tools import target_compile as tc
-  from resnorm_jax.tools import target_report
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import target_report
 
   tc.use_cpu_host()  # before any JAX work: the target's compiler, not this host's devices
   c = _CONFIG.value

@@ -17,8 +17,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import reproduction_plots
-from resnorm_jax.tools import reproductions as repro
+from resnorm_jax.probes import reproduction_plots
+from resnorm_jax.probes import reproductions as repro
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config (FILE[:ARG]).", lock_config=True)
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")

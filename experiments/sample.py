@@ -7,7 +7,7 @@ folder's BPE from its manifest), samples --tokens new tokens and prints the prom
 continuation on stdout; where the text came from and the speed go to stderr. Temperature 0
 is greedy (the same text every time); --top_k=0 samples from the whole vocabulary. Decoding
 is a full recompute over a fixed window of train.seq_len tokens (no KV cache):
-resnorm_jax/tools/generate.py. Bad input (no checkpoint, a bad flag value) exits with status 2.
+resnorm_jax/probes/generate.py. Bad input (no checkpoint, a bad flag value) exits with status 2.
 """
 
 import math
@@ -56,7 +56,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it reads at INFO
   import jax  # after the flags: --help and bad flags stay fast
 
-  from resnorm_jax.tools import generate
+  from resnorm_jax.probes import generate
   from resnorm_jax.train import run_setup
 
   workdir = _WORKDIR.value

@@ -55,7 +55,7 @@ def main(argv):
 def _expected(overrides):
   """The named config's EXPECTED outcome when this run is the experiment it speaks for (its
   default scale, no override of a key its results depend on); else None."""
-  from resnorm_jax.train import expected as expected_lib
+  from resnorm_jax.runs import expected as expected_lib
 
   spec = config_flags.get_config_filename(flags.FLAGS["config"])
   declared, arg = expected_lib.for_config_file(spec)

@@ -29,7 +29,9 @@ def main(argv):
   if not _POINTS.value:
     cli.fail("--points=FILE.json is required")
   # JAX is imported after the flags, so --help stays fast.
-  from resnorm_jax.train import io_faults, population_points, population_run
+  from resnorm_jax.train import io_faults
+  from resnorm_jax.train.population import points as population_points
+  from resnorm_jax.train.population import run as population_run
 
   try:
     configs, workdirs = population_points.load_points(_POINTS.value)

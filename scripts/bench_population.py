@@ -1,6 +1,6 @@
 """A population as one program against its runs one after another: the step time of one
-vmapped step of M members (resnorm_jax/train/population.py) against M steps of the single run's own
-compiled step, interleaved, on the cores this process may use.
+vmapped step of M members (resnorm_jax/train/population/program.py) against M steps of the
+single run's own compiled step, interleaved, on the cores this process may use.
 
 python scripts/bench_population.py [--variant=prenorm] [--layers=6,12,24] [--members=1,2,4,8]
     [--reps=3] [--steps=4] [--out=FILE.json]
@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from resnorm_jax.train import population, run_setup
+from resnorm_jax.train import run_setup
+from resnorm_jax.train.population import program as population
 
 
 def _timed(fn, n: int) -> float:

@@ -4,7 +4,7 @@ python scripts/benchmark.py --config=configs/prenorm_96L.py [--config.model.num_
     [--steps=20] [--warmup=3] [--out=bench.json] [--matmul_size=0] [--max_memory_gib=0]
 
 What is measured, and how (the loop's own setup, step pattern and data path): the
-docstring of resnorm_jax/tools/bench.py. If the ahead-of-time memory estimate exceeds the limit
+docstring of resnorm_jax/hardware/bench.py. If the ahead-of-time memory estimate exceeds the limit
 (--max_memory_gib; 0: the device's memory on GPU/TPU, 16 GiB of host RAM on CPU), nothing
 runs and the estimate is reported, as with --compile_only.
 """
@@ -17,10 +17,10 @@ import sys
 from absl import app, flags, logging
 
 from resnorm_jax.config import cli  # (no JAX import)
-from resnorm_jax.tools.bench_flags import CONFIG as _CONFIG
-from resnorm_jax.tools.bench_flags import OUT as _OUT
-from resnorm_jax.tools.bench_flags import STEPS as _STEPS
-from resnorm_jax.tools.bench_flags import WARMUP as _WARMUP
+from resnorm_jax.hardware.bench_flags import CONFIG as _CONFIG
+from resnorm_jax.hardware.bench_flags import OUT as _OUT
+from resnorm_jax.hardware.bench_flags import STEPS as _STEPS
+from resnorm_jax.hardware.bench_flags import WARMUP as _WARMUP
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +43,7 @@ def main(argv):
   if _STEPS.value < 1 or _WARMUP.value < 0:
     cli.fail("--steps must be >= 1 and --warmup >= 0")
   logging.set_verbosity(logging.WARNING)  # JAX logs each backend it cannot start at INFO
-  from resnorm_jax.tools import bench  # imports JAX: after flags, so --help stays fast
+  from resnorm_jax.hardware import bench  # imports JAX: after flags, so --help stays fast
 
   try:
     r = bench.benchmark(

@@ -9,7 +9,7 @@ its curve when the summary predates it) and writes into --out_dir:
               escape_step (empty: never escaped), final_eval_loss, baseline, outcome
   budget.png  the fraction of seeds escaped against step, a line per setting
   budget_curves.png  each run's periodic eval loss against step, a panel per cell
-The rules are resnorm_jax/tools/budget.py's, lr_sweep_rows.py's and outcome.py's. No JAX here.
+The rules are resnorm_jax/analysis/budget.py's, lr_sweep_rows.py's and outcome.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import budget, lr_sweep_rows  # (no JAX)
+from resnorm_jax.analysis import (
+  budget,  # (no JAX)
+  lr_sweep_rows,
+)
 
 
 def main() -> None:

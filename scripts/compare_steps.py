@@ -28,7 +28,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import bench_flags  # (no JAX import)
+from resnorm_jax.hardware import bench_flags  # (no JAX import)
 
 _COMPARE = flags.DEFINE_list("compare", [], "More configs (FILE[:ARG],...), same overrides.")
 _VARIANT = flags.DEFINE_multi_string(
@@ -51,7 +51,7 @@ def compare(variants: list[tuple[str, object]], rounds: int, block: int, warmup:
   run_setup.keep_freed_host_memory()  # as loop.run does, before JAX starts threads
   import jax
 
-  from resnorm_jax.tools import bench
+  from resnorm_jax.hardware import bench
 
   built = []
   for label, config in variants:  # bad input is refused before anything compiles

@@ -1,4 +1,4 @@
-"""Coordinate check across depth for the depth parametrizations (resnorm_jax/tools/coord_check.py).
+"""Coordinate check across depth for the depth parametrizations (resnorm_jax/probes/coord_check.py).
 
 python scripts/coord_check.py --config=configs/prenorm_96L.py --depths=2,4,8,16 \
     --params=sp,depth_mup,completep --seeds=0,1,2 --steps=10 --config.model.base_depth=2 \
@@ -41,7 +41,7 @@ def main(argv):
   if _CONFIG.value is None:
     cli.fail("--config=FILE is required (e.g. configs/prenorm_96L.py)")
   from resnorm_jax.model import depth_param
-  from resnorm_jax.tools import coord_check  # imports JAX: after flags
+  from resnorm_jax.probes import coord_check  # imports JAX: after flags
 
   start = time.time()
   try:

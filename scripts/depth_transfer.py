@@ -17,7 +17,7 @@ parametrization (they are the same runs bit for bit). Writes into --out_dir:
                 difference, its s.e. and a bootstrap interval over seeds; at 24 layers the
                 seed-mean best lr and loss on the lrs both ran with every seed
   <variant>.png loss against lr per parametrization (depth as colour) and best lr against depth
-The rules are resnorm_jax/tools/depth_transfer.py's. No JAX here.
+The rules are resnorm_jax/analysis/depth_transfer.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import os
 import sys
 
 from configs.sweeps import depth_transfer as grid
-from resnorm_jax.tools import depth_transfer as dt  # (no JAX)
-from resnorm_jax.tools import lr_sweep_rows
+from resnorm_jax.analysis import depth_transfer as dt  # (no JAX)
+from resnorm_jax.analysis import lr_sweep_rows
 
 
 def main() -> None:

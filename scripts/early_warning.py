@@ -17,7 +17,7 @@ Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs shakespeare-*)
   README.md     the page: what was measured, how, the tables above and what they say
   stop_rule_k<K>.json  the stop rule at step K fitted on every stdlib run, as data with its
                 provenance: what train.stop_when reads
-The rules are resnorm_jax/tools/early_warning.py's. No JAX here.
+The rules are resnorm_jax/analysis/early_warning.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import math
 import os
 import re
 
-from resnorm_jax.tools import early_warning as ew  # (no JAX)
-from resnorm_jax.tools.style import pyplot, save_figure
+from resnorm_jax.analysis import early_warning as ew  # (no JAX)
+from resnorm_jax.analysis.style import pyplot, save_figure
+from resnorm_jax.runs import stop_features
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
 HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
@@ -64,7 +65,7 @@ def run_record(run_dir: str, label: int | None = None, escape_at: int | None = N
     "escape_at": s.get("escape_step") if label is None else escape_at,
     "wall_seconds": float(s.get("wall_seconds") or 0.0),
     "steps": int(s.get("steps") or 0),
-    "features": {k: ew.features(rows, k, entropy) for k in ew.KS},
+    "features": {k: stop_features.features(rows, k, entropy) for k in stop_features.KS},
   }
 
 
@@ -127,7 +128,7 @@ def plot(rows: list[dict], path: str) -> str:
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     n = max((r["runs"] for r in rows if r["set"] == name), default=0)
     ax.set(xscale="log", xlabel="step k (metrics up to k)", title=f"{name} (up to {n} runs)")
-    ax.set_xticks(ew.KS, [str(k) for k in ew.KS])
+    ax.set_xticks(stop_features.KS, [str(k) for k in stop_features.KS])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
   for ax in axes[::2]:
@@ -140,7 +141,7 @@ def plot(rows: list[dict], path: str) -> str:
 PAGE = """# Early warning: can the first steps tell a doomed run?
 
 Written by `python scripts/early_warning.py` from the committed runs (no training); the rules
-are `resnorm_jax/tools/early_warning.py`'s. Regenerate after new runs land.
+are `resnorm_jax/analysis/early_warning.py`'s. Regenerate after new runs land.
 
 A run's **label** is 1 when its escape from the no-context plateau lasted to its end (survival
 runs: a first passage and no relapse within 1,500 steps; loss-vs-lr runs: trained at the end).
@@ -216,7 +217,7 @@ def main() -> None:
   surv, grid, held = survival_runs(), grid_runs(STDLIB_GRIDS), grid_runs(HELD_OUT)
   print(f"runs: {len(surv)} survival, {len(grid)} stdlib grid, {len(held)} Shakespeare")
   rows = []
-  for k in ew.KS:
+  for k in stop_features.KS:
     for name, runs in (("survival", surv), ("stdlib grid", grid)):
       rows += [{"set": name, **r} for r in ew.evaluate(runs, k, args.replicates)]
       on = ew.still_on_plateau(runs, k)
@@ -234,7 +235,7 @@ def main() -> None:
   savings = [
     {"sweep": name, **s}
     for name, runs in (("stdlib grid", grid), ("survival", surv))
-    for k in ew.KS
+    for k in stop_features.KS
     if (s := ew.replay(runs, k))
   ]
   paths = [
@@ -262,7 +263,7 @@ def main() -> None:
   with open(readme, "w") as f:
     f.write(page(rows, savings))
   paths.append(readme)
-  for k in ew.KS:
+  for k in stop_features.KS:
     for name in sorted({r["set"] for r in rows}):
       mine = [r for r in rows if r["set"] == name and r["k"] == k and math.isfinite(r["auc"])]
       if mine:

@@ -23,7 +23,8 @@ import os
 import sys
 import time
 
-from resnorm_jax.train import metrics_file, writers
+from resnorm_jax.runs import metrics_file
+from resnorm_jax.train import tb_events
 
 SUFFIX = ".export"  # the event files this script writes (and replaces)
 
@@ -45,7 +46,7 @@ def _own_events(folder: str) -> list[str]:
   return [
     n
     for n in os.listdir(folder)
-    if n.startswith(writers.EVENTS_PREFIX) and not n.endswith((SUFFIX, writers.HPARAMS_SUFFIX))
+    if n.startswith(tb_events.EVENTS_PREFIX) and not n.endswith((SUFFIX, tb_events.HPARAMS_SUFFIX))
   ]
 
 
@@ -86,7 +87,7 @@ def export_run(run: str, target: str) -> int:
   ]
   os.makedirs(target, exist_ok=True)
   for name in os.listdir(target):  # an earlier export's files: replaced
-    if name.startswith(writers.EVENTS_PREFIX) and name.endswith(SUFFIX):
+    if name.startswith(tb_events.EVENTS_PREFIX) and name.endswith(SUFFIX):
       os.remove(os.path.join(target, name))
   train = config.get("train", {})
   per_batch = (train.get("batch_size") or 0) * (train.get("seq_len") or 0)

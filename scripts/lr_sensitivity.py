@@ -19,7 +19,7 @@ landing gives partial curves) and writes into --out_dir:
                    final eval loss, over seeds at its lr (Welch interval) and seed 0 at each lr
   literature.png   curves.png for the 2025-26 variants (configs/sweeps/literature.py) beside
                    Pre-LN, Post-LN and hyper-connections, at the depths they were run
-The rules are resnorm_jax/tools/lr_sensitivity.py's, the rows lr_sweep_rows.py's. No JAX here.
+The rules are resnorm_jax/analysis/lr_sensitivity.py's, the rows lr_sweep_rows.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ import os
 import sys
 
 from configs.sweeps import literature  # (no JAX)
-from resnorm_jax.tools import lr_figures, lr_sensitivity, lr_sweep_rows  # (no JAX)
+from resnorm_jax.analysis import (
+  lr_figures,  # (no JAX)
+  lr_sensitivity,
+  lr_sweep_rows,
+)
 
 # The 2025-26 variants, as their sweep grid names them, and the three they are read against:
 # Pre-LN (most are Pre-LN-based), Post-LN, hyper-connections (mHC's direct contrast).

@@ -8,7 +8,7 @@ Writes into --out_dir:
                  first, middle and last layer
   mechanism.png  those over training, one colour per variant, and the norm input RMS per layer
                  at a few steps, a panel per variant
-The rules are resnorm_jax/tools/mechanism.py's. No JAX here.
+The rules are resnorm_jax/analysis/mechanism.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import mechanism  # (no JAX)
+from resnorm_jax.analysis import mechanism  # (no JAX)
 
 
 def main() -> None:

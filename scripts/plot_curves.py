@@ -28,12 +28,12 @@ from __future__ import annotations
 import glob
 import os
 
+from resnorm_jax.analysis.boundary import plot_boundary
+from resnorm_jax.analysis.loss_curves import plot_curves
+from resnorm_jax.analysis.seed_plots import plot_seed_bands, plot_seed_lines
+from resnorm_jax.analysis.stability_map import plot_stability_map, read_results
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.tools.boundary import plot_boundary
-from resnorm_jax.tools.loss_curves import plot_curves
-from resnorm_jax.tools.run_records import expand_runs
-from resnorm_jax.tools.seed_plots import plot_seed_bands, plot_seed_lines
-from resnorm_jax.tools.stability_map import plot_stability_map, read_results
+from resnorm_jax.runs.curves import expand_runs
 
 
 def _define_flags() -> None:

@@ -27,9 +27,10 @@ from __future__ import annotations
 from absl import app, flags, logging
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import bench_flags  # (no JAX import)
+from resnorm_jax.hardware import bench_flags  # (no JAX import)
 
-# --config, --steps, --warmup and --out: resnorm_jax/tools/bench_flags.py, shared with benchmark.py.
+# --config, --steps, --warmup and --out: resnorm_jax/hardware/bench_flags.py, shared with
+# benchmark.py.
 _TOP = flags.DEFINE_integer("top", 25, "Busiest ops to list.")
 
 
@@ -41,7 +42,7 @@ def main(argv):
   if bench_flags.STEPS.value < 1 or bench_flags.WARMUP.value < 0:
     cli.fail("--steps must be >= 1 and --warmup >= 0")
   logging.set_verbosity(logging.WARNING)  # JAX logs each backend it cannot start at INFO
-  from resnorm_jax.tools import step_profile  # imports JAX when profiling: --help stays fast
+  from resnorm_jax.hardware import step_profile  # imports JAX when profiling: --help stays fast
 
   try:
     r = step_profile.profile(

@@ -1,6 +1,6 @@
 """Escape and divergence steps of committed runs, from their curves, into their summary.json.
 
-Runs that predate `escape_step` and `diverged_step` in summary.json (resnorm_jax/train/outcome.py's
+Runs that predate `escape_step` and `diverged_step` in summary.json (resnorm_jax/runs/outcome.py's
 curve_fields) get them here: every run folder under the roots (a folder holding summary.json
 and metrics.jsonl or the curve.jsonl excerpt) has both computed from its curve and written
 into its summary.json, every other field kept, in the project's JSON format (cli.write_json);
@@ -23,9 +23,9 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches, corpora, sources, unigram  # (no JAX)
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.tools.sweep_results import run_row, write_rows
-from resnorm_jax.train import escape
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE
+from resnorm_jax.runs import escape
+from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
+from resnorm_jax.runs.sweep_results import run_row, write_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,7 +1,7 @@
 """Re-derives the verdicts of committed results made before the held-out baseline existed.
 
 Older runs judged `stuck` against the train split's unigram entropy with a 0.05-nat margin
-on 8k eval tokens. This recomputes each verdict with the rule of resnorm_jax/train/outcome.py
+on 8k eval tokens. This recomputes each verdict with the rule of resnorm_jax/runs/outcome.py
 (the held-out unigram cross-entropy of the run's corpus, margin STUCK_MARGIN), from the
 results.csv files and summary.json files given, all on the default stdlib corpus (the
 corpus of every result committed before it), and writes one table.
@@ -17,7 +17,7 @@ import os
 import types
 
 from resnorm_jax.data import sources, unigram
-from resnorm_jax.train.outcome import STUCK_MARGIN, classify
+from resnorm_jax.runs.outcome import STUCK_MARGIN, classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

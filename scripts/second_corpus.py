@@ -13,7 +13,7 @@ partial curves) and the stdlib column from the loss-vs-lr grid's --reference tab
                0.1 nats of the best), failing lr (smallest above the best on the plateau) and
                how its runs failed, LR sensitivity from 5 lrs
   curves.png   capped final eval loss against lr, a panel per variant, a colour per corpus
-The rules are resnorm_jax/tools/lr_axis.py's. No JAX here.
+The rules are resnorm_jax/analysis/lr_axis.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import corpus, lr_axis, lr_sweep_rows  # (no JAX)
+from resnorm_jax.analysis import (
+  corpus,  # (no JAX)
+  lr_axis,
+  lr_sweep_rows,
+)
 
 
 def main() -> None:

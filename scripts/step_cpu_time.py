@@ -18,7 +18,7 @@ import time
 
 from absl import app, flags, logging
 
-from resnorm_jax.tools.bench_flags import CONFIG, OUT, STEPS, WARMUP
+from resnorm_jax.hardware.bench_flags import CONFIG, OUT, STEPS, WARMUP
 
 
 def main(argv) -> None:

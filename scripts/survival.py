@@ -14,7 +14,7 @@ Writes into --out_dir:
                 horizon count there), relapses, and the count at each margin
   survival.png  a column per cell: each seed's eval curve against its eval set's no-context
                 loss, and the Kaplan-Meier curve with its band
-The rules are resnorm_jax/tools/survival.py's. No JAX here.
+The rules are resnorm_jax/analysis/survival.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import survival  # (no JAX)
+from resnorm_jax.analysis import survival  # (no JAX)
 
 
 def main() -> None:

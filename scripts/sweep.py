@@ -22,7 +22,7 @@ Every `--progress_every` seconds a line per running job (step, loss, ETA) and an
 
 `--vmap`: points that differ only in opt.lr and seed (same config file, same other overrides)
 run as one program, `python -m experiments.train_population --points=<first>/population_points.json`
-(resnorm_jax/train/population_run.py: one vmapped step trains them all), at most `--vmap_max` per
+(resnorm_jax/train/population/run.py: one vmapped step trains them all), at most `--vmap_max` per
 program; each still writes its own ordinary run folder, and a point with no such neighbour
 runs as an ordinary job. A program is one job (with --jobs, programs run side by side); its
 log is its first point's train.log. On a 2-core CPU it is no faster than pinned jobs
@@ -48,7 +48,7 @@ interrupted, failed or pending; and, when points differ only by seed, the mean a
 (results_seeds.csv). No JAX here.
 
 `--submit=slurm`: the unfinished points go to SLURM as one job array instead of running here
-(resnorm_jax/tools/cluster.py): array task i runs point i's command above, into its folder, with
+(resnorm_jax/sweeps/slurm.py): array task i runs point i's command above, into its folder, with
 --cpus-per-task=--threads_per_job (and one GPU with --accelerator=gpu), at most
 --max_concurrent at once, requeued ahead of the time limit and after a preemption (it
 resumes). Points still queued from an earlier submission are not submitted again. With
@@ -65,9 +65,11 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.tools import cluster
-from resnorm_jax.tools.sweep_grid import (
-  POINT_FILE,
+from resnorm_jax.runs.outcome import STUCK_MARGIN
+from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
+from resnorm_jax.runs.sweep_results import collect, write_results
+from resnorm_jax.sweeps import slurm
+from resnorm_jax.sweeps.grid import (
   conflict_keys,
   load_grid,
   parse_sets,
@@ -76,12 +78,9 @@ from resnorm_jax.tools.sweep_grid import (
   run_state,
   train_command,
 )
-from resnorm_jax.tools.sweep_jobs import Job, estimated_cost, missing_data, population_jobs
-from resnorm_jax.tools.sweep_records import refresh_records, with_failures
-from resnorm_jax.tools.sweep_results import collect, write_results
-from resnorm_jax.tools.sweep_runner import INTERRUPTED, run_points
-from resnorm_jax.tools.sweep_slots import ACCELERATORS, make_slots
-from resnorm_jax.train.outcome import STUCK_MARGIN
+from resnorm_jax.sweeps.jobs import Job, estimated_cost, missing_data, population_jobs
+from resnorm_jax.sweeps.runner import INTERRUPTED, run_points
+from resnorm_jax.sweeps.slots import ACCELERATORS, make_slots
 
 # The checkout this script is in: its points run this checkout's code.
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,14 +154,14 @@ def _submit(jobs: list[Job], sweep_dir: str, conflicts: list) -> int:
   if f.max_concurrent is not None and f.max_concurrent < 1:
     cli.fail("--max_concurrent must be >= 1")
   try:
-    spec = cluster.ArraySpec(
+    spec = slurm.ArraySpec(
       job_name=f"sweep-{os.path.basename(sweep_dir)}",
       cpus_per_task=f.threads_per_job,
       gpus_per_task=1 if f.accelerator == "gpu" else 0,
       max_concurrent=f.max_concurrent,
-      sbatch_args=cluster.parse_sbatch_args(f.sbatch_args),
+      sbatch_args=slurm.parse_sbatch_args(f.sbatch_args),
     )
-    job = cluster.submit(sorted(jobs, key=lambda j: -j.cost), sweep_dir, spec, f.dry_run)
+    job = slurm.submit(sorted(jobs, key=lambda j: -j.cost), sweep_dir, spec, f.dry_run)
   except ValueError as e:
     cli.fail(str(e))
   if job is not None:
@@ -195,7 +194,7 @@ def main(argv: list[str]) -> int:
       jobs_flag = str(f.parallel)
     try:
       slots = [] if f.submit else make_slots(jobs_flag, f.threads_per_job, f.accelerator)
-      queued = cluster.queued_points(sweep_dir) if f.submit else {}
+      queued = slurm.queued_points(sweep_dir) if f.submit else {}
       points = load_grid(root_path(f.grid))
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)

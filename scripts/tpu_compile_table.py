@@ -89,8 +89,8 @@ def read(path: str) -> list[dict[str, str]]:
 
 def main() -> None:
   from resnorm_jax.config import cli
-  from resnorm_jax.tools import target_compile as tc
-  from resnorm_jax.tools import target_report
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import target_report
 
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/results.csv"))

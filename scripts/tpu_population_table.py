@@ -1,5 +1,5 @@
 """Does batching small models pay on a TPU? The population step of M members against M single
-steps, compiled for one chip of v5e and v5p without a TPU (resnorm_jax/tools/
+steps, compiled for one chip of v5e and v5p without a TPU (resnorm_jax/hardware/
 population_compile.py); writes docs/tpu_compile/population.csv.
 
 python scripts/tpu_population_table.py [--out=FILE] [--topologies=v5e:2x2,v5p:2x2x1]
@@ -7,7 +7,7 @@ python scripts/tpu_population_table.py [--out=FILE] [--topologies=v5e:2x2,v5p:2x
 
 The research shape: Pre-LN (configs/prenorm_96L.py at its CPU scale: d 64, batch 16 x 128,
 bytes, vocabulary 256) at 12 and 96 layers, and d 256 (4 heads of 64, FFN 1024) at 12;
-remat and per-layer diagnostics as the sweep points set them (sweep_grid.constant_lr_point:
+remat and per-layer diagnostics as the sweep points set them (sweeps.grid.constant_lr_point:
 remat 'full' above 24 layers, else 'none'; diag.per_layer off). Rows already in --out are
 not compiled again. Every time and ratio is the TPU compiler's cost-model estimate, not a
 measurement; per_chip_gib of a row that does not fit: the temporaries the compiler refused;
@@ -20,9 +20,9 @@ import csv
 import os
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import population_compile as pc
-from resnorm_jax.tools import target_compile as tc
-from resnorm_jax.tools import tpu_target
+from resnorm_jax.hardware import population_compile as pc
+from resnorm_jax.hardware import target_compile as tc
+from resnorm_jax.hardware import tpu_target
 
 OUT = "docs/tpu_compile/population.csv"
 FIELDS = (
@@ -53,7 +53,7 @@ def shape_config(layers: int, overrides: dict):
     base,
     {
       "model.num_layers": layers,
-      "model.remat": "none" if layers <= 24 else "full",  # sweep_grid.constant_lr_point
+      "model.remat": "none" if layers <= 24 else "full",  # sweeps.grid.constant_lr_point
       "diag.per_layer": False,
       **overrides,
     },

@@ -7,7 +7,7 @@ python scripts/tpu_tune_table.py [--out=docs/tpu_compile/tuned.csv] [--only=v5p:
 Post-LN and DeepNorm compile to the same program (results.csv: the same memory and cost at
 every depth and slice): Post-LN is tuned and DeepNorm's row is its winner compiled once for
 DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) already in the
-file is not tuned again, and every compile is cached (resnorm_jax/tools/tune.py), so an
+file is not tuned again, and every compile is cached (resnorm_jax/hardware/tune.py), so an
 interrupted table resumes where it stopped. tuned_candidates.csv (--candidates_out): every
 candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
 cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
@@ -65,7 +65,7 @@ CANDIDATE_FIELDS = (
 def write_candidates(path: str, label: str, tuned) -> None:
   """Every candidate of one tune as rows of `path` (what its lines print; est_*: loop-corrected
   estimates, empty for a memory pass only), appended."""
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   new = not os.path.exists(path)
   with open(path, "a", newline="") as f:
@@ -102,7 +102,7 @@ def untuned(label: str, topology: str) -> dict[str, str]:
 
 def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -> dict:
   """One tuned.csv row: the winner `best` (its result `r`) beside the untuned `base`."""
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   mesh = tune.mesh_overrides(best.mesh, chips)
   mesh_label = "x".join(
@@ -138,8 +138,8 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
 
 def main() -> None:
   from resnorm_jax.config import cli
-  from resnorm_jax.tools import target_compile as tc
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import tune
 
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/tuned.csv"))

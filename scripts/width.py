@@ -19,7 +19,7 @@ writes into docs/width/mup/:
   curves.png   capped final eval loss against lr, a panel per variant, a colour per width
                (under muP a second row: sp's runs of the same variants and widths)
   edges.png    best and failing lr against width, a line per variant
-The rules are resnorm_jax/tools/width.py's. No JAX here.
+The rules are resnorm_jax/analysis/width.py's. No JAX here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.tools import lr_axis, width  # (no JAX)
+from resnorm_jax.analysis import (
+  lr_axis,  # (no JAX)
+  width,
+)
 
 
 def main() -> None:

@@ -106,16 +106,31 @@ def read_csv():
   return read
 
 
-def write_run_folder(run: str, records, **files) -> str:
-  """A run folder as a sweep leaves it: each `files` entry (sweep_point, config, summary)
-  written as <name>.json and `records` as metrics.jsonl, one JSON row per line."""
+def write_run_folder(run, records=None, *, curve: str = "metrics.jsonl", **files) -> str:
+  """A run folder as a run and its sweep leave it, the one fake every test writes: each `files`
+  entry (sweep_point, config, summary) written as <name>.json and `records`, when given, as
+  `curve` (metrics.jsonl, or docs/runs/'s curve.jsonl excerpt), one JSON row per line."""
   import json
   import os
 
+  run = str(run)
   os.makedirs(run, exist_ok=True)
   for name, obj in files.items():
     with open(os.path.join(run, f"{name}.json"), "w") as f:
       json.dump(obj, f)
-  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in records)
+  if records is not None:
+    with open(os.path.join(run, curve), "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in records)
   return run
+
+
+def fake_run(workdir, summary: dict, config: dict | None = None, point: dict | None = None) -> str:
+  """A finished run folder as the sweep tests fake it: summary.json (completed, 2 steps,
+  unigram entropy 3.3, unless `summary` says otherwise), and config.json (with its resolved
+  depth) and sweep_point.json when given."""
+  files = {"summary": {"status": "completed", "unigram_entropy": 3.3, "steps": 2, **summary}}
+  if config is not None:
+    files["config"] = {**config, "resolved_model": {"num_layers": config["model"]["num_layers"]}}
+  if point is not None:
+    files["sweep_point"] = point
+  return write_run_folder(workdir, **files)

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import bench
+from resnorm_jax.hardware import bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,7 +93,7 @@ def test_flops_per_token_formula():
 
 def test_bench_matmuls_step_dots_count_the_models_flops():
   """The dots listed for one step sum to flops_per_token's train count x tokens, per variant."""
-  from scripts import bench_matmuls
+  from resnorm_jax.hardware import matmul_floor as bench_matmuls
 
   for act, block, residual, heads in (
     ("gelu", "sequential", "add", 4),
@@ -171,7 +171,7 @@ def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
 def test_bench_norms_times_both_norms_from_a_random_output_gradient():
   import jax.numpy as jnp
 
-  from scripts import bench_norms
+  from resnorm_jax.hardware import norm_bench as bench_norms
 
   fn, (x, params, dy) = bench_norms.norm_step("rmsnorm", 8, 4, "float32")
   y, (dx, dparams) = fn(x, params, dy)

@@ -1,5 +1,5 @@
-"""The budget test's tables and figures (resnorm_jax/tools/budget.py): seeds escaped by step, each
-run's eval curve, and scripts/budget.py on a tiny tree of fake run folders."""
+"""The budget test's tables and figures (resnorm_jax/analysis/budget.py): seeds escaped by step,
+each run's eval curve, and scripts/budget.py on a tiny tree of fake run folders."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_lr_sensitivity import ROOT, fake_run
 
-from resnorm_jax.tools import budget
+from resnorm_jax.analysis import budget
 
 
 def test_escaped_fraction_is_a_step_function_over_seeds():

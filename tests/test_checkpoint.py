@@ -29,10 +29,10 @@ from batchnorm_smoke import config as _config
 
 from configs import smoke
 from resnorm_jax.config import same_experiment
+from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import checkpoint_integrity
-from resnorm_jax.train import workdir as workdir_lib
-from resnorm_jax.train.metrics_file import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 40

@@ -1,38 +1,40 @@
-"""The README's Results section says what the committed data say (scripts/claims.py)."""
+"""The README's Results section says what the committed data say (resnorm_jax/analysis/claims/;
+scripts/claims.py is its command line)."""
 
 import shutil
 
-from resnorm_jax.tools import doc_sections
-from scripts import claims
+from resnorm_jax.analysis import doc_sections
+from resnorm_jax.analysis.claims import docs_data, edges, readme
+from resnorm_jax.analysis.claims import width as width_claims
 
 
 def test_readme_results_agree_with_the_data():
-  problems = claims.check()
+  problems = readme.check()
   assert not problems, "README Results disagree with docs/ data (python scripts/claims.py "
   "--write rewrites them):\n" + "\n".join(problems)
 
 
 def test_results_md_survival_section_agrees_with_the_data():
-  problems = claims.check(claims.RESULTS_MD)
+  problems = readme.check(readme.RESULTS_MD)
   assert not problems, "docs/results.md disagrees with docs/survival/ (python scripts/claims.py "
   "--write rewrites it):\n" + "\n".join(problems)
 
 
 def test_a_changed_number_is_caught(tmp_path):
-  readme = tmp_path / "README.md"
-  shutil.copy(claims.README, readme)
-  text = readme.read_text()
-  body = claims.section(text)
+  copy = tmp_path / "README.md"
+  shutil.copy(readme.README, copy)
+  text = copy.read_text()
+  body = readme.section(text)
   assert body is not None and "2e-3 at 6" in body
-  readme.write_text(text.replace(body, body.replace("2e-3 at 6", "4e-3 at 6")))
-  problems = claims.check(str(readme))
+  copy.write_text(text.replace(body, body.replace("2e-3 at 6", "4e-3 at 6")))
+  problems = readme.check(str(copy))
   assert any("4e-3 at 6" in p for p in problems) and any("2e-3 at 6" in p for p in problems)
 
 
 def test_missing_markers_are_named(tmp_path):
-  readme = tmp_path / "README.md"
-  readme.write_text("# nothing here\n")
-  (problem,) = claims.check(str(readme))
+  copy = tmp_path / "README.md"
+  copy.write_text("# nothing here\n")
+  (problem,) = readme.check(str(copy))
   assert "no results markers" in problem
 
 
@@ -41,14 +43,14 @@ def test_edge_counts_seeds_and_says_none():
     ("postnorm", 12, 1e-3): ["trained", "stuck", "stuck"],
     ("postnorm", 12, 5e-4): ["trained"],
   }
-  assert claims.edge(cells, "postnorm", 12) == "1e-3 (1/3 seeds)"
-  assert claims.edge({("postnorm", 48, 1e-3): ["stuck"]}, "postnorm", 48) == "none"
-  assert claims.lr_text(1.25e-4) == "1.25e-4" and claims.lr_text(3.2e-2) == "3.2e-2"
+  assert edges.edge(cells, "postnorm", 12) == "1e-3 (1/3 seeds)"
+  assert edges.edge({("postnorm", 48, 1e-3): ["stuck"]}, "postnorm", 48) == "none"
+  assert docs_data.lr_text(1.25e-4) == "1.25e-4" and docs_data.lr_text(3.2e-2) == "3.2e-2"
 
 
 def test_results_cells_are_short():
   """Each results cell is at most about 250 characters; the rest is in docs/results.md."""
-  for row in claims.ROWS:
+  for row in readme.ROWS:
     cells = row()
     if cells:
       assert all(len(c) <= 260 for c in cells), [len(c) for c in cells]
@@ -80,8 +82,8 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
     ",".join(map(str, r)) + f",{loss[r[4]] + (0.01 if r[2] in (1e-3, 3.2e-2) else 0)}" for r in runs
   ]
   (width / "results.csv").write_text("\n".join(lines) + "\n")
-  monkeypatch.setattr(claims, "ROOT", str(tmp_path))
-  _, claim, budget, _ = claims.row_width()
+  monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
+  _, claim, budget, _ = width_claims.row_width()
   assert "best (seed 0)/largest lr trained (k/n) at d_model 64, 128, 256: " in claim
   # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256; a best lr that is the
   # smallest lr run at its width is marked <= (the seed-0 rule of the muP row)
@@ -111,8 +113,8 @@ def test_width_mup_row_best_lr_on_its_own_lrs_edge_on_shared_lrs(tmp_path, monke
   ]  # fmt: skip
   for path, runs in ((width / "mup" / "results.csv", mup), (width / "results.csv", sp)):
     path.write_text("\n".join([head] + [",".join(map(str, r)) for r in runs]) + "\n")
-  monkeypatch.setattr(claims, "ROOT", str(tmp_path))
-  _, claim, budget, _ = claims.row_width_mup()
+  monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
+  _, claim, budget, _ = width_claims.row_width_mup()
   assert claim.startswith("at d_model 64/128: ")
   # seed 1's 1e-3 at 64 (trained) is not seed 0's; nothing of sp's trained at 128
   assert "Post-LN's best lr muP 5e-4/<=5e-4, sp <=2.5e-4/none," in claim
@@ -126,7 +128,7 @@ def test_a_wrong_fact_in_prose_is_caught_and_rewritten(tmp_path):
   """docs/results.md's numbers in prose are facts computed from their run folders: the
   Xiong-rescue escape steps (250 / 500 / 500 on stdlib) and the 1000-layer Pre-LN escape (200)."""
   results = tmp_path / "results.md"
-  shutil.copy(claims.RESULTS_MD, results)
+  shutil.copy(readme.RESULTS_MD, results)
   text = results.read_text()
   assert "fact:xiong_rescue.escape.stdlib.w1000 -->250 / 500 / 500<" in text
   assert "fact:escape:docs/runs/prenorm-L1000-lr0.0002-w50 -->200<" in text
@@ -137,12 +139,12 @@ def test_a_wrong_fact_in_prose_is_caught_and_rewritten(tmp_path):
   wrong = text.replace("stdlib.w1000 -->250 / 500 / 500<", "stdlib.w1000 -->500 / 500 / 500<")
   wrong = wrong.replace("prenorm-L1000-lr0.0002-w50 -->200<", "prenorm-L1000-lr0.0002-w50 -->250<")
   results.write_text(wrong + "\n<!-- fact:nobody.computes.this -->1<!-- /fact -->\n")
-  problems = claims.check(str(results))
+  problems = readme.check(str(results))
   assert any("'500 / 500 / 500'" in p and "'250 / 500 / 500'" in p for p in problems)
   assert any("prenorm-L1000" in p and "'250'" in p and "'200'" in p for p in problems)
   assert any("nobody.computes.this" in p for p in problems)
-  doc_sections.write_facts(str(results), claims.FACTS, claims.run_fact)
-  assert not [p for p in claims.check(str(results)) if "nobody" not in p]
+  doc_sections.write_facts(str(results), readme.FACTS, docs_data.run_fact)
+  assert not [p for p in readme.check(str(results)) if "nobody" not in p]
 
 
 def test_edges_are_stated_on_escapes_kept_to_the_end():
@@ -158,11 +160,11 @@ def test_edges_are_stated_on_escapes_kept_to_the_end():
     {"variant": "postnorm", "num_layers": "12", "lr": "5e-4", "seeds": "12", "escaped": "11",
      "escaped_for_good": "10"},
   ]  # fmt: skip
-  kept = claims.kept_cells(cells, surv)
+  kept = edges.kept_cells(cells, surv)
   assert (
-    claims.kept_edge(kept, "postnorm", 12) == "5e-4 (10/12 seeds; 1e-3: 1 of 12 escaped, none kept)"
+    edges.kept_edge(kept, "postnorm", 12) == "5e-4 (10/12 seeds; 1e-3: 1 of 12 escaped, none kept)"
   )
-  assert claims.edge(cells, "postnorm", 12) == "1e-3 (1/3 seeds)"  # the first passage alone
+  assert edges.edge(cells, "postnorm", 12) == "1e-3 (1/3 seeds)"  # the first passage alone
 
 
 def test_dense_params_is_the_models_own_count():
@@ -170,9 +172,9 @@ def test_dense_params_is_the_models_own_count():
   (d_model 64, the grid's shape; 321,152 and 2,396,288 parameters)."""
   model = {"d_model": 64, "d_ff": 256, "num_layers": 6, "vocab_size": 256, "max_seq_len": 128,
            "tie_embeddings": True, "position": "learned"}  # fmt: skip
-  assert claims.dense_params(model) == 321_152
-  assert claims.dense_params({**model, "num_layers": 48}) == 2_396_288
-  note = claims.tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0")
+  assert docs_data.dense_params(model) == 321_152
+  assert docs_data.dense_params({**model, "num_layers": 48}) == 2_396_288
+  note = docs_data.tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0")
   assert note == "0.85 tokens/param at 48 layers"
 
 
@@ -180,7 +182,7 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   """The review's corrections, computed from the committed data: 'reduces', not 'bounds'; the
   FFN gradient's growth at 24 layers only; no 'stuck' at 200 steps; one best-lr rule (seed 0)
   for the width and muP rows; the 12-layer edge on kept escapes; the depth fits named."""
-  rows = {row()[0]: row() for row in claims.ROWS if row()}
+  rows = {row()[0]: row() for row in readme.ROWS if row()}
   assert "DeepNet: DeepNorm reduces the model update's growth with depth" in rows
   grad = next(r for t, r in rows.items() if t.startswith("Xiong: at init"))
   assert grad[0].endswith("2x or more at 24 layers only") and "0.92x at 48, 1.10x at 96" in grad[1]
@@ -196,5 +198,5 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   transfer = rows["Depth transfer of Pre-LN's best lr"]
   assert "over 3 fits" in transfer[1] and "3-point vertex, at 48" in transfer[2]
   assert "5-point fit" not in transfer[1]
-  text = open(claims.RESULTS_MD).read()
+  text = open(readme.RESULTS_MD).read()
   assert "fact:valueres.L24.seed0.below_prenorm -->-0.105 / -0.089 / -0.101<" in text

@@ -1,5 +1,5 @@
 """Shape of the library code: no function in resnorm_jax/ longer than 100 lines, and no
-script importing another script (code scripts share lives in the library)."""
+script or test importing a script (code scripts and tests share lives in the library)."""
 
 import ast
 import glob
@@ -38,15 +38,19 @@ def test_the_line_count_sees_a_long_function(tmp_path):
 
 
 def test_scripts_and_tests_do_not_import_scripts():
+  """Code a script and a test share lives in the library: no script imports another, no test
+  imports a script (scripts/ is not a package on the path)."""
   scripts = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))}
   offenders = []
-  for path in glob.glob(os.path.join(ROOT, "scripts", "*.py")):
-    for node in ast.walk(pysource.parse_file(path)):
-      if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-      elif isinstance(node, ast.ImportFrom):
-        names = [node.module or ""]
-      else:
-        continue
-      offenders += [f"{os.path.basename(path)}: {n}" for n in names if n in scripts]
+  for folder in ("scripts", "tests"):
+    for path in glob.glob(os.path.join(ROOT, folder, "*.py")):
+      for node in ast.walk(pysource.parse_file(path)):
+        if isinstance(node, ast.Import):
+          names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+          names = [node.module or ""]
+        else:
+          continue
+        bad = [n for n in names if n in scripts or n.split(".")[0] == "scripts"]
+        offenders += [f"{folder}/{os.path.basename(path)}: {n}" for n in bad]
   assert not offenders, offenders

@@ -1,4 +1,4 @@
-"""Deviceless compiles for TPU topologies (resnorm_jax/tools/target_compile.py): libtpu's
+"""Deviceless compiles for TPU topologies (resnorm_jax/hardware/target_compile.py): libtpu's
 compiler on this host, no TPU. Skipped where libtpu (requirements-dev.txt) is not installed."""
 
 import os
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import target_compile as tc
-from resnorm_jax.tools import target_report, tpu_target
+from resnorm_jax.hardware import target_compile as tc
+from resnorm_jax.hardware import target_report, tpu_target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_libtpu = pytest.mark.skipif(
@@ -247,7 +247,7 @@ _HLO = """
 
 
 def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit():
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   top = tune.top_ops_by_bytes(_HLO)  # parameters are inputs, not ops: left out
   assert top == ["fusion bf16[16,8,512,512] 64.0 MiB", "add f32[16,512,512] 16.0 MiB",
@@ -273,7 +273,7 @@ def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit(
 
 @needs_libtpu
 def test_tune_refuses_bad_input_before_compiling():
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   with pytest.raises(tpu_target.TargetError, match="needs a TPU topology"):
     tune.tune(_smoke(), "h100:8")
@@ -284,7 +284,7 @@ def test_tune_refuses_bad_input_before_compiling():
 @pytest.mark.slow  # four TPU compiles of the smoke model (about 20 s of CPU)
 @needs_libtpu
 def test_tune_lines_and_winner_agree_and_a_rerun_is_cached(tmp_path):
-  from resnorm_jax.tools import tune
+  from resnorm_jax.hardware import tune
 
   kwargs = dict(meshes=("data", "fsdp"), attentions=("dense",), flag_sets=("default",))
   lines: list[str] = []

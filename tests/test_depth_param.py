@@ -18,7 +18,7 @@ from configs import base
 from conftest import ROOT, tiny_config, tiny_model
 from resnorm_jax.model import depth_param
 from resnorm_jax.model import model_def as mdl
-from resnorm_jax.tools import coord_check
+from resnorm_jax.probes import coord_check
 from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
 

@@ -1,4 +1,4 @@
-"""The depth-transfer analysis (resnorm_jax/tools/depth_transfer.py): best lr from a parabola in
+"""The depth-transfer analysis (resnorm_jax/analysis/depth_transfer.py): best lr from a parabola in
 log2 lr, its slope against depth, and the base depth's sp runs standing for every
 parametrization. No JAX, no run folders: synthetic curves with a known answer."""
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from resnorm_jax.tools import depth_transfer as dt
+from resnorm_jax.analysis import depth_transfer as dt
 
 LRS = [2.5e-4 * 2**k for k in range(7)]
 

@@ -1,9 +1,9 @@
-"""Generated doc sections (resnorm_jax/tools/doc_sections.py) and the survival section's text
-(resnorm_jax/tools/survival_section.py) on small made-up files and rows."""
+"""Generated doc sections (resnorm_jax/analysis/doc_sections.py) and the survival section's text
+(resnorm_jax/analysis/survival_section.py) on small made-up files and rows."""
 
 import pytest
 
-from resnorm_jax.tools import doc_sections, survival_section
+from resnorm_jax.analysis import doc_sections, survival_section
 
 B, E = "<!-- b -->", "<!-- e -->"
 

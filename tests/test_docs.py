@@ -212,7 +212,8 @@ def test_the_quickstart_claims_hold():
   loop's formats, the error from another folder."""
   from configs import postnorm_96L
   from resnorm_jax.config import cli
-  from resnorm_jax.train import expected, run_log
+  from resnorm_jax.runs import expected
+  from resnorm_jax.train import run_log
 
   quick = _section(_read("README.md"), "Quickstart")
   flat = " ".join(quick.split())  # prose, whatever its line breaks

@@ -1,4 +1,4 @@
-"""Early warning from a run's first steps (resnorm_jax/tools/early_warning.py): the AUC, the
+"""Early warning from a run's first steps (resnorm_jax/analysis/early_warning.py): the AUC, the
 features, the logistic fit, and cross-validation that never trains on the held-out cell."""
 
 import json
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import early_warning as ew
+from resnorm_jax.analysis import early_warning as ew
+from resnorm_jax.runs import stop_features
 
 
 def test_auc_is_the_mann_whitney_statistic():
@@ -24,13 +25,13 @@ def test_features_read_the_logged_signals_up_to_k(tmp_path):
   ]  # fmt: skip
   (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
   got = ew.read_metrics(str(tmp_path))
-  f = ew.features(got, 100, entropy=3.25)
+  f = stop_features.features(got, 100, entropy=3.25)
   # the loss as a gap to the corpus's no-context loss: mean of steps 80, 90, 100
   assert f["train/loss:level"] == pytest.approx(3.3 - 0.09 - 3.25)
   assert f["train/loss:slope"] == pytest.approx(-1.0)  # per 1,000 steps, over steps 50-100
   assert f["grad_norm:ratio"] == pytest.approx(math.log(1.9 / 1.1))
   assert math.isnan(f["attn_logit_max:level"])  # not logged by this run
-  assert ew.features(got, 400, entropy=3.25) is None  # the run ended at step 200
+  assert stop_features.features(got, 400, entropy=3.25) is None  # the run ended at step 200
 
 
 def test_logistic_fit_matches_a_separable_direction():
@@ -84,7 +85,7 @@ def _run(label: int, slope: float, group: str) -> dict:
     for s in range(10, 210, 10)
   ]  # fmt: skip
   return {"label": label, "group": group, "rows": rows,
-          "features": {100: ew.features(rows, 100, entropy=3.25)}}  # fmt: skip
+          "features": {100: stop_features.features(rows, 100, entropy=3.25)}}  # fmt: skip
 
 
 def test_a_stop_rule_is_data_that_scores_a_run_as_the_fitted_model_does(tmp_path):
@@ -93,13 +94,14 @@ def test_a_stop_rule_is_data_that_scores_a_run_as_the_fitted_model_does(tmp_path
   rule = ew.fit_rule(runs, 100, {"fitted_by": "test"})
   path = tmp_path / "rule.json"
   path.write_text(json.dumps(rule))
-  loaded = ew.load_rule(str(path))
+  loaded = stop_features.load_rule(str(path))
   assert loaded["provenance"]["runs"] == 12 and loaded["provenance"]["escaped"] == 6
-  stops = [ew.rule_says_stop(loaded, r["rows"], 3.25) for r in runs]
+  stops = [stop_features.rule_says_stop(loaded, r["rows"], 3.25) for r in runs]
   # no run that escaped is stopped (the threshold's rule); the flat ones score below them
   assert not any(stop for (stop, _), r in zip(stops, runs, strict=True) if r["label"] == 1)
   assert all(stop for (stop, _), r in zip(stops, runs, strict=True) if r["label"] == 0)
-  assert ew.rule_says_stop(loaded, runs[0]["rows"][:5], 3.25) is None  # not yet at step 100
+  early = stop_features.rule_says_stop(loaded, runs[0]["rows"][:5], 3.25)
+  assert early is None  # not yet at step 100
   (tmp_path / "bad.json").write_text('{"k": 100}')
   with pytest.raises(ValueError, match="not a stop rule of version 1"):
-    ew.load_rule(str(tmp_path / "bad.json"))
+    stop_features.load_rule(str(tmp_path / "bad.json"))

@@ -17,9 +17,9 @@ import pytest
 from configs import smoke
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs, token_files
+from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_files
-from resnorm_jax.train import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -132,7 +132,8 @@ def test_a_real_full_disk_ends_the_run_in_one_error_line_without_a_traceback(tmp
 
 def test_a_population_on_a_folder_that_cannot_be_written_is_refused_like_a_single_run(tmp_path):
   """A single run exits 2 in one line; a population ended in an OSError traceback."""
-  from resnorm_jax.train import population_points, population_run
+  from resnorm_jax.train.population import points as population_points
+  from resnorm_jax.train.population import run as population_run
 
   (tmp_path / "file").write_text("")
   overrides = {"train.steps": 2, "train.log_every": 1, "train.eval_every": 2}
@@ -149,7 +150,7 @@ def test_a_population_on_a_folder_that_cannot_be_written_is_refused_like_a_singl
 def test_a_population_member_completed_on_a_read_only_folder_has_nothing_to_do(
   tmp_path, monkeypatch
 ):
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   done = {"status": "completed", "steps": 2}
   calls = []
@@ -349,7 +350,7 @@ def test_sample_on_a_damaged_newest_checkpoint_names_it_in_one_line_and_uses_the
   """A 70-line TensorStore spec per damaged checkpoint before (140 lines when all were)."""
   import jax
 
-  from resnorm_jax.tools import generate
+  from resnorm_jax.probes import generate
   from resnorm_jax.train import resume_policy, run_setup
 
   config = smoke.get_config()
@@ -432,7 +433,7 @@ def test_a_run_file_that_is_a_symlink_is_refused_when_the_run_starts(tmp_path, n
 
 def test_the_writers_never_follow_a_symlink_made_after_the_start(tmp_path):
   """Each writer of a run file opens it with O_NOFOLLOW (or checks the link first)."""
-  from resnorm_jax.train import metrics_file
+  from resnorm_jax.runs import metrics_file
   from resnorm_jax.train.writers import MetricWriter
 
   target = tmp_path / "elsewhere.txt"
@@ -467,7 +468,11 @@ def test_a_sweep_point_whose_train_log_is_a_symlink_fails_that_point_in_one_line
   """The sweep opened each point's train.log following a symbolic link (appending to the
   file it points to, anywhere): now that point fails with one line in its sweep_point.json
   and results row, its target unchanged, and the other points run."""
-  from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_records, sweep_runner, sweep_slots
+  from resnorm_jax.runs import sweep_point as sweep_records
+  from resnorm_jax.sweeps import grid as sweep_grid
+  from resnorm_jax.sweeps import jobs as sweep_jobs
+  from resnorm_jax.sweeps import runner as sweep_runner
+  from resnorm_jax.sweeps import slots as sweep_slots
 
   target = tmp_path / "elsewhere.txt"
   target.write_text("precious")

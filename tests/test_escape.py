@@ -9,21 +9,21 @@ import sys
 
 import pytest
 
-from resnorm_jax.tools import sweep_results
-from resnorm_jax.train import escape, outcome
+from conftest import write_run_folder
+from resnorm_jax.runs import escape, outcome, sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.3  # the no-context baseline of the fake runs
 
 
 def _write_run(run_dir, rows, summary, vocab=256, curve="metrics.jsonl"):
-  os.makedirs(run_dir, exist_ok=True)
-  with open(os.path.join(run_dir, curve), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  with open(os.path.join(run_dir, "summary.json"), "w") as f:
-    json.dump({"status": "completed", "heldout_unigram_entropy": BASE, **summary}, f)
-  with open(os.path.join(run_dir, "config.json"), "w") as f:
-    json.dump({"model": {"vocab_size": vocab, "num_layers": 2}, "seed": 0}, f)
+  write_run_folder(
+    run_dir,
+    rows,
+    curve=curve,
+    summary={"status": "completed", "heldout_unigram_entropy": BASE, **summary},
+    config={"model": {"vocab_size": vocab, "num_layers": 2}, "seed": 0},
+  )
 
 
 def test_escape_step_is_where_the_curve_stays_below_to_the_end():
@@ -182,7 +182,7 @@ def test_rederive_escape_writes_summaries_and_a_table_once(tmp_path, read_csv):
 def test_the_escape_is_judged_against_the_eval_sets_own_plateau():
   """A curve 0.12 below its eval set's no-context loss escaped, though it is only 0.06 below
   the whole held-out split's (stdlib: the periodic set's plateau sits 0.060 above it)."""
-  from resnorm_jax.train.outcome import curve_fields
+  from resnorm_jax.runs.outcome import curve_fields
 
   records = [{"step": s, "train/loss": 3.0, "eval/loss": 3.18} for s in (100, 200)]
   whole = {"status": "completed", "steps": 200, "heldout_unigram_entropy": 3.24}

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from resnorm_jax.train import expected as expected_lib
+from resnorm_jax.runs import expected as expected_lib
+from resnorm_jax.runs.expected import Expected
 from resnorm_jax.train import run_log
-from resnorm_jax.train.expected import Expected
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XIONG = Expected("stuck", "as Xiong et al. 2020 report for Post-LN without warmup at depth")
@@ -89,7 +89,7 @@ def test_a_named_run_reports_its_expectation_and_an_overridden_one_does_not(tmp_
       import sys
       sys.path.insert(0, {ROOT!r})
       from configs import smoke
-      from resnorm_jax.train.expected import Expected
+      from resnorm_jax.runs.expected import Expected
 
       EXPECTED = Expected("diverged", "as nothing reports for a 20-step smoke model")
 

@@ -21,7 +21,7 @@ from resnorm_jax.config import cli as cli_lib
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import sources
 from resnorm_jax.model.config_types import model_config_from
-from resnorm_jax.tools import reproductions as repro
+from resnorm_jax.probes import reproductions as repro
 from resnorm_jax.train import diagnostics as diag
 from resnorm_jax.train import train_step as ts
 

@@ -12,16 +12,10 @@ import os
 
 import pytest
 
-from resnorm_jax.tools import (
-  boundary,
-  loss_curves,
-  lr_figures,
-  reproduction_plots,
-  run_records,
-  seed_plots,
-  style,
-)
-from resnorm_jax.train.outcome import STUCK_MARGIN
+from resnorm_jax.analysis import boundary, loss_curves, lr_figures, seed_plots, style
+from resnorm_jax.probes import reproduction_plots
+from resnorm_jax.runs import curves as run_records
+from resnorm_jax.runs.outcome import STUCK_MARGIN
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESCUE = os.path.join(ROOT, "docs/xiong_rescue/runs")
@@ -269,7 +263,7 @@ def test_legend_variants_are_the_variants_drawn_each_in_its_colour_and_marker():
 
 
 def test_each_corpus_baseline_is_named_and_mup_is_drawn_beside_sp():
-  from resnorm_jax.tools import corpus, width
+  from resnorm_jax.analysis import corpus, width
 
   rows = [r for r in _lr_rows() if r["seed"] == 0]
   other = [{**r, "data": "tinyshakespeare.txt", "baseline": 3.35} for r in rows]

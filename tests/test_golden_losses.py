@@ -1,13 +1,13 @@
 """Every named config trains to the losses recorded in tests/data/golden_losses.json.
 
-scripts/golden_losses.py records the file: 6 steps of every named config at smoke scale
-(2 layers, width 32) and of the extra points (remat, scan unroll, bfloat16, the nanoGPT
-shape), every logged train, eval and final-eval loss and gradient norm. Here they are trained
-again in processes of their own, as when the file was recorded (one CPU device and the
-script's XLA_FLAGS, LLVM without optimizations; not this suite's 8 fake devices), and compared
-value by value: equal, or within TOLERANCE_ULPS float32 ulps of the recorded value. Another
-machine's build of XLA can move a value by an ulp; a change to the model, the data or the loop
-moves them by far more. To check a refactor bit for bit,
+scripts/golden_losses.py records the file (the points are resnorm_jax/probes/golden_losses.py's):
+6 steps of every named config at smoke scale (2 layers, width 32) and of the extra points (remat,
+scan unroll, bfloat16, the nanoGPT shape), every logged train, eval and final-eval loss and
+gradient norm. Here they are trained again in processes of their own, as when the file was
+recorded (one CPU device and the module's XLA_FLAGS, LLVM without optimizations; not this
+suite's 8 fake devices), and compared value by value: equal, or within TOLERANCE_ULPS float32
+ulps of the recorded value. Another machine's build of XLA can move a value by an ulp; a change
+to the model, the data or the loop moves them by far more. To check a refactor bit for bit,
 run `python scripts/golden_losses.py` where the file was recorded.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from scripts import golden_losses
+from resnorm_jax.probes import golden_losses
 
 TOLERANCE_ULPS = 4
 # A bfloat16 point's values depend on the CPU's bfloat16 arithmetic (a native instruction or
@@ -34,7 +34,7 @@ BF16_RTOL = 1e-3
 CHILD = """
 import json, sys
 from absl import logging
-from scripts import golden_losses
+from resnorm_jax.probes import golden_losses
 logging.set_verbosity(logging.WARNING)
 mine = golden_losses.points()[int(sys.argv[2]) :: int(sys.argv[3])]
 out = {label: golden_losses.losses(spec, o) for label, spec, o in mine}

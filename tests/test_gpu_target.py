@@ -1,4 +1,4 @@
-"""Compiling for NVIDIA GPUs without one (resnorm_jax/tools/gpu_target.py): the spec, the
+"""Compiling for NVIDIA GPUs without one (resnorm_jax/hardware/gpu_target.py): the spec, the
 usable memory, and, where the CUDA PJRT plugin is installed, the train step compiled for 8
 H100s with its memory analysis."""
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from resnorm_jax.tools import gpu_target
+from resnorm_jax.hardware import gpu_target
 
 needs_plugin = pytest.mark.skipif(
   not gpu_target.plugin_installed(),
@@ -56,7 +56,7 @@ def test_eight_h100s_from_the_description():
 @needs_plugin
 def test_the_smoke_train_step_compiles_for_eight_h100s_with_its_memory():
   from configs import smoke
-  from resnorm_jax.tools import target_compile, target_report
+  from resnorm_jax.hardware import target_compile, target_report
 
   config = smoke.get_config()
   r = target_compile.compile_for(config, "h100:8", eval_step=False)

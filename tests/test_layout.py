@@ -1,9 +1,12 @@
-"""The package's layout: subpackages in floors (config < model, data < train < tools), each
-importing only the floors below it, lazily or not; no flat module beside them; no script or
+"""The package's layout: subpackages in floors (config < model, data < runs < train < sweeps,
+hardware, probes; analysis on config, data and runs alone), each importing only the floors below
+it, lazily or not; no flat module beside them; runs and analysis import no JAX; no script or
 entry point editing sys.path (the package, configs and experiments are installed)."""
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -12,14 +15,22 @@ from resnorm_jax.config import pysource
 
 PACKAGE = os.path.join(ROOT, "resnorm_jax")
 # What each subpackage may import (itself included). model and data are one floor: neither
-# imports the other (the run setup resolves the data's vocabulary and passes it down).
+# imports the other (the run setup resolves the data's vocabulary and passes it down). runs is
+# what a run leaves behind and its readers: train writes through it, analysis reads through it
+# and never imports train (nor JAX, test_analysis_and_runs_import_no_jax).
 ALLOWED = {
   "config": {"config"},
   "model": {"config", "model"},
   "data": {"config", "data"},
-  "train": {"config", "model", "data", "train"},
-  "tools": {"config", "model", "data", "train", "tools"},
+  "runs": {"config", "data", "runs"},
+  "train": {"config", "model", "data", "runs", "train"},
+  "sweeps": {"config", "model", "data", "runs", "train", "sweeps"},
+  "hardware": {"config", "model", "data", "runs", "train", "hardware"},
+  "analysis": {"config", "data", "runs", "analysis"},
+  "probes": {"config", "model", "data", "runs", "train", "analysis", "probes"},
 }
+NO_JAX = ("analysis", "runs")  # importing any of their modules loads none of these
+JAX_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax")
 
 
 def _project_imports(path: str) -> list[tuple[int, str]]:
@@ -67,8 +78,27 @@ def test_a_subpackage_imports_only_the_floors_below_it(sub):
 def test_the_check_sees_a_lazy_import(tmp_path):
   """The check above can fail: an import inside a function is found."""
   src = tmp_path / "x.py"
-  src.write_text("def f():\n  from resnorm_jax.tools import sweep_grid\n")
-  assert _project_imports(str(src)) == [(2, "resnorm_jax.tools")]
+  src.write_text("def f():\n  from resnorm_jax.sweeps import grid\n")
+  assert _project_imports(str(src)) == [(2, "resnorm_jax.sweeps")]
+
+
+@pytest.mark.parametrize("sub", NO_JAX)
+def test_analysis_and_runs_import_no_jax(sub):
+  """Every module of the no-JAX floors imported in a fresh process (the ones it imports too,
+  at module level): none of JAX, Flax, Optax or Orbax is loaded."""
+  names = sorted(
+    "resnorm_jax." + os.path.relpath(p, PACKAGE)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+    for p in _modules(os.path.join(PACKAGE, sub))
+  )
+  code = (
+    "import importlib, sys\n"
+    f"for name in {names!r}:\n"
+    "  importlib.import_module(name)\n"
+    f"print(sorted(m for m in sys.modules if m.split('.')[0] in {JAX_PACKAGES!r}))\n"
+  )
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.strip() == "[]", f"{sub} loads {proc.stdout.strip()}"
 
 
 @pytest.mark.parametrize("folder", ["scripts", "experiments", "configs", "tests", "resnorm_jax"])

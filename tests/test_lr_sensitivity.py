@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import write_run_folder
-from resnorm_jax.tools import lr_sensitivity as lrs
-from resnorm_jax.tools import lr_sweep_rows
+from resnorm_jax.analysis import lr_sensitivity as lrs
+from resnorm_jax.analysis import lr_sweep_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.2

@@ -1,4 +1,4 @@
-"""The mechanism table and figure (resnorm_jax/tools/mechanism.py) from fake run folders: the
+"""The mechanism table and figure (resnorm_jax/analysis/mechanism.py) from fake run folders: the
 quantities are read from the right per-layer records, the lower-over-higher gradient ratio is
 the first layers' mean over the last layers', and the figure draws every run."""
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import write_run_folder
-from resnorm_jax.tools import mechanism
+from resnorm_jax.analysis import mechanism
 
 
 def _run(root, variant, grads, rms, steps=(5, 10, 20, 40)):

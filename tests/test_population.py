@@ -1,4 +1,5 @@
-"""A population (resnorm_jax/train/population.py): each member trains exactly as its single run."""
+"""A population (resnorm_jax/train/population/program.py): each member trains exactly as its
+single run."""
 
 import importlib
 
@@ -7,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from resnorm_jax.train import population, run_setup
+from resnorm_jax.train import run_setup
+from resnorm_jax.train.population import program as population
 
 STEPS = 4
 

@@ -1,11 +1,11 @@
-"""The population step compiled for one TPU chip without a TPU (resnorm_jax/tools/
+"""The population step compiled for one TPU chip without a TPU (resnorm_jax/hardware/
 population_compile.py). Skipped where libtpu (requirements-dev.txt) is not installed."""
 
 import pytest
 
 from resnorm_jax.config import cli
-from resnorm_jax.tools import population_compile as pc
-from resnorm_jax.tools import target_report, tpu_target
+from resnorm_jax.hardware import population_compile as pc
+from resnorm_jax.hardware import target_report, tpu_target
 
 needs_libtpu = pytest.mark.skipif(
   not tpu_target.importlib.util.find_spec("libtpu"),

@@ -1,4 +1,4 @@
-"""A population as one program (resnorm_jax/train/population_run.py,
+"""A population as one program (resnorm_jax/train/population/run.py,
 experiments/train_population.py): each member is the ordinary run its single run is. A sweep's
 points grouped into populations (scripts/sweep.py --vmap) are tests/test_sweep_vmap.py.
 
@@ -22,9 +22,10 @@ from population_runs import read_json as _json
 from population_runs import write_json as _write
 
 from configs import smoke
+from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import population_points, resume_policy
-from resnorm_jax.train.metrics_file import read_metrics
+from resnorm_jax.train import resume_policy
+from resnorm_jax.train.population import points as population_points
 
 STEPS = 12
 # checkpoint_every=5 is not a multiple of log_every=2: a resume starts mid log interval.
@@ -46,7 +47,8 @@ TIMING = ("tokens_per_second", "step_seconds")
 # Runs single runs (loop.run) and populations (population_run.run) of points files.
 DRIVER = """
 import json, sys
-from resnorm_jax.train import loop, population_points, population_run
+from resnorm_jax.train import loop
+from resnorm_jax.train.population import points as population_points, run as population_run
 spec = json.load(open(sys.argv[1]))
 for path in spec["singles"]:
   for config, workdir in zip(*population_points.load_points(path)):

@@ -1,4 +1,4 @@
-"""resnorm_jax/tools/step_profile.py and scripts/profile_step.py: the HLO parser, the thread-use
+"""resnorm_jax/hardware/step_profile.py and scripts/profile_step.py: the HLO parser, the thread-use
 arithmetic, and a traced smoke run whose per-part times add up. No timing assertions."""
 
 import json
@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from resnorm_jax.tools import step_profile as profile_step
+from resnorm_jax.hardware import step_profile as profile_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

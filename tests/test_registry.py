@@ -52,8 +52,13 @@ def _declared_outside_standard() -> dict[str, str]:
 # The variants added after the original axes, with the module that holds each.
 LATER = _declared_outside_standard()
 # The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
-# value: style.py's palette and run_records.py's aliases name variants without being model code.
-NOT_MODEL_CODE = {"resnorm_jax/tools/style.py", "resnorm_jax/tools/run_records.py"}
+# value: style.py's palette and runs/curves.py's aliases name variants without being model code,
+# as the README row of the later variants' stability map names the variants it ran.
+NOT_MODEL_CODE = {
+  "resnorm_jax/analysis/style.py",
+  "resnorm_jax/runs/curves.py",
+  "resnorm_jax/analysis/claims/reproductions.py",
+}
 
 
 def test_registry_lists_every_variant():
@@ -150,7 +155,7 @@ def test_a_variant_newer_than_the_palette_is_named_by_no_module_but_its_own():
   """A variant added since style.py's palette (the 2025-26 ones, and any added later) is named
   by no module of the library, scripts/ or experiments/, figures and tables included: its
   named config declares its colour and label, its sweep grid (configs/) names it as data."""
-  from resnorm_jax.tools import style
+  from resnorm_jax.analysis import style
 
   newer = {  # a later variant with a named config of its name that the palette lacks
     name: module

@@ -25,8 +25,9 @@ from resnorm_jax.data import prepare, sources, token_files, tokens_source
 from resnorm_jax.data import tokenizer as tok_lib
 from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.data.token_files import DataError
+from resnorm_jax.runs import metrics_file
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import hparams, metrics_file, writers
+from resnorm_jax.train import hparams, tb_events, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -198,7 +199,7 @@ def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs
   for name in ("config.json", "summary.json", "metrics.jsonl"):
     assert name in files
   events = [f for f in files if f.startswith("events.out.tfevents.")]
-  assert len(events) == 2 and sum(writers.is_hparams_file(f) for f in events) == 1
+  assert len(events) == 2 and sum(tb_events.is_hparams_file(f) for f in events) == 1
   assert any(f.startswith("ckpt/20/") for f in files)
   assert json.loads((run / "summary.json").read_text())["data_split"]["manifest"]["folder"] == (
     "gs://bucket/data"
@@ -209,10 +210,10 @@ def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs
   steps = [r["step"] for r in metrics_file.read_metrics(str(run / "metrics.jsonl"))]
   assert steps == sorted(set(steps)) and steps[-1] == 25 and 20 in steps
   events = [f for f in _tree(run) if f.startswith("events.out.tfevents.")]
-  assert len(events) == 3 and sum(writers.is_hparams_file(f) for f in events) == 1
+  assert len(events) == 3 and sum(tb_events.is_hparams_file(f) for f in events) == 1
   assert [s for s, _ in _scalars(run)["train/loss"]][-2:] == [20, 25]  # both segments' curves
   hp = hparams.write_run("gs://bucket/runs/a", config, second)  # replaced, not added to
   assert hp.startswith("gs://bucket/runs/a/events.out.tfevents.")
-  assert sum(writers.is_hparams_file(f) for f in _tree(run)) == 1
+  assert sum(tb_events.is_hparams_file(f) for f in _tree(run)) == 1
   assert _tree(cwd) == [] and _tree(tmp) == []  # nothing local but the data cache
   assert not os.path.exists(os.path.join(cwd, "gs:"))

@@ -15,8 +15,10 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.train import io_faults, loop, metrics_file, population_points, run_log, run_setup
-from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.runs import metrics_file
+from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.train import io_faults, loop, run_log, run_setup
+from resnorm_jax.train.population import points as population_points
 from resnorm_jax.train.writers import MetricWriter
 
 

@@ -13,7 +13,8 @@ from configs.base import get_config as base_config
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.config.same_experiment import CHECKPOINT_STATE, SWEEP, WORKDIR
 from resnorm_jax.data import fs
-from resnorm_jax.tools import sweep_grid
+from resnorm_jax.runs import sweep_point
+from resnorm_jax.sweeps import grid as sweep_grid
 from resnorm_jax.train.resume_policy import CHECKPOINT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,7 +183,7 @@ def test_committed_finished_points_stay_finished_and_resumable(run):
   """The point's config today (its sweep_point.json, moved keys renamed): the sweep skips the
   run, a rerun in its workdir continues it, and a checkpoint it had written would resume."""
   workdir = os.path.join(ROOT, run)
-  point_file = fs.read_json(os.path.join(workdir, sweep_grid.POINT_FILE))
+  point_file = fs.read_json(os.path.join(workdir, sweep_point.POINT_FILE))
   recorded = fs.read_json(os.path.join(workdir, "config.json"))
   overrides = cli.renamed_moved_keys(point_file["overrides"])
   point = sweep_grid.Point(point_file["name"], point_file["config"], overrides, 0)

@@ -1,4 +1,4 @@
-"""experiments.sample and resnorm_jax.tools.generate: a run's config rebuilt from config.json, its
+"""experiments.sample and resnorm_jax.probes.generate: a run's config rebuilt from config.json, its
 tokenizer, a read-only restore of a sharded checkpoint onto one device, the fixed-window
 sampler against a direct forward pass, and the command end to end on a tiny trained run."""
 
@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import generate
+from resnorm_jax.probes import generate
 from resnorm_jax.train import run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

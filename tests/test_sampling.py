@@ -134,7 +134,7 @@ def test_a_run_with_the_epoch_sampler_resumes_to_the_uninterrupted_losses(tmp_pa
   pure function of (seed, step)."""
   import sys
 
-  from resnorm_jax.train.metrics_file import read_metrics
+  from resnorm_jax.runs.metrics_file import read_metrics
 
   def train(workdir, steps):
     r = run_script(

@@ -1,13 +1,14 @@
 """The corpus axis: the second-corpus grid file, each corpus's edges read against its own
-no-context baseline (resnorm_jax/tools/lr_axis.py, corpus.py), and scripts/second_corpus.py
+no-context baseline (resnorm_jax/analysis/lr_axis.py, corpus.py), and scripts/second_corpus.py
 on a tree of fake run folders beside a stdlib results.csv."""
 
-import json
 import os
 
 import pytest
 
-from resnorm_jax.tools import corpus, lr_axis, lr_sweep_rows, sweep_grid
+from conftest import write_run_folder
+from resnorm_jax.analysis import corpus, lr_axis, lr_sweep_rows
+from resnorm_jax.sweeps import grid as sweep_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB_BASE, TEXT_BASE = 3.238, 3.05  # the two corpora's no-context losses
@@ -74,24 +75,22 @@ def _fake_run(root, lr: float, loss: float) -> None:
   os.makedirs(run)
   data = {"source": "text", "path": "data/tinyshakespeare.txt"}
   files = {
-    "sweep_point.json": {"config": "configs/postnorm_96L.py", "index": 0, "overrides": {}},
-    "config.json": {
+    "sweep_point": {"config": "configs/postnorm_96L.py", "index": 0, "overrides": {}},
+    "config": {
       "seed": 0,
       "model": {"num_layers": 12},
       "opt": {"lr": lr, "warmup_steps": 0, "schedule": "constant"},
       "train": {"steps": 1000},
       "data": data,
     },
-    "summary.json": {
+    "summary": {
       "status": "completed",
       "steps": 1000,
       "final_eval_loss": loss,
       "heldout_unigram_entropy": TEXT_BASE,
     },
   }
-  for name, obj in files.items():
-    with open(os.path.join(run, name), "w") as f:
-      json.dump(obj, f)
+  write_run_folder(run, **files)
 
 
 @pytest.mark.slow  # a child process draws a figure

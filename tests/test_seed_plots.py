@@ -1,16 +1,17 @@
-"""Figures over seeds (resnorm_jax/tools/run_records.py: run_record; seed_plots.py:
+"""Figures over seeds (resnorm_jax/runs/curves.py: run_record; seed_plots.py:
 plot_seed_bands, plot_seed_lines; scripts/plot_curves.py --seeds): the periodic eval is told
 from the end-of-run eval, runs that differ only in their seed are one arm, every run gets its
 variant's colour."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from resnorm_jax.tools import run_records, seed_plots
+from conftest import write_run_folder
+from resnorm_jax.analysis import seed_plots
+from resnorm_jax.runs import curves as run_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,14 +52,8 @@ def _run(
   for step, loss in evals:
     rows[step // 10 - 1]["eval/loss"] = loss
   rows[-1][final_key] = final
-  for name, obj in (("config.json", config), ("summary.json", summary)):
-    with open(os.path.join(folder, name), "w") as f:
-      json.dump(obj, f)
-  with open(os.path.join(folder, "sweep_point.json"), "w") as f:
-    json.dump({"config": f"configs/{variant}_96L.py", "name": os.path.basename(folder)}, f)
-  with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  return str(folder)
+  point = {"config": f"configs/{variant}_96L.py", "name": os.path.basename(folder)}
+  return write_run_folder(folder, rows, config=config, summary=summary, sweep_point=point)
 
 
 def test_run_record_tells_the_end_of_run_eval_from_the_periodic_one(tmp_path):

@@ -351,8 +351,8 @@ def test_the_stream_is_pinned_only_where_the_batch_is_split():
 
 
 def _tune_candidate(mesh: str, remat: str):
-  """mesh_config's tiny model run as `compile_for --tune` would run it (tools/tune.py)."""
-  from resnorm_jax.tools import tune
+  """mesh_config's tiny model run as `compile_for --tune` would run it (hardware/tune.py)."""
+  from resnorm_jax.hardware import tune
 
   c = mesh_config("one_device")
   for key, value in {**tune.mesh_overrides(mesh, 8), "model.remat": remat}.items():

@@ -135,7 +135,8 @@ def test_a_completed_run_whose_config_json_is_lost_is_never_another_lrs_result(t
   """config.json lost, rerun with another lr: exit 0, "already completed at step 4: nothing to
   do", the lr 1e-3 result standing for 2e-3. Now checked against its checkpoint's record; with
   no record left anywhere, refused; a sweep calls the point a conflict, its row unknown."""
-  from resnorm_jax.tools import sweep_grid, sweep_results
+  from resnorm_jax.runs import sweep_results
+  from resnorm_jax.sweeps import grid as sweep_grid
 
   workdir = tmp_path / "run"
   _run_smoke(workdir, train__steps=4)
@@ -171,8 +172,8 @@ def test_a_shorter_train_steps_after_an_interruption_is_refused(tmp_path, monkey
   """Stopped at step 4 of 8, resumed with train.steps=3 (below the step reached) or 6 (below
   the run's): "completed (trained)" with config.json rewritten to the shorter length, for a
   single run and a population member alike; the sweep's --max_steps is a conflict."""
-  from resnorm_jax.tools import sweep_grid
-  from resnorm_jax.train import population_run
+  from resnorm_jax.sweeps import grid as sweep_grid
+  from resnorm_jax.train.population import run as population_run
 
   workdir = tmp_path / "run"
   _interrupted_smoke(workdir, monkeypatch)
@@ -273,7 +274,7 @@ def test_token_ids_past_the_vocabulary_are_refused_naming_the_file(tmp_path):
 # (a line in trained.txt) and writes a finished summary; a finished run does nothing.
 POINT_CHILD = """
 import json, os, sys, time
-from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.runs import workdir as workdir_lib
 wd = sys.argv[1]
 os.makedirs(wd, exist_ok=True)
 try:
@@ -299,7 +300,9 @@ except ValueError as e:
 def _point_jobs(sweep_dir, names, seconds=1.0):
   import sys
 
-  from resnorm_jax.tools import sweep_grid, sweep_jobs
+  from resnorm_jax.runs import sweep_point as sweep_records
+  from resnorm_jax.sweeps import grid as sweep_grid
+  from resnorm_jax.sweeps import jobs as sweep_jobs
 
   points = sweep_grid.parse_points([{"config": "c.py", "name": n} for n in names])
   jobs = []
@@ -307,7 +310,7 @@ def _point_jobs(sweep_dir, names, seconds=1.0):
     workdir = os.path.join(sweep_dir, p.name)
     os.makedirs(workdir, exist_ok=True)
     info = {"name": p.name, "index": p.index, "config": "c.py", "overrides": {}}
-    with open(os.path.join(workdir, sweep_grid.POINT_FILE), "w") as f:
+    with open(os.path.join(workdir, sweep_records.POINT_FILE), "w") as f:
       json.dump(info, f)
     command = [sys.executable, "-c", POINT_CHILD, workdir, str(seconds)]
     jobs.append(sweep_jobs.Job(p, workdir, command))
@@ -337,7 +340,10 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
   point, but sweep_point.json and results.csv said "exit 2, in use by another run" forever.
   Now the rerun waits for the child and records the point from its folder: exit 0, no error,
   trained once. `refused`: the rerun's process started before the child held the lock."""
-  from resnorm_jax.tools import sweep_grid, sweep_records, sweep_results, sweep_runner, sweep_slots
+  from resnorm_jax.runs import sweep_point as sweep_records
+  from resnorm_jax.runs import sweep_results
+  from resnorm_jax.sweeps import runner as sweep_runner
+  from resnorm_jax.sweeps import slots as sweep_slots
 
   (job,) = _point_jobs(str(tmp_path), ["p"])
   orphan = _hold_and_finish(job.workdir, 2.0)
@@ -355,7 +361,7 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
   out = capsys.readouterr().out
   assert "[1] p: running elsewhere (pid " in out and "failed" not in out
   assert len(open(os.path.join(job.workdir, "trained.txt")).read().split()) == 1
-  record = json.load(open(os.path.join(job.workdir, sweep_grid.POINT_FILE)))
+  record = json.load(open(os.path.join(job.workdir, sweep_records.POINT_FILE)))
   assert record.get("returncode") in (None, 0) and "error" not in record
   assert "running_elsewhere" not in record
   rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
@@ -366,13 +372,14 @@ def test_a_point_finished_by_an_orphaned_child_is_recorded_as_finished(
 def test_a_stale_failure_record_is_rewritten_from_the_points_folder(tmp_path):
   """A record left as "exit 2, in use by another run" by a sweep before this fix, the point
   since finished: --collect_only and every rerun kept the failure."""
-  from resnorm_jax.tools import sweep_grid, sweep_records, sweep_results
+  from resnorm_jax.runs import sweep_point as sweep_records
+  from resnorm_jax.runs import sweep_results
 
   workdir = tmp_path / "p"
   workdir.mkdir()
   stale = {"name": "p", "index": 0, "config": "c.py", "overrides": {}, "returncode": 2}
   stale["error"] = f"exit 2: error: {workdir} is in use by another run (pid 1 on host h)"
-  (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(stale))
+  (workdir / sweep_records.POINT_FILE).write_text(json.dumps(stale))
   (workdir / "config.json").write_text(json.dumps({"name": "p"}))  # a result of a known config
   (workdir / "summary.json").write_text(
     json.dumps(
@@ -380,26 +387,26 @@ def test_a_stale_failure_record_is_rewritten_from_the_points_folder(tmp_path):
     )
   )
   assert sweep_records.refresh_records(str(tmp_path)) == ["p"]
-  record = json.loads((workdir / sweep_grid.POINT_FILE).read_text())
+  record = json.loads((workdir / sweep_records.POINT_FILE).read_text())
   assert "returncode" not in record and "error" not in record and record["status"] == "completed"
   rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   assert rows[0]["outcome"] == "trained" and "error" not in rows[0]
   assert sweep_records.refresh_records(str(tmp_path)) == []  # once
   # A point its own sweep saw exit 0 gains its status, and is not called finished elsewhere.
   clean = {k: v for k, v in stale.items() if k != "error"} | {"returncode": 0}
-  (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(clean))
+  (workdir / sweep_records.POINT_FILE).write_text(json.dumps(clean))
   assert sweep_records.refresh_records(str(tmp_path)) == []
-  record = json.loads((workdir / sweep_grid.POINT_FILE).read_text())
+  record = json.loads((workdir / sweep_records.POINT_FILE).read_text())
   assert record["returncode"] == 0 and record["status"] == "completed"
   # A point that has not finished keeps its failure.
   (workdir / "summary.json").unlink()
-  (workdir / sweep_grid.POINT_FILE).write_text(json.dumps(stale))
+  (workdir / sweep_records.POINT_FILE).write_text(json.dumps(stale))
   assert sweep_records.refresh_records(str(tmp_path)) == []
 
 
 SWEEP_DRIVER = """
 import json, sys
-from resnorm_jax.tools import sweep_runner, sweep_slots
+from resnorm_jax.sweeps import runner as sweep_runner, slots as sweep_slots
 import test_silent_faults as t
 jobs = t._point_jobs(sys.argv[1], ["a", "b", "c"])
 codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
@@ -477,7 +484,7 @@ def test_a_sweep_from_a_second_checkout_runs_that_checkouts_code(tmp_path):
 
 
 def _members(tmp_path, seeds=(0, 1), **extra):
-  from resnorm_jax.train import population_points
+  from resnorm_jax.train.population import points as population_points
 
   overrides = {"train.steps": 6, "train.log_every": 2, "train.eval_every": 2}
   overrides.update({"train.checkpoint_every": 2, **extra})
@@ -491,7 +498,8 @@ def _members(tmp_path, seeds=(0, 1), **extra):
 def test_a_member_seed_out_of_range_is_refused_before_anything_is_written(tmp_path, seed):
   """seed >= 2^31 raised OverflowError with a traceback after writing config.json; seed -1
   trained a single run, wrote its files, then exited 2 and refused the corrected run."""
-  from resnorm_jax.train import loop, population_run
+  from resnorm_jax.train import loop
+  from resnorm_jax.train.population import run as population_run
 
   configs, workdirs = _members(tmp_path, seeds=(0, 1))
   configs[1].seed = seed
@@ -513,7 +521,7 @@ def test_a_full_disk_fails_a_population_in_one_line_per_member_and_it_resumes(
 
   from orbax.checkpoint._src.handlers import json_checkpoint_handler as jch
 
-  from resnorm_jax.train import population_run
+  from resnorm_jax.train.population import run as population_run
 
   save_fn = jch.JsonCheckpointHandler._save_fn
 

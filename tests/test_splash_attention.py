@@ -164,7 +164,7 @@ def test_splash_compiles_for_a_tpu_and_the_cost_model_counts_it_as_nothing():
   Mosaic; the kernel alone costs 0 FLOPs in the TPU cost model, and compile_for says the
   estimate leaves it out (docs/tpu_compile/README.md)."""
   from resnorm_jax.config import cli
-  from resnorm_jax.tools import target_compile as tc
+  from resnorm_jax.hardware import target_compile as tc
 
   smoke = cli.load_config_file("configs/smoke.py")
   c = tc.with_overrides(

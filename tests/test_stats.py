@@ -1,11 +1,11 @@
-"""Slopes whose standard errors hold for autocorrelated curves (resnorm_jax/tools/stats.py)."""
+"""Slopes whose standard errors hold for autocorrelated curves (resnorm_jax/analysis/stats.py)."""
 
 import math
 import random
 
 import numpy as np
 
-from resnorm_jax.tools import stats
+from resnorm_jax.analysis import stats
 
 
 def _ar1(n: int, rho: float, seed: int) -> list[float]:

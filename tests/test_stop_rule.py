@@ -11,10 +11,13 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import same_experiment
-from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_results
+from resnorm_jax.runs import sweep_results
+from resnorm_jax.runs.metrics_file import read_metrics
+from resnorm_jax.sweeps import grid as sweep_grid
+from resnorm_jax.sweeps import jobs as sweep_jobs
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import loop, population_run, run_setup, stop_rule
-from resnorm_jax.train.metrics_file import read_metrics
+from resnorm_jax.train import loop, run_setup, stop_rule
+from resnorm_jax.train.population import run as population_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = os.path.join(ROOT, "docs", "early_warning", "stop_rule_k100.json")

@@ -1,10 +1,10 @@
-"""The one palette and style of every figure (resnorm_jax/tools/style.py)."""
+"""The one palette and style of every figure (resnorm_jax/analysis/style.py)."""
 
 import glob
 import os
 
-from resnorm_jax.tools import style
-from resnorm_jax.train.outcome import STUCK_MARGIN
+from resnorm_jax.analysis import style
+from resnorm_jax.runs.outcome import STUCK_MARGIN
 
 
 def test_every_named_variant_has_its_own_colour_and_others_a_fixed_one():
@@ -51,7 +51,7 @@ def test_one_colour_per_parametrization_never_a_variants():
 
 
 def test_variants_that_share_a_panel_have_their_own_markers():
-  from resnorm_jax.tools import lr_figures
+  from resnorm_jax.analysis import lr_figures
 
   assert style.variant_marker("postnorm") == "o"
   assert style.variant_marker("a_new_variant") == style.variant_marker("a_new_variant")

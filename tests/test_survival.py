@@ -1,15 +1,15 @@
-"""Escape as an event in time (resnorm_jax/tools/survival.py): passages, relapses, exact
+"""Escape as an event in time (resnorm_jax/analysis/survival.py): passages, relapses, exact
 binomial intervals, Kaplan-Meier with Greenwood's interval, the late slope's standard error,
 and a cell read from run folders. No JAX."""
 
-import json
 import math
 import os
 
 import numpy as np
 import pytest
 
-from resnorm_jax.tools import stats, style, survival
+from conftest import write_run_folder
+from resnorm_jax.analysis import stats, style, survival
 
 
 def test_passages_first_relapse_fraction_and_escape():
@@ -96,7 +96,6 @@ def test_slope_and_standard_error_match_numpy():
 
 def _fake_run(root, name, seed, losses, base=3.3, steps=1500, every=25):
   d = os.path.join(root, name)
-  os.makedirs(d)
   config = {
     "name": "postnorm_96L",
     "seed": seed,
@@ -112,14 +111,8 @@ def _fake_run(root, name, seed, losses, base=3.3, steps=1500, every=25):
     "periodic_eval_no_context_loss": base,
   }
   point = {"config": "configs/postnorm_96L.py", "overrides": {"opt.lr": 5e-4, "seed": seed}}
-  for fname, obj in (("config.json", config), ("summary.json", summary)):
-    with open(os.path.join(d, fname), "w") as f:
-      json.dump(obj, f)
-  with open(os.path.join(d, "sweep_point.json"), "w") as f:
-    json.dump(point, f)
-  with open(os.path.join(d, "metrics.jsonl"), "w") as f:
-    for i, v in enumerate(losses):
-      f.write(json.dumps({"step": (i + 1) * every, "train/loss": v, "eval/loss": v}) + "\n")
+  rows = [{"step": (i + 1) * every, "train/loss": v, "eval/loss": v} for i, v in enumerate(losses)]
+  write_run_folder(d, rows, config=config, summary=summary, sweep_point=point)
 
 
 def test_cell_from_run_folders(tmp_path):

@@ -138,7 +138,7 @@ def _grid(tmp_path, points: int = 4) -> str:
 
 
 def test_sweep_submit_dry_run_prints_the_points_and_the_array_script(tmp_path):
-  from resnorm_jax.tools import sweep_grid
+  from resnorm_jax.sweeps import grid as sweep_grid
 
   sweep_dir = tmp_path / "sweep"
   point = sweep_grid.parse_points([{"config": "configs/smoke.py", "overrides": {"seed": 0}}])[0]

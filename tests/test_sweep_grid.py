@@ -1,4 +1,4 @@
-"""A sweep's points before any of them runs (resnorm_jax/tools/sweep_grid.py): the grid file and
+"""A sweep's points before any of them runs (resnorm_jax/sweeps/grid.py): the grid file and
 its errors, point names and overrides, each point's resolved config checked as a run checks it
 before compiling (the shipped grids' points included), a point's run state against the config
 its folder recorded (which keys count), and data that is not there, refused before anything
@@ -11,14 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from fake_runs import fake_run as _fake_run
 
 from conftest import ROOT
+from conftest import fake_run as _fake_run
 from resnorm_jax.config.same_experiment import SWEEP, changed_keys
-from resnorm_jax.tools import (
-  sweep_grid,
-  sweep_jobs,
-)
+from resnorm_jax.sweeps import grid as sweep_grid
+from resnorm_jax.sweeps import jobs as sweep_jobs
 
 
 def _changed(recorded, expected) -> list[str]:

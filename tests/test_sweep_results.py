@@ -1,4 +1,4 @@
-"""A sweep's results (resnorm_jax/tools/sweep_results.py, boundary.py, stability_map.py): each
+"""A sweep's results (resnorm_jax/runs/sweep_results.py, boundary.py, stability_map.py): each
 run's outcome, the collected results and their seed groups, the stability boundary table and its
 figure from one or several sweeps, and scripts/sweep.py end to end to its results and plots (a
 grid of tiny runs)."""
@@ -13,17 +13,13 @@ import sys
 
 import numpy as np
 import pytest
-from fake_runs import fake_run as _fake_run
 
 from conftest import ROOT
-from resnorm_jax.tools import (
-  boundary,
-  run_records,
-  stability_map,
-  sweep_grid,
-  sweep_results,
-)
-from resnorm_jax.train import outcome
+from conftest import fake_run as _fake_run
+from resnorm_jax.analysis import boundary, stability_map
+from resnorm_jax.runs import curves as run_records
+from resnorm_jax.runs import outcome, sweep_point, sweep_results
+from resnorm_jax.sweeps import grid as sweep_grid
 
 
 def test_classify():
@@ -66,7 +62,7 @@ def test_collect_results_and_seed_groups(tmp_path, read_csv):
       tmp_path / name, {"status": status, "final_eval_loss": loss}, config(n, seed, lr), point
     )
   os.makedirs(tmp_path / "c")  # launched, crashed before any summary
-  with open(tmp_path / "c" / sweep_grid.POINT_FILE, "w") as f:
+  with open(tmp_path / "c" / sweep_point.POINT_FILE, "w") as f:
     json.dump({"index": 9, "config": "configs/prenorm_96L.py", "returncode": 1}, f)
   rows = sweep_results.collect(str(tmp_path))
   assert [r["name"] for r in rows] == ["a0", "a1", "a2", "b0", "c"]

@@ -1,4 +1,4 @@
-"""Running a sweep's points (resnorm_jax/tools/sweep_slots.py, sweep_runner.py): slots pinned to
+"""Running a sweep's points (resnorm_jax/sweeps/slots.py, runner.py): slots pinned to
 disjoint cores or one device each, the longest points started first, progress read from the
 logs, a signal passed on to the running points with nothing more started, why a point failed
 on its line, in its point file and in the results, and a pinned parallel sweep equal to a
@@ -16,14 +16,12 @@ import time
 import pytest
 
 from conftest import ROOT
-from resnorm_jax.tools import (
-  sweep_grid,
-  sweep_jobs,
-  sweep_records,
-  sweep_results,
-  sweep_runner,
-  sweep_slots,
-)
+from resnorm_jax.runs import sweep_point, sweep_results
+from resnorm_jax.runs import sweep_point as sweep_records
+from resnorm_jax.sweeps import grid as sweep_grid
+from resnorm_jax.sweeps import jobs as sweep_jobs
+from resnorm_jax.sweeps import runner as sweep_runner
+from resnorm_jax.sweeps import slots as sweep_slots
 
 
 def test_make_slots_pins_disjoint_cores():
@@ -127,7 +125,7 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
   ]
   for job in jobs:
     os.makedirs(job.workdir)
-    with open(os.path.join(job.workdir, sweep_grid.POINT_FILE), "w") as f:
+    with open(os.path.join(job.workdir, sweep_point.POINT_FILE), "w") as f:
       json.dump({"name": job.point.name, "index": job.point.index, "config": "c.py"}, f)
   slot = sweep_slots.Slot("0", None, {})
   codes = sweep_runner.run_points(jobs, [slot], progress_every=0)
@@ -136,7 +134,7 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
   why = "exit 2: ValueError: data.path='/d/c.txt' matches no file"
   assert f"[1] fails: failed ({why}) in " in out
   assert "[2] killed: failed (killed by SIGKILL: compiling) in " in out
-  point = json.load(open(tmp_path / "fails" / sweep_grid.POINT_FILE))
+  point = json.load(open(tmp_path / "fails" / sweep_point.POINT_FILE))
   assert point["returncode"] == 2 and point["error"] == why
   rows = sweep_records.with_failures(sweep_results.collect(str(tmp_path)), str(tmp_path))
   by_name = {r["name"]: r for r in rows}

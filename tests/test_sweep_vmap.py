@@ -18,9 +18,13 @@ from population_runs import python as _python
 from population_runs import read_json as _json
 from population_runs import write_json as _write
 
-from resnorm_jax.tools import sweep_grid, sweep_jobs, sweep_runner, sweep_slots
+from resnorm_jax.runs import sweep_point
+from resnorm_jax.sweeps import grid as sweep_grid
+from resnorm_jax.sweeps import jobs as sweep_jobs
+from resnorm_jax.sweeps import runner as sweep_runner
+from resnorm_jax.sweeps import slots as sweep_slots
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import population_points
+from resnorm_jax.train.population import points as population_points
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,7 @@ def test_population_jobs_record_every_member(tmp_path):
     overrides, expected = sweep_grid.resolve(p, {}, None)
     workdir = str(tmp_path / p.name)
     os.makedirs(workdir)
-    with open(os.path.join(workdir, sweep_grid.POINT_FILE), "w") as f:
+    with open(os.path.join(workdir, sweep_point.POINT_FILE), "w") as f:
       json.dump({"name": p.name, "index": p.index}, f)
     todo.append((sweep_jobs.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
   jobs = sweep_jobs.population_jobs(todo)
@@ -70,7 +74,7 @@ def test_population_jobs_record_every_member(tmp_path):
   assert [p["workdir"] for p in points] == [str(tmp_path / "p0"), str(tmp_path / "p1")]
   assert [p["overrides"]["seed"] for p in points] == [0, 1]
   for name in ("p0", "p1"):
-    info = json.load(open(tmp_path / name / sweep_grid.POINT_FILE))
+    info = json.load(open(tmp_path / name / sweep_point.POINT_FILE))
     assert info["command"] == population.command and info["population"] == ["p0", "p1"]
   # The runner records the population's exit in every member's folder.
   ok = [sys.executable, "-c", "print('step 3/3 | loss 1.0 | ETA 0m00s')"]
@@ -79,7 +83,7 @@ def test_population_jobs_record_every_member(tmp_path):
   codes = sweep_runner.run_points(jobs, [sweep_slots.Slot("0", None, {})], progress_every=0)
   assert codes == {"p0": 0, "p1": 0, "deep": 0}
   for name in ("p0", "p1", "deep"):
-    assert json.load(open(tmp_path / name / sweep_grid.POINT_FILE))["returncode"] == 0
+    assert json.load(open(tmp_path / name / sweep_point.POINT_FILE))["returncode"] == 0
   assert sweep_runner.log_progress(str(tmp_path / "p0" / "train.log"))[:2] == (3, 3)
 
 
@@ -101,7 +105,7 @@ def test_a_sweep_rerun_continues_a_checkpointed_member_in_its_own_population(tmp
     overrides, expected = sweep_grid.resolve(p, {}, None)
     workdir = str(tmp_path / p.name)
     os.makedirs(workdir)
-    _write(os.path.join(workdir, sweep_grid.POINT_FILE), {"name": p.name, "index": p.index})
+    _write(os.path.join(workdir, sweep_point.POINT_FILE), {"name": p.name, "index": p.index})
     recorded.append({"config": p.config, "overrides": overrides, "workdir": workdir})
     if p.name != "p0":  # p0 finished: not to do
       todo.append((sweep_jobs.Job(p, workdir, ["train", p.name], 1.0), overrides, expected))
@@ -118,7 +122,7 @@ def test_a_sweep_rerun_continues_a_checkpointed_member_in_its_own_population(tmp
   assert jobs[0].command == sweep_grid.population_command(points_file)
   assert [w for _, w in jobs[0].runs()] == [recorded[1]["workdir"], recorded[2]["workdir"]]
   assert json.load(open(points_file)) == recorded[:3]  # not rewritten
-  info = json.load(open(tmp_path / "p2" / sweep_grid.POINT_FILE))
+  info = json.load(open(tmp_path / "p2" / sweep_point.POINT_FILE))
   assert info["population"] == ["p0", "p1", "p2"] and info["command"] == jobs[0].command
   assert jobs[1].command[-1] == f"--points={tmp_path / 'p3' / sweep_grid.POPULATION_FILE}"
   # The points file gone or not listing the member at its slot: grouped as a fresh point.
@@ -147,7 +151,7 @@ def test_sweep_vmap_runs_a_grid_as_one_program(env, tmp_path, read_csv):
   assert plain.stdout.count("started on") == 3
   names = [f"lr{lr}-s{s}" for lr, s in STABLE]
   for name in names:
-    info = json.load(open(tmp_path / "vmap" / name / sweep_grid.POINT_FILE))
+    info = json.load(open(tmp_path / "vmap" / name / sweep_point.POINT_FILE))
     assert info["returncode"] == 0 and info["population"] == names
     assert _json(tmp_path / "vmap" / name, "summary.json")["status"] == "completed"
   log = tmp_path / "vmap" / names[0] / "train.log"

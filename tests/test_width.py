@@ -2,7 +2,6 @@
 attention logit, the output logits' RMS) against NumPy on a tiny model; the grid file; and
 scripts/width.py on a tree of fake run folders."""
 
-import json
 import math
 import os
 
@@ -13,7 +12,7 @@ import optax
 import pytest
 from flax import nnx
 
-from conftest import tiny_config
+from conftest import tiny_config, write_run_folder
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.train import train_step as ts
 
@@ -134,7 +133,7 @@ BASE = 3.2
 
 
 def test_grid_names_carry_every_axis_and_width_128_comes_first():
-  from resnorm_jax.tools import sweep_grid
+  from resnorm_jax.sweeps import grid as sweep_grid
 
   points = sweep_grid.load_grid(os.path.join(ROOT, "configs", "sweeps", "width.py"))
   names = [p.name for p in points]
@@ -177,12 +176,12 @@ def fake_run(
   if mup:
     model.update(width_param="mup", base_width=64)
   files = {
-    "sweep_point.json": {
+    "sweep_point": {
       "config": f"configs/{variant}_96L.py",
       "index": 0,
       "overrides": {"opt.lr": lr, "model.d_model": d_model},
     },
-    "config.json": {
+    "config": {
       "name": f"{variant}_96L",
       "seed": seed,
       "model": model,
@@ -191,7 +190,7 @@ def fake_run(
       "train": {"steps": 100},
       "data": {"source": "stdlib", "path": ""},
     },
-    "summary.json": {
+    "summary": {
       "status": "diverged" if diverged else "completed",
       "steps": 60 if diverged else 100,
       "final_eval_loss": math.nan if diverged else loss,
@@ -199,9 +198,6 @@ def fake_run(
       "unigram_entropy": 3.25,
     },
   }
-  for name, obj in files.items():
-    with open(os.path.join(run, name), "w") as f:
-      json.dump(obj, f)
   rows = [
     {"step": 10, "train/loss": 3.5, "attn_logit_max": logit_max[0], "output_logit_rms": 1.0},
     {
@@ -219,13 +215,11 @@ def fake_run(
       "output_logit_rms": float("nan"),
     },
   ]
-  with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  return run
+  return write_run_folder(run, rows, **files)
 
 
 def test_width_rows_keep_one_width_parametrization(tmp_path):
-  from resnorm_jax.tools import width
+  from resnorm_jax.analysis import width
 
   fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.9)
   fake_run(tmp_path, "prenorm", 128, 4e-3, 0, 1.8, mup=True)
@@ -238,7 +232,7 @@ def test_width_rows_keep_one_width_parametrization(tmp_path):
 
 
 def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
-  from resnorm_jax.tools import width
+  from resnorm_jax.analysis import width
 
   rows = [
     {"variant": "postnorm", "d_model": 128, "opt.lr": lr} for lr in (5e-4, 1.25e-4, 2.5e-4)
@@ -257,7 +251,7 @@ def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
 
 def _reference_csv(path):
   """A loss-vs-lr results.csv: Post-LN at 12 layers (the d_model-64 column) and 24 (not)."""
-  from resnorm_jax.tools import lr_sweep_rows
+  from resnorm_jax.analysis import lr_sweep_rows
 
   rows = []
   for n, lr, loss, outcome in [
@@ -289,7 +283,7 @@ def _reference_csv(path):
 
 @pytest.mark.slow  # a child process draws two figures
 def test_width_script_on_fake_runs(tmp_path, run_script, read_csv):
-  from resnorm_jax.tools import lr_sweep_rows, width
+  from resnorm_jax.analysis import lr_sweep_rows, width
 
   runs = tmp_path / "runs"
   for lr, loss in [(1.25e-4, 2.5), (2.5e-4, 2.35), (5e-4, 3.25)]:

@@ -333,7 +333,7 @@ def test_train_runs_under_mup_from_the_command_line(run_script, tmp_path):
 
 
 def test_coord_check_spreads_across_widths_at_each_depth():
-  from resnorm_jax.tools import coord_check
+  from resnorm_jax.probes import coord_check
 
   rows = [
     dict(
@@ -371,7 +371,7 @@ def test_coord_check_spreads_across_widths_at_each_depth():
 @pytest.mark.slow  # trains 4 small models 2 steps
 def test_coord_check_runs_over_widths_under_mup(tmp_path):
   from configs import smoke
-  from resnorm_jax.tools import coord_check
+  from resnorm_jax.probes import coord_check
 
   c = smoke.get_config()
   c.model.norm_position, c.model.base_width = "pre", 16

@@ -16,7 +16,7 @@ from resnorm_jax.data import prepare, sources
 from resnorm_jax.data import tokenizer as tok_lib
 from resnorm_jax.data.token_files import DataError
 from resnorm_jax.model.config_types import model_config_from
-from resnorm_jax.tools import sweep_grid
+from resnorm_jax.sweeps import grid as sweep_grid
 from resnorm_jax.train import loop, run_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

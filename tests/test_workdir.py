@@ -10,14 +10,14 @@ import sys
 import pytest
 
 from resnorm_jax.config import cli, same_experiment
-from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.runs import workdir as workdir_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Holds the lock of argv[1] until its stdin closes.
 HOLDER = """
 import sys
-from resnorm_jax.train import workdir
+from resnorm_jax.runs import workdir
 with workdir.hold(sys.argv[1]):
   print("held", flush=True)
   sys.stdin.read()

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from resnorm_jax.train import depth_profile, metrics_file, writers
+from resnorm_jax.runs import metrics_file
+from resnorm_jax.train import depth_profile, writers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -25,7 +25,7 @@ branch multiplier adds one elementwise product per sub-layer): ~4 min at 12 laye
 adds 4 x 7 x 17 min = 7.9 core-hours.
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 CURVES = (("prenorm", "completep"), ("prenorm", "depth_mup"))
 CURVES += (("postnorm", "completep"), ("deepnorm", "completep"))

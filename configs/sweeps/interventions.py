@@ -16,7 +16,7 @@ point beside the committed run it changes one thing of (docs/lr_sensitivity/runs
 Cost on one pinned core: ~9 min per 24-layer point, ~17 at 48 (the lr grid's).
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 STEPS = 1000
 

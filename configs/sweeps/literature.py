@@ -20,7 +20,7 @@ scaled by Pre-LN's ~2 min per 1,000-step point at 6 layers (9 at 24, 17 at 48), 
 for the 6-layer points, 3.4 h at 24 layers and 2.3 h at 48: ~8 core-hours, a third of it mHC.
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 VARIANTS = ("mhc", "hybridnorm", "valueres", "derf", "denseformer")
 LRS = tuple(1.25e-4 * 2**k for k in range(9))  # 1.25e-4 ... 3.2e-2, as lr_sensitivity.py

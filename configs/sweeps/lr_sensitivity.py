@@ -19,7 +19,7 @@ budget test of the same cell (configs/sweeps/budget.py).
 Cost on one pinned core per 1,000 steps: ~2 min at 6 layers, 4 at 12, 9 at 24, 17 at 48.
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 MAIN = ("postnorm", "prenorm", "deepnorm")
 MORE = ("sandwich", "dyt", "subln", "hyperconn")

@@ -12,7 +12,7 @@ gradient norm (metrics.jsonl).
 Cost on one pinned core: ~5 min per point (500 steps at 24 layers with per-layer diagnostics).
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 VARIANTS = ("postnorm", "deepnorm", "prenorm")
 LAYERS = 24

@@ -18,7 +18,7 @@ next to each edge with a filter). Names carry every axis, `shakespeare-postnorm-
 Cost on one pinned core: about 4-5 minutes per point (27 points for seed 0).
 """
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 CORPUS = {"data.source": "text", "data.path": "data/tinyshakespeare.txt"}
 VARIANTS = ("postnorm", "prenorm", "deepnorm")

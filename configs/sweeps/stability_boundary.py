@@ -4,7 +4,7 @@ Each variant's configs/<variant>_96L.py at N layers with the CPU-scale settings 
 gives N layers, 300 steps (batch 16 x 128), Adam b2 0.98, constant lr from a grid in factors
 of 2 from 1.25e-4 to 8e-3, without warmup and with 100 warmup steps. A point is "trained" when
 its end-of-run eval loss is 0.1 nats or more below the held-out unigram cross-entropy
-(resnorm_jax/train/outcome.py); the boundary at a depth is the largest lr that trains.
+(resnorm_jax/runs/outcome.py); the boundary at a depth is the largest lr that trains.
 
   python scripts/sweep.py --grid=configs/sweeps/stability_boundary.py --jobs=auto \
       --sweep_dir=docs/stability_boundary/runs [--filter='-L(6|12|24|48)-']

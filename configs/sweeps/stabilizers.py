@@ -27,7 +27,7 @@ curves 8 x 9 x 2 min = 2.4 core-hours, the 24-layer points 8 x 3 x 9 min = 3.6.
 
 import os
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 # name -> the overrides that turn it on (each a key of its own; docs/variants.md)
 STABILIZERS = {

@@ -25,7 +25,7 @@ Cost on one pinned core: ~6 min per 12-layer point (1,500 steps), ~14 at 24 laye
 
 import os
 
-from resnorm_jax.tools.sweep_grid import constant_lr_point  # (no JAX)
+from resnorm_jax.sweeps.grid import constant_lr_point  # (no JAX)
 
 CELLS = (
   ("postnorm", 12, 5e-4),

@@ -39,7 +39,7 @@ RECORDED_NOT_CONFIG = (
   "provenance",
   "depth_param_table",  # per-parameter lr/eps/decay/init of a depth or width parametrization
 )
-# What the members of one program (resnorm_jax/train/population_run.py) may differ in: the peak
+# What the members of one program (resnorm_jax/train/population/run.py) may differ in: the peak
 # lr (through the schedule) and the seed (init and batches); every other key is one experiment.
 VMAPPED_KEYS = ("opt.lr", "seed")
 # Keys (a trailing '.': a section) that change what a run logs or where, never its losses.
@@ -139,7 +139,8 @@ class Defaults(Mapping):
     return len(self._table)
 
 
-def _matches(key: str, patterns: tuple[str, ...]) -> bool:
+def matches_key(key: str, patterns: tuple[str, ...]) -> bool:
+  """Whether `key` is one of `patterns` or under one of them that ends with a dot."""
   return any(key == p or (p.endswith(".") and key.startswith(p)) for p in patterns)
 
 
@@ -158,11 +159,11 @@ class Policy:
   absent: Any = ABSENT
 
   def compares(self, key: str) -> bool:
-    return (self.only is None or _matches(key, self.only)) and not _matches(key, self.ignored)
+    return (self.only is None or matches_key(key, self.only)) and not matches_key(key, self.ignored)
 
 
 # A finished run is a grid point's run (scripts/sweep.py skips it): everything but logging,
-# the name and the stop rule (whether a stopped_early point is done is sweep_grid.run_state's
+# the name and the stop rule (whether a stopped_early point is done is sweeps.grid.run_state's
 # call); remat, scan unroll and the mesh are compared (a point run with another remat is a
 # conflict, as it always was).
 SWEEP = Policy(ignored=("name", *LOGGING_ONLY, *RUN_CONTROL), added=Defaults())

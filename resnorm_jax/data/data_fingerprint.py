@@ -1,7 +1,7 @@
 """What a run's data is: a fingerprint of every file it reads, to refuse a resume on other data.
 
-A corpus edited under the same path used to resume silently (two corpora mixed in one run).
-Each file is recorded by its size and sha256: the whole file up to FULL_HASH_BYTES, above
+Without it a corpus edited under the same path would resume silently (two corpora mixed in one
+run). Each file is recorded by its size and sha256: the whole file up to FULL_HASH_BYTES, above
 that a sampled hash (SAMPLES blocks of SAMPLE_BYTES spread evenly, the first and the last
 included: a few MB read however large the shard). The mtime is recorded too but not compared,
 so a copy or a `touch` is the same data. A prepared folder's shards are always sampled: its

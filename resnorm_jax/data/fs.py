@@ -5,7 +5,7 @@ folder), so a gs:// workdir or data folder needs no mount and never becomes a lo
 An object store replaces an object whole and has no append: a file that grows as the run goes
 (metrics.jsonl, TensorBoard's event files) is written in a local staging folder and uploaded
 whole by `Staging.sync` (at intervals, before each checkpoint, at the end), as TensorFlow's own
-GCS file does. A local workdir is written in place, as before.
+GCS file does. A local workdir is written in place (a local file appends).
 """
 
 from __future__ import annotations

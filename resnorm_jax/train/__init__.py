@@ -1,3 +1,4 @@
-"""A training run: setup (run_setup), the jitted step, optimizer, loop, population (a sweep as one
-program), checkpoints, workdir, TensorBoard and metrics logs, and the run's outcome. Imports
-`config`, `model` and `data`, never `tools`."""
+"""A training run: setup (run_setup), the jitted step, optimizer, loop, population/ (a sweep as
+one program), checkpoints, TensorBoard and metrics logs. Imports `config`, `model`, `data` and
+`runs` (what a run leaves behind: outcome, metrics file, workdir), never the floors above it
+(sweeps, hardware, analysis, probes)."""

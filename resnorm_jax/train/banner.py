@@ -1,6 +1,6 @@
 """The line a run prints once it has compiled: what it trains (the model, its parameters, the
 devices, the compile time, the corpus). A single run (loop.py) adds the mesh, the attention,
-the no-context baselines and its folder; a population (population_run.py) its members' lrs
+the no-context baselines and its folder; a population (population/run.py) its members' lrs
 and seeds."""
 
 from __future__ import annotations

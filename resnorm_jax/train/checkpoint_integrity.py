@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 # meta's own sha256 (over its canonical JSON without this key), and the version that has one:
-# a meta without the version predates checksums and is read as before; one with the version
-# but no checksum lost it (a flipped bit in the key's name) and is damaged.
+# a meta without the version was written without a checksum and is read unchecked; one with the
+# version but no checksum lost it (a flipped bit in the key's name) and is damaged.
 META_CHECKSUM = "meta_sha256"
 META_VERSION = ("meta_version", 2)
 

@@ -21,7 +21,7 @@ alphabetical rest); an experiment summary would fix the columns alphabetically a
 metrics to one run's list.
 
 Written at the end of each run segment as the hparams plugin's protos, into an event file
-of its own beside the run's curves (`writers.HPARAMS_SUFFIX`), not `SummaryWriter.add_hparams`,
+of its own beside the run's curves (`tb_events.HPARAMS_SUFFIX`), not `SummaryWriter.add_hparams`,
 which opens a sub-run per call. TensorBoard keeps the first hparams it reads from a run, so a
 run dir holds exactly one such file, the latest segment's: it is written whole (a temporary
 file renamed; an object replaced), and only then are the earlier ones deleted; a failed
@@ -48,8 +48,9 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.data import fs
 from resnorm_jax.model import config_types as ct
-from resnorm_jax.train import outcome, writers
-from resnorm_jax.train.outcome import is_finite_number
+from resnorm_jax.runs import outcome
+from resnorm_jax.runs.outcome import is_finite_number
+from resnorm_jax.train import tb_events
 
 # (hparam, dotted config key)
 AXES = (
@@ -91,7 +92,7 @@ COMPARE = (
     "compare/escape_step",
     "escape_step",
     "First step from which the periodic eval loss stayed below its no-context loss by the "
-    "stuck margin (resnorm_jax.train.outcome); absent for a run that never escaped.",
+    "stuck margin (resnorm_jax.runs.outcome); absent for a run that never escaped.",
   ),
   (
     "compare/final_eval_loss",
@@ -253,15 +254,14 @@ def write(
 ) -> str:
   """Replaces the run's hparams event file (with the `compare/` scalars of `summary`, at
   `step`); returns its path. The new file is written whole before the earlier ones go."""
-  logdir = writers.tb_dir(workdir)
+  logdir = tb_events.tb_dir(workdir)
   epath.Path(logdir).mkdir(parents=True, exist_ok=True)
-  name = (
-    f"{writers.EVENTS_PREFIX}{int(time.time()):010d}.{socket.gethostname()}{writers.HPARAMS_SUFFIX}"
-  )
+  stamp = f"{int(time.time()):010d}.{socket.gethostname()}"
+  name = f"{tb_events.EVENTS_PREFIX}{stamp}{tb_events.HPARAMS_SUFFIX}"
   path = os.path.join(logdir, name)
   content = summaries(hparams, status) + compare_scalars(summary or {})
   _replace_bytes(path, event_file(content, step))
-  writers.remove_hparams_files(logdir, keep=name)
+  tb_events.remove_hparams_files(logdir, keep=name)
   return path
 
 
@@ -274,7 +274,7 @@ def keep_steps_at_most(logdir: str, step: int) -> None:
   if not folder.is_dir():
     return
   for path in folder.iterdir():
-    if not writers.is_hparams_file(path.name):
+    if not tb_events.is_hparams_file(path.name):
       continue
     records = _records(path.read_bytes())
     if records is None:  # torn or damaged: not TensorBoard's to read; the segment's end replaces it
@@ -299,7 +299,7 @@ def write_run(
   except OSError as e:
     if quiet:
       return None
-    where = e.filename or writers.tb_dir(workdir)
+    where = e.filename or tb_events.tb_dir(workdir)
     print(
       f"WARNING: TensorBoard HParams not updated: {e.strerror or e} (writing {where}); "
       "the earlier segment's file stays",

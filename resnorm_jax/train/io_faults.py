@@ -1,14 +1,15 @@
 """A run's I/O faults (a full disk, a failed checkpoint save, a file that cannot be written):
 caught, kept and told in one line, with metrics.jsonl cut back to the checkpoint the run
-resumes from. The single run (loop.py) and the population (population_run.py) share them."""
+resumes from. The single run (loop.py) and the population (population/run.py) share them."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 
+from resnorm_jax.runs import metrics_file
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import io_errors, metrics_file
+from resnorm_jax.train import io_errors
 
 EXIT_FAILED = 1  # the run failed (an I/O fault); 2 is bad input
 

@@ -33,27 +33,26 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import sources
+from resnorm_jax.runs import expected as expected_lib
+from resnorm_jax.runs import metrics_file, outcome
+from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs.expected import Expected
+from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train import (
   banner,
   depth_profile,
   io_errors,
-  metrics_file,
   optim,
-  outcome,
   preemption,
   resume_policy,
   run_files,
   run_log,
 )
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import expected as expected_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import stop_rule as stop_rule_lib
-from resnorm_jax.train import workdir as workdir_lib
-from resnorm_jax.train.expected import Expected
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.run_log import RunLog, end_message
 from resnorm_jax.train.writers import MetricWriter
 
@@ -77,7 +76,8 @@ SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG ke
 
 def check_seed(config: ConfigDict) -> None:
   """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
-  is written (seed -1 used to train, write a checkpoint, then fail at the first batch)."""
+  is written (an unchecked seed of -1 trains, writes a checkpoint, then fails at the first
+  batch)."""
   seed = config.seed
   if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
     raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")

@@ -1,5 +1,5 @@
 """A run folder's records, the same for a single run (loop.py) and a population member
-(population_run.py): config.json (the config plus what the run resolved), whether a folder
+(population/run.py): config.json (the config plus what the run resolved), whether a folder
 holds a completed run, and summary.json (the run's results, its outcome and TensorBoard's
 HParams)."""
 
@@ -17,12 +17,13 @@ from resnorm_jax.data.fs import read_json
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
+from resnorm_jax.runs import escape, metrics_file
+from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs.outcome import classify
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import escape, io_errors, metrics_file, provenance, resume_policy
 from resnorm_jax.train import hparams as hparams_lib
-from resnorm_jax.train import workdir as workdir_lib
+from resnorm_jax.train import io_errors, provenance, resume_policy
 from resnorm_jax.train.io_faults import RunFailed
-from resnorm_jax.train.outcome import classify
 
 
 def resolved_config(

@@ -1,7 +1,7 @@
 """What a run reports while it trains and when it ends: RunLog keeps the losses, evals,
 rates and times of every segment (what a checkpoint keeps and summary.json reports) and writes
 each step's record; end_message is the end line. The single run (loop.py) and the population
-(population_run.py) share them."""
+(population/run.py) share them."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.train import expected as expected_lib
+from resnorm_jax.runs import expected as expected_lib
+from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train import stop_rule
-from resnorm_jax.train.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train.writers import MetricWriter
 
 # The ETA's rate: the logged intervals of at least the last ETA_WINDOW_STEPS steps, so one

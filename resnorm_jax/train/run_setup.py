@@ -1,6 +1,6 @@
 """One run setup: from a config and devices to everything a train step needs.
 
-The loop, the benchmark (resnorm_jax/tools/bench.py), the AOT memory check
+The loop, the benchmark (resnorm_jax/hardware/bench.py), the AOT memory check
 (experiments/aot_memory.py) and the paper reproductions all build their run here, so the
 step a benchmark times and the memory a check reports are those of the real run.
 Order: validate (model config, train settings, optimizer, mesh, batch divisibility), then
@@ -103,7 +103,7 @@ def validate(
 ) -> ModelConfig:
   """Every check of a run that needs no device: model config, train settings, optimizer and
   schedule. ValueError naming the key, its value and the valid choices; returns the model's
-  resolved config. `build` calls it first; `sweep_grid.resolve` calls it for every point of a
+  resolved config. `build` calls it first; `sweeps.grid.resolve` calls it for every point of a
   sweep before any point runs.
 
   `vocab_size` and `platform` as in `model_config_from` (default: from the data and JAX's
@@ -256,7 +256,7 @@ def build(
 
   `schedule_steps` (default train.steps) is the length of the learning-rate schedule;
   `vocab_size` and `platform` as in `validate` (a compile for a TPU topology on a host
-  without the run's data: resnorm_jax/tools/target_compile.py).
+  without the run's data: resnorm_jax/hardware/target_compile.py).
   ValueError on a bad config, optimizer, mesh or batch size, before anything compiles.
   """
   mcfg, schedule = _checked(config, schedule_steps, vocab_size, platform)

@@ -1,6 +1,6 @@
 """train.stop_when: end a run that a fitted stop rule judges doomed, at the rule's step k.
 
-A stop rule is data (resnorm_jax/tools/early_warning.py writes and reads it: the committed
+A stop rule is data (resnorm_jax/analysis/early_warning.py writes and reads it: the committed
 docs/early_warning/stop_rule_k100.json and stop_rule_k200.json, each with its provenance): a
 logistic model of the metrics a run logged up to step k, and a threshold below which it says
 the run will not leave the plateau and keep it. Off by default (train.stop_when="").
@@ -25,7 +25,7 @@ completed run (it was stopped on purpose: `stopped_run`); the same command with
 `--config.train.stop_when=` resumes from the checkpoint of step k to train.steps and ends
 `completed`. train.stop_when is a run-control key (same_experiment.RUN_CONTROL): a workdir's
 and a checkpoint's run may be resumed with it changed, and a sweep compares finished runs
-without it. A sweep (sweep_grid.run_state) counts a stopped_early point as done while it sets
+without it. A sweep (sweeps.grid.run_state) counts a stopped_early point as done while it sets
 a rule (any rule) for that point, and resumes it to the end when it sets none.
 
 A population (experiments.train_population, sweep.py --vmap) does not apply a rule: refused
@@ -43,7 +43,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.train import stop_features as early_warning
+from resnorm_jax.runs import stop_features as early_warning
 
 STATUS = "stopped_early"
 KEY = "train.stop_when"

@@ -16,8 +16,8 @@ periodic eval loss with its no-context baseline on one chart, train and eval los
 another; TensorBoard merges the identical layouts of all runs into one.
 
 Write errors: tensorboardX writes the events in a thread of its own, which an error (a full
-disk, a read-only folder) used to end without a word, its queue then filling until the run
-hung in add_scalar. Here the first error is printed once, one line naming the error and the
+disk, a read-only folder) ends without a word, its queue then filling until the run hangs in
+add_scalar. Here the first error is printed once, one line naming the error and the
 event file, and kept (`Events.error`; the run puts it in summary.json as
 `tensorboard_error`); the file is then set aside and later events are dropped, so the run
 goes on: metrics.jsonl is the record of every row, TensorBoard's curves stop at the error.
@@ -25,13 +25,42 @@ goes on: metrics.jsonl is the record of every row, TensorBoard's curves stop at 
 
 import errno
 import functools
+import os
 from collections.abc import Mapping
 from typing import Any
+
+from etils import epath
 
 from resnorm_jax.train import depth_profile
 
 # What each eval tag is, shown by its card's info icon; {periodic} and {final}: the token
 # counts ("8,192 tokens, ", "16,384 "), empty where the writer was not told them.
+HPARAMS_SUFFIX = (
+  ".hparams"  # the event file of resnorm_jax.train.hparams, replaced at a segment's end
+)
+EVENTS_PREFIX = "events.out.tfevents."
+
+
+def tb_dir(workdir: str) -> str:
+  """Where a run's TensorBoard events go: the workdir itself, or `tb/` where one exists."""
+  old = os.path.join(workdir, "tb")
+  return old if epath.Path(old).is_dir() else workdir
+
+
+def is_hparams_file(name: str) -> bool:
+  """Whether a file name is an hparams event file (resnorm_jax.train.hparams)."""
+  return name.startswith(EVENTS_PREFIX) and name.endswith(HPARAMS_SUFFIX)
+
+
+def remove_hparams_files(logdir: str, keep: str | None = None) -> None:
+  """Deletes the hparams event files in `logdir` but the one named `keep`."""
+  folder = epath.Path(logdir)
+  if folder.is_dir():
+    for path in folder.iterdir():
+      if is_hparams_file(path.name) and path.name != keep:
+        path.unlink()
+
+
 DESCRIPTIONS = {
   "eval/loss": "Periodic eval: mean loss on the first train.eval_batches held-out batches "
   "({periodic}the same tokens each time), every train.eval_every steps.",

@@ -35,34 +35,11 @@ import numpy as np
 from etils import epath
 
 from resnorm_jax.data import fs
-from resnorm_jax.train import depth_profile, metrics_file
-from resnorm_jax.train.tb_events import Events
+from resnorm_jax.runs import metrics_file
+from resnorm_jax.train import depth_profile, hparams
+from resnorm_jax.train.tb_events import Events, tb_dir
 
-HPARAMS_SUFFIX = (
-  ".hparams"  # the event file of resnorm_jax.train.hparams, replaced at a segment's end
-)
-EVENTS_PREFIX = "events.out.tfevents."
 SYNC_SECONDS = 60.0  # a gs:// workdir's upload interval (TensorBoard's own flush is 120 s)
-
-
-def tb_dir(workdir: str) -> str:
-  """Where a run's TensorBoard events go: the workdir itself, or `tb/` where one exists."""
-  old = os.path.join(workdir, "tb")
-  return old if epath.Path(old).is_dir() else workdir
-
-
-def is_hparams_file(name: str) -> bool:
-  """Whether a file name is an hparams event file (resnorm_jax.train.hparams)."""
-  return name.startswith(EVENTS_PREFIX) and name.endswith(HPARAMS_SUFFIX)
-
-
-def remove_hparams_files(logdir: str, keep: str | None = None) -> None:
-  """Deletes the hparams event files in `logdir` but the one named `keep`."""
-  folder = epath.Path(logdir)
-  if folder.is_dir():
-    for path in folder.iterdir():
-      if is_hparams_file(path.name) and path.name != keep:
-        path.unlink()
 
 
 def _floats(array: np.ndarray) -> list[float]:
@@ -135,8 +112,6 @@ class MetricWriter:
       else os.path.exists(self.path)
     )
     if truncate_after is not None:  # the earlier segment's hparams stay until this one ends
-      from resnorm_jax.train import hparams  # (it imports this module)
-
       hparams.keep_steps_at_most(logdir, truncate_after)
     self._events = Events(
       self._staged[logdir].local if self._staged else logdir,

@@ -1,0 +1,99 @@
+"""The committed data the README's claims read (CSV files, run folders under docs/) and how a
+claim writes its numbers: an lr, seeds, a step, tokens per parameter. Paths are relative to the
+checkout (ROOT). No JAX."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import resnorm_jax
+from resnorm_jax.analysis.style import lr_label
+
+ROOT = resnorm_jax.ROOT
+MAIN = ("postnorm", "prenorm", "deepnorm")
+RESULTS_MD_NAME = "results.md"  # a fact stated in docs/results.md's prose
+
+
+def exists(path: str) -> bool:
+  """Whether a file under ROOT exists."""
+  return os.path.exists(os.path.join(ROOT, path))
+
+
+def optional(path: str) -> list[dict[str, str]]:
+  """A CSV's rows, none when the file is not there (a sweep not run yet)."""
+  return read(path) if exists(path) else []
+
+
+def run_summary(run: str) -> dict:
+  """A run folder's summary.json."""
+  with open(os.path.join(ROOT, run, "summary.json")) as f:
+    return json.load(f)
+
+
+def read(path: str) -> list[dict[str, str]]:
+  with open(os.path.join(ROOT, path), newline="") as f:
+    return list(csv.DictReader(f))
+
+
+def lr_text(lr: float) -> str:
+  """1.25e-4, 5e-4, 3.125e-5: a learning rate as the docs write it (4 significant digits)."""
+  return lr_label(lr, digits=4)
+
+
+def seeds_text(seeds: list[int]) -> str:
+  """'0-4' for consecutive seeds, '0, 2' otherwise."""
+  seeds = sorted(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}-{seeds[-1]}"
+  return ", ".join(map(str, seeds))
+
+
+def step_text(step: int | None) -> str:
+  return "none" if step is None else f"{int(step):,}"
+
+
+def dense_params(model: dict) -> int:
+  """The parameters of the plain decoder a config.json's `model` describes (Pre-LN's shape:
+  attention 4 d^2, FFN 2 d d_ff (3 with swiglu), two norms per layer and a final one, token
+  and learned position embeddings, a head only when untied); a variant's extra scalars and
+  gates are not counted (under 1% at these shapes). tests/test_claims.py checks it against the
+  model's own count."""
+  d, ff, n = int(model["d_model"]), int(model["d_ff"]), int(model["num_layers"])
+  ffn = (3 if model.get("ffn_activation") == "swiglu" else 2) * d * ff
+  layer = 4 * d * d + ffn + 4 * d
+  vocab = int(model.get("vocab_size") or 256)  # 0: from the data (bytes: 256)
+  embed = vocab * d * (1 if model.get("tie_embeddings", True) else 2)
+  pos = int(model["max_seq_len"]) * d if model.get("position", "learned") == "learned" else 0
+  return n * layer + embed + pos + 2 * d
+
+
+def tokens_note(run: str) -> str:
+  """'6.4 tokens/param at 6 layers': the training tokens per parameter of a claim's deepest
+  (largest) model, from its run folder's config.json (CompleteP's paper trains at 20)."""
+  path = os.path.join(ROOT, run, "config.json")
+  if not os.path.isfile(path):
+    return f"tokens/param unknown ({run} missing)"
+  with open(path) as f:
+    config = json.load(f)
+  train, model = config["train"], config["model"]
+  tokens = int(train["steps"]) * int(train["batch_size"]) * int(train["seq_len"])
+  ratio = tokens / dense_params(model)
+  wide = f", d_model {model['d_model']}" if int(model["d_model"]) != 64 else ""
+  if ratio < 0.1:  # '1 token per 12 params', not a 3-decimal number a reader takes for a loss
+    return f"1 token per {1 / ratio:.0f} params at {model['num_layers']} layers{wide}"
+  text = f"{ratio:.2g}" if ratio < 10 else f"{ratio:.0f}"
+  return f"{text} tokens/param at {model['num_layers']} layers{wide}"
+
+
+def run_fact(name: str) -> str | None:
+  """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
+  never escaped), `loss:<run>` (its final eval loss, 3 decimals); None for other names."""
+  kind, _, run = name.partition(":")
+  if kind not in ("escape", "loss") or not exists(os.path.join(run, "summary.json")):
+    return None
+  summary = run_summary(run)
+  if kind == "escape":
+    return step_text(summary.get("escape_step"))
+  return f"{float(summary['final_eval_loss']):.3f}"

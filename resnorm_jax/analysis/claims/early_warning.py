@@ -1,0 +1,60 @@
+"""The README's row of the early warning (docs/early_warning/; the analysis is
+resnorm_jax/analysis/early_warning.py): can the first steps tell a doomed run?"""
+
+from __future__ import annotations
+
+from resnorm_jax.analysis.claims.docs_data import optional
+
+
+def row_early_warning() -> list[str] | None:
+  """Held-out AUC of the pre-specified all-core-signals predictor on runs still on the
+  plateau at step k, per data set; the earliest k at AUC >= 0.9; the replayed stop rule."""
+  rows = optional("docs/early_warning/results.csv")
+  if not rows:
+    return None
+  # the survival cells are 12 seeds of one config each: the question there is which seeds of
+  # a cell escape (the AUC within a cell); across the grid's cells, which cells (pooled AUC)
+  sets = (
+    ("survival, on the plateau at k", "survival seeds", "within_cell_auc"),
+    ("stdlib grid, on the plateau at k", "grid", "auc"),
+    ("shakespeare, on the plateau at k", "Shakespeare", "auc"),
+  )
+  ks = sorted({int(r["k"]) for r in rows})
+  parts, early = [], []
+  for key, name, column in sets:
+    got = {
+      int(r["k"]): float(r[column])
+      for r in rows
+      if r["set"] == key and r["predictor"] == "all core signals" and r[column] not in ("", "nan")
+    }
+    if not got:
+      continue
+    parts.append(f"{name} " + "/".join(f"{got[k]:.2f}" if k in got else "-" for k in ks))
+    first = next((k for k in ks if got.get(k, 0) >= 0.9), None)
+    early.append(f"{name.split(' ')[0]} at {first}" if first else f"{name.split(' ')[0]} never")
+  save = [r for r in optional("docs/early_warning/savings.csv") if r["sweep"] == "stdlib grid"]
+  text = (
+    f"held-out AUC at k = {'/'.join(map(str, ks))}: "
+    + "; ".join(parts)
+    + f" (0.9: {', '.join(early)})"
+  )
+  if save:
+    r = min(save, key=lambda r: int(r["k"]))
+    text += (
+      f"; a stop at {r['k']} saves {float(r['core_hours_saved']):.1f} of the grid's "
+      f"{float(r['core_hours_total']):.1f} core-hours ({r['stopped_that_would_have_escaped']} "
+      f"of {r['escaped']} trained lost)"
+    )
+  return [
+    "Early warning: can the first steps tell a doomed run?",
+    text,
+    "runs on the plateau at k (survival: AUC within a cell's seeds); logistic regression on "
+    "loss, gradient, update, parameter norms; cells held out; fit on stdlib; committed runs",
+    "[figure](docs/early_warning/auc_vs_k.png), `docs/early_warning/results.csv`",
+  ]
+
+
+# The README's Results rows this module states, by their place in the table.
+README_ROWS = {
+  200: row_early_warning,
+}

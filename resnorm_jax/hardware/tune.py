@@ -1,0 +1,489 @@
+"""`compile_for --tune`: the fastest way to run one experiment on a TPU slice, by the compiler.
+
+A candidate keeps the experiment (the global batch, float32 master weights, the loss) and
+changes only how the step runs: the mesh (pure data parallel, fsdp over the slice, data x
+fsdp), the remat policy, the attention implementation (dense, or the splash kernel on a TPU)
+and the XLA flags MaxText sets for TPUs (async collectives, latency-hiding scheduler). Each is
+compiled deviceless (target_compile.py) and ranked by the TPU cost model's step estimate.
+
+Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
+1. memory, without the loop correction: for each mesh the remat policies from the least
+   recompute (none) to the most (full); the first that fits is that mesh's finalist and the
+   rest are not compiled (an assumption: more recompute at the same mesh adds FLOPs; it
+   fails where the saved activations make the step bytes-bound, as the :paper configs'
+   float32 attention probabilities do, docs/tpu_compile/README.md);
+2. the finalists and the config's own settings get the loop-corrected estimate (a second
+   compile, scan_unroll=2): the winner is never slower than the config as it is;
+3. on the fastest: splash attention, then the MaxText flags (each kept only if faster).
+Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
+vocabulary, jax and libtpu versions): a rerun compiles nothing it has already compiled.
+
+Gradient accumulation is not a candidate: the train step has no microbatch loop in this
+codebase, so a global batch no candidate holds is reported, not split.
+
+The splash kernel is a Mosaic custom call the cost model counts as 0 FLOPs and 0 bytes
+(docs/tpu_compile/README.md); its estimate adds the kernel's analytic work at the chip's
+peak (`splash_seconds`) and says so in the source. Every time and MFU here is the TPU
+compiler's cost-model estimate, not a measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ml_collections import ConfigDict
+
+from resnorm_jax.hardware import target_compile as tc
+from resnorm_jax.hardware.target_report import size
+from resnorm_jax.hardware.tpu_target import GIB, Chip, TargetError
+
+MESHES = ("data", "fsdp", "data_fsdp")
+ATTENTIONS = ("dense", "splash")
+# What MaxText sets in LIBTPU_INIT_ARGS for its TPU runs (async collectives fused and
+# overlapped with compute, the latency-hiding scheduler), passed here as compile options;
+# one libtpu does not accept is dropped with a note (accepted_flags).
+MAXTEXT_FLAGS = {
+  "xla_tpu_enable_latency_hiding_scheduler": "true",
+  "xla_tpu_enable_async_collective_fusion": "true",
+  "xla_tpu_enable_async_collective_fusion_fuse_all_gather": "true",
+  "xla_tpu_enable_async_collective_fusion_multiple_steps": "true",
+  "xla_tpu_overlap_compute_collective_tc": "true",
+  "xla_enable_async_all_gather": "true",
+  "xla_enable_async_collective_permute": "true",
+  "xla_tpu_enable_data_parallel_all_reduce_opt": "true",
+  "xla_tpu_data_parallel_opt_different_sized_ops": "true",
+}
+DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  """How one step runs: the mesh, remat policy, attention and XLA flag set."""
+
+  mesh: str  # MESHES
+  remat: str  # target_compile.REMAT_ORDER
+  attention: str = "dense"  # ATTENTIONS
+  flags: str = "default"  # default | maxtext
+
+  @property
+  def label(self) -> str:
+    return f"mesh={self.mesh} remat={self.remat} attention={self.attention} flags={self.flags}"
+
+
+def mesh_overrides(mesh: str, chips: int) -> dict[str, int]:
+  """mesh.data/fsdp/tensor for a MESHES name on `chips` chips (data x fsdp: the fsdp axis
+  the square root's power of 2, the rest data: 2 x 2 on 4 chips, 4 x 2 on 8, 4 x 4 on 16)."""
+  if mesh == "data":
+    return {"mesh.data": -1, "mesh.fsdp": 1, "mesh.tensor": 1}
+  if mesh == "fsdp":
+    return {"mesh.data": 1, "mesh.fsdp": -1, "mesh.tensor": 1}
+  if mesh == "data_fsdp":
+    fsdp = 2 ** (max(chips.bit_length() - 1, 0) // 2)
+    return {"mesh.data": chips // fsdp, "mesh.fsdp": fsdp, "mesh.tensor": 1}
+  raise ValueError(f"mesh {mesh!r}: one of {', '.join(MESHES)}")
+
+
+def own_candidate(config: ConfigDict, chips: int) -> Candidate:
+  """The candidate that runs `config` as it is (its mesh among MESHES, else fsdp; its remat;
+  its attention where a candidate, else dense)."""
+  m = config.mesh
+  shape = tuple(chips if int(v) == -1 else int(v) for v in (m.data, m.fsdp, m.tensor))
+  mesh = "fsdp"
+  for name in MESHES:
+    o = mesh_overrides(name, chips)
+    keys = ("mesh.data", "mesh.fsdp", "mesh.tensor")
+    if tuple(chips if o[k] == -1 else o[k] for k in keys) == shape:
+      mesh = name
+  attention = config.model.attention if config.model.attention in ATTENTIONS else "dense"
+  return Candidate(mesh, config.model.remat, attention)
+
+
+def overrides(c: Candidate, chips: int) -> dict[str, Any]:
+  """The config keys a candidate sets (flags are compile options, not config)."""
+  return {**mesh_overrides(c.mesh, chips), "model.remat": c.remat, "model.attention": c.attention}
+
+
+@dataclasses.dataclass
+class Result:
+  """One candidate compiled (or refused): what a candidate line prints; JSON in the cache."""
+
+  fits: bool
+  per_chip_bytes: float | None = None
+  hbm_limit: float = 0.0
+  corrected: bool = False
+  step_s: float | None = None  # estimate, loop-corrected only where `corrected`
+  source: str = ""
+  mfu: float | None = None
+  bound: str = ""  # FLOPs | bytes: the larger of the cost's two roofline terms
+  flops: float = 0.0  # per chip, the step's (loop-corrected where `corrected`)
+  bytes: float = 0.0
+  top_ops: list[str] = dataclasses.field(default_factory=list)
+  raw_cost: dict[str, float] = dataclasses.field(default_factory=dict)  # the first compile's
+  cpu_s: float = 0.0
+  error: str = ""  # refused before compiling (e.g. a kernel the shapes do not allow)
+  cached: bool = False
+
+
+_SHAPE = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+)\[([0-9,]*)\]\{?[^ ]* ([\w\-]+)\(")
+_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "u32": 4, "f16": 2, "s8": 1, "u8": 1, "pred": 1, "f64": 8}
+
+
+def top_ops_by_bytes(hlo_text: str, n: int = 3) -> list[str]:
+  """The `n` largest op results in the compiled HLO text, 'opcode dtype[shape] MiB' (the
+  cost analysis gives the step's bytes per operand index, not per op: these are the largest
+  op output shapes; ops inside the scanned layer's loop body appear once)."""
+  sizes: dict[str, float] = {}
+  for line in hlo_text.splitlines():
+    m = _SHAPE.match(line)
+    if not m or m.group(2) not in _BYTES or m.group(4) in ("parameter", "constant", "bitcast"):
+      continue
+    count = 1
+    for side in filter(None, m.group(3).split(",")):
+      count *= int(side)
+    key = f"{m.group(4)} {m.group(2)}[{m.group(3)}]"
+    sizes[key] = max(sizes.get(key, 0.0), count * _BYTES[m.group(2)])
+  top = sorted(sizes.items(), key=lambda kv: -kv[1])[:n]
+  return [f"{k} {v / 2**20:.1f} MiB" for k, v in top]
+
+
+def accepted_flags(devices: Sequence, flags: dict[str, str], note: Callable[[str], None]):
+  """The flags libtpu accepts as compile options (a tiny program compiled for `devices` with
+  each); one it refuses ("No such compile option") is dropped with a one-line note."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+  one = NamedSharding(Mesh(np.array(devices[:1]), ("x",)), PartitionSpec())
+  lowered = jax.jit(jnp.sin, in_shardings=one, out_shardings=one).lower(
+    jax.ShapeDtypeStruct((8,), jnp.float32, sharding=one)
+  )
+  kept = {}
+  for k, v in flags.items():
+    try:
+      lowered.compile(compiler_options={k: v})
+      kept[k] = v
+    except jax.errors.JaxRuntimeError as e:
+      note(f"note: XLA flag {k} not accepted by this libtpu ({str(e).splitlines()[0][:80]})")
+  return kept
+
+
+def splash_seconds(mcfg, chip: Chip, tokens_per_chip: float) -> float:
+  """The splash kernel's analytic time per chip per step (the cost model counts it as 0): the
+  attention FLOPs bench counts (12 L T d per token: QK^T and AV over the full T, forward and
+  backward; 4 L T d more where remat recomputes the forward) at the chip's bf16 peak, or its
+  bytes (q, k, v, o read or written 4 times, dO, dq, dk, dv once: 24 L d bytes per token in
+  bf16) at its HBM bandwidth, whichever is longer."""
+  layers, t, d = mcfg.num_layers, mcfg.max_seq_len, mcfg.d_model
+  flops = (12 + (4 if mcfg.remat != "none" else 0)) * layers * t * d * tokens_per_chip
+  nbytes = 24 * layers * d * tokens_per_chip
+  return max(flops / chip.bf16_flops, nbytes / chip.hbm_bandwidth)
+
+
+def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, vocab: int):
+  import jax
+
+  try:
+    from libtpu import __version__ as libtpu_version
+  except ImportError:
+    libtpu_version = ""
+  what = {
+    "config": json.loads(config.to_json_best_effort(sort_keys=True)),
+    "topology": topology,
+    "candidate": dataclasses.asdict(c),
+    "corrected": corrected,
+    "vocab": vocab,
+    "versions": [jax.__version__, libtpu_version],
+  }
+  return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
+
+
+class Cache:
+  """Candidate results in one JSON file ({key: Result fields}), written after each compile."""
+
+  def __init__(self, path: str):
+    self.path, self.entries = path, {}
+    if path and os.path.exists(path):
+      with open(path) as f:
+        self.entries = json.load(f)
+
+  def get(self, key: str) -> Result | None:
+    e = self.entries.get(key)
+    return Result(**{**e, "cached": True}) if e else None
+
+  def put(self, key: str, r: Result) -> None:
+    if not self.path:
+      return
+    self.entries[key] = {**dataclasses.asdict(r), "cached": False}
+    os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+    tmp = f"{self.path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      json.dump(self.entries, f, indent=1, sort_keys=True)
+    os.replace(tmp, self.path)
+
+
+@dataclasses.dataclass
+class Target:
+  """The slice a tune compiles for: chip, topology name, compile-only devices, HBM limit."""
+
+  chip: Chip
+  name: str
+  devices: list
+  hbm_limit: int
+  flags: dict[str, str]  # the MaxText flags this libtpu accepts
+
+
+def target(topology: str, note: Callable[[str], None] = print) -> Target:
+  """The TPU slice of `topology`; TargetError for a bad one or a GPU (no cost model)."""
+  from resnorm_jax.hardware import gpu_target
+
+  if gpu_target.is_gpu(topology):
+    raise TargetError(
+      f"--tune needs a TPU topology: the GPU compiler gives no cost model ({topology})"
+    )
+  chip, name, devices, platform = tc.target_devices(topology)
+  return Target(chip, name, devices, tc.memory_limit(chip, devices[0], platform), {})
+
+
+def _compile(lowered, options: dict[str, str] | None):
+  """(memory, refusal, cost, top ops by bytes, CPU seconds) of one compiled train step."""
+  import jax
+
+  from resnorm_jax.train import run_setup
+
+  cpu = time.process_time()
+  try:
+    compiled = lowered.compile(compiler_options=options or None)
+  except jax.errors.JaxRuntimeError as e:
+    if "RESOURCE_EXHAUSTED" not in str(e):
+      raise
+    return {}, str(e).splitlines()[0], {}, [], time.process_time() - cpu
+  cost = compiled.cost_analysis() or {}
+  cost = {k: float(cost[k]) for k in ("flops", "optimal_seconds", "bytes accessed") if k in cost}
+  top = top_ops_by_bytes(compiled.as_text())
+  return run_setup.aot_memory(compiled), "", cost, top, time.process_time() - cpu
+
+
+def _build(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, unroll: int = 1):
+  from resnorm_jax.train import run_setup
+
+  keys = {**overrides(c, len(tgt.devices)), "model.scan_unroll": unroll}
+  return run_setup.build(
+    tc.with_overrides(config, keys), tgt.devices, vocab_size=vocab, platform="tpu"
+  )
+
+
+def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> Result:
+  """One compile, no loop correction: fits or not, per-chip bytes, and the compiler's cost
+  as it is (`raw_cost`: a scanned stack's loop body counted once, so no step estimate)."""
+  from resnorm_jax.hardware.tpu_target import HLO_TEMPS, bytes_in
+
+  try:  # a config the candidate's settings refuse (splash: the sequence), before compiling
+    lowered = _build(config, tgt, c, vocab).lower_step()
+  except ValueError as e:
+    return Result(fits=False, error=str(e).splitlines()[0], hbm_limit=tgt.hbm_limit)
+  memory, oom, cost, top, cpu = _compile(lowered, tgt.flags if c.flags == "maxtext" else None)
+  total = memory.get("total")
+  fits = not oom and total is not None and total <= tgt.hbm_limit
+  return Result(
+    fits=fits,
+    per_chip_bytes=total or bytes_in(HLO_TEMPS, oom),
+    hbm_limit=tgt.hbm_limit,
+    raw_cost=cost,
+    top_ops=top,
+    cpu_s=cpu,
+  )
+
+
+def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: Result) -> Result:
+  """The loop-corrected estimate of a candidate that fits: a second compile with two layers
+  per loop iteration (target_compile.loop_corrected), MFU and bound from it."""
+  from resnorm_jax.hardware import bench
+
+  run2 = _build(config, tgt, c, vocab, unroll=2)
+  _, oom, cost2, _, cpu = _compile(run2.lower_step(), tgt.flags if c.flags == "maxtext" else None)
+  cost1 = one.raw_cost
+  mcfg, chip, chips = run2.mcfg, tgt.chip, len(tgt.devices)
+  cost = tc.loop_corrected(cost1, cost2, mcfg.num_layers) if not oom else cost1
+  seconds, source = tc.step_estimate([cost1, cost2], cost, chip)
+  t = config.train
+  tokens = t.batch_size * t.seq_len
+  flops_s = cost["flops"] / chip.bf16_flops
+  if mcfg.attention == "splash":
+    kernel = splash_seconds(mcfg, chip, tokens / chips)
+    seconds, flops_s = seconds + kernel, flops_s + kernel
+    source += " + splash kernel's analytic FLOPs/bytes at peak"
+  bytes_s = cost.get("bytes accessed", 0.0) / chip.hbm_bandwidth
+  model_flops = bench.flops_per_token(mcfg, t.seq_len)["train"] * tokens
+  return dataclasses.replace(
+    one,
+    corrected=not oom,
+    step_s=seconds,
+    source=source,
+    mfu=model_flops / (seconds * chips * chip.bf16_flops),
+    bound="FLOPs" if flops_s >= bytes_s else "bytes",
+    flops=cost["flops"],
+    bytes=cost.get("bytes accessed", 0.0),
+    cpu_s=one.cpu_s + cpu,
+    cached=False,
+  )
+
+
+def evaluate(
+  cache: Cache,
+  config: ConfigDict,
+  tgt: Target,
+  c: Candidate,
+  vocab: int,
+  corrected: bool,
+  same_as: Result | None = None,
+) -> Result:
+  """A candidate's memory pass and, where it fits and `corrected`, its loop-corrected
+  estimate; each from the cache where it holds them, else compiled and cached.
+
+  `same_as`: the corrected result of the same program compiled without the XLA flags; where
+  the flags leave the first compile's memory and cost exactly as they were, its loop
+  correction is reused (said in the source) instead of compiled again."""
+  key = cache_key(config, tgt.name, c, False, vocab)
+  one = cache.get(key)
+  if one is None:
+    one = _memory_pass(config, tgt, c, vocab)
+    cache.put(key, one)
+  if not (corrected and one.fits):
+    return one
+  same = same_as and (same_as.raw_cost, same_as.per_chip_bytes) == (
+    one.raw_cost,
+    one.per_chip_bytes,
+  )
+  if same:
+    reused = "; the flags left the cost unchanged at one layer per iteration: correction reused"
+    return dataclasses.replace(
+      same_as,
+      source=same_as.source + reused,
+      cpu_s=one.cpu_s,
+      cached=one.cached,
+      top_ops=one.top_ops,
+    )
+  key = cache_key(config, tgt.name, c, True, vocab)
+  two = cache.get(key)
+  if two is None:
+    two = _corrected(config, tgt, c, vocab, one)
+    cache.put(key, two)
+  return two
+
+
+def line(c: Candidate, r: Result) -> str:
+  """One candidate: fits, GB per chip, estimated step, MFU, bound, top 3 ops by bytes."""
+  tail = " [cached]" if r.cached else f" [{r.cpu_s:.0f} s CPU]"
+  if r.error:
+    return f"  {c.label:<56} refused: {r.error}"
+  gib = f"{size(r.per_chip_bytes):>10}" if r.per_chip_bytes else "         ?"
+  if not r.fits:
+    return f"  {c.label:<56} no fit {gib} per chip (of {size(r.hbm_limit)}){tail}"
+  if r.step_s is None:
+    return f"  {c.label:<56} fits   {gib} per chip, no estimate (memory pass only){tail}"
+  return (
+    f"  {c.label:<56} fits   {gib} per chip  est {r.step_s:.4g} s  MFU {r.mfu:6.1%}  "
+    f"{r.bound}-bound  top bytes (largest HLO op outputs): {'; '.join(r.top_ops)}{tail}"
+  )
+
+
+def winner(results: dict[Candidate, Result]) -> Candidate | None:
+  """The fitting candidate with the smallest loop-corrected step estimate (None: none fits)."""
+  ranked = [(r.step_s, c.label, c) for c, r in results.items() if r.fits and r.step_s]
+  return min(ranked)[2] if ranked else None
+
+
+@dataclasses.dataclass
+class Tuned:
+  target: Target
+  vocab: int
+  results: dict[Candidate, Result]
+  best: Candidate | None
+
+
+def tune(
+  config: ConfigDict,
+  topology: str,
+  *,
+  vocab_size: int = 0,
+  cache_path: str = DEFAULT_CACHE,
+  log: Callable[[str], None] = print,
+  meshes: Sequence[str] = MESHES,
+  remats: Sequence[str] = tc.REMAT_ORDER,
+  attentions: Sequence[str] = ATTENTIONS,
+  flag_sets: Sequence[str] = ("default", "maxtext"),
+) -> Tuned:
+  """Compiles `config`'s candidates for `topology` (memory first, then the finalists'
+  loop-corrected estimates, then splash and the MaxText flags on the fastest), logging one
+  line per candidate; TargetError for bad input, before anything compiles."""
+  tgt = target(topology, log)
+  chips, t = len(tgt.devices), config.train
+  if t.batch_size % chips:
+    raise TargetError(
+      f"train.batch_size={t.batch_size} does not split over {tgt.name}'s {chips} chips"
+    )
+  for m in meshes:
+    mesh_overrides(m, chips)  # an unknown name: ValueError here
+  vocab, note = tc.resolve_vocab(config, vocab_size, "tpu")
+  cache = Cache(cache_path)
+  hbm, peak = tgt.hbm_limit / GIB, tgt.chip.bf16_flops / 1e12
+  log(
+    f"tune {config.name} on {tgt.name} ({chips} x {tgt.chip.name}, {hbm:.2f} GiB per chip), "
+    f"batch {t.batch_size} x {t.seq_len}, {peak:.0f} TFLOP/s bf16"
+  )
+  if note:
+    log(f"note: {note}")
+  if "maxtext" in flag_sets:
+    tgt.flags = accepted_flags(tgt.devices, MAXTEXT_FLAGS, log)
+  log("note: gradient accumulation is not a candidate: train_step has no microbatch loop")
+  results: dict[Candidate, Result] = {}
+
+  def run(c: Candidate, corrected: bool, same_as: Result | None = None) -> Result:
+    results[c] = r = evaluate(cache, config, tgt, c, vocab, corrected, same_as)
+    if not r.fits or corrected:
+      log(line(c, r))
+    return r
+
+  finalists = []
+  for mesh in meshes:
+    for i, remat in enumerate(remats):
+      c = Candidate(mesh, remat)
+      if run(c, False).fits:
+        finalists.append(c)
+        if remats[i + 1 :]:
+          log(f"  mesh={mesh}: remat {', '.join(remats[i + 1 :])} not compiled ({remat} fits "
+              "with less recompute)")  # fmt: skip
+        break
+  own = own_candidate(config, chips)
+  if own not in finalists:  # the config as it is: a winner is never slower than it
+    finalists.append(own)
+  for c in finalists:
+    run(c, True)
+  best = winner(results)
+  if best and "splash" in attentions and best.attention != "splash":
+    run(dataclasses.replace(best, attention="splash"), True)
+    best = winner(results)
+  if best and "maxtext" in flag_sets and tgt.flags:
+    run(dataclasses.replace(best, flags="maxtext"), True, results[best])
+    best = winner(results)
+  log(winner_line(best, results.get(best), chips))
+  return Tuned(tgt, vocab, results, best)
+
+
+def winner_line(best: Candidate | None, r: Result | None, chips: int) -> str:
+  if best is None or r is None:
+    return "winner: none (no candidate fits this slice at this global batch)"
+  keys = " ".join(f"--config.{k}={v}" for k, v in overrides(best, chips).items())
+  flags = " (and the MaxText XLA flags in LIBTPU_INIT_ARGS)" if best.flags == "maxtext" else ""
+  return (
+    f"winner: {best.label}: {size(r.per_chip_bytes)} per chip, est {r.step_s:.4g} s/step, "
+    f"MFU {r.mfu:.1%} ({r.bound}-bound; {r.source}); run it with {keys}{flags}"
+  )

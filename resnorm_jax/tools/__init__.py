@@ -1,2 +1,0 @@
-"""Tools on top of runs: sweeps (grid, runner, results), cluster job arrays, benchmarks and the
-step profile, reproductions, the loss-vs-lr and budget analyses, figures, sampling."""
