@@ -194,6 +194,11 @@ def row_valueres() -> list[str] | None:
   ]
 
 
+# A clause of the answer about one cell rests on at least this many seeds (a survival cell's
+# first count); a cell with fewer is stated in the table, with its seeds, not in the answer.
+ANSWER_MIN_SEEDS = 4
+
+
 def answer() -> str:
   """The one-sentence answer on top of Results."""
   cells = kept_cells(lr_cells())
@@ -216,8 +221,8 @@ def answer() -> str:
     text += f"; at the edge escape is a matter of odds ({odds_by_cell(surv, long=False)})"
   deep = [(lr, o) for (v, d, lr), o in cells.items() if (v, d) == ("deepnorm", depths[-1])]
   lr, outcomes = max((x for x in deep if "trained" in x[1]), default=(None, []))
-  if lr is None:
-    return text + ", Pre-LN trains at every lr."
+  if lr is None or len(outcomes) < ANSWER_MIN_SEEDS:  # the table row says it, with its seeds
+    return text + "; Pre-LN trains at every lr."
   seeds = f"{outcomes.count('trained')} of {len(outcomes)} seed{'s' if len(outcomes) > 1 else ''}"
   return text + (
     f"; DeepNorm trains at {lr_text(lr)} at {depths[-1]} layers on {seeds} run there, "
