@@ -107,6 +107,7 @@ def test_candidates_go_remat_then_fsdp_then_batch():
   assert all("train.batch_size" in label for label in labels[3:]) and len(labels) == 6
 
 
+@pytest.mark.slow  # compiles for a TPU
 @needs_libtpu
 def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
   r = tc.compile_for(_smoke(), "v5e:2x2")
@@ -211,6 +212,7 @@ def _small(**overrides):
   return _smoke(**shape, **overrides)
 
 
+@pytest.mark.slow  # compiles for a TPU
 @needs_libtpu
 def test_data_parallel_step_does_its_share_of_the_model_flops():
   r = tc.compile_for(_small(), "v5e:4x4", vocab_size=256, eval_step=False)
@@ -218,6 +220,7 @@ def test_data_parallel_step_does_its_share_of_the_model_flops():
   assert 1.0 < r.flops_ratio < target_report.FLOPS_RATIO_LIMIT and not r.flops_warning
 
 
+@pytest.mark.slow  # compiles for a TPU
 @needs_libtpu
 def test_fsdp_step_does_its_share_of_the_model_flops():
   """With the weights sharded over fsdp on 'embed', the stream must stay split by rows

@@ -167,6 +167,7 @@ def test_omega_from_variances_hand_example():
   np.testing.assert_allclose(np.asarray(got), [1.0, math.sqrt(1.5), math.sqrt(3.5)], rtol=1e-6)
 
 
+@pytest.mark.slow  # profiles a model
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
 def test_admin_omega_from_profiled_variances(block):
   model = _build(residual="admin", block=block)

@@ -418,6 +418,7 @@ def test_learned_positions_refuse_sequences_past_max_seq_len():
     tiny_model()(jnp.zeros((1, 9), jnp.int32))
 
 
+@pytest.mark.slow  # trains
 def test_tiny_model_overfits_one_batch():
   cfg = tiny_config(norm_position="pre")
   model_def = mdl.make_model_def(cfg)

@@ -286,6 +286,7 @@ def test_hypersphere_projection_chained_jitted_and_sharded():
   ],
   ids=["adam", "adamw-clip-cosine-warmup", "freeze"],
 )
+@pytest.mark.slow  # trains steps
 def test_ngpt_step_keeps_weights_and_hidden_states_on_the_sphere(opt):
   config = _config()
   config.opt.lr = 3e-2  # a large step, so that weights visibly leave the sphere unprojected
@@ -337,6 +338,7 @@ def test_ngpt_state_refuses_an_optimizer_without_the_projection():
   )
 
 
+@pytest.mark.slow  # a 1000-layer model
 def test_ngpt_1000_layers_finite_and_on_the_sphere_at_init():
   model = _build(num_layers=1000)
   logits, stats = model(TOKENS)

@@ -50,6 +50,7 @@ def test_residual_group_holds_the_residual_weights():
   assert not _members(_params("post", "add"), "residual")
 
 
+@pytest.mark.slow  # trains steps
 def test_freeze_keeps_the_frozen_groups_at_init_and_moves_the_rest():
   c = base.get_config()
   c.model.num_layers, c.model.d_model, c.model.num_heads, c.model.d_ff = 2, 32, 2, 64

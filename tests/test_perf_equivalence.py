@@ -98,6 +98,7 @@ def test_matmul_2d_equals_batched_matmul_and_its_gradients():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow  # compiles each unroll
 @pytest.mark.parametrize("unroll", [2, 3])  # 2: a loop of 2 layers + 1 left over; 3: no loop
 def test_unrolled_stack_equals_scanned_stack(unroll):
   c = base.get_config()

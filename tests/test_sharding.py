@@ -167,6 +167,7 @@ def mixed():
   return _train(mesh_config("mixed2x2x2"), jax.devices())
 
 
+@pytest.mark.slow  # compiles one step per mesh
 @pytest.mark.parametrize("name", ["data8", "fsdp8", "mixed2x2x2"])
 def test_mesh_matches_one_device(name, reference, request):
   ref_losses, ref_gnorms, ref_init, ref_state, _, _ = reference

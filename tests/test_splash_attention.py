@@ -72,6 +72,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # the kernel in interpret mode
 @pytest.mark.parametrize("name", list(CASES))
 def test_splash_equals_dense_in_loss_and_gradients(interpret, name):
   dense = model_config_from(_config("dense", **CASES[name]))

@@ -177,6 +177,7 @@ def test_attention_sinks_layer_matches_numpy(attention):
   assert np.abs(expected - _np_prenorm_layer(layer, _np(X))).max() > 1e-3
 
 
+@pytest.mark.slow  # compiles both attention paths
 def test_attention_sinks_get_the_same_gradient_on_both_paths_and_refuse_cudnn():
   grads = []
   for attention in ("dense", "xla"):

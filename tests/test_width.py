@@ -113,6 +113,7 @@ def test_masked_future_logits_do_not_count():
   np.testing.assert_allclose(float(stats["layers"]["attn_logit_max"][0]), want, rtol=2e-5)
 
 
+@pytest.mark.slow  # trains
 def test_fused_attention_logs_no_logit_max_but_still_trains():
   cfg = tiny_config(attention="xla")
   params, model_state = _params(cfg, qk_gain=1.0)

@@ -236,6 +236,7 @@ def test_attention_scores_take_one_over_d_head(attention, base_width):
   assert np.abs(expected - sp).max() > 0.05 * np.abs(expected).max()  # the scale is visible
 
 
+@pytest.mark.slow  # builds and steps two parametrizations
 def test_mup_at_m_d_one_differs_from_sp_only_by_the_attention_scale():
   shape = _shape(16)
   sp_cfg = tiny_config(shape, norm_position="pre")
