@@ -162,3 +162,11 @@ def test_survival_figure_draws_kept_and_fell_back_escapes_apart(tmp_path):
   assert kept_curve[0].get_ydata()[-1] == pytest.approx(0.5)
   assert "kept to the end 1" in bottom.get_title()
   style.pyplot().close(fig)
+
+
+def test_a_cell_is_named_by_its_point_names_variant_part_where_the_config_names_less():
+  """The stabilizer grid runs configs/postnorm_96L.py with softcap, gates, ...: its cells are
+  postnorm-softcap, postnorm-attngate, not one 'postnorm' cell of every stabilizer."""
+  assert survival.cell_variant("postnorm-softcap-L12-lr0.001-s0", "postnorm") == "postnorm-softcap"
+  assert survival.cell_variant("deepnorm-L24-lr0.004-s11", "deepnorm") == "deepnorm"
+  assert survival.cell_variant("my-run", "postnorm") == "postnorm"  # not a point name

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -93,6 +94,17 @@ def passages(
   }
 
 
+# A survival point's name: <variant>-L<layers>-lr<lr>-s<seed> (configs/sweeps/survival.py,
+# stabilizers.py); its variant part names what the config file alone does not (postnorm-softcap).
+POINT_NAME = re.compile(r"^(?P<variant>.+)-L\d+-lr[^-]+-s\d+$")
+
+
+def cell_variant(name: str, config_variant: str | None) -> str | None:
+  """The variant a run's cell is named by: its point name's variant part, else its config's."""
+  m = POINT_NAME.match(name)
+  return m.group("variant") if m else config_variant
+
+
 def run_record(run_dir: str) -> Row:
   """One finished run folder's row (RUN_COLUMNS) from its config, summary and curve."""
   row = run_row(run_dir)
@@ -101,9 +113,10 @@ def run_record(run_dir: str) -> Row:
   base = summary.get("periodic_eval_no_context_loss")
   steps, losses = eval_curve(run_dir)
   evals = list(zip(steps, losses, strict=True))
+  name = os.path.basename(os.path.normpath(run_dir))
   out: Row = {
-    "name": os.path.basename(os.path.normpath(run_dir)),
-    "variant": row.get("variant"),
+    "name": name,
+    "variant": cell_variant(name, row.get("variant")),
     "num_layers": row.get("num_layers"),
     "opt.lr": dotted(config, "opt.lr"),
     "seed": row.get("seed"),
