@@ -200,3 +200,34 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   assert "5-point fit" not in transfer[1]
   text = open(readme.RESULTS_MD).read()
   assert "fact:valueres.L24.seed0.below_prenorm -->-0.105 / -0.089 / -0.101<" in text
+
+
+def _cell(variant, lr, seeds, escaped, kept):
+  return dict(
+    variant=variant,
+    num_layers="12",
+    lr=lr,
+    seeds=str(seeds),
+    escaped=str(escaped),
+    escaped_for_good=str(kept),
+    horizon="1500",
+  )
+
+
+def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_screens():
+  from resnorm_jax.analysis.claims import stabilizers
+
+  cells = [
+    _cell("postnorm-softcap", "1e-3", 4, 2, 1),
+    _cell("postnorm-attngate", "1e-3", 1, 1, 1),
+    _cell("postnorm-muon", "2e-3", 4, 4, 4),
+    _cell("prenorm-attngate", "1e-3", 4, 4, 4),  # not a Post-LN cell: left out
+  ]
+  base = [_cell("postnorm", "1e-3", 12, 1, 0), _cell("postnorm", "5e-4", 12, 11, 11)]
+  first, second = stabilizers.odds_at_edge(cells, base)
+  # kept (not first passages) of n, with Clopper-Pearson's interval; the grid's order
+  assert first == (
+    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); logit softcap 1/4 (0.01-0.81); "
+    "gated attention 1/1 (0.02-1.00, a screen)"
+  )
+  assert second == "Post-LN 12L at 2e-3: plain not run; Muon 4/4 (0.40-1.00)"
