@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from resnorm_jax.config import cli
+from resnorm_jax.runs import record_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,7 +43,8 @@ def run_sweep(grid: str, sweep_dir: str, jobs: str) -> float:
 
 def losses(sweep_dir: str, names: list[str]) -> list[float]:
   return [
-    json.load(open(os.path.join(sweep_dir, n, "summary.json")))["final_eval_loss"] for n in names
+    json.load(open(os.path.join(sweep_dir, n, record_files.SUMMARY)))["final_eval_loss"]
+    for n in names
   ]
 
 

@@ -32,14 +32,14 @@ import re
 
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis.style import pyplot, save_figure
-from resnorm_jax.runs import stop_features
+from resnorm_jax.runs import record_files, stop_features
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
 HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
 
 
 def _summary(run_dir: str) -> dict | None:
-  path = os.path.join(run_dir, "summary.json")
+  path = os.path.join(run_dir, record_files.SUMMARY)
   if not os.path.isfile(path):
     return None
   with open(path) as f:
@@ -52,7 +52,7 @@ def run_record(run_dir: str, label: int | None = None, escape_at: int | None = N
   if (
     not s
     or s.get("status") != "completed"
-    or not os.path.isfile(os.path.join(run_dir, "metrics.jsonl"))
+    or not os.path.isfile(os.path.join(run_dir, record_files.METRICS))
   ):
     return None
   rows = ew.read_metrics(run_dir)

@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from resnorm_jax.runs import metrics_file
+from resnorm_jax.runs import metrics_file, record_files
 from resnorm_jax.train import tb_events
 
 SUFFIX = ".export"  # the event files this script writes (and replaces)
@@ -33,7 +33,9 @@ def run_folders(path: str) -> list[str]:
   """Every folder at or under `path` holding a metrics.jsonl (checkpoints not searched)."""
   found = []
   for folder, subdirs, files in os.walk(path):
-    subdirs[:] = sorted(d for d in subdirs if d not in ("ckpt", "tb"))
+    subdirs[:] = sorted(
+      d for d in subdirs if d not in (record_files.CHECKPOINTS, record_files.EVENTS)
+    )
     if metrics_file.METRICS in files:
       found.append(folder)
   return found
@@ -78,8 +80,8 @@ def export_run(run: str, target: str) -> int:
 
   from resnorm_jax.train import hparams, tb_events
 
-  config = _read_json(os.path.join(run, "config.json"))
-  summary = _read_json(os.path.join(run, "summary.json"))
+  config = _read_json(os.path.join(run, record_files.CONFIG))
+  summary = _read_json(os.path.join(run, record_files.SUMMARY))
   records = [
     r
     for r in metrics_file.read_metrics(os.path.join(run, metrics_file.METRICS))

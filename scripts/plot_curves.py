@@ -33,6 +33,7 @@ from resnorm_jax.analysis.loss_curves import plot_curves
 from resnorm_jax.analysis.seed_plots import plot_seed_bands, plot_seed_lines
 from resnorm_jax.analysis.stability_map import plot_stability_map, read_results
 from resnorm_jax.config import cli  # (no JAX)
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.curves import expand_runs
 
 
@@ -80,7 +81,7 @@ def main(argv: list[str]) -> int:
     # results.csv is its collector's, left alone.
     folder = os.path.dirname(os.path.abspath(out))
     points = os.path.join(folder, "results.csv")
-    in_sweep = glob.glob(os.path.join(glob.escape(folder), "*", "sweep_point.json"))
+    in_sweep = glob.glob(os.path.join(glob.escape(folder), "*", record_files.POINT))
     if in_sweep or points in {os.path.abspath(p) for p in paths}:
       points = None
     print(plot_boundary(rows, out, f.title, points=points))

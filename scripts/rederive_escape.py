@@ -23,7 +23,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import batches, corpora, sources, unigram  # (no JAX)
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.runs import escape
+from resnorm_jax.runs import escape, record_files
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.runs.sweep_results import run_row, write_rows
 
@@ -55,7 +55,7 @@ def run_folders(roots: list[str], exclude: list[str]) -> list[str]:
       subdirs[:] = sorted(
         d for d in subdirs if os.path.abspath(os.path.join(folder, d)) not in skip
       )
-      if "summary.json" in files and escape.curve_path(folder):
+      if record_files.SUMMARY in files and escape.curve_path(folder):
         found.append(folder)
   return sorted(found)
 
@@ -81,7 +81,7 @@ def eval_set_baseline(run_dir: str, summary: dict) -> float | None:
   """The no-context loss of the run's periodic eval set (its first train.eval_batches
   held-out batches), from its corpus as loaded here; None unless the corpus loads with the
   same split sizes as the run recorded (the same text)."""
-  config = read_json(os.path.join(run_dir, "config.json")) or {}
+  config = read_json(os.path.join(run_dir, record_files.CONFIG)) or {}
   corpus, split = _corpus(config), summary.get("data_split") or {}
   if corpus is None or not split:
     return None
@@ -97,7 +97,7 @@ def eval_set_baseline(run_dir: str, summary: dict) -> float | None:
 def update_summary(run_dir: str) -> bool:
   """Writes the run's eval-set baseline (where its corpus loads here), escape_step and
   diverged_step into its summary.json; True if changed."""
-  path = os.path.join(run_dir, "summary.json")
+  path = os.path.join(run_dir, record_files.SUMMARY)
   with open(path) as f:
     summary = json.load(f)
   new = {}
@@ -105,8 +105,8 @@ def update_summary(run_dir: str) -> bool:
     value = eval_set_baseline(run_dir, summary)
     if value is not None:
       new[EVAL_SET_BASELINE] = value
-  config = read_json(os.path.join(run_dir, "config.json"))
-  curve = escape.curve_path(run_dir) or os.path.join(run_dir, "metrics.jsonl")
+  config = read_json(os.path.join(run_dir, record_files.CONFIG))
+  curve = escape.curve_path(run_dir) or os.path.join(run_dir, record_files.METRICS)
   fields = escape.summary_fields(curve, {**summary, **new}, escape.vocab_size(config))
   new.update({k: fields[k] for k in escape.FIELDS})
   if all(k in summary and summary[k] == v for k, v in new.items()):
@@ -123,7 +123,7 @@ def table_row(run_dir: str) -> dict:
   return {
     **{k: row.get(k) for k in COLUMNS},
     "path": relative,
-    "eval_set_baseline": (read_json(os.path.join(run_dir, "summary.json")) or {}).get(
+    "eval_set_baseline": (read_json(os.path.join(run_dir, record_files.SUMMARY)) or {}).get(
       EVAL_SET_BASELINE
     ),
     "lr": opt.get("lr"),

@@ -227,7 +227,6 @@ def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_
   first, second = stabilizers.odds_at_edge(cells, base)
   # kept (not first passages) of n, with Clopper-Pearson's interval; the grid's order
   assert first == (
-    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); logit softcap 1/4 (0.01-0.81); "
-    "gated attention 1/1 (0.02-1.00, a screen)"
+    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); softcap 1/4 (0.01-0.81); gated attn 1/1*"
   )
   assert second == "Post-LN 12L at 2e-3: plain not run; Muon 4/4 (0.40-1.00)"

@@ -21,6 +21,7 @@ from resnorm_jax.analysis.style import (
   variant_order,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, is_finite_number
 
 BUDGET_COLUMNS = (
@@ -130,7 +131,7 @@ def plot_budget_curves(
       style = SEED_STYLES[int(r["seed"] or 0) % len(SEED_STYLES)]
       color = variant_color(r["variant"])
       ax.plot(steps, losses, ls=style, color=color, lw=1.2, label=f"{r['variant']} s{r['seed']}")
-      summary = read_json(os.path.join(runs_dir, r["name"], "summary.json")) or {}
+      summary = read_json(os.path.join(runs_dir, r["name"], record_files.SUMMARY)) or {}
       cap = summary.get(EVAL_SET_BASELINE)
       if is_finite_number(cap):
         baseline_lines(ax, cap)

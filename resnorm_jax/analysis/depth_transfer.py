@@ -38,6 +38,7 @@ from resnorm_jax.analysis.style import (
   variant_label,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 
 Row = dict[str, Any]
 PARAMS = ("sp", "depth_mup", "completep")
@@ -51,7 +52,7 @@ SLOPE_COLUMNS = ("variant", "depth_param", "fit", "depths", "slope", "slope_se")
 
 def depth_param(run_dir: str) -> str:
   """The run's depth parametrization as its config.json records it ("sp" if absent)."""
-  config = read_json(os.path.join(run_dir, "config.json")) or {}
+  config = read_json(os.path.join(run_dir, record_files.CONFIG)) or {}
   return str((config.get("model") or {}).get("depth_param") or "sp")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.stop_features import (
   CORE,
   KINDS,
@@ -41,7 +42,7 @@ Row = dict[str, Any]
 
 def read_metrics(run_dir: str) -> list[dict[str, float]]:
   """The logged rows of a run's metrics.jsonl with a train loss (eval-only rows dropped)."""
-  path = os.path.join(run_dir, "metrics.jsonl")
+  path = os.path.join(run_dir, record_files.METRICS)
   out = []
   with open(path) as f:
     for line in f:

@@ -16,6 +16,7 @@ from typing import Any
 
 from resnorm_jax.analysis import stats
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import is_finite_number
 from resnorm_jax.runs.sweep_point import POINT_FILE
@@ -71,7 +72,7 @@ def capped_loss(row: Mapping[str, Any]) -> float | None:
 def eval_curve(run_dir: str) -> tuple[list[int], list[float]]:
   """(steps, periodic eval losses) of a run folder's metrics.jsonl; torn lines and
   non-finite losses skipped."""
-  path = os.path.join(run_dir, "metrics.jsonl")
+  path = os.path.join(run_dir, record_files.METRICS)
   records = read_metrics(path) if os.path.isfile(path) else []
   points = [
     (int(r["step"]), float(r["eval/loss"]))
@@ -127,7 +128,7 @@ def finished_rows(runs_dir: str) -> list[Row]:
   """Rows of the finished runs (trained, stuck, diverged) under `runs_dir`, sorted by
   variant, depth, lr and seed; running, interrupted and pending points are left out."""
   dirs = [os.path.join(runs_dir, n) for n in sorted(os.listdir(runs_dir))]
-  rows = [result_row(d) for d in dirs if os.path.isfile(os.path.join(d, "summary.json"))]
+  rows = [result_row(d) for d in dirs if os.path.isfile(os.path.join(d, record_files.SUMMARY))]
   rows = [r for r in rows if r["outcome"] in FINISHED and r["opt.lr"] and r["num_layers"]]
   return sorted(rows, key=lambda r: (r["variant"], r["num_layers"], r["opt.lr"], r["seed"]))
 

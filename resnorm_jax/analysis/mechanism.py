@@ -30,6 +30,7 @@ from resnorm_jax.analysis.style import (
   variant_label,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import curve_baseline
 from resnorm_jax.runs.sweep_results import dotted, run_row
@@ -54,7 +55,7 @@ COLUMNS = (
 
 def layer_records(run_dir: str) -> list[dict[str, Any]]:
   """The metrics rows of a run that carry per-layer diagnostics, by step."""
-  path = os.path.join(run_dir, "metrics.jsonl")
+  path = os.path.join(run_dir, record_files.METRICS)
   rows = read_metrics(path) if os.path.isfile(path) else []
   rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("grad_norm_layer"), list)]
   return sorted(rows, key=lambda r: r["step"])
@@ -95,7 +96,7 @@ def table_rows(run_dir: str) -> list[dict[str, Any]]:
 def finished_runs(runs_dir: str) -> list[str]:
   """Run folders under `runs_dir` with a summary.json, in the palette's variant order."""
   dirs = [os.path.join(runs_dir, n) for n in sorted(os.listdir(runs_dir))]
-  dirs = [d for d in dirs if os.path.isfile(os.path.join(d, "summary.json"))]
+  dirs = [d for d in dirs if os.path.isfile(os.path.join(d, record_files.SUMMARY))]
   order = ("postnorm", "deepnorm", "prenorm")
   key = lambda d: next(
     (i for i, v in enumerate(order) if os.path.basename(d).startswith(v + "-")), 9
@@ -135,7 +136,7 @@ def plot(run_dirs: Sequence[str], out: str) -> str:
     variant, recs = run["variant"], layer_records(d)
     color, label = variant_color(variant), variant_label(variant)
     steps, losses = eval_curve(d)
-    base = curve_baseline(read_json(os.path.join(d, "summary.json")) or {})
+    base = curve_baseline(read_json(os.path.join(d, record_files.SUMMARY)) or {})
     if base is not None:
       ev.plot(steps, [v - base for v in losses], color=color, label=label)
     s = [r["step"] for r in recs]

@@ -39,6 +39,7 @@ from resnorm_jax.analysis.style import (
   variant_color,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.outcome import STUCK_MARGIN, escape_step, is_finite_number
 from resnorm_jax.runs.sweep_results import dotted, run_row
 
@@ -109,7 +110,7 @@ def run_record(run_dir: str) -> Row:
   """One finished run folder's row (RUN_COLUMNS) from its config, summary and curve."""
   row = run_row(run_dir)
   config = row["_config"]
-  summary = read_json(os.path.join(run_dir, "summary.json")) or {}
+  summary = read_json(os.path.join(run_dir, record_files.SUMMARY)) or {}
   base = summary.get("periodic_eval_no_context_loss")
   steps, losses = eval_curve(run_dir)
   evals = list(zip(steps, losses, strict=True))
@@ -160,7 +161,7 @@ def finished_runs(runs_dir: str) -> list[Row]:
   rows = []
   for name in sorted(os.listdir(runs_dir)):
     path = os.path.join(runs_dir, name)
-    summary = read_json(os.path.join(path, "summary.json")) or {}
+    summary = read_json(os.path.join(path, record_files.SUMMARY)) or {}
     if summary.get("status") in ("completed", "diverged"):
       rows.append(run_record(path))
   return sorted(rows, key=cell_key_and_seed)

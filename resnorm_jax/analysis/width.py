@@ -26,6 +26,7 @@ from resnorm_jax.analysis.style import (
   variant_order,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import is_finite_number
 from resnorm_jax.runs.sweep_results import dotted
@@ -61,7 +62,7 @@ def width_color(d_model: int) -> str:
 def diagnostics(run_dir: str) -> dict[str, float | None]:
   """`<metric>_first` and `<metric>_peak` of each diagnostic over the run's logged rows; a
   per-layer list counts by its largest layer; non-finite values are left out."""
-  path = os.path.join(run_dir, "metrics.jsonl")
+  path = os.path.join(run_dir, record_files.METRICS)
   records = read_metrics(path) if os.path.isfile(path) else []
   out: dict[str, float | None] = {}
   for key in DIAGNOSTICS:
@@ -83,7 +84,7 @@ def run_rows(runs_dir: str, width_param: str = "sp") -> list[Row]:
   kept = []
   for r in rows:
     run_dir = os.path.join(runs_dir, r["name"])
-    config = read_json(os.path.join(run_dir, "config.json")) or {}
+    config = read_json(os.path.join(run_dir, record_files.CONFIG)) or {}
     if (dotted(config, "model.width_param") or "sp") != width_param:
       continue
     for key in ("d_model", "num_heads"):

@@ -30,6 +30,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config.same_experiment import RECORDED_NOT_CONFIG
 from resnorm_jax.data import token_files
 from resnorm_jax.data import tokenizer as tok_lib
+from resnorm_jax.runs import record_files
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import checkpoint_integrity, run_setup
 
@@ -59,7 +60,7 @@ def run_config(workdir: str) -> tuple[ConfigDict, dict]:
   device holds any checkpoint: orbax reshards on restore). ValueError without config.json."""
   from resnorm_jax.config import schema  # the defaults
 
-  path = epath.Path(workdir, "config.json")
+  path = epath.Path(workdir, record_files.CONFIG)
   if not path.is_file():
     raise ValueError(f"{workdir} is not a run folder (no config.json)")
   recorded = json.loads(path.read_text())
@@ -113,7 +114,7 @@ def shown_text(tokenizer: RunTokenizer, prompt_ids: list[int], new_ids: list[int
 def ended_stuck_note(workdir: str) -> str:
   """One line when the sampled run's summary.json says it ended stuck (its loss on the
   no-context plateau: the text is unigram-level noise); '' otherwise or without a summary."""
-  path = epath.Path(workdir, "summary.json")
+  path = epath.Path(workdir, record_files.SUMMARY)
   try:
     summary = json.loads(path.read_text()) if path.is_file() else {}
   except (OSError, ValueError):
@@ -162,7 +163,7 @@ def restore(workdir: str, run: run_setup.RunSetup) -> tuple[Any, int]:
   (a damaged one is skipped with a warning, never moved). ValueError when there is none."""
   import orbax.checkpoint as ocp
 
-  root = epath.Path(ckpt_lib.absolute(os.path.join(workdir, "ckpt")))
+  root = epath.Path(ckpt_lib.absolute(os.path.join(workdir, record_files.CHECKPOINTS)))
   steps = [
     s for s in ckpt_lib.saved_steps(str(root)) if (root / str(s) / ckpt_lib.COMMIT_MARKER).exists()
   ]

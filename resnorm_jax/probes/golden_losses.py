@@ -19,6 +19,7 @@ import os
 import tempfile
 
 import resnorm_jax
+from resnorm_jax.runs import record_files
 
 GOLDEN = os.path.join(resnorm_jax.ROOT, "tests", "data", "golden_losses.json")
 
@@ -82,7 +83,7 @@ def losses(spec: str, overrides: dict) -> dict:
     set_key(config, key, value)
   with tempfile.TemporaryDirectory() as workdir:
     summary = loop.run(config, workdir)
-    rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+    rows = [json.loads(line) for line in open(os.path.join(workdir, record_files.METRICS))]
   out = {str(r["step"]): {k: r[k] for k in KEYS if k in r} for r in rows}
   out["summary"] = {
     k: summary[k] for k in ("final_train_loss", "final_eval_loss", "best_eval_loss", "steps")

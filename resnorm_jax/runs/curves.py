@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.escape import curve_path, run_fields
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, curve_baseline, is_finite_number
@@ -34,7 +35,7 @@ def read_curves(run_dir: str) -> dict[str, Any]:
   'unigram' is the plateau of the periodic eval curve, the no-context loss its escape is judged
   against (`eval_baseline`).
   """
-  records = read_metrics(curve_path(run_dir) or os.path.join(run_dir, "metrics.jsonl"))
+  records = read_metrics(curve_path(run_dir) or os.path.join(run_dir, record_files.METRICS))
   curves: dict[str, Any] = {}
   for key, name in (("train/loss", "train"), ("eval/loss", "eval")):
     points = [(r["step"], r[key]) for r in records if key in r]
@@ -47,7 +48,7 @@ def eval_baseline(run_dir: str) -> float | None:
   """The no-context loss a run's periodic eval curve is drawn against: the one its escape step
   is judged against (outcome.curve_baseline: the periodic eval's own tokens', e.g. 3.299 on
   stdlib, not the whole held-out split's 3.238; the split's for runs that predate it)."""
-  summary = read_json(os.path.join(run_dir, "summary.json"))
+  summary = read_json(os.path.join(run_dir, record_files.SUMMARY))
   return curve_baseline(summary) if isinstance(summary, dict) else None
 
 
@@ -63,7 +64,7 @@ BASELINE_KINDS = {
 
 def baseline_kind(run_dir: str) -> str | None:
   """Which no-context loss `eval_baseline` is for this run (a BASELINE_KINDS key)."""
-  summary = read_json(os.path.join(run_dir, "summary.json")) or {}
+  summary = read_json(os.path.join(run_dir, record_files.SUMMARY)) or {}
   return next((k for k in BASELINE_KINDS if is_finite_number(summary.get(k))), None)
 
 

@@ -12,12 +12,13 @@ from typing import Any
 from etils import epath
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import curve_fields
 
 # A run folder's curve: metrics.jsonl as the loop writes it, or the excerpt docs/runs/<run>/
 # keeps of a run whose full metrics.jsonl was too large to commit.
-CURVE_FILES = ("metrics.jsonl", "curve.jsonl")
+CURVE_FILES = (record_files.METRICS, "curve.jsonl")
 FIELDS = ("escape_step", "diverged_step")
 
 
@@ -64,9 +65,9 @@ def first_row_lost(metrics_path: str, config: Mapping[str, Any] | None, steps: i
 def run_fields(run_dir: str) -> dict[str, int | None]:
   """{"escape_step", "diverged_step", "budget_steps"} of a finished run folder, computed from
   its curve (not read from its summary); budget_steps is the step its outcome is judged at."""
-  summary = read_json(os.path.join(run_dir, "summary.json")) or {}
-  config = read_json(os.path.join(run_dir, "config.json"))
-  path = curve_path(run_dir) or os.path.join(run_dir, "metrics.jsonl")
+  summary = read_json(os.path.join(run_dir, record_files.SUMMARY)) or {}
+  config = read_json(os.path.join(run_dir, record_files.CONFIG))
+  path = curve_path(run_dir) or os.path.join(run_dir, record_files.METRICS)
   return {**summary_fields(path, summary, vocab_size(config)), "budget_steps": summary.get("steps")}
 
 

@@ -12,8 +12,9 @@ from typing import Any
 from etils import epath
 
 from resnorm_jax.data import fs
+from resnorm_jax.runs import record_files
 
-METRICS = "metrics.jsonl"
+METRICS = record_files.METRICS
 _OLD_LAYER_KEY = re.compile(r"^(.+)/layer_(\d+)$")
 
 

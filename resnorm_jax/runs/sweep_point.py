@@ -18,9 +18,10 @@ from typing import Any
 
 from resnorm_jax.config import cli
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 
-POINT_FILE = "sweep_point.json"  # what the sweep launched in a workdir, and its exit status
-LOCK_FILE = ".lock"  # a run's workdir lock (resnorm_jax/runs/workdir.py)
+POINT_FILE = record_files.POINT  # what the sweep launched in a workdir, and its exit status
+LOCK_FILE = record_files.LOCK  # a run's workdir lock (resnorm_jax/runs/workdir.py)
 # A run folder's summary status that ends the point (stopped_early: by its stop rule; a sweep
 # without the rule resumes it, sweeps.grid.run_state).
 FINISHED = ("completed", "diverged", "stopped_early")
@@ -80,7 +81,7 @@ def running_elsewhere(workdir: str) -> str | None:
 def finished_status(workdir: str) -> str | None:
   """The status of a finished run in `workdir` (completed, diverged, stopped_early), else
   None."""
-  summary = read_json(os.path.join(workdir, "summary.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   status = summary.get("status") if isinstance(summary, dict) else None
   return status if status in FINISHED else None
 

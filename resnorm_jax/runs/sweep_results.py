@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.escape import stored_fields
 from resnorm_jax.runs.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
@@ -54,8 +55,8 @@ def _variant(config_path: str, name: str) -> str:
 def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
   """One results row of a run folder (point info, resolved depth and seed, summary)."""
   point = read_json(os.path.join(workdir, POINT_FILE)) or {}
-  summary = read_json(os.path.join(workdir, "summary.json"))
-  config = read_json(os.path.join(workdir, "config.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
+  config = read_json(os.path.join(workdir, record_files.CONFIG))
   if not isinstance(config, dict):  # lost: the config its newest checkpoint recorded
     config = workdir_lib.recorded_config(workdir)[0]
   status = classify(summary, margin)
@@ -102,7 +103,7 @@ def collect(sweep_dir: str, margin: float = STUCK_MARGIN) -> list[Row]:
     d
     for d in (os.path.join(sweep_dir, n) for n in os.listdir(sweep_dir))
     if os.path.isdir(d)
-    and any(os.path.exists(os.path.join(d, f)) for f in (POINT_FILE, "summary.json"))
+    and any(os.path.exists(os.path.join(d, f)) for f in (POINT_FILE, record_files.SUMMARY))
   )
   rows = sorted((run_row(d, margin) for d in dirs), key=lambda r: (r["_index"], r["name"]))
   keys: list[str] = []

@@ -31,8 +31,9 @@ from etils import epath
 from resnorm_jax.config import same_experiment
 from resnorm_jax.data import fs
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 
-LOCK_FILE = ".lock"
+LOCK_FILE = record_files.LOCK
 # flock errors meaning the filesystem cannot lock (not that another process holds it).
 _NO_LOCKING = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _UNLOCKABLE = -1
@@ -206,11 +207,11 @@ def hold(workdir: str) -> Iterator[str | None]:
 # Files a run writes in its workdir, each through fs.open_nofollow (or a temporary file
 # renamed): a symbolic link at any of them is refused when the run starts.
 RUN_FILES = (
-  "config.json",
-  "config.json.tmp",
-  "summary.json",
-  "summary.json.tmp",
-  "metrics.jsonl",
+  record_files.CONFIG,
+  record_files.CONFIG + ".tmp",
+  record_files.SUMMARY,
+  record_files.SUMMARY + ".tmp",
+  record_files.METRICS,
 )
 
 
@@ -236,7 +237,7 @@ def describe_changes(keys: list[str], recorded: Mapping[str, Any], config: Mappi
 def check_same_experiment(workdir: str, config: Mapping[str, Any]) -> None:
   """Raises ValueError, naming the keys, if `workdir` holds another experiment than `config`
   (a plain dict); a workdir without config.json holds none."""
-  recorded = read_json(os.path.join(workdir, "config.json"))
+  recorded = read_json(os.path.join(workdir, record_files.CONFIG))
   if not isinstance(recorded, dict):
     return
   keys = same_experiment.changed_keys(recorded, config, same_experiment.WORKDIR)
@@ -253,7 +254,7 @@ def checkpoint_record(workdir: str) -> tuple[int, dict] | None:
   is taken), else None: what the run there was (its full config, `config`) when config.json
   is lost. Read as JSON, without JAX or orbax (checkpoint.py's layout: <step>/meta/metadata
   and orbax's commit marker); the resume still restores the checkpoint and checks it whole."""
-  root = epath.Path(workdir, "ckpt")
+  root = epath.Path(workdir, record_files.CHECKPOINTS)
   try:
     steps = sorted((int(p.name) for p in root.iterdir() if p.name.isdigit()), reverse=True)
   except OSError:
@@ -276,9 +277,9 @@ def recorded_config(workdir: str) -> tuple[dict | None, str]:
   config.json, else the full config its newest checkpoint recorded; (None, '') when neither
   can be read. The checkpoint's `data_fingerprint` is left out (the data is checked on
   restore, against its files)."""
-  recorded = read_json(os.path.join(workdir, "config.json"))
+  recorded = read_json(os.path.join(workdir, record_files.CONFIG))
   if isinstance(recorded, dict):
-    return same_experiment.in_todays_keys(recorded), "config.json"
+    return same_experiment.in_todays_keys(recorded), record_files.CONFIG
   record = checkpoint_record(workdir)
   config = record[1].get("config") if record else None
   if not isinstance(config, dict) or not config:
@@ -295,7 +296,7 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
   to continue from (never a silent restart from step 0 over its files), and for a shorter
   length than it was completed at (never a config.json rewritten to a length it did not run).
   """
-  summary = read_json(os.path.join(workdir, "summary.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   if not isinstance(summary, dict) or summary.get("status") != "completed":
     return None
   done = summary.get("steps")

@@ -24,6 +24,7 @@ from typing import Any
 import resnorm_jax
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs import workdir as workdir_lib
 
 # The repository root: grid and config paths are relative to it, and the grid and config
@@ -218,7 +219,7 @@ def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   stopped on purpose: done while the point sets a stop rule (any rule: which one is not
   compared, as same_experiment.SWEEP ignores train.stop_when), 'todo' when it sets none: the
   sweep run without the rule resumes it from its checkpoint to train.steps."""
-  summary = read_json(os.path.join(workdir, "summary.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   status = summary.get("status") if isinstance(summary, dict) else None
   ruled = bool(dotted_key(expected_config, "train.stop_when"))
   finished = status in ("completed", "diverged") or (status == "stopped_early" and ruled)

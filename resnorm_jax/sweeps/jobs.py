@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.config import cli
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.sweep_point import POINT_FILE
 from resnorm_jax.sweeps.grid import (
   POPULATION_FILE,
@@ -96,7 +97,7 @@ def recorded_population(workdir: str) -> str | None:
   `workdir` (the command its metadata records), when that file is there and lists `workdir`
   at the member's slot; else None (no checkpoint, a single run's, or a writer not recorded).
   The member goes on bit for bit only in that program (population_points.writer_refusal)."""
-  ckpt = os.path.join(workdir, "ckpt")
+  ckpt = os.path.join(workdir, record_files.CHECKPOINTS)
   steps = [
     int(n)
     for n in (os.listdir(ckpt) if os.path.isdir(ckpt) else [])
@@ -199,7 +200,7 @@ def _population_job(members, points_file: str, names: list[str], *, write, write
     if write_points:
       entries = [(job.point, job.workdir, overrides) for job, overrides, _ in members]
       cli.write_json(points_file, population_points(entries))
-    log = os.path.join(first.workdir, "train.log")
+    log = os.path.join(first.workdir, record_files.LOG)
     for job, _, _ in members:
       info = read_json(os.path.join(job.workdir, POINT_FILE)) or {}
       info.update(command=command, population=names, log=log)

@@ -18,6 +18,7 @@ from typing import Any
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs.sweep_point import (
   failure_reason,
   finished_status,
@@ -61,7 +62,7 @@ def progress_lines(
   """A line per running job and the sweep's overall ETA (cost-weighted throughput)."""
   lines, progress_cost = [], done_cost
   for job, slot, _, _, t0 in running.values():
-    info = log_progress(os.path.join(job.workdir, "train.log"))
+    info = log_progress(os.path.join(job.workdir, record_files.LOG))
     if info is None:
       since = cli.format_duration(time.time() - t0)
       lines.append(f"  {slot.label}: {job.label} starting ({since})")
@@ -120,7 +121,7 @@ def run_points(
           continue
         os.makedirs(job.workdir, exist_ok=True)
         try:  # never through a symbolic link: it would append to the file it points to
-          log = fs.open_nofollow(os.path.join(job.workdir, "train.log"), "a")
+          log = fs.open_nofollow(os.path.join(job.workdir, record_files.LOG), "a")
         except (fs.SymlinkRefused, OSError) as e:
           _not_started(job, e, codes)  # that point fails in one line; the sweep goes on
           continue
@@ -149,7 +150,7 @@ def run_points(
         del running[name]
         free.append(slot)
         done_cost += job.cost
-        log_path = os.path.join(job.workdir, "train.log")
+        log_path = os.path.join(job.workdir, record_files.LOG)
         reason = failure_reason(log_path, proc.returncode) if proc.returncode else None
         if reason and proc.returncode == 2 and _BUSY.search(reason):  # refused: held elsewhere
           done_cost -= job.cost
@@ -202,7 +203,7 @@ def _not_started(job: Job, e: Exception, codes: dict[str, int]) -> None:
   if isinstance(e, fs.SymlinkRefused):
     reason = f"not started: {e}"
   else:
-    where = getattr(e, "filename", None) or os.path.join(job.workdir, "train.log")
+    where = getattr(e, "filename", None) or os.path.join(job.workdir, record_files.LOG)
     reason = f"not started: {where} cannot be written: {getattr(e, 'strerror', None) or e}"
   for point, workdir in job.runs():
     codes[point.name] = 2

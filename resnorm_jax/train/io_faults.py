@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from resnorm_jax.runs import metrics_file
+from resnorm_jax.runs import metrics_file, record_files
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import io_errors
 
@@ -52,7 +52,7 @@ def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is
   summary["failed_at_step"] = final_step
   if is_main:
     with contextlib.suppress(OSError):
-      metrics_file.cut_metrics(os.path.join(workdir, "metrics.jsonl"), summary["steps"])
+      metrics_file.cut_metrics(os.path.join(workdir, record_files.METRICS), summary["steps"])
   print(
     f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
     f"then the same command resumes from step {summary['steps']}",

@@ -17,7 +17,7 @@ from resnorm_jax.data.fs import read_json
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
-from resnorm_jax.runs import escape, metrics_file
+from resnorm_jax.runs import escape, metrics_file, record_files
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import classify
 from resnorm_jax.train import checkpoint as ckpt_lib
@@ -54,12 +54,12 @@ def write_config(workdir: str, resolved: dict, start: int, *, warn_lost_rows: bo
   error is a RunFailed line."""
   try:
     if start > 0:  # resuming: say if the code changed since config.json was written
-      recorded = read_json(epath.Path(workdir, "config.json"))
+      recorded = read_json(epath.Path(workdir, record_files.CONFIG))
       recorded = recorded.get("provenance") if isinstance(recorded, dict) else None
       note = provenance.code_changed(recorded, resolved["provenance"])
       if note:
         print(note, flush=True)
-    cli.write_json(os.path.join(workdir, "config.json"), resolved)
+    cli.write_json(os.path.join(workdir, record_files.CONFIG), resolved)
     if warn_lost_rows:
       _warn_lost_rows(workdir, start)
   except OSError as e:  # nothing trained yet: one line, no summary to write
@@ -69,7 +69,7 @@ def write_config(workdir: str, resolved: dict, start: int, *, warn_lost_rows: bo
 def _warn_lost_rows(workdir: str, start: int) -> None:
   """Lines the writer's truncation drops without a word; rows up to the checkpoint are not
   trained again, so the curve keeps a gap there."""
-  path = os.path.join(workdir, "metrics.jsonl")
+  path = os.path.join(workdir, record_files.METRICS)
   lost = [s for s in metrics_file.unreadable_rows(path) if s is None or s < start] if start else []
   if lost:
     print(
@@ -91,7 +91,7 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   """
   config_dict = config.to_dict()
   workdir_lib.check_same_experiment(workdir, config_dict)
-  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt")))
+  has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, record_files.CHECKPOINTS)))
   recorded, where = workdir_lib.recorded_config(workdir)
   lost = _lost_config_json(workdir)
   if lost and recorded is not None:
@@ -116,18 +116,21 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
 
 
 def _summary_status(workdir: str) -> str | None:
-  summary = read_json(os.path.join(workdir, "summary.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   return summary.get("status") if isinstance(summary, dict) else None
 
 
 def _lost_config_json(workdir: str) -> str | None:
   """Why a workdir that holds a run has no usable config.json (`<path> is missing`, `<path>
   cannot be read (...)`), else None; a workdir that holds nothing yet has nothing to lose."""
-  path = epath.Path(workdir, "config.json")
+  path = epath.Path(workdir, record_files.CONFIG)
   try:
     recorded = json.loads(path.read_text())
   except FileNotFoundError:
-    held = any(epath.Path(workdir, n).exists() for n in ("metrics.jsonl", "summary.json", "ckpt"))
+    held = any(
+      epath.Path(workdir, n).exists()
+      for n in (record_files.METRICS, record_files.SUMMARY, record_files.CHECKPOINTS)
+    )
     return f"{path} is missing" if held else None
   except (OSError, ValueError) as e:
     return f"{path} cannot be read ({type(e).__name__}: {str(e)[:100]})"
@@ -164,10 +167,10 @@ def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
   `metrics_lost_from_step`) when the curve lost its first rows, so that both steps are
   computed from the rows left and escape_step may be later than the run's."""
   summary["outcome"] = classify(summary)
-  path = os.path.join(workdir, "metrics.jsonl")
+  path = os.path.join(workdir, record_files.METRICS)
   summary.update(escape.summary_fields(path, summary, vocab))
   # Rows lost from the start (metrics.jsonl deleted, then resumed): computed from what is left.
-  config = read_json(os.path.join(workdir, "config.json"))
+  config = read_json(os.path.join(workdir, record_files.CONFIG))
   lost = escape.first_row_lost(path, config, summary.get("steps"))
   if lost is not None:
     summary["escape_step_partial"] = True
@@ -177,5 +180,5 @@ def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
 def write_summary(workdir: str, config: ConfigDict, summary: Mapping, quiet: bool = False) -> None:
   """summary.json and TensorBoard's HParams (axes, outcome); `quiet`: HParams that cannot be
   written print no warning (the run has said its I/O fault in its error line)."""
-  cli.write_json(os.path.join(workdir, "summary.json"), summary)
+  cli.write_json(os.path.join(workdir, record_files.SUMMARY), summary)
   hparams_lib.write_run(workdir, config, summary, quiet=quiet)

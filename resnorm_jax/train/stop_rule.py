@@ -43,6 +43,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files
 from resnorm_jax.runs import stop_features as early_warning
 
 STATUS = "stopped_early"
@@ -129,7 +130,7 @@ def for_run(train_cfg: ConfigDict, workdir: str, entropy: float) -> StopRule | N
   rule = check(train_cfg)
   if rule is None:
     return None
-  return StopRule(path_of(train_cfg), rule, os.path.join(workdir, "metrics.jsonl"), entropy)
+  return StopRule(path_of(train_cfg), rule, os.path.join(workdir, record_files.METRICS), entropy)
 
 
 def resume_to_end_command(argv: Sequence[str], workdir: str) -> str:
@@ -164,7 +165,7 @@ def stopped_run(config: ConfigDict, workdir: str) -> dict | None:
   (it was stopped on purpose: nothing to do), else None (no rule: it resumes to the end)."""
   if not path_of(config.train):
     return None
-  summary = read_json(os.path.join(workdir, "summary.json"))
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   if isinstance(summary, dict) and summary.get("status") == STATUS:
     return summary
   return None

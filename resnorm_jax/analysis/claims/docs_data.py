@@ -10,6 +10,7 @@ import os
 
 import resnorm_jax
 from resnorm_jax.analysis.style import lr_label
+from resnorm_jax.runs import record_files
 
 ROOT = resnorm_jax.ROOT
 MAIN = ("postnorm", "prenorm", "deepnorm")
@@ -28,7 +29,7 @@ def optional(path: str) -> list[dict[str, str]]:
 
 def run_summary(run: str) -> dict:
   """A run folder's summary.json."""
-  with open(os.path.join(ROOT, run, "summary.json")) as f:
+  with open(os.path.join(ROOT, run, record_files.SUMMARY)) as f:
     return json.load(f)
 
 
@@ -72,7 +73,7 @@ def dense_params(model: dict) -> int:
 def tokens_note(run: str) -> str:
   """'6.4 tokens/param at 6 layers': the training tokens per parameter of a claim's deepest
   (largest) model, from its run folder's config.json (CompleteP's paper trains at 20)."""
-  path = os.path.join(ROOT, run, "config.json")
+  path = os.path.join(ROOT, run, record_files.CONFIG)
   if not os.path.isfile(path):
     return f"tokens/param unknown ({run} missing)"
   with open(path) as f:
@@ -91,7 +92,7 @@ def run_fact(name: str) -> str | None:
   """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
   never escaped), `loss:<run>` (its final eval loss, 3 decimals); None for other names."""
   kind, _, run = name.partition(":")
-  if kind not in ("escape", "loss") or not exists(os.path.join(run, "summary.json")):
+  if kind not in ("escape", "loss") or not exists(os.path.join(run, record_files.SUMMARY)):
     return None
   summary = run_summary(run)
   if kind == "escape":

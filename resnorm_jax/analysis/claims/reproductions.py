@@ -19,6 +19,7 @@ from resnorm_jax.analysis.claims.docs_data import (
   tokens_note,
 )
 from resnorm_jax.analysis.style import variant_label
+from resnorm_jax.runs import record_files
 
 
 def row_xiong_rescue() -> list[str]:
@@ -136,7 +137,7 @@ def row_later() -> list[str]:
     f"{n} at {', '.join(map(str, d))}" for n, d in not_yet.items() if d
   )
   longer = "docs/variants/ngpt-L6-500steps"
-  if not_yet["nGPT"] and exists(os.path.join(longer, "summary.json")):
+  if not_yet["nGPT"] and exists(os.path.join(longer, record_files.SUMMARY)):
     stuck += f" (nGPT at 6 layers {run_summary(longer)['outcome']} by step 500)"
   return [
     "The later variants",

@@ -13,25 +13,26 @@ CELLS = "docs/stabilizers/cells.csv"
 BASE = "postnorm"  # the variant every stabilizer's cell is Post-LN plus one key of
 # The stabilizers by their part of the cell's name (postnorm-<part>), in the grid's order.
 LABELS = {
-  "softcap": "logit softcap",
-  "attngate": "gated attention",
-  "sinks": "attention sinks",
+  "softcap": "softcap",
+  "attngate": "gated attn",
+  "sinks": "sinks",
   "qknorm": "qk-norm",
   "zloss": "z-loss",
   "adamatan2": "Adam-atan2",
   "muon": "Muon",
 }
-# A cell of fewer seeds is listed with its k/n and marked a screen: its odds are not stated.
+# A cell of fewer seeds is listed with its k/n, marked a screen ('*'), and no interval.
 MIN_SEEDS = 4
 
 
 def kept_odds(cell: dict[str, str]) -> str:
-  """'k/n (lo-hi)': the escapes kept to the end of n seeds, the kept fraction's 95% interval
-  (Clopper-Pearson); ', a screen' under MIN_SEEDS seeds."""
+  """'k/n (lo-hi)': the escapes kept to the end of n seeds and the kept fraction's 95%
+  interval (Clopper-Pearson); 'k/n*', a screen, under MIN_SEEDS seeds."""
   kept, n = int(cell["escaped_for_good"]), int(cell["seeds"])
+  if n < MIN_SEEDS:
+    return f"{kept}/{n}*"
   lo, hi = clopper_pearson(kept, n)
-  screen = ", a screen" if n < MIN_SEEDS else ""
-  return f"{kept}/{n} ({lo:.2f}-{hi:.2f}{screen})"
+  return f"{kept}/{n} ({lo:.2f}-{hi:.2f})"
 
 
 def stabilizer_of(variant: str) -> str | None:
@@ -42,7 +43,7 @@ def stabilizer_of(variant: str) -> str | None:
 
 def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> list[str]:
   """Per (depth, lr) of the stabilizers' cells: 'Post-LN 12L at 1e-3: plain 0/12 (...);
-  gated attention 1/1 (...), ...', the stabilizers in LABELS' order."""
+  gated attn 1/1*; ...', the stabilizers in LABELS' order."""
   groups: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
   for c in cells:
     name = stabilizer_of(c["variant"])
@@ -70,9 +71,9 @@ def row_stabilizers() -> list[str] | None:
   n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
   return [
     "What practitioners reach for, at Post-LN's edge",
-    f"escapes kept to step {horizon:,} of n seeds (95% interval): "
+    f"escapes kept to step {horizon:,}, of n seeds (95% interval): "
     + " / ".join(odds_at_edge(cells, survival_cells()))
-    + f"; a cell of fewer than {MIN_SEEDS} seeds is a screen, not odds",
+    + f" (*: under {MIN_SEEDS} seeds, a screen)",
     f"{horizon:,} steps, no warmup, constant lr, eval every 25 steps on 8,192 tokens; "
     f"{n_seeds} seed{'s' if seeds != [1] else ''} per stabilizer cell, 12 for plain Post-LN; "
     "stdlib",

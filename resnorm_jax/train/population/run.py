@@ -55,7 +55,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import sources
-from resnorm_jax.runs import outcome
+from resnorm_jax.runs import outcome, record_files
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train import (
@@ -175,7 +175,9 @@ def _open(
     return m
   with contextlib.redirect_stdout(out):
     m.checkpointer = ckpt_lib.Checkpointer(
-      os.path.join(workdir, "ckpt"), keep=config.train.keep_checkpoints, written_by=writer
+      os.path.join(workdir, record_files.CHECKPOINTS),
+      keep=config.train.keep_checkpoints,
+      written_by=writer,
     )
   resources.callback(m.close)
   m.batches = setup_lib.Batches(shared.corpus, config, shared.run_setup.batch_sharding)
@@ -185,7 +187,7 @@ def _open(
       shared.run_setup.abstract, config_dict, shared.corpus.fingerprint
     )
   if restored is None:
-    if epath.Path(workdir, "metrics.jsonl").exists():
+    if epath.Path(workdir, record_files.METRICS).exists():
       m.print(f"no checkpoint in {checkpointer.directory}: starting from step 0")
     return m
   m.state, meta, m.start = restored
@@ -223,7 +225,7 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
     io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
   m.summary["outcome"] = classify(m.summary)
   try:
-    cli.write_json(os.path.join(m.workdir, "summary.json"), m.summary)
+    cli.write_json(os.path.join(m.workdir, record_files.SUMMARY), m.summary)
   except OSError as e:
     m.print(f"error: {io_errors.describe_io_error(e, m.workdir, 'writing summary.json')}")
 
