@@ -8,14 +8,14 @@ import jax
 from configs import smoke
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import model_config_from
-from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
 
 
 def abstract_state(config):
   """The TrainState shapes of `config`, on one device (restores need no mesh)."""
   model_def = mdl.make_model_def(model_config_from(config))
-  optimizer = optim.make_optimizer(config.opt, config.train.steps)
+  optimizer = make_optimizer(config.opt, config.train.steps)
   abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, config.seed))
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)

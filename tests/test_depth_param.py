@@ -19,8 +19,10 @@ from conftest import ROOT, tiny_config, tiny_model
 from resnorm_jax.model import depth_param
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.probes import coord_check
-from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
+from resnorm_jax.train.optimizers.group_table import format_group_table, group_table
+from resnorm_jax.train.optimizers.masks import decay_mask
 
 ALPHA = {"sp": 0.0, "depth_mup": 0.5, "completep": 1.0}  # the papers' exponents
 DEPTHS = [(4, 2), (12, 3)]  # (L, L_base): m_L = 2 and 4
@@ -156,7 +158,7 @@ def test_per_group_lr_and_eps_match_numpy_adam(name, depth, base_depth, opt_name
   model_def, cfg = _model_def(name, depth, base_depth)
   # eps near the gradients' size, so a wrong eps factor moves the update visibly.
   opt_cfg = _opt(name=opt_name, lr=0.01, eps=3e-3, weight_decay=wd)
-  optimizer = optim.make_optimizer(opt_cfg, 10, model_def)
+  optimizer = make_optimizer(opt_cfg, 10, model_def)
   params, _ = mdl.init_model(cfg, 0)
   rng = np.random.default_rng(1)
   grads = [jax.tree.map(lambda p: rng.normal(0, 3e-3, p.shape).astype(np.float32), params)]
@@ -166,7 +168,7 @@ def test_per_group_lr_and_eps_match_numpy_adam(name, depth, base_depth, opt_name
     updates, state = optimizer.update(g, state, current)
     current = optax.apply_updates(current, updates)
   m, a = depth / base_depth, ALPHA[name]
-  decayed = optim.decay_mask(params)
+  decayed = decay_mask(params)
   flat = jax.tree_util.tree_leaves_with_path(params)
   for (path, p0), p1, dec, *gs in zip(
     flat,
@@ -189,7 +191,7 @@ def test_group_table_lists_each_leafs_lr_eps_decay_and_init():
   model_def, cfg = _model_def("completep", 8, 2)
   opt_cfg = _opt(name="adamw", lr=0.01, eps=1e-8, weight_decay=0.1)
   params, _ = mdl.init_model(cfg, 0)
-  rows = {r["param"]: r for r in optim.group_table(opt_cfg, cfg, params)}
+  rows = {r["param"]: r for r in group_table(opt_cfg, cfg, params)}
   q = rows["layers.attn.q.kernel"]
   assert (q["group"], q["branch_multiplier"]) == ("hidden", 0.25)
   assert q["lr"] == pytest.approx(0.01) and q["eps"] == pytest.approx(0.25e-8)
@@ -199,7 +201,7 @@ def test_group_table_lists_each_leafs_lr_eps_decay_and_init():
   assert gain["weight_decay"] == 0.0 and gain["init_mean"] == 1.0 and gain["init_std"] == 0.0
   emb = rows["embed.embedding"]
   assert (emb["group"], emb["lr"], emb["eps"]) == ("outside", 0.01, 1e-8)
-  text = optim.format_group_table(cfg, list(rows.values()))
+  text = format_group_table(cfg, list(rows.values()))
   assert "depth_param=completep (alpha 1)" in text and "m_L 4" in text
   assert len(text.splitlines()) == len(rows) + 2
 
@@ -210,7 +212,7 @@ def test_at_the_base_depth_the_run_is_sps_bit_for_bit(name):
   out = {}
   for param in ("sp", name):
     model_def, cfg = _model_def(param, 4, 4, norm_position="pre")
-    optimizer = optim.make_optimizer(_opt(eps=1e-3), 10, model_def)
+    optimizer = make_optimizer(_opt(eps=1e-3), 10, model_def)
     state = ts.init_state(model_def, optimizer, 0)
     step = jax.jit(lambda s, b, md=model_def, o=optimizer: ts.train_step(md, o, s, b))
     for _ in range(2):
@@ -251,8 +253,8 @@ def test_unknown_name_bad_base_depth_and_sgd_are_refused():
     tiny_config(base_depth=0)
   model_def, _ = _model_def("completep", 4, 2)
   with pytest.raises(ValueError, match=r"opt\.name='sgd'.*Adam"):
-    optim.make_optimizer(_opt(name="sgd"), 10, model_def)
-  optim.make_optimizer(_opt(name="sgd"), 10, _model_def("completep", 2, 2)[0])  # m_L = 1
+    make_optimizer(_opt(name="sgd"), 10, model_def)
+  make_optimizer(_opt(name="sgd"), 10, _model_def("completep", 2, 2)[0])  # m_L = 1
 
 
 @pytest.mark.slow  # a process of its own

@@ -19,7 +19,9 @@ from conftest import tiny_config
 from resnorm_jax.model import depth_param
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.transformer import Transformer
-from resnorm_jax.train import optim
+from resnorm_jax.train.optimizers.adam_atan2 import ATAN2_A
+from resnorm_jax.train.optimizers.build import make_optimizer
+from resnorm_jax.train.optimizers.masks import decay_mask, hidden_matrix_mask
 
 NS = (3.4445, -4.7750, 2.0315)  # KellerJordan/Muon's quintic coefficients
 SHAPE = dict(vocab_size=8, num_layers=2, d_model=8, num_heads=2, d_ff=16, max_seq_len=8)
@@ -94,10 +96,10 @@ def test_muon_two_steps_match_numpy_muon_on_matrices_and_adam_elsewhere(scale, w
   params, _ = _params(norm_position="pre")
   cfg = _opt(name="muon", lr=0.01, muon_scale=scale, weight_decay=wd, eps=1e-8)
   grads = [_grads(params, 1), _grads(params, 2)]
-  got = _run(optim.make_optimizer(cfg, 10), params, grads)
+  got = _run(make_optimizer(cfg, 10), params, grads)
   p0, gs = _leaves(params), [_leaves(g) for g in grads]
-  hidden = _leaves(optim.hidden_matrix_mask(params))
-  decayed = _leaves(optim.decay_mask(params))
+  hidden = _leaves(hidden_matrix_mask(params))
+  decayed = _leaves(decay_mask(params))
   assert {k for k, h in hidden.items() if h} == {
     f"['layers']['{m}']['{n}']['kernel'].value"
     for m, n in [("attn", "q"), ("attn", "k"), ("attn", "v"), ("attn", "out")]
@@ -115,7 +117,7 @@ def test_muon_two_steps_match_numpy_muon_on_matrices_and_adam_elsewhere(scale, w
 
 def test_muon_update_of_a_layer_matrix_is_orthogonal_up_to_its_scale():
   params, _ = _params(norm_position="pre")
-  tx = optim.make_optimizer(_opt(name="muon", lr=1.0, muon_scale="kellerjordan"), 10)
+  tx = make_optimizer(_opt(name="muon", lr=1.0, muon_scale="kellerjordan"), 10)
   updates, _ = tx.update(_grads(params, 3), tx.init(params), params)
   q = -np.asarray(updates["layers"]["attn"]["q"]["kernel"][...], np.float64)  # [L, 8, 8]
   ffn_in = -np.asarray(updates["layers"]["mlp"]["ffn_in"]["kernel"][...], np.float64)  # 8x16
@@ -132,9 +134,9 @@ def test_muon_update_of_a_layer_matrix_is_orthogonal_up_to_its_scale():
 def test_muon_adam_lr_ratio_scales_only_the_adam_group():
   params, _ = _params(norm_position="pre")
   grads = _grads(params, 4)
-  one = _run(optim.make_optimizer(_opt(name="muon"), 10), params, [grads])
-  ratio = _run(optim.make_optimizer(_opt(name="muon", muon_adam_lr_ratio=0.1), 10), params, [grads])
-  hidden = _leaves(optim.hidden_matrix_mask(params))
+  one = _run(make_optimizer(_opt(name="muon"), 10), params, [grads])
+  ratio = _run(make_optimizer(_opt(name="muon", muon_adam_lr_ratio=0.1), 10), params, [grads])
+  hidden = _leaves(hidden_matrix_mask(params))
   for key in one:
     np.testing.assert_allclose(ratio[key], one[key] * (1.0 if hidden[key] else 0.1), rtol=1e-5)
 
@@ -144,9 +146,9 @@ def test_muon_composes_with_depth_parametrizations_and_refuses_mup():
   model_def = mdl.make_model_def(cfg)
   grads = _grads(params, 5)
   muon = _opt(name="muon")
-  with_rule = _run(optim.make_optimizer(muon, 10, model_def), params, [grads])
+  with_rule = _run(make_optimizer(muon, 10, model_def), params, [grads])
   plain_params, plain_cfg = _params(norm_position="pre")
-  plain = _run(optim.make_optimizer(muon, 10, mdl.make_model_def(plain_cfg)), params, [grads])
+  plain = _run(make_optimizer(muon, 10, mdl.make_model_def(plain_cfg)), params, [grads])
   factor = depth_param.hidden_lr_factor(cfg)  # m_L^-1/2 at 2 layers against 1
   assert factor == pytest.approx(2**-0.5)
   key = "['layers']['attn']['q']['kernel'].value"
@@ -155,8 +157,8 @@ def test_muon_composes_with_depth_parametrizations_and_refuses_mup():
   with pytest.raises(
     ValueError, match=r"opt\.name='muon' with model\.width_param='mup'.*adam_atan2"
   ):
-    optim.make_optimizer(muon, 10, mdl.make_model_def(wide))
-  optim.make_optimizer(_opt(name="adam_atan2"), 10, mdl.make_model_def(wide))  # composes
+    make_optimizer(muon, 10, mdl.make_model_def(wide))
+  make_optimizer(_opt(name="adam_atan2"), 10, mdl.make_model_def(wide))  # composes
 
 
 @pytest.mark.parametrize(
@@ -170,7 +172,7 @@ def test_muon_composes_with_depth_parametrizations_and_refuses_mup():
 )
 def test_muon_bad_values_are_refused(overrides, pattern):
   with pytest.raises(ValueError, match=pattern):
-    optim.make_optimizer(_opt(name="muon", **overrides), 10)
+    make_optimizer(_opt(name="muon", **overrides), 10)
 
 
 def _np_adam_atan2(grads, p0, lr, b1, b2, wd):
@@ -189,21 +191,19 @@ def test_adam_atan2_matches_numpy(wd):
   params, _ = _params(norm_position="pre")
   grads = [_grads(params, 6), _grads(params, 7)]
   grads[1] = jax.tree.map(lambda g: g * 1e-3, grads[1])  # a small second step: atan2 matters
-  got = _run(
-    optim.make_optimizer(_opt(name="adam_atan2", lr=0.01, weight_decay=wd), 10), params, grads
-  )
-  decayed = _leaves(optim.decay_mask(params))
+  got = _run(make_optimizer(_opt(name="adam_atan2", lr=0.01, weight_decay=wd), 10), params, grads)
+  decayed = _leaves(decay_mask(params))
   for key, p in _leaves(params).items():
     series = [_leaves(g)[key] for g in grads]
     want = _np_adam_atan2(series, p, 0.01, 0.9, 0.98, wd if decayed[key] else 0.0)
     np.testing.assert_allclose(got[key], want, rtol=1e-5, atol=1e-7, err_msg=key)
-  assert optim.ATAN2_A == pytest.approx(1.2732395)
+  assert ATAN2_A == pytest.approx(1.2732395)
 
 
 def test_adam_atan2_step_ignores_the_gradients_scale():
   params, _ = _params(norm_position="pre")
   grads = _grads(params, 8)
-  tx = optim.make_optimizer(_opt(name="adam_atan2"), 10)
+  tx = make_optimizer(_opt(name="adam_atan2"), 10)
   a, _ = tx.update(grads, tx.init(params), params)
   b, _ = tx.update(jax.tree.map(lambda g: g * 1e-12, grads), tx.init(params), params)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):

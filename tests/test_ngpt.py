@@ -22,8 +22,8 @@ from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.model.transformer import Transformer
 from resnorm_jax.model.variants import ngpt
-from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
 
 NGPT = dict(residual="ngpt", norm_position="none", position="rope", ffn_activation="swiglu")
 TINY = dict(vocab_size=16, num_layers=3, d_model=8, num_heads=2, d_ff=12, max_seq_len=8)
@@ -302,9 +302,9 @@ def test_ngpt_step_keeps_weights_and_hidden_states_on_the_sphere(opt):
     assert np.isfinite(float(metrics["loss"]))
     return state.params, new.params
 
-  before, after = one_step(optim.make_optimizer(config.opt, 10, model_def))
+  before, after = one_step(make_optimizer(config.opt, 10, model_def))
   # The same step unprojected (one setting: a second compile each is slow on 2 cores).
-  unprojected = one_step(optim.make_optimizer(config.opt, 10))[1] if not opt else None
+  unprojected = one_step(make_optimizer(config.opt, 10))[1] if not opt else None
   frozen = {"embed", "attn"} if opt.get("freeze") else set()
   for path, axis in UNIT_AXES.items():
     w0, w1 = _np(_get(before, path)), _np(_get(after, path))
@@ -332,10 +332,8 @@ def test_ngpt_state_refuses_an_optimizer_without_the_projection():
   config = _config()
   model_def = mdl.make_model_def(model_config_from(config))
   with pytest.raises(ValueError, match="make_optimizer"):
-    jax.eval_shape(lambda: ts.init_state(model_def, optim.make_optimizer(config.opt, 10), 0))
-  jax.eval_shape(
-    lambda: ts.init_state(model_def, optim.make_optimizer(config.opt, 10, model_def), 0)
-  )
+    jax.eval_shape(lambda: ts.init_state(model_def, make_optimizer(config.opt, 10), 0))
+  jax.eval_shape(lambda: ts.init_state(model_def, make_optimizer(config.opt, 10, model_def), 0))
 
 
 @pytest.mark.slow  # a 1000-layer model

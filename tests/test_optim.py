@@ -1,4 +1,4 @@
-"""Tests for resnorm_jax.train.optim: schedule values, the decay mask, decay and clipping."""
+"""Tests for resnorm_jax.train.optimizers: schedule values, the decay mask, decay and clipping."""
 
 import math
 
@@ -9,7 +9,10 @@ import optax
 import pytest
 
 from configs import base
-from resnorm_jax.train import optim
+from resnorm_jax.train.optimizers.build import make_optimizer
+from resnorm_jax.train.optimizers.checks import SCHEDULES
+from resnorm_jax.train.optimizers.masks import decay_mask
+from resnorm_jax.train.optimizers.schedules import make_schedule
 
 LR = 1e-3
 
@@ -23,17 +26,17 @@ def _opt(**overrides):
 
 
 def _lrs(cfg, steps, total: int = 100) -> np.ndarray:
-  schedule = optim.make_schedule(cfg, total)
+  schedule = make_schedule(cfg, total)
   return np.array([float(schedule(s)) for s in steps])
 
 
-@pytest.mark.parametrize("name", optim.SCHEDULES)
+@pytest.mark.parametrize("name", SCHEDULES)
 def test_no_warmup_starts_at_full_lr(name):
   lr0 = _lrs(_opt(schedule=name, lr=LR, warmup_steps=0), [0])[0]
   assert lr0 == pytest.approx(LR, rel=1e-6)
 
 
-@pytest.mark.parametrize("name", optim.SCHEDULES)
+@pytest.mark.parametrize("name", SCHEDULES)
 def test_warmup_is_linear_from_lr_over_w(name):
   w = 10
   lrs = _lrs(_opt(schedule=name, lr=LR, warmup_steps=w), range(w))
@@ -85,7 +88,7 @@ def test_cosine_and_linear_reach_floor_at_total_steps(w, ratio):
 
 def test_decay_schedules_need_steps_after_warmup():
   with pytest.raises(ValueError, match="train.steps=10"):
-    optim.make_schedule(_opt(schedule="cosine", warmup_steps=10), 10)
+    make_schedule(_opt(schedule="cosine", warmup_steps=10), 10)
 
 
 def _params():
@@ -106,7 +109,7 @@ def _params():
 
 
 def test_decay_mask_on_nested_stacked_tree():
-  mask = optim.decay_mask(_params())
+  mask = decay_mask(_params())
   flat = {
     "/".join(k.key for k in path): v for path, v in jax.tree_util.tree_flatten_with_path(mask)[0]
   }
@@ -120,7 +123,7 @@ def test_decay_mask_on_nested_stacked_tree():
 def test_weight_decay_shrinks_kernel_not_scale(name):
   params = {"kernel": jnp.ones((2, 2)), "scale": jnp.ones((2,))}
   grads = jax.tree.map(jnp.zeros_like, params)
-  tx = optim.make_optimizer(_opt(name=name, lr=0.1, weight_decay=0.5), 10)
+  tx = make_optimizer(_opt(name=name, lr=0.1, weight_decay=0.5), 10)
   state = tx.init(params)
   updates, _ = tx.update(grads, state, params)
   new = optax.apply_updates(params, updates)
@@ -134,7 +137,7 @@ def test_weight_decay_shrinks_kernel_not_scale(name):
 
 def test_no_weight_decay_leaves_params_with_zero_grad():
   params = {"kernel": jnp.ones((2, 2))}
-  tx = optim.make_optimizer(_opt(name="adam", weight_decay=0.0), 10)
+  tx = make_optimizer(_opt(name="adam", weight_decay=0.0), 10)
   updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
   np.testing.assert_array_equal(updates["kernel"], 0.0)
 
@@ -142,11 +145,11 @@ def test_no_weight_decay_leaves_params_with_zero_grad():
 def test_clipping_bounds_the_update():
   params = {"kernel": jnp.zeros((3,))}
   grads = {"kernel": jnp.array([300.0, -400.0, 0.0])}  # norm 500
-  tx = optim.make_optimizer(_opt(name="sgd", lr=1.0, clip_norm=2.0), 10)
+  tx = make_optimizer(_opt(name="sgd", lr=1.0, clip_norm=2.0), 10)
   updates, _ = tx.update(grads, tx.init(params), params)
   assert float(optax.tree.norm(updates)) == pytest.approx(2.0, rel=1e-5)
   np.testing.assert_allclose(updates["kernel"], [-1.2, 1.6, 0.0], rtol=1e-5)
-  tx = optim.make_optimizer(_opt(name="sgd", lr=1.0, clip_norm=0.0), 10)
+  tx = make_optimizer(_opt(name="sgd", lr=1.0, clip_norm=0.0), 10)
   updates, _ = tx.update(grads, tx.init(params), params)
   assert float(optax.tree.norm(updates)) == pytest.approx(500.0, rel=1e-5)
 
@@ -156,7 +159,7 @@ def test_adam_first_step_uses_schedule_lr():
   params = {"kernel": jnp.zeros((2,))}
   grads = {"kernel": jnp.array([0.3, -2.0])}
   for w, lr0 in ((0, LR), (4, LR / 4)):
-    tx = optim.make_optimizer(_opt(name="adam", warmup_steps=w, eps=1e-12), 10)
+    tx = make_optimizer(_opt(name="adam", warmup_steps=w, eps=1e-12), 10)
     updates, _ = tx.update(grads, tx.init(params), params)
     np.testing.assert_allclose(updates["kernel"], [-lr0, lr0], rtol=1e-4)
 
@@ -175,4 +178,4 @@ def test_adam_first_step_uses_schedule_lr():
 )
 def test_bad_values_raise(overrides, pattern):
   with pytest.raises(ValueError, match=pattern):
-    optim.make_optimizer(_opt(**overrides), 100)
+    make_optimizer(_opt(**overrides), 100)

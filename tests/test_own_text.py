@@ -143,19 +143,19 @@ def test_end_line_shows_each_eval_beside_its_own_baseline_and_repeats():
 
 
 def test_a_short_heldout_split_is_warned_once_and_recorded(capsys):
-  from resnorm_jax.train import loop
+  from resnorm_jax.train import eval_budget
 
   c = base.get_config()
   t = c.train  # 16,384 tokens asked for by the end-of-run eval
   val = np.zeros(5000, np.uint8)
   corpus = corpora.Corpus(np.zeros(10000, np.uint8), val, "test")
-  short = loop._short_heldout(corpus, t)
+  short = eval_budget.short_heldout(corpus, t)
   out = capsys.readouterr().out
   assert out.count("warning:") == 1 and "5,000 tokens, fewer than the 16,384" in out
   assert 0 < short["final_eval_distinct_tokens"] < 5000
   assert f"{short['final_eval_distinct_tokens']:,} distinct" in out
   big = corpora.Corpus(val, np.zeros(20000, np.uint8), "test")
-  assert loop._short_heldout(big, t) == {} and capsys.readouterr().out == ""
+  assert eval_budget.short_heldout(big, t) == {} and capsys.readouterr().out == ""
 
 
 def test_own_text_in_two_commands(tmp_path, text_file, run_script):

@@ -8,8 +8,9 @@ import pytest
 from configs import base
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import model_config_from
-from resnorm_jax.train import optim, param_groups
+from resnorm_jax.train import param_groups
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
 
 
 def _params(position: str, residual: str):
@@ -57,7 +58,7 @@ def test_freeze_keeps_the_frozen_groups_at_init_and_moves_the_rest():
   c.opt.freeze = "norm, embed"
   cfg = model_config_from(c)
   model_def = mdl.make_model_def(cfg)
-  optimizer = optim.make_optimizer(c.opt, 10)
+  optimizer = make_optimizer(c.opt, 10)
   state = ts.init_state(model_def, optimizer, 0)
   params0 = state.params
   rng = np.random.default_rng(0)
@@ -78,4 +79,4 @@ def test_unknown_freeze_group_is_refused_with_the_valid_ones():
   c = base.get_config()
   c.opt.freeze = "norm,embeds"
   with pytest.raises(ValueError, match="'embeds'.*norm_bias, norm_scale, norm, residual, embed"):
-    optim.make_optimizer(c.opt, 10)
+    make_optimizer(c.opt, 10)

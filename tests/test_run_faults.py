@@ -19,6 +19,7 @@ from resnorm_jax.runs import metrics_file
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import io_faults, loop, run_log, run_setup
 from resnorm_jax.train.population import points as population_points
+from resnorm_jax.train.trainer import Trainer
 from resnorm_jax.train.writers import MetricWriter
 
 
@@ -67,7 +68,7 @@ def test_an_eval_does_not_count_its_step_as_eval_time():
   """The step's compute finished inside the eval's pause: eval rows showed 15x the speed."""
   log = _log()
   t = smoke.get_config().train
-  trainer = loop.Trainer.__new__(loop.Trainer)
+  trainer = Trainer.__new__(Trainer)
   trainer.config, trainer.log, trainer.n_final_eval = smoke.get_config(), log, t.eval_batches
   trainer.eval_batches = [None] * t.eval_batches
   trainer.eval_fn = lambda state, batch: float(state.block_until_ready() is not None)

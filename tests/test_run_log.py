@@ -26,8 +26,8 @@ def test_the_end_of_run_eval_counts_whole_batches_of_the_config():
   """nanogpt_char (batch 12 x 64): 16,384 tokens asked, 22 batches scored, 16,896 tokens: the
   held-out warning quotes the 16,896."""
   from configs import nanogpt_char
-  from resnorm_jax.train import loop
+  from resnorm_jax.train import eval_budget
 
   t = nanogpt_char.get_config().train
-  assert loop.final_eval_batches(t) == 22
-  assert loop.eval_tokens(t)["final"] == 16_896
+  assert eval_budget.final_eval_batches(t) == 22
+  assert eval_budget.eval_tokens(t)["final"] == 16_896

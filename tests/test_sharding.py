@@ -20,9 +20,9 @@ from resnorm_jax.data import sources
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.model.transformer import Transformer
-from resnorm_jax.train import optim
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
 
 STEPS = 3
 # float32: sharded matmuls and all-reduces sum in another order than one device; observed
@@ -113,7 +113,7 @@ def _train(c, devices, steps: int = STEPS, init=None):
   """
   mesh = shard_lib.make_mesh(c.mesh, devices)
   cfg = model_config_from(c)
-  optimizer = optim.make_optimizer(c.opt, c.train.steps)
+  optimizer = make_optimizer(c.opt, c.train.steps)
   model_def = mdl.make_model_def(cfg)
   init_fn = functools.partial(ts.init_state, model_def, optimizer, c.seed)
   abstract = jax.eval_shape(init_fn)
@@ -270,7 +270,7 @@ def test_aot_memory_reports_sharded_state_without_allocating():
   c.mesh.data, c.mesh.fsdp = 1, -1
   mesh = shard_lib.make_mesh(c.mesh, jax.devices()[:4])
   model_def = mdl.make_model_def(model_config_from(c))
-  optimizer = optim.make_optimizer(c.opt, c.train.steps)
+  optimizer = make_optimizer(c.opt, c.train.steps)
   abstract = jax.eval_shape(functools.partial(ts.init_state, model_def, optimizer, c.seed))
   shardings = shard_lib.state_shardings(abstract, model_def, optimizer, mesh, c.mesh.rules)
   shard_bytes = lambda x, s: int(np.prod(s.shard_shape(x.shape))) * x.dtype.itemsize

@@ -22,7 +22,8 @@ from resnorm_jax.model import attention as attention_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import width_param
 from resnorm_jax.model.transformer import Transformer, init_rule
-from resnorm_jax.train import optim
+from resnorm_jax.train.optimizers.build import make_optimizer
+from resnorm_jax.train.optimizers.group_table import format_group_table, group_table
 from resnorm_jax.train.resume_policy import CHECKPOINT
 
 ALPHA = {"sp": 0.0, "depth_mup": 0.5, "completep": 1.0}
@@ -77,7 +78,7 @@ def test_table_lr_eps_decay_and_init_std_are_the_formulas(name, depth, base_dept
   )
   opt_cfg = _opt(name="adamw", lr=0.01, eps=1e-8, weight_decay=0.1)
   params, _ = mdl.init_model(cfg, 0)
-  rows = optim.group_table(opt_cfg, cfg, params)
+  rows = group_table(opt_cfg, cfg, params)
   factors = _expected(name, depth, base_depth, d_model)
   m_d = d_model / BASE_WIDTH
   decayed = {"embed.embedding", "pos_embed.embedding"}
@@ -100,7 +101,7 @@ def test_table_lr_eps_decay_and_init_std_are_the_formulas(name, depth, base_dept
   q = np.asarray(params["layers"]["attn"]["q"]["kernel"])
   assert stds["layers.attn.q.kernel"] == pytest.approx(float(q.std()), rel=1e-5)
   assert stds["embed.embedding"] == pytest.approx(0.02, rel=0.05)  # embeddings: unchanged
-  text = optim.format_group_table(cfg, rows)
+  text = format_group_table(cfg, rows)
   assert (
     f"width_param=mup, d_model {d_model} against base_width={BASE_WIDTH} (m_d {m_d:g})"
     in (text.splitlines()[0])
@@ -145,7 +146,7 @@ def test_the_gated_residuals_gate_is_a_hidden_matrix():
     _shape(64, 2), residual="gated", norm_position="pre", width_param="mup", base_width=16
   )
   params, _ = mdl.init_model(cfg, 0)
-  rows = {r["param"]: r for r in optim.group_table(_opt(lr=0.01), cfg, params)}
+  rows = {r["param"]: r for r in group_table(_opt(lr=0.01), cfg, params)}
   gate = rows["layers.residuals.attn.gate"]
   assert gate["kind"] == "matrix" and gate["lr"] == pytest.approx(0.01 / 4)
   assert gate["init_std"] == pytest.approx(0.02 / 2, rel=0.05)
@@ -166,9 +167,9 @@ def test_optimizer_matches_numpy_adam_with_the_tables_lr_eps_and_decay(name, opt
   model_def = mdl.make_model_def(cfg)
   # eps near the gradients' size, so a wrong eps factor moves the update visibly.
   opt_cfg = _opt(name=opt_name, lr=0.01, eps=3e-3, weight_decay=wd)
-  optimizer = optim.make_optimizer(opt_cfg, 10, model_def)
+  optimizer = make_optimizer(opt_cfg, 10, model_def)
   params, _ = mdl.init_model(cfg, 0)
-  rows = optim.group_table(opt_cfg, cfg, params)
+  rows = group_table(opt_cfg, cfg, params)
   rng = np.random.default_rng(1)
   grads = [
     jax.tree.map(lambda p: rng.normal(0, 3e-3, p.shape).astype(np.float32), params)
@@ -246,13 +247,13 @@ def test_mup_at_m_d_one_differs_from_sp_only_by_the_attention_scale():
   jax.tree.map(np.testing.assert_array_equal, nnx.state(sp), nnx.state(mup))
   opt_cfg = _opt(name="adamw", lr=0.01, eps=1e-3, weight_decay=0.1)
   params = nnx.state(sp, nnx.Param)
-  sp_rows = optim.group_table(opt_cfg, sp_cfg, params)
-  mup_rows = optim.group_table(opt_cfg, mup_cfg, params)
+  sp_rows = group_table(opt_cfg, sp_cfg, params)
+  mup_rows = group_table(opt_cfg, mup_cfg, params)
   assert sp_rows == mup_rows
   grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
   updates = []
   for cfg in (sp_cfg, mup_cfg):
-    optimizer = optim.make_optimizer(opt_cfg, 10, mdl.make_model_def(cfg))
+    optimizer = make_optimizer(opt_cfg, 10, mdl.make_model_def(cfg))
     updates.append(optimizer.update(grads, optimizer.init(params), params)[0])
   jax.tree.map(np.testing.assert_array_equal, *updates)
   tokens = jnp.arange(16, dtype=jnp.int32)[None]
@@ -290,8 +291,8 @@ def test_bad_values_and_refused_combinations_name_the_keys_and_choices():
     assert f"model.residual={model['residual']!r}" in line and "use model.width_param='sp'" in line
   wide = mdl.make_model_def(tiny_config(width_param="mup", base_width=4))  # m_d = 2
   with pytest.raises(ValueError, match=r"opt\.name='sgd' with model\.width_param='mup'.*adam"):
-    optim.make_optimizer(_opt(name="sgd"), 10, wide)
-  optim.make_optimizer(
+    make_optimizer(_opt(name="sgd"), 10, wide)
+  make_optimizer(
     _opt(name="sgd"), 10, mdl.make_model_def(tiny_config(width_param="mup", base_width=8))
   )
 
@@ -390,7 +391,7 @@ def test_other_residuals_take_the_width_rules(residual):
   cfg = tiny_config(_shape(16), residual=residual, width_param="mup", base_width=8, init="normal")
   model = _model(cfg)
   params = nnx.state(model, nnx.Param)
-  rows = optim.group_table(_opt(lr=0.01), cfg, params)
+  rows = group_table(_opt(lr=0.01), cfg, params)
   for r in rows:  # their own weights are vectors inside the stack: lr eta, no decay
     if r["param"].startswith("layers.residuals"):
       assert (r["kind"], r["lr"], r["weight_decay"]) == ("vector", 0.01, 0.0), r["param"]

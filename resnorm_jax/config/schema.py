@@ -116,7 +116,7 @@ def get_config() -> config_dict.ConfigDict:
   o.b1 = 0.9  # Adam's first-moment decay
   o.b2 = 0.98  # Adam's second-moment decay (Xiong's 0.98)
   o.eps = 1e-8  # Adam's epsilon
-  # --- Muon (opt.name=muon; resnorm_jax/train/optim.py) ---
+  # --- Muon (opt.name=muon; resnorm_jax/train/optimizers/muon.py) ---
   o.muon_momentum = 0.95  # Muon's (Nesterov) momentum on the hidden matrices (KellerJordan/Muon)
   o.muon_ns_steps = 5  # Newton-Schulz iterations of each update
   # moonlight: the orthogonalized update x 0.2 sqrt(max(fan_in, fan_out)), its RMS matched to

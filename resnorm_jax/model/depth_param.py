@@ -21,7 +21,7 @@ The eps split (hidden groups only: their gradients carry the branch multiplier, 
 shrinks with them; the embeddings' do not) follows the CompleteP paper's parametrization
 table; the reference code's snapshot scales one eps for every group by m_d^-1 m_L^-alpha
 (l. 335). With the default eps 1e-8 the two differ only where a gradient is near 1e-8.
-The optimizer side is resnorm_jax/train/optim.py (`depth_scaling`).
+The optimizer side is resnorm_jax/train/optimizers/scaling.py (`depth_scaling`).
 
 Choices for this project's variants (alpha > 0):
   - The multiplier scales the whole branch output F (after a sandwich's output norm; Attn +
@@ -37,7 +37,7 @@ Choices for this project's variants (alpha > 0):
     the skip path itself (wraps the branch: hyper-connections' stream mixing in every layer)
     or sets its own scales at init or after each step (an init stage or an optimizer
     transformation: Admin's profiled skip weights, nGPT's unit sphere); SGD (the rules are
-    Adam's; optim.py refuses it).
+    Adam's; optimizers/scaling.py refuses it).
 At L == L_base (m_L = 1) nothing changes: no multiplier, no optimizer change. sp is the
 parametrization switched off (the reference code's depth_alpha_enabled=False), not alpha = 0
 of the table, which would still divide the hidden lr by m_L: hence names, not a free alpha.

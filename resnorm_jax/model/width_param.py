@@ -32,9 +32,10 @@ differs from sp in that alone (tests/test_width_param.py).
 
 Hidden matrices are the leaves inside the layer stack with two or more axes per layer
 (attention q/k/v/out, MLP in/gate/out, the gated residual's W_g); every other leaf inside
-the stack is a hidden vector. Weight decay follows the decayed leaves (optim.decay_mask:
-kernels and embedding tables): a decayed hidden matrix takes lambda m_d, so its lr times
-its decay, eta lambda m_L^(a-1), does not depend on width (W_g is not decayed, as under sp).
+the stack is a hidden vector. Weight decay follows the decayed leaves (the optimizer's
+masks.decay_mask: kernels and embedding tables): a decayed hidden matrix takes lambda m_d, so
+its lr times its decay, eta lambda m_L^(a-1), does not depend on width (W_g is not decayed, as
+under sp).
 
 Choices for this project (the reference code is GPT-2 with a fixed init std and a tied head):
   - Init rules with a fixed std (normal, gpt2) take std m_d^-1/2 on hidden matrices; gpt2's
@@ -56,8 +57,9 @@ Choices for this project (the reference code is GPT-2 with a fixed init std and 
     their mixing weights map the width to a few streams, output-like weights outside this
     table), and one with its own attention or logit scale or weight projection (nGPT: unit
     vectors, sqrt(d_head) scores, s_z; its sphere replaces the init and lr rules); SGD (the
-    rules are Adam's; optim.py refuses it).
-The optimizer side is resnorm_jax/train/optim.py (`width_scaling`, `group_table`).
+    rules are Adam's; optimizers/scaling.py refuses it).
+The optimizer side is resnorm_jax/train/optimizers/ (scaling.py's `width_scaling`,
+group_table.py's `group_table`).
 """
 
 from __future__ import annotations

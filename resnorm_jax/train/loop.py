@@ -3,9 +3,9 @@
 Order of work: validate everything (config, data, mesh: run_setup.build) before anything
 compiles; lock the workdir (one run at a time: workdir.py) and refuse another experiment or
 say a completed run has nothing to do, before anything is written; restore or initialize
-the sharded state; compile the step ahead of time (timed);
-then train: a Trainer reads the device back once per step (one step behind) and writes
-metrics, TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
+the sharded state; compile the step ahead of time (timed); then train: a Trainer
+(trainer.py) reads the device back once per step (one step behind) and writes metrics,
+TensorBoard and checkpoints, its bookkeeping in a RunLog; one ExitStack closes the
 checkpointer and writers on every exit path; summary.json last. Divergence ends the run
 with status "diverged" (a result, not a crash); SIGTERM/SIGINT save at the current step and
 end with "interrupted" (with several processes, at the same step on all: preemption.py); a
@@ -26,33 +26,32 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import sources
 from resnorm_jax.runs import expected as expected_lib
-from resnorm_jax.runs import metrics_file, outcome
+from resnorm_jax.runs import outcome
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.expected import Expected
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train import (
   banner,
   depth_profile,
+  eval_budget,
   io_errors,
-  optim,
   preemption,
   resume_policy,
   run_files,
-  run_log,
 )
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import stop_rule as stop_rule_lib
+from resnorm_jax.train import trainer as trainer_lib
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
+from resnorm_jax.train.optimizers import group_table
 from resnorm_jax.train.run_log import RunLog, end_message
 from resnorm_jax.train.writers import MetricWriter
 
@@ -64,11 +63,11 @@ def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_m
   same_experiment)."""
   if run_setup.mcfg.depth_param == "sp" and run_setup.mcfg.width_param == "sp":
     return
-  rows = optim.group_table(run_setup.config.opt, run_setup.mcfg, state.params)
+  rows = group_table.group_table(run_setup.config.opt, run_setup.mcfg, state.params)
   resolved["depth_param_table"] = rows
   if is_main:
     print(f"per-parameter groups (init statistics at step {start}):", flush=True)
-    print(optim.format_group_table(run_setup.mcfg, rows), flush=True)
+    print(group_table.format_group_table(run_setup.mcfg, rows), flush=True)
 
 
 SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
@@ -81,22 +80,6 @@ def check_seed(config: ConfigDict) -> None:
   seed = config.seed
   if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
     raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
-
-
-def final_eval_batches(train_cfg: ConfigDict) -> int:
-  """Held-out batches of the end-of-run eval: at least train.final_eval_tokens tokens (and
-  never fewer than train.eval_batches), so a verdict near the plateau rests on enough text."""
-  per_batch = train_cfg.batch_size * train_cfg.seq_len
-  return max(train_cfg.eval_batches, -(-train_cfg.final_eval_tokens // per_batch))
-
-
-def eval_tokens(train_cfg: ConfigDict) -> dict[str, int]:
-  """Tokens of the periodic eval (eval/loss) and of the end-of-run eval (eval/final_loss)."""
-  per_batch = train_cfg.batch_size * train_cfg.seq_len
-  return {
-    "periodic": train_cfg.eval_batches * per_batch,
-    "final": final_eval_batches(train_cfg) * per_batch,
-  }
 
 
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
@@ -130,115 +113,6 @@ def run(
     return _run(config, workdir, signals, overrides, argv, expected)
 
 
-class Trainer:
-  """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal or
-  when its stop rule (kw `stop_rule`, a stop_rule.StopRule; None: off) says so."""
-
-  def __init__(self, run_setup: setup_lib.RunSetup, batches: setup_lib.Batches, log: RunLog, **kw):
-    self.config, self.batches, self.log = run_setup.config, batches, log
-    self.checkpointer: ckpt_lib.Checkpointer = kw["checkpointer"]
-    self.signals: preemption.StopSignals = kw["signals"]
-    self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
-    self.data_files: dict | None = kw.get("data_files")  # the data's fingerprint, too
-    self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
-    self.stop_rule: stop_rule_lib.StopRule | None = kw.get("stop_rule")
-    t = self.config.train
-    # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
-    # of the same stream, up to train.final_eval_tokens tokens.
-    self.n_final_eval = final_eval_batches(t)
-    self.eval_batches = [batches.held_out(i) for i in range(t.eval_batches)]
-    self.reached = 0  # the last step dispatched
-
-  def evaluate(self, state, n_batches: int) -> float:
-    """Mean held-out loss on the first n_batches batches; not training time."""
-    with self.log.paused():
-      while len(self.eval_batches) < n_batches:
-        self.eval_batches.append(self.batches.held_out(len(self.eval_batches)))
-      # One batch in flight at a time: XLA:CPU deadlocked (an all-reduce waiting for 7 of 8
-      # fake devices, then an abort) with the end-of-run eval's 64 batches dispatched at once.
-      losses = [jax.device_get(self.eval_fn(state, b)) for b in self.eval_batches[:n_batches]]
-      return float(np.mean(losses))
-
-  def evaluate_at(self, state, n: int) -> None:
-    """eval/loss (the curve) and best_eval_loss always use the periodic eval set, so a run
-    extended later has the same curve as one run to the end at once; the verdict's
-    final_eval_loss adds the rest of the final_eval_tokens at the last step."""
-    t = self.config.train
-    # Step n may still be running: its compute is training time, not eval time (an eval
-    # row's tokens/s was 15x too high).
-    jax.block_until_ready(state)
-    self.log.record_eval(n, self.evaluate(state, t.eval_batches), t.eval_batches)
-    if n == t.steps and self.n_final_eval > t.eval_batches:
-      loss = self.evaluate(state, self.n_final_eval)
-      self.log.record_eval(n, loss, self.n_final_eval, final=True)
-
-  def save(self, state) -> None:
-    """Saves the state (its step already logged); blocking time is not training time."""
-    results = {**self.log.results(), **self.log.totals()}
-    meta = resume_policy.run_meta(
-      self.config_dict, self.log.interval_losses, results, self.data_files
-    )
-    with self.log.paused():
-      with run_log.naming_write_errors(self.log.writer):
-        self.log.writer.flush()  # a gs:// workdir uploads its curve: never behind a checkpoint
-      self.checkpointer.save(state, meta, force=True)
-
-  def stops_by_rule(self) -> bool:
-    """The stop rule's verdict once step k's row is logged: process 0 reads metrics.jsonl
-    (every segment of the run) and judges, and every process follows its verdict."""
-    rule, stop = self.stop_rule, False
-    with self.log.paused():
-      if jax.process_index() == 0:
-        with run_log.naming_write_errors(self.log.writer):
-          self.log.writer.flush()  # a gs:// workdir: uploaded before it is read back
-        stop = rule.judge(metrics_file.read_metrics(rule.metrics_path), self.reached)
-      return _agreed(stop)
-
-  def train(self, state, start: int):
-    """(state, status) after training from step `start`: completed, interrupted (saved),
-    stopped_early (saved at the stop rule's step k) or diverged (the last finite checkpoint
-    kept). Step n's metrics are read while n+1 runs."""
-    t = self.config.train
-    status, stop, pending = "completed", t.steps, None
-    # A run that starts at or after the rule's step k is not judged (it was, or it resumes a
-    # run stopped there with the rule off).
-    judge_at = None if self.stop_rule is None or start >= self.stop_rule.k else self.stop_rule.k
-    self.reached = start
-    if self.signals.should_stop(start):  # signalled during setup or compilation: no training
-      status, stop = "interrupted", start
-    for step in range(start, stop):
-      state, metrics = self.step_fn(state, self.batches.train(step))
-      n = self.reached = step + 1
-      self.checkpointer.check()  # a save that ended in an error stops the run here
-      if pending is not None and not self.log.record_step(*pending):
-        return state, "diverged"
-      pending = (n, metrics)
-      if n % t.eval_every == 0 or n == t.steps:
-        self.evaluate_at(state, n)
-      if n == judge_at:  # step k's row is logged first: the rule reads it
-        ok, pending = self.log.record_step(*pending), None
-        if not ok:
-          return state, "diverged"
-        if self.stops_by_rule():
-          status = stop_rule_lib.STATUS  # saved below, at step k
-          break
-      if self.signals.should_stop(n):  # every process stops at the same n
-        status = "interrupted"
-        break
-      if n % t.checkpoint_every == 0 and n < t.steps:
-        # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
-        # meta holds the exact interval losses, and a diverged step is never saved.
-        if pending is not None:  # else logged already (the stop rule's step)
-          ok, pending = self.log.record_step(*pending), None
-          if not ok:
-            return state, "diverged"
-        self.save(state)
-    if pending is not None and not self.log.record_step(*pending):
-      return state, "diverged"
-    self.save(state)
-    return state, status
-
-
 def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
   if workdir is not None:
     workdir_lib.check_workdir(workdir)
@@ -248,15 +122,6 @@ def _workdir(config: ConfigDict, workdir: str | None, overrides) -> str:
       f"--workdir is required with {jax.process_count()} processes: a folder every host sees"
     )
   return default_workdir(config, overrides)
-
-
-def _agreed(ok: bool) -> bool:
-  """Process 0's `ok`, on every process (one process: `ok`)."""
-  if jax.process_count() == 1:
-    return ok
-  from jax.experimental import multihost_utils
-
-  return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
 
 
 @contextlib.contextmanager
@@ -270,7 +135,7 @@ def _workdir_lock(workdir: str):
         held.enter_context(workdir_lib.hold(workdir))
       except ValueError as e:  # in use, or not writable
         busy = e
-    if not _agreed(busy is None):
+    if not preemption.agreed(busy is None):
       raise busy or workdir_lib.WorkdirInUse(f"{workdir} is in use by another run (process 0)")
     yield
 
@@ -367,25 +232,6 @@ def _run(
     return _train(run_setup, corpus, workdir, signals, argv, wall_start, expected)
 
 
-def _short_heldout(corpus, t: ConfigDict) -> dict[str, int]:
-  """{final_eval_distinct_tokens: N} and a warning, once, when the held-out split has fewer
-  tokens than the end-of-run eval asks for (its windows repeat); else {}."""
-  asked = eval_tokens(t)["final"]
-  if len(corpus.val) >= asked:
-    return {}
-  n = final_eval_batches(t)
-  distinct = batches_lib.distinct_eval_targets(
-    len(corpus.val), n, batch_size=t.batch_size, seq_len=t.seq_len
-  )
-  print(
-    f"warning: the held-out split has {len(corpus.val):,} tokens, fewer than the {asked:,} "
-    f"the end-of-run eval scores: it scores {distinct:,} distinct tokens, with repeats "
-    "(hold out more: data.val_fraction, or prepare_data --val_fraction)",
-    flush=True,
-  )
-  return {"final_eval_distinct_tokens": distinct}
-
-
 def _metric_writer(config: ConfigDict, workdir: str, start: int, baselines, is_main: bool):
   """The run's MetricWriter (metrics.jsonl cut back to `start`, TensorBoard, depth images); an
   I/O error is a RunFailed line (nothing trained yet, no summary to write)."""
@@ -402,7 +248,7 @@ def _metric_writer(config: ConfigDict, workdir: str, start: int, baselines, is_m
       depth_images=depth_images,
       # The plateau of the periodic eval curve it is drawn beside: its own eval set's.
       no_context_loss=baselines[EVAL_SET_BASELINE],
-      eval_tokens=eval_tokens(t),
+      eval_tokens=eval_budget.eval_tokens(t),
     )
   except OSError as e:
     raise RunFailed(io_errors.describe_io_error(e, workdir, "writing metrics.jsonl")) from e
@@ -422,7 +268,7 @@ def _train(
   t, vocab = config.train, run_setup.mcfg.vocab_size
   is_main = jax.process_index() == 0
   baselines = outcome.no_context_losses(corpus, t, vocab)
-  short = _short_heldout(corpus, t)  # a held-out split smaller than the end-of-run eval
+  short = eval_budget.short_heldout(corpus, t)  # a held-out split smaller than the end-of-run eval
   config_dict = config.to_dict()
   # A checkpoint belongs to its data: a prepared folder's manifest fingerprint is frozen too.
   config_dict["data_fingerprint"] = corpus.split.get("manifest", {}).get("fingerprint")
@@ -453,7 +299,7 @@ def _train(
     log = RunLog(config, run_setup.schedule, writer, resumed, interval)
     rule = stop_rule_lib.for_run(t, workdir, baselines["unigram_entropy"])
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
-    trainer = Trainer(
+    trainer = trainer_lib.Trainer(
       run_setup,
       batches,
       log,

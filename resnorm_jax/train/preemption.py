@@ -19,6 +19,9 @@ A peer that dies without a word (kill -9, a lost host) makes the next collective
 (gloo on CPU: connection reset) or never return (NCCL); `exit_on_peer_failure` turns the
 first into a one-line message and an immediate exit (no 100 s wait in JAX's shutdown
 barrier), and JAX's heartbeat (dist.heartbeat_timeout_seconds) ends the second.
+
+A verdict only process 0 reaches (the stop rule's, the workdir lock's) is followed by every
+process through `agreed`, process 0's value broadcast to all.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import signal
 import sys
 
 import jax
+import numpy as np
 
 from resnorm_jax.train import startup_signals
 
@@ -116,6 +120,16 @@ class StopSignals:
   def __exit__(self, *exc):
     for sig, old in self._old.items():
       signal.signal(sig, old)
+
+
+def agreed(ok: bool) -> bool:
+  """Process 0's `ok`, on every process (one process: `ok`): a verdict process 0 reaches
+  (the stop rule's, the workdir lock's) that every process then follows."""
+  if jax.process_count() == 1:
+    return ok
+  from jax.experimental import multihost_utils
+
+  return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
 
 
 def _notify_peers() -> None:

@@ -15,7 +15,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data import data_fingerprint
 from resnorm_jax.model import variants
-from resnorm_jax.train import optim
+from resnorm_jax.train.optimizers.schedules import make_schedule
 
 # What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
 # on resume, e.g. to fit memory) and how a checkpoint that predates a frozen key is read: the
@@ -183,7 +183,7 @@ def _schedule_change(opt_cfg: ConfigDict, old: int, new: int) -> tuple[int, floa
   that does not depend on the total: constant, inverse_sqrt, warmup then constant)."""
   steps = jnp.arange(min(old, new))
   lrs = [
-    np.broadcast_to(np.asarray(jax.vmap(optim.make_schedule(opt_cfg, n))(steps)), steps.shape)
+    np.broadcast_to(np.asarray(jax.vmap(make_schedule(opt_cfg, n))(steps)), steps.shape)
     for n in (old, new)
   ]
   (differ,) = np.nonzero(lrs[0] != lrs[1])

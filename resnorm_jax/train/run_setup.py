@@ -28,9 +28,11 @@ from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
-from resnorm_jax.train import depth_profile, optim, stop_rule
+from resnorm_jax.train import depth_profile, stop_rule
 from resnorm_jax.train import sharding as shard_lib
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
+from resnorm_jax.train.optimizers.schedules import make_schedule
 
 PyTree = Any
 Batch = tuple[jax.Array, jax.Array]
@@ -124,7 +126,7 @@ def _checked(
   sampling = config.data.get("sampling", "random")
   if sampling not in batches_lib.SAMPLERS:
     raise ValueError(f"data.sampling={sampling!r} is not one of {', '.join(batches_lib.SAMPLERS)}")
-  schedule = optim.make_schedule(config.opt, schedule_steps or config.train.steps)  # all opt.*
+  schedule = make_schedule(config.opt, schedule_steps or config.train.steps)  # all opt.*
   return mcfg, schedule
 
 
@@ -264,7 +266,7 @@ def build(
   steps = schedule_steps or t.steps
   model_def = model_def_for(mcfg)
   # nGPT: + the sphere projection
-  optimizer = optim.make_optimizer(config.opt, steps, model_def, schedule=schedule)
+  optimizer = make_optimizer(config.opt, steps, model_def, schedule=schedule)
   mesh = shard_lib.make_mesh(config.mesh, devices)
   shards, nproc = shard_lib.batch_shards(mesh, config.mesh.rules), jax.process_count()
   if t.batch_size % shards or t.batch_size % nproc:

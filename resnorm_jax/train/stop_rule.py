@@ -12,7 +12,7 @@ step k must be a logged step; a k that is not is refused, not moved to the next 
 (that would judge the run on other features than those the rule was fitted on). Else one line,
 exit status 2.
 
-In the run (loop.Trainer): once, after step k's row is logged, the rule is applied to the rows
+In the run (trainer.Trainer): once, after step k's row is logged, the rule is applied to the rows
 of metrics.jsonl (every segment of a resumed run) and the train split's unigram entropy
 (summary.json's `unigram_entropy`, known at setup). If it says stop, the run saves a
 checkpoint at step k and ends with status `stopped_early` (outcome `stopped_early`: no

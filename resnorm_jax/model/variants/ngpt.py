@@ -29,7 +29,7 @@ The weights E_in [V, D], E_out, W_q, W_k, W_v ([D, H*K]), W_o ([H*K, D]), W_in, 
 ([D, F]) and W_o of the MLP ([F, D]) are normalized along their embedding (D) axis at init
 and after every optimizer step. Here that is the axis whose logical name is "embed", and the
 projection is an optax GradientTransformation (`hypersphere_projection`, the variant's
-optimizer transformation) that optim.py chains after the optimizer: its updates are
+optimizer transformation) that make_optimizer chains after the optimizer: its updates are
 `Norm(p + u) - p`, so `p + updates` is on the sphere. Pure jnp on whatever sharding the
 arrays have: the norm over a sharded "embed" axis is a reduction XLA turns into a collective.
 
@@ -143,7 +143,7 @@ class LogitScale(nnx.Module):
     return logits_BxTxV * self.s_z().astype(logits_BxTxV.dtype)
 
 
-# --- the weight normalization: at init (the init stage) and after every step (optim.py) -----
+# --- the weight normalization: at init (the init stage) and after every step (make_optimizer) -
 
 
 def _embed_axis(name: str | None, names: tuple) -> int | None:
@@ -187,7 +187,7 @@ def require_projection(opt_state: Any) -> None:
   if not any(isinstance(x, ProjectionState) for x in found):
     raise ValueError(
       "model.residual=ngpt needs its weights projected after every step: build the optimizer "
-      "with optim.make_optimizer(opt_cfg, steps, model_def)"
+      "with make_optimizer(opt_cfg, steps, model_def) (resnorm_jax/train/optimizers/build.py)"
     )
 
 

@@ -3,7 +3,7 @@ seed, trained by one vmapped step.
 
 Each member's state is a slice of a TrainState whose every leaf has a leading member axis
 [M, ...]; member i starts from `init_state(..., seeds[i])` and steps with peak lr `lrs[i]`
-through the config's schedule (optim.make_optimizer's `lr`), on its own batch. train_step
+through the config's schedule (make_optimizer's `lr`), on its own batch. train_step
 already keeps the state of a member whose loss or gradient is non-finite, so a diverged
 member stays frozen at its last finite state while the others go on; `active` holds any
 member frozen the same way (a select of its old state), so a member that is ahead of the
@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from resnorm_jax.model.model_def import ModelDef
-from resnorm_jax.train import optim
 from resnorm_jax.train import train_step as ts
+from resnorm_jax.train.optimizers.build import make_optimizer
 
 PyTree = Any
 
@@ -44,7 +44,7 @@ def stack(trees: Sequence[PyTree]) -> PyTree:
 
 def init_states(model_def: ModelDef, opt_cfg: Any, steps: int, seeds: jax.Array):
   """The population's fresh TrainState: member i initialised exactly as a run of seed i."""
-  optimizer = optim.make_optimizer(opt_cfg, steps, model_def)  # its state is lr-free
+  optimizer = make_optimizer(opt_cfg, steps, model_def)  # its state is lr-free
   return jax.vmap(functools.partial(ts.init_state, model_def, optimizer))(seeds)
 
 
@@ -65,7 +65,7 @@ def train_steps(
   metrics are computed and mean nothing)."""
 
   def one(lr, on, state, batch):
-    optimizer = optim.make_optimizer(opt_cfg, steps, model_def, lr=lr)
+    optimizer = make_optimizer(opt_cfg, steps, model_def, lr=lr)
     new, metrics = ts.train_step(
       model_def, optimizer, state, batch, per_layer=per_layer, z_loss_weight=z_loss_weight
     )

@@ -61,10 +61,10 @@ from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train import (
   banner,
   depth_profile,
+  eval_budget,
   io_errors,
   io_faults,
   loop,
-  optim,
   preemption,
   resume_policy,
   run_files,
@@ -74,6 +74,7 @@ from resnorm_jax.train import (
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_setup as setup_lib
 from resnorm_jax.train import sharding as shard_lib
+from resnorm_jax.train.optimizers.schedules import make_schedule
 from resnorm_jax.train.population import points as population_points
 from resnorm_jax.train.population import program as population
 from resnorm_jax.train.population import trainer as population_trainer
@@ -297,7 +298,7 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
     if m.start > start:
       m.print(f"held in its slot until the population reaches step {m.start}")
     m.compile_seconds, m.population_size = compile_seconds, len(members)
-    schedule = optim.make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
+    schedule = make_schedule(m.config.opt, m.config.train.steps)  # its own peak lr
     with faults.caught():
       m.writer = MetricWriter(
         m.workdir,
@@ -305,7 +306,7 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
         profile_every=profile_every,  # diag.depth_images: at each evaluation, the end, never
         depth_images=depth_images,
         no_context_loss=shared.baselines[EVAL_SET_BASELINE],  # the periodic eval set's plateau
-        eval_tokens=loop.eval_tokens(config.train),
+        eval_tokens=eval_budget.eval_tokens(config.train),
       )
     if faults.error is not None:
       return

@@ -1,6 +1,6 @@
 """The population's loop: PopulationTrainer drives the program's compiled step as
-loop.Trainer drives a run's (train, evaluate, log, checkpoint, stop on a signal) over the
-members of population/run.py, each writing its own run folder; `member_summary` and
+train/trainer.py's Trainer drives a run's (train, evaluate, log, checkpoint, stop on a signal)
+over the members of population/run.py, each writing its own run folder; `member_summary` and
 `write_member_config` are each member's summary.json and config.json, by the single run's
 code (run_files.py)."""
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from resnorm_jax.train import loop, resume_policy, run_files, run_log
+from resnorm_jax.train import eval_budget, resume_policy, run_files, run_log
 from resnorm_jax.train.population import program as population
 from resnorm_jax.train.population.member import Member, Shared
 
@@ -25,9 +25,10 @@ def _take(tree, i):
 
 
 class PopulationTrainer:
-  """Drives the program's compiled step as loop.Trainer drives a run's: train, evaluate,
-  log, checkpoint, stop on a signal; member i is slot i of the stacked state. A member takes
-  part from its start step on (before it, its slot is held); a completed one never."""
+  """Drives the program's compiled step as the single run's Trainer drives a run's: train,
+  evaluate, log, checkpoint, stop on a signal; member i is slot i of the stacked state. A
+  member takes part from its start step on (before it, its slot is held); a completed one
+  never."""
 
   def __init__(self, shared: Shared, members: Sequence[Member], step_fn, eval_fn, lrs, signals):
     self.shared, self.members = shared, list(members)
@@ -36,7 +37,7 @@ class PopulationTrainer:
     self.step_fn, self.eval_fn, self.lrs, self.signals = step_fn, eval_fn, lrs, signals
     self.active, self.mask = None, None  # the members that train, and their mask on device
     t = self.config.train
-    self.n_final_eval = loop.final_eval_batches(t)
+    self.n_final_eval = eval_budget.final_eval_batches(t)
     self.held_out = self.live[0].batches  # the held-out batches do not depend on the seed
     self.eval_batches = [self.held_out.held_out(i) for i in range(t.eval_batches)]
 
@@ -75,7 +76,7 @@ class PopulationTrainer:
     with self.paused():
       while len(self.eval_batches) < n_batches:
         self.eval_batches.append(self.held_out.held_out(len(self.eval_batches)))
-      # One batch in flight at a time, as loop.Trainer evaluates.
+      # One batch in flight at a time, as the single run's Trainer evaluates.
       losses = np.stack(
         [jax.device_get(self.eval_fn(state, b)) for b in self.eval_batches[:n_batches]]
       )
@@ -83,7 +84,7 @@ class PopulationTrainer:
     return [float(np.mean(np.ascontiguousarray(losses[:, i]))) for i in range(losses.shape[1])]
 
   def evaluate_at(self, state, n: int) -> None:
-    """loop.Trainer.evaluate_at for every member that trained step n."""
+    """The single run's Trainer.evaluate_at for every member that trained step n."""
     t = self.config.train
     losses = self.evaluate(state, t.eval_batches)
     for i, m in self._trained_slots(n):
@@ -121,8 +122,8 @@ class PopulationTrainer:
         m.checkpointer.save(_take(state, i), meta, force=True)
 
   def train(self, state, start: int):
-    """loop.Trainer.train for the population: members end completed, interrupted (saved)
-    or, each at its own step, diverged (its last finite checkpoint kept)."""
+    """The single run's Trainer.train for the population: members end completed, interrupted
+    (saved) or, each at its own step, diverged (its last finite checkpoint kept)."""
     t = self.config.train
     status, stop, pending = "completed", t.steps, None
     if self.signals.should_stop(start):  # signalled during setup or compilation
@@ -148,7 +149,8 @@ class PopulationTrainer:
         status, stop = "interrupted", n
         break
       if n % t.checkpoint_every == 0 and n < t.steps:
-        # Step n logged before it is saved, as loop.Trainer does: a diverged step never is.
+        # Step n logged before it is saved, as the single run's Trainer does: a diverged step
+        # never is.
         self.record(state, *pending)
         pending = None
         self.save(state, n)
