@@ -32,7 +32,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli
 from resnorm_jax.data import sources
 from resnorm_jax.runs import expected as expected_lib
-from resnorm_jax.runs import outcome
+from resnorm_jax.runs import outcome, record_files
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.expected import Expected
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
@@ -148,7 +148,7 @@ def _restore_or_init(
   refused (ValueError naming the keys or files) before anything is written."""
   restored = checkpointer.restore_latest(run_setup.abstract, config_dict, data_files)
   if restored is None:
-    if epath.Path(workdir, "metrics.jsonl").exists():
+    if epath.Path(workdir, record_files.METRICS).exists():
       print(f"no checkpoint in {checkpointer.directory}: starting from step 0", flush=True)
     return run_setup.init_state(), 0, {}, []
   state, meta, start = restored
@@ -275,7 +275,9 @@ def _train(
   faults = IOFaults()
   with contextlib.ExitStack() as resources:  # closed on every exit path, errors included
     try:
-      checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"), keep=t.keep_checkpoints)
+      checkpointer = ckpt_lib.Checkpointer(
+        os.path.join(workdir, record_files.CHECKPOINTS), keep=t.keep_checkpoints
+      )
     except OSError as e:
       raise RunFailed(io_errors.describe_io_error(e, workdir, "creating ckpt/")) from e
     resources.callback(faults.close, checkpointer.close)

@@ -31,6 +31,7 @@ from typing import Any
 
 from etils import epath
 
+from resnorm_jax.runs import record_files
 from resnorm_jax.train import depth_profile
 
 # What each eval tag is, shown by its card's info icon; {periodic} and {final}: the token
@@ -43,7 +44,7 @@ EVENTS_PREFIX = "events.out.tfevents."
 
 def tb_dir(workdir: str) -> str:
   """Where a run's TensorBoard events go: the workdir itself, or `tb/` where one exists."""
-  old = os.path.join(workdir, "tb")
+  old = os.path.join(workdir, record_files.EVENTS)
   return old if epath.Path(old).is_dir() else workdir
 
 
