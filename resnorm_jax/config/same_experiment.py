@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from resnorm_jax.config import cli
+from resnorm_jax.config import cli, model_keys
 
 ABSENT = "<absent>"  # a key one side lacks, as the sweeps and the workdir read it
 # Sections the run adds to config.json (run_files.resolved_config): recorded, never config.
@@ -51,9 +51,10 @@ LOGGING_ONLY = (
   "diag.",
   "dist.",
 )
-# Keys that change how the step runs (speed, memory, devices), not what it computes: remat
-# and scan unroll give the same values (tests/test_model.py, tests/test_perf_equivalence.py).
-SPEED_ONLY = ("model.remat", "model.scan_unroll", "mesh.")
+# Keys that change how the step runs (speed, memory, devices), not what it computes: the model
+# keys declared affects_results=False (model_keys.py: remat and scan unroll give the same values,
+# tests/test_model.py, tests/test_perf_equivalence.py) and the mesh.
+SPEED_ONLY = (*model_keys.speed_only(), "mesh.")
 RUN_LENGTH = ("train.steps",)  # a rerun in the same workdir may extend the run
 # Keys that decide whether a run goes on, never what a step computes: a run stopped early by
 # its stop rule (train.stop_when: resnorm_jax/train/stop_rule.py) resumes to the end with it
@@ -73,17 +74,10 @@ FROZEN = (
   "train.batch_size",
   "train.seq_len",
 )
-# Keys added to the frozen config after checkpoints were written (besides every variant's
-# own model.<key>: a run that predates a variant never selected it).
-CHECKPOINT_ADDED = (
-  "model.attention",
-  "data.sampling",
-  "data_fingerprint",
-  "model.depth_param",
-  "model.base_depth",
-  "model.width_param",
-  "model.base_width",
-)
+# Keys added to the frozen config after checkpoints were written: the core model keys declared
+# added=True (model_keys.py), and these (besides every variant's own model.<key>: a run that
+# predates a variant never selected it).
+CHECKPOINT_ADDED = (*model_keys.added(), "data.sampling", "data_fingerprint")
 # Recorded keys outside the schema, with the value of the runs that predate them.
 OUTSIDE_SCHEMA = {"data_fingerprint": None}  # None: not a prepared token folder
 

@@ -1,7 +1,7 @@
-"""The config schema: every key, its default and what it means, declared once here (the
-comment on or above a key is its description: `python -m resnorm_jax.config` lists them), but
-for the variants' own model keys, declared once in their variant modules and read from there
-(variant_keys.py).
+"""The config schema: every key, its default and what it means, declared once: the model
+section's in resnorm_jax/config/model_keys.py (the core keys) and in the variant modules (their
+own keys, read by variant_keys.py); every other key here, the comment on or above it its
+description (`python -m resnorm_jax.config` lists them).
 
 Named experiments (configs/*.py) start from `get_config()` and override a few keys; the
 library reads defaults from here and never imports configs/. A config.json written before a
@@ -12,72 +12,18 @@ from __future__ import annotations
 
 from ml_collections import config_dict
 
-from resnorm_jax.config import pysource, variant_keys
+from resnorm_jax.config import model_keys, pysource
 
 placeholder = config_dict.placeholder
 
 
 def _model_section(c: config_dict.ConfigDict) -> None:
-  """The model.* keys (get_config's first section)."""
+  """The model.* keys (get_config's first section), in their order: the core keys declared in
+  model_keys.py, the variants' own keys (declared in their variant modules, variant_keys.py)
+  among them. An unset default is a placeholder of the key's type."""
   m = c.model = config_dict.ConfigDict()
-  # byte-level by default; 0: from the data (256 for bytes; a folder made by
-  # experiments.prepare_data: its tokenizer's size padded to a multiple of 128)
-  m.vocab_size = 256
-  m.num_layers = 6  # N decoder layers (each: attention + FFN sub-layer)
-  m.d_model = 64  # width of the residual stream
-  m.num_heads = 4  # attention heads (head dim d_model / num_heads)
-  m.d_ff = 256  # hidden width of the FFN
-  m.ffn_activation = "gelu"  # gelu | relu | swiglu
-  m.max_seq_len = 128  # size of the learned position table
-  m.position = "learned"  # learned | rope
-  m.tie_embeddings = True  # head = embedding^T
-  m.qk_norm = False  # RMSNorm on queries and keys per head
-  m.norm = "layernorm"  # layernorm | rmsnorm | batchnorm | dyt | derf | none
-  # post | pre | peri | none | subln | lnscale | mix | hybridnorm (docs/variants.md)
-  m.norm_position = "post"
-  # auto | true | false. auto: on where a norm sits in front of each branch (the placement's
-  # pre_like: pre, peri, subln, mix, lnscale), off for post and none.
-  m.final_norm = "auto"
-  # add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt |
-  # mhc | denseformer | valueres
-  m.residual = "add"
-  m.block = "sequential"  # sequential | parallel
-  m.init = "xavier"  # xavier | normal | gpt2 | deepnorm | magneto
-  m.norm_eps = 1e-5  # epsilon of every norm's variance
-  m.residual_alpha = placeholder(float)  # deepnorm alpha; unset: (2N)^(1/4)
-  m.branch_scale = placeholder(float)  # scaled residual s; unset: 1/sqrt(2N)
-  m.rezero_init = 0.0  # ReZero scalar init
-  m.layerscale_init = 1e-4  # LayerScale per-channel init (CaiT: 1e-5 at 24 layers)
-  # deepnorm init beta; unset: (8N)^(-1/4). magneto's gamma; unset: sqrt(ln 2N).
-  m.init_beta = placeholder(float)
-  m.init_std = 0.02  # std of the normal and gpt2 rules
-  m.batchnorm_momentum = 0.99  # running-average decay of batchnorm
-  m.dyt_alpha_init = 0.5  # DyT's learnable scalar alpha
-  # The variants' own keys: declared once, each in its variant's module with its default and
-  # description (variant_keys.py reads them; `python -m resnorm_jax.config model.` lists them).
-  for key, decl in variant_keys.declared().items():
-    m[key] = decl.default
-  # dense (einsums, probabilities materialised; the default) | fused
-  # (jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | cudnn
-  # | splash (JAX's Pallas splash kernel, TPU only; sequence length a multiple of 128)
-  m.attention = "dense"
-  m.remat = "none"  # none | full | dots | dots_no_batch (what the scanned layer saves)
-  # Layers per iteration of the scanned stack; >= num_layers: no loop at all (no stacked
-  # activations, but compile time then grows with depth).
-  m.scan_unroll = 1
-  m.dtype = "float32"  # float32 | bfloat16 (compute; norms and softmax stay float32)
-  # --- depth parametrization (resnorm_jax/model/depth_param.py) ---
-  # sp (standard; the default) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2)
-  # | completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden
-  # Adam eps x m^-alpha. At num_layers == base_depth all three are the same run.
-  m.depth_param = "sp"
-  m.base_depth = 6  # L_base: the depth the lr (and every other hyperparameter) is tuned at
-  # --- width parametrization (resnorm_jax/model/width_param.py) ---
-  # sp (standard; the default) | mup (hidden matrices: init std x m^-1/2, Adam lr x m^-1,
-  # weight decay x m; every Adam eps x m^-1; logits x 1/m; attention scores 1/d_head),
-  # m = d_model / base_width. Combines with depth_param (CompleteP's full table).
-  m.width_param = "sp"
-  m.base_width = 64  # the d_model the lr (and every other hyperparameter) is tuned at
+  for row in model_keys.rows():
+    m[row.key] = placeholder(row.type) if row.default is None else row.default
 
 
 def get_config() -> config_dict.ConfigDict:
@@ -179,9 +125,10 @@ def get_config() -> config_dict.ConfigDict:
 
 
 def describe() -> list[tuple[str, object, str]]:
-  """(dotted key, default, description) of every key, in the schema's order: the description
-  is the comment on the key's line, or the comment lines right above it (read from this
-  file's source, where it is written once)."""
+  """(dotted key, default, description) of every key, in the schema's order: the model
+  section's from their declarations (model_keys.rows()), every other key's the comment on its
+  line, or the comment lines right above it (read from this file's source, where it is written
+  once)."""
   import ast
   import io
   import tokenize
@@ -193,19 +140,15 @@ def describe() -> list[tuple[str, object, str]]:
     if tok.type == tokenize.COMMENT:
       comments[tok.start[0]] = tok.string.lstrip("#").strip()
   lines = source.splitlines()
-  funcs = [
+  func = next(
     n
     for n in pysource.parse(source).body
-    if isinstance(n, ast.FunctionDef) and n.name in ("_model_section", "get_config")
-  ]
-  sections: dict[str, str] = {}  # local name -> "model." etc.
+    if isinstance(n, ast.FunctionDef) and n.name == "get_config"
+  )
+  sections: dict[str, str] = {}  # local name -> "train." etc.
   defaults = _flat(get_config().to_dict())
-  out = []
-  variant = {f"model.{k}": d for k, d in variant_keys.declared().items()}
-  for node in (n for f in funcs for n in f.body):
-    if isinstance(node, ast.For):  # the model section's loop over the variants' keys
-      out += [(k, defaults[k], f"{d.module}: {d.comment}") for k, d in variant.items()]
-      continue
+  out = [(f"model.{r.key}", defaults[f"model.{r.key}"], r.description) for r in model_keys.rows()]
+  for node in func.body:
     if not (isinstance(node, ast.Assign) and isinstance(node.targets[-1], ast.Attribute)):
       continue
     target = node.targets[-1]
@@ -213,7 +156,7 @@ def describe() -> list[tuple[str, object, str]]:
       continue
     owner = sections.get(target.value.id, "")
     key = owner + target.attr
-    if len(node.targets) == 2 and isinstance(node.targets[0], ast.Name):  # m = c.model = ...
+    if len(node.targets) == 2 and isinstance(node.targets[0], ast.Name):  # t = c.train = ...
       sections[node.targets[0].id] = key + "."
       continue
     if key not in defaults:

@@ -5,25 +5,28 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from resnorm_jax.config import same_experiment, variant_keys
+from resnorm_jax.config import model_keys, same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
 from resnorm_jax.model import norms, variants
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import width_param as width_param_lib
 from resnorm_jax.model.initializers import INITS, magneto_gamma
 
-FINAL_NORMS = ("auto", "true", "false")
-BLOCKS = ("sequential", "parallel")
-ACTIVATIONS = ("gelu", "relu", "swiglu")
-EMBED_POSITIONS = ("learned", "rope")
-REMATS = ("none", "full", "dots", "dots_no_batch")
-DTYPES = ("float32", "bfloat16")
+# The choices of the core model keys, from their declarations (resnorm_jax/config/model_keys.py).
+FINAL_NORMS = model_keys.KEYS["final_norm"].literal_choices
+BLOCKS = model_keys.KEYS["block"].literal_choices
+ACTIVATIONS = model_keys.KEYS["ffn_activation"].literal_choices
+EMBED_POSITIONS = model_keys.KEYS["position"].literal_choices
+REMATS = model_keys.KEYS["remat"].literal_choices
+DTYPES = model_keys.KEYS["dtype"].literal_choices
 # model.attention: `dense` (default: einsums, probabilities materialised), `fused`
 # (jax.nn.dot_product_attention: cuDNN flash attention on a GPU in bfloat16, XLA elsewhere),
 # or one implementation by name (`splash`: the Pallas splash kernel on a TPU, model/splash.py).
 # ModelConfig holds the resolved one: dense | xla | cudnn | splash.
-ATTENTIONS = ("dense", "fused", "xla", "cudnn", "splash")
-ATTENTION_IMPLEMENTATIONS = ("dense", "xla", "cudnn", "splash")
+ATTENTIONS = model_keys.KEYS["attention"].literal_choices
+ATTENTION_IMPLEMENTATIONS = tuple(a for a in ATTENTIONS if a != "fused")
+# The values ModelConfig holds where they are not the config's choices: the resolved ones.
+_HELD_CHOICES = {"attention": ATTENTION_IMPLEMENTATIONS}
 
 
 def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
@@ -37,63 +40,24 @@ def _positive(key: str, value: Any) -> None:
     raise ValueError(f"{key}={value!r} must be a positive integer")
 
 
-@dataclasses.dataclass(frozen=True)
-class _ModelConfigAxes:
-  """ModelConfig's fields but the variants' own keys (see ModelConfig)."""
-
-  vocab_size: int
-  num_layers: int
-  d_model: int
-  num_heads: int
-  d_ff: int
-  ffn_activation: str
-  max_seq_len: int
-  position: str
-  tie_embeddings: bool
-  qk_norm: bool
-  norm: str
-  norm_position: str
-  final_norm: bool
-  residual: str
-  block: str
-  init: str
-  norm_eps: float
-  residual_alpha: float
-  branch_scale: float
-  rezero_init: float
-  layerscale_init: float
-  init_beta: float
-  init_std: float
-  batchnorm_momentum: float
-  dyt_alpha_init: float
-  attention: str
-  remat: str
-  scan_unroll: int
-  dtype: str
-  # Depth parametrization (resnorm_jax/model/depth_param.py): sp | depth_mup | completep,
-  # relative to base_depth layers.
-  depth_param: str
-  base_depth: int
-  # Width parametrization (resnorm_jax/model/width_param.py): sp | mup, relative to a
-  # d_model of base_width.
-  width_param: str
-  base_width: int
+class _ModelConfigChecks:
+  """ModelConfig's property and checks (its fields: _ModelConfigAxes, ModelConfig)."""
 
   @property
   def head_dim(self) -> int:
     return self.d_model // self.num_heads
 
   def __post_init__(self):
+    # The keys whose choices are a model registry's names (model_keys.Registry).
     _choice("model.norm", self.norm, norms.names())
     variants.placement(self.norm_position)  # ValueError naming the valid placements
     variants.residual(self.residual)  # ValueError naming the valid residuals
-    _choice("model.block", self.block, BLOCKS)
     _choice("model.init", self.init, INITS)
-    _choice("model.ffn_activation", self.ffn_activation, ACTIVATIONS)
-    _choice("model.position", self.position, EMBED_POSITIONS)
-    _choice("model.attention", self.attention, ATTENTION_IMPLEMENTATIONS)
-    _choice("model.remat", self.remat, REMATS)
-    _choice("model.dtype", self.dtype, DTYPES)
+    # The keys with literal choices, as declared (final_norm: a bool here, resolved).
+    for key, decl in model_keys.KEYS.items():
+      if decl.literal_choices and decl.field_type is None:
+        valid = _HELD_CHOICES.get(key, decl.literal_choices)
+        _choice(f"model.{key}", getattr(self, key), valid)
     for key in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_seq_len"):
       _positive(f"model.{key}", getattr(self, key))
     _positive("model.scan_unroll", self.scan_unroll)
@@ -120,7 +84,16 @@ class _ModelConfigAxes:
     width_param_lib.check(self)  # the width parametrization and what it refuses
 
 
-# The fields above, then one per variant's own key, typed by its default, from its one
+# The core keys' fields, typed as declared (resnorm_jax/config/model_keys.py), in its order.
+_ModelConfigAxes = dataclasses.make_dataclass(
+  "_ModelConfigAxes",
+  [(key, (d.field_type or d.type).__name__) for key, d in model_keys.KEYS.items()],
+  bases=(_ModelConfigChecks,),
+  frozen=True,
+)
+_ModelConfigAxes.__module__ = __name__
+_ModelConfigAxes.__doc__ = "ModelConfig's fields but the variants' own keys (see ModelConfig)."
+# Those fields, then one per variant's own key, typed by its default, from its one
 # declaration in the variant's module (resnorm_jax/config/variant_keys.py reads it from the
 # source, so building the class imports no variant module).
 ModelConfig = dataclasses.make_dataclass(

@@ -46,43 +46,41 @@ from typing import Any
 from etils import epath
 from ml_collections import ConfigDict
 
+from resnorm_jax.config import model_keys
 from resnorm_jax.data import fs
 from resnorm_jax.model import config_types as ct
 from resnorm_jax.runs import outcome
 from resnorm_jax.runs.outcome import is_finite_number
 from resnorm_jax.train import tb_events
 
-# (hparam, dotted config key)
-AXES = (
-  ("config", "name"),
-  ("norm", "model.norm"),
-  ("norm_position", "model.norm_position"),
-  ("residual", "model.residual"),
-  ("block", "model.block"),
-  ("init", "model.init"),
-  ("num_layers", "model.num_layers"),
-  ("d_model", "model.d_model"),
-  ("num_heads", "model.num_heads"),
-  ("d_ff", "model.d_ff"),
-  ("ffn_activation", "model.ffn_activation"),
-  ("position", "model.position"),
-  ("depth_param", "model.depth_param"),
-  ("base_depth", "model.base_depth"),
-  ("width_param", "model.width_param"),
-  ("base_width", "model.base_width"),
-  ("optimizer", "opt.name"),
-  ("lr", "opt.lr"),
-  ("warmup_steps", "opt.warmup_steps"),
-  ("schedule", "opt.schedule"),
-  ("weight_decay", "opt.weight_decay"),
-  ("clip_norm", "opt.clip_norm"),
-  ("batch_size", "train.batch_size"),
-  ("seq_len", "train.seq_len"),
-  ("steps", "train.steps"),
-  ("dtype", "model.dtype"),
-  ("data", "data.source"),
-  ("seed", "seed"),
+# (order, hparam, dotted config key) of the columns outside the core model keys; the model's
+# columns are the keys declared with an hparam Column (resnorm_jax/config/model_keys.py).
+_OTHER_COLUMNS = (
+  (0, "config", "name"),
+  (160, "optimizer", "opt.name"),
+  (170, "lr", "opt.lr"),
+  (180, "warmup_steps", "opt.warmup_steps"),
+  (190, "schedule", "opt.schedule"),
+  (200, "weight_decay", "opt.weight_decay"),
+  (210, "clip_norm", "opt.clip_norm"),
+  (220, "batch_size", "train.batch_size"),
+  (230, "seq_len", "train.seq_len"),
+  (240, "steps", "train.steps"),
+  (260, "data", "data.source"),
+  (270, "seed", "seed"),
 )
+
+
+def _axes() -> tuple[tuple[str, str], ...]:
+  """(hparam, dotted config key) of every column, ordered by each column's order."""
+  columns = sorted([*_OTHER_COLUMNS, *model_keys.hparam_columns()])
+  for a, b in zip(columns, columns[1:], strict=False):
+    if a[0] == b[0]:
+      raise ValueError(f"HParams columns {a[1]!r} and {b[1]!r} have the same order {a[0]}")
+  return tuple((name, key) for _, name, key in columns)
+
+
+AXES = _axes()
 FINAL_NORM = "final_norm"  # resolved by the model (config_types.resolve_final_norm), a bool
 OUTCOME = "outcome"
 # (metric tag, summary.json key, what it is): the HParams table's first five metric columns.
