@@ -2,6 +2,7 @@
 from a folder of runs made by configs/sweeps/survival.py.
 
 python scripts/survival.py [--runs=docs/survival/runs] [--out_dir=docs/survival] [--horizon=1500]
+  [--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s]
 
 Writes into --out_dir:
   runs.csv      a row per finished run: first passage below the margin, each relapse, the
@@ -31,12 +32,28 @@ def main() -> None:
   parser.add_argument("--runs", default=os.path.join("docs", "survival", "runs"))
   parser.add_argument("--out_dir", default=os.path.join("docs", "survival"))
   parser.add_argument("--horizon", type=int, default=1500, help="steps every run reached")
+  parser.add_argument(
+    "--baseline",
+    action="append",
+    default=[],
+    metavar="DIR:REGEX",
+    help="also the finished runs under DIR whose folder name REGEX matches, as cells of their "
+    "own beside --runs' (a comparison cell run by another sweep); repeatable",
+  )
   args = parser.parse_args()
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs} (the survival sweep has not started)")
   rows = survival.finished_runs(args.runs)
   if not rows:
     sys.exit(f"no finished run under {args.runs}")
+  for spec in args.baseline:
+    folder, sep, pattern = spec.partition(":")
+    if not sep or not os.path.isdir(folder) or not pattern:
+      sys.exit(f"--baseline={spec!r}: expected DIR:REGEX with DIR a folder of runs")
+    extra = survival.finished_runs(folder, pattern)
+    if not extra:
+      sys.exit(f"--baseline={spec!r}: no finished run under {folder} matches {pattern!r}")
+    rows = sorted(rows + extra, key=survival.cell_key_and_seed)
   cells = survival.cells(rows, args.horizon)
   paths = [
     survival.write_csv(rows, os.path.join(args.out_dir, "runs.csv"), survival.RUN_COLUMNS),

@@ -170,3 +170,23 @@ def test_a_cell_is_named_by_its_point_names_variant_part_where_the_config_names_
   assert survival.cell_variant("postnorm-softcap-L12-lr0.001-s0", "postnorm") == "postnorm-softcap"
   assert survival.cell_variant("deepnorm-L24-lr0.004-s11", "deepnorm") == "deepnorm"
   assert survival.cell_variant("my-run", "postnorm") == "postnorm"  # not a point name
+
+
+def test_a_baseline_cell_from_another_folder_joins_the_tables_and_the_figure(tmp_path):
+  n = 60
+  ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+  ours.mkdir(), theirs.mkdir()
+  _fake_run(ours, "postnorm-attngate-L12-lr0.0005-s0", 0, [3.29] * 19 + [3.1] * (n - 19))
+  _fake_run(theirs, "postnorm-L12-lr0.0005-s0", 0, [3.29] * n)
+  _fake_run(theirs, "postnorm-L12-lr0.0005-s1", 1, [3.29] * n)
+  _fake_run(theirs, "prenorm-L12-lr0.0005-s0", 0, [3.29] * n)  # the pattern leaves it out
+  extra = survival.finished_runs(str(theirs), r"^postnorm-L12-lr0\.0005-s")
+  assert [r["name"] for r in extra] == ["postnorm-L12-lr0.0005-s0", "postnorm-L12-lr0.0005-s1"]
+  rows = sorted(survival.finished_runs(str(ours)) + extra, key=survival.cell_key_and_seed)
+  assert [(c["variant"], c["seeds"]) for c in survival.cells(rows, horizon=1500)] == [
+    ("postnorm", 2),
+    ("postnorm-attngate", 1),
+  ]
+  # each curve is read from its own folder, not from the first folder's
+  fig = survival.draw_survival(str(ours), rows)
+  assert len([a for a in fig.axes if a.get_title()]) >= 4

@@ -156,14 +156,18 @@ def _eval_tokens(config: Mapping[str, Any] | None) -> int | None:
   return math.prod(parts) if all(isinstance(p, int) for p in parts) else None
 
 
-def finished_runs(runs_dir: str) -> list[Row]:
-  """Rows of the completed runs under `runs_dir`, sorted by cell and seed."""
+def finished_runs(runs_dir: str, pattern: str | None = None) -> list[Row]:
+  """Rows of the completed runs under `runs_dir` (those whose folder name `pattern`, a
+  regular expression, matches, when given), sorted by cell and seed; each row's `_dir` is its
+  folder."""
   rows = []
   for name in sorted(os.listdir(runs_dir)):
+    if pattern is not None and not re.search(pattern, name):
+      continue
     path = os.path.join(runs_dir, name)
     summary = read_json(os.path.join(path, record_files.SUMMARY)) or {}
     if summary.get("status") in ("completed", "diverged"):
-      rows.append(run_record(path))
+      rows.append({**run_record(path), "_dir": path})
   return sorted(rows, key=cell_key_and_seed)
 
 
@@ -309,7 +313,7 @@ def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
     color = variant_color(key[0])
     top, bottom = axes[0][j], axes[1][j]
     for r in sorted(members, key=lambda r: FATES.index(fate(r)), reverse=True):
-      steps, losses = eval_curve(os.path.join(runs_dir, r["name"]))
+      steps, losses = eval_curve(r.get("_dir") or os.path.join(runs_dir, r["name"]))
       gaps = [v - r["periodic_baseline"] for v in losses]
       kind = fate(r)
       drawn.add(kind)
