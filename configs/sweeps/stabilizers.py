@@ -17,7 +17,7 @@ and CompleteP (does its best lr drift with depth?).
   python scripts/sweep.py --grid=configs/sweeps/stabilizers.py --jobs=auto \
       --sweep_dir=docs/stabilizers/runs --filter='^postnorm-.*-L12-lr0.001-s[0-3]$'
   python scripts/survival.py --runs=docs/stabilizers/runs --out_dir=docs/stabilizers \
-      --baseline='docs/survival/runs:^postnorm-L12-lr0\.001-s'
+      --baseline='docs/survival/runs:^postnorm-L12-lr0.001-s'
 
 Cost on one pinned core of the 2-core CPU these were planned on (measured for the survival and
 loss-vs-lr grids, Pre-LN's shape; gated attention adds ~8% and Muon ~0% at d_model 64, a

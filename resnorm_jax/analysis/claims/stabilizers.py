@@ -63,7 +63,7 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
 
 
 def row_stabilizers() -> list[str] | None:
-  cells = optional(CELLS)
+  cells = [c for c in optional(CELLS) if stabilizer_of(c["variant"])]
   if not cells:
     return None
   horizon = int(cells[0]["horizon"])
