@@ -3,6 +3,8 @@ scripts/claims.py is its command line)."""
 
 import shutil
 
+import pytest
+
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims import docs_data, edges, readme
 from resnorm_jax.analysis.claims import width as width_claims
@@ -227,6 +229,7 @@ def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_
   first, second = stabilizers.odds_at_edge(cells, base)
   # kept (not first passages) of n, with Clopper-Pearson's interval; the grid's order
   assert first == (
-    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); softcap 1/4 (0.01-0.81); gated attn 1/1*"
+    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); gated attention 1/1*; logit softcap 1/4"
   )
-  assert second == "Post-LN 12L at 2e-3: plain not run; Muon 4/4 (0.40-1.00)"
+  assert second == "Post-LN 12L at 2e-3: plain not run; Muon 4/4"
+  assert stabilizers.interval(cells[2]) == pytest.approx((0.3976, 1.0), abs=1e-4)

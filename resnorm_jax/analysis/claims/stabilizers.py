@@ -7,43 +7,43 @@ from __future__ import annotations
 from resnorm_jax.analysis.claims.docs_data import optional
 from resnorm_jax.analysis.claims.edges import survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson
-from resnorm_jax.analysis.style import lr_label
+from resnorm_jax.analysis.style import lr_label, variant_label
 
 CELLS = "docs/stabilizers/cells.csv"
 BASE = "postnorm"  # the variant every stabilizer's cell is Post-LN plus one key of
-# The stabilizers by their part of the cell's name (postnorm-<part>), in the grid's order.
-LABELS = {
-  "softcap": "softcap",
-  "attngate": "gated attn",
-  "sinks": "sinks",
-  "qknorm": "qk-norm",
-  "zloss": "z-loss",
-  "adamatan2": "Adam-atan2",
-  "muon": "Muon",
-}
-# A cell of fewer seeds is listed with its k/n, marked a screen ('*'), and no interval.
+# A stabilizer's cell is Post-LN's plus one key: its name is postnorm-<part>. A part that is a
+# variant is labelled by its named config (style.variant_label); these parts are keys of the
+# core model, the train or the optimizer sections, labelled here.
+KEY_LABELS = {"qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon"}
+# A cell of fewer seeds is listed with its k/n and marked a screen ('*').
 MIN_SEEDS = 4
 
 
 def kept_odds(cell: dict[str, str]) -> str:
-  """'k/n (lo-hi)': the escapes kept to the end of n seeds and the kept fraction's 95%
-  interval (Clopper-Pearson); 'k/n*', a screen, under MIN_SEEDS seeds."""
+  """'k/n': the escapes kept to the end of n seeds; 'k/n*', a screen, under MIN_SEEDS seeds.
+  The kept fraction's 95% interval: interval()."""
   kept, n = int(cell["escaped_for_good"]), int(cell["seeds"])
-  if n < MIN_SEEDS:
-    return f"{kept}/{n}*"
-  lo, hi = clopper_pearson(kept, n)
-  return f"{kept}/{n} ({lo:.2f}-{hi:.2f})"
+  return f"{kept}/{n}" + ("*" if n < MIN_SEEDS else "")
+
+
+def interval(cell: dict[str, str]) -> tuple[float, float]:
+  """The 95% interval (Clopper-Pearson) of a cell's kept fraction."""
+  return clopper_pearson(int(cell["escaped_for_good"]), int(cell["seeds"]))
 
 
 def stabilizer_of(variant: str) -> str | None:
-  """'attngate' of 'postnorm-attngate'; None for another cell's name."""
+  """The part after 'postnorm-' of a stabilizer's cell name; None for another cell's name."""
   part = variant.removeprefix(f"{BASE}-")
-  return part if part != variant and part in LABELS else None
+  return part if part != variant and part else None
+
+
+def label(part: str) -> str:
+  return KEY_LABELS.get(part) or variant_label(part)
 
 
 def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> list[str]:
   """Per (depth, lr) of the stabilizers' cells: 'Post-LN 12L at 1e-3: plain 0/12 (...);
-  gated attn 1/1*; ...', the stabilizers in LABELS' order."""
+  gated attention 1/1*; ...', the stabilizers by label."""
   groups: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
   for c in cells:
     name = stabilizer_of(c["variant"])
@@ -56,8 +56,12 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
       for c in base
       if c["variant"] == BASE and int(c["num_layers"]) == depth and float(c["lr"]) == lr
     ]
-    parts = [f"plain {kept_odds(plain[0])}" if plain else "plain not run"]
-    parts += [f"{LABELS[n]} {kept_odds(by_name[n])}" for n in LABELS if n in by_name]
+    if plain:
+      lo, hi = interval(plain[0])
+      parts = [f"plain {kept_odds(plain[0])} ({lo:.2f}-{hi:.2f})"]
+    else:
+      parts = ["plain not run"]
+    parts += [f"{label(n)} {kept_odds(by_name[n])}" for n in sorted(by_name, key=label)]
     out.append(f"Post-LN {depth}L at {lr_label(lr, 4)}: " + "; ".join(parts))
   return out
 
@@ -71,7 +75,7 @@ def row_stabilizers() -> list[str] | None:
   n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
   return [
     "What practitioners reach for, at Post-LN's edge",
-    f"escapes kept to step {horizon:,}, of n seeds (95% interval): "
+    f"escapes kept to step {horizon:,}, k/n seeds (plain Post-LN with its 95% interval): "
     + " / ".join(odds_at_edge(cells, survival_cells()))
     + f" (*: under {MIN_SEEDS} seeds, a screen)",
     f"{horizon:,} steps, no warmup, constant lr, eval every 25 steps on 8,192 tokens; "
