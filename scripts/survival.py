@@ -12,7 +12,9 @@ Writes into --out_dir:
   cells.csv     a row per cell (variant, depth, lr): k of n runs escaped by --horizon steps,
                 the exact (Clopper-Pearson) 95% interval, the Kaplan-Meier escape probability
                 by the longest run's last step with its 95% interval (runs extended past the
-                horizon count there), relapses, and the count at each margin
+                horizon count there), relapses, and the count at each margin; with
+                --baseline, kept_p_vs_baseline: Fisher's exact test (two-sided) of the
+                escapes kept to the end against the baseline cell of the same depth and lr
   survival.png  a column per cell: each seed's eval curve against its eval set's no-context
                 loss, and the Kaplan-Meier curve with its band
 The rules are resnorm_jax/analysis/survival.py's. No JAX here.
@@ -55,9 +57,15 @@ def main() -> None:
       sys.exit(f"--baseline={spec!r}: no finished run under {folder} matches {pattern!r}")
     rows = sorted(rows + extra, key=survival.cell_key_and_seed)
   cells = survival.cells(rows, args.horizon)
+  columns = list(survival.CELL_COLUMNS)
+  if args.baseline:
+    folders = tuple(spec.partition(":")[0] for spec in args.baseline)
+    baselines = {r["variant"] for r in rows if r["_dir"].startswith(folders)}
+    survival.compare_kept(cells, baselines)
+    columns.append("kept_p_vs_baseline")
   paths = [
     survival.write_csv(rows, os.path.join(args.out_dir, "runs.csv"), survival.RUN_COLUMNS),
-    survival.write_csv(cells, os.path.join(args.out_dir, "cells.csv"), survival.CELL_COLUMNS),
+    survival.write_csv(cells, os.path.join(args.out_dir, "cells.csv"), columns),
     survival.plot_survival(args.runs, rows, os.path.join(args.out_dir, "survival.png")),
   ]
   for c in cells:

@@ -4,6 +4,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 
 from resnorm_jax.analysis import stats
 
@@ -84,3 +85,18 @@ def test_mean_difference_is_welch_s():
   assert math.isclose(d["se"], se)
   assert d["lo"] < d["difference"] < d["hi"] < 0  # clearly below
   assert math.isclose(d["hi"] - d["difference"], stats.t975(d["df"]) * se)
+
+
+def test_fisher_exact_against_hand_computed_tables():
+  # 4 of 4 against 0 of 12: the observed table is the only one as unlikely, 1 / C(16, 4)
+  assert stats.fisher_exact(4, 4, 0, 12) == pytest.approx(1 / 1820)
+  # 3 of 3 against 0 of 3: both extreme tables, 1/20 each
+  assert stats.fisher_exact(3, 3, 0, 3) == pytest.approx(0.1)
+  # the same proportions: nothing to tell apart
+  assert stats.fisher_exact(2, 4, 6, 12) == pytest.approx(1.0)
+  # scipy.stats.fisher_exact([[1, 3], [9, 3]]) gives 0.11813186813186813
+  assert stats.fisher_exact(1, 4, 9, 12) == pytest.approx(0.11813186813186813)
+  # symmetric in the two groups
+  assert stats.fisher_exact(1, 4, 9, 12) == pytest.approx(stats.fisher_exact(9, 12, 1, 4))
+  with pytest.raises(ValueError, match="5/4"):
+    stats.fisher_exact(5, 4, 0, 12)

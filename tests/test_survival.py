@@ -190,3 +190,15 @@ def test_a_baseline_cell_from_another_folder_joins_the_tables_and_the_figure(tmp
   # each curve is read from its own folder, not from the first folder's
   fig = survival.draw_survival(str(ours), rows)
   assert len([a for a in fig.axes if a.get_title()]) >= 4
+
+
+def test_compare_kept_tests_each_cell_against_the_baseline_of_its_depth_and_lr():
+  cells = [
+    {"variant": "postnorm", "num_layers": 12, "lr": "1e-3", "seeds": 12, "escaped_for_good": 0},
+    {"variant": "postnorm-x", "num_layers": 12, "lr": "1e-3", "seeds": 4, "escaped_for_good": 4},
+    {"variant": "postnorm-x", "num_layers": 12, "lr": "2e-3", "seeds": 4, "escaped_for_good": 4},
+  ]
+  survival.compare_kept(cells, {"postnorm"})
+  assert "kept_p_vs_baseline" not in cells[0]
+  assert cells[1]["kept_p_vs_baseline"] == pytest.approx(1 / 1820, abs=1e-4)
+  assert cells[2]["kept_p_vs_baseline"] is None  # no baseline cell at 2e-3

@@ -120,6 +120,22 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
   return lo, hi
 
 
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+  """Fisher's exact test of k1 of n1 against k2 of n2 (two-sided): the probability, given the
+  margins, of a table at most as likely as the one observed (hypergeometric, with a relative
+  tolerance of 1e-7 for ties)."""
+  if not (0 <= k1 <= n1 and 0 <= k2 <= n2 and n1 > 0 and n2 > 0):
+    raise ValueError(f"need 0 <= k <= n and n > 0, got {k1}/{n1}, {k2}/{n2}")
+  total, hits = n1 + n2, k1 + k2
+
+  def prob(x: int) -> float:
+    return math.comb(hits, x) * math.comb(total - hits, n1 - x) / math.comb(total, n1)
+
+  seen = prob(k1)
+  xs = range(max(0, n1 - (total - hits)), min(hits, n1) + 1)
+  return min(1.0, sum(p for p in map(prob, xs) if p <= seen * (1 + 1e-7)))
+
+
 def kaplan_meier(
   times: Sequence[int], events: Sequence[bool], confidence: float = CONFIDENCE
 ) -> list[dict[str, float]]:

@@ -25,6 +25,7 @@ from typing import Any
 from resnorm_jax.analysis.lr_sweep_rows import eval_curve
 from resnorm_jax.analysis.stats import (
   clopper_pearson,
+  fisher_exact,
   kaplan_meier,
   robust_slope_with_se,
   survival_at,
@@ -235,6 +236,25 @@ def cells(rows: Sequence[Mapping[str, Any]], horizon: int) -> list[Row]:
     if r.get("first_passage") is not None or r.get("periodic_baseline") is not None:
       groups.setdefault(cell_key(r), []).append(r)
   return [cell_summary(g, horizon) for g in groups.values()]
+
+
+def compare_kept(cells: Sequence[dict[str, Any]], baselines: set[str]) -> None:
+  """Adds `kept_p_vs_baseline` to each cell that is not a baseline variant's: Fisher's exact
+  test (two-sided) of its escapes kept to the end against the baseline cell's of the same
+  depth and lr (None where there is none)."""
+  base = {(c["num_layers"], c["lr"]): c for c in cells if c["variant"] in baselines}
+  for c in cells:
+    if c["variant"] in baselines:
+      continue
+    b = base.get((c["num_layers"], c["lr"]))
+    c["kept_p_vs_baseline"] = (
+      round(
+        fisher_exact(c["escaped_for_good"], c["seeds"], b["escaped_for_good"], b["seeds"]),
+        4,
+      )
+      if b
+      else None
+    )
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str, columns: Sequence[str]) -> str:
