@@ -3,12 +3,11 @@
 Left to choose, JAX starts every platform whose plugin is installed. With the CUDA plugin
 installed (requirements-gpu.txt, requirements-gpu-compile.txt) on a host without an NVIDIA
 driver, it prints a traceback ("Unable to load CUDA. Is it installed?") and falls back to the
-CPU, and the plugin's loader logs "Could not find cuda drivers" lines at INFO. `choose()`
-keeps such a host on its other platforms and JAX's C++ INFO lines off, so a run's output is
-its own; a user's JAX_PLATFORMS or TF_CPP_MIN_LOG_LEVEL is kept as it is. Importing JAX
-itself loads the plugin's libraries, whose loader logs those lines before any flag is read:
-`import_jax_quietly()` (the JAX packages' __init__ call it) imports JAX with them held back on
-such a host. Nothing here imports JAX at module level.
+CPU, and the plugin's loader logs "Could not find cuda drivers" lines (no logging flag turns
+them off). `choose()` keeps such a host on its other platforms, a user's JAX_PLATFORMS kept as
+it is. Importing JAX itself loads the plugin's libraries: `import_jax_quietly()` (the JAX
+packages' __init__ call it) imports JAX, and later discovers its plugins, with the loader's
+lines held back on such a host. Nothing here imports JAX at module level.
 """
 
 from __future__ import annotations
@@ -52,11 +51,9 @@ def platforms(
 
 
 def choose(environ: dict | None = None, **probes) -> str | None:
-  """Sets JAX_PLATFORMS (when unset) to `platforms()`, and TF_CPP_MIN_LOG_LEVEL (when unset)
-  to 1: JAX's C++ warnings and errors, not its INFO lines. Returns the platforms set, or None.
+  """Sets JAX_PLATFORMS (when unset) to `platforms()`. Returns the platforms set, or None.
   Call it before JAX starts a backend (the entry points of experiments/ do, on import)."""
   env = os.environ if environ is None else environ
-  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
   if env.get("JAX_PLATFORMS"):
     return None
   chosen = platforms(**probes)
