@@ -62,9 +62,6 @@ def choose(environ: dict | None = None, **probes) -> str | None:
   return chosen
 
 
-NOTE = "note: JAX's CUDA plugin is installed but this host has no NVIDIA driver: running on {}"
-
-
 # The lines the CUDA plugin's loader writes on a host without a driver, whatever the flags.
 LOADER_NOISE = re.compile(
   r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine"
