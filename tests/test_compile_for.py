@@ -69,6 +69,15 @@ def test_no_libtpu_is_one_line(monkeypatch):
 def test_loop_correction_is_arithmetic():
   one, two = {"flops": 10.0, "optimal_seconds": 1.0}, {"flops": 13.0, "optimal_seconds": 1.5}
   assert tc.loop_corrected(one, two, 96) == {"flops": 10 + 95 * 3, "optimal_seconds": 48.5}
+  # three layers per iteration: the extra two cost 13 - 10, a layer 1.5
+  assert tc.loop_corrected(one, two, 9, unroll=3)["flops"] == 10 + 8 * 1.5
+  with pytest.raises(ValueError, match="does not divide"):
+    tc.loop_corrected(one, two, 9)
+
+
+@pytest.mark.parametrize("layers, unroll", [(2, 2), (96, 2), (1000, 2), (3, 3), (9, 3), (25, 5)])
+def test_the_second_compile_unrolls_a_divisor_of_the_depth(layers, unroll):
+  assert tc.correction_unroll(layers) == unroll
 
 
 def _report(flops_per_chip, chips=64, model_flops=1e12, corrected=True, scanned=True):
@@ -123,13 +132,19 @@ def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
 
 @pytest.mark.slow  # two TPU compiles of a 24-layer stack (about 20 s)
 @needs_libtpu
-def test_loop_correction_matches_the_unrolled_stack():
+@pytest.mark.parametrize("layers", [8, 9])
+def test_loop_correction_matches_the_unrolled_stack(layers):
   """The scanned stack's cost counts its loop body once; one + (L-1) x (two - one) recovers
-  the cost of the same stack compiled without a loop (every layer in line)."""
-  c = _smoke(**{"model.num_layers": 8, "model.d_model": 128, "model.d_ff": 512})
+  the cost of the same stack compiled without a loop (every layer in line). At an odd depth
+  the second compile's unroll divides it (9: three per iteration); with two per iteration
+  the remainder ran outside the loop and a 3-layer stack's estimate was 1.6x its cost."""
+  c = _smoke(**{"model.num_layers": layers, "model.d_model": 128, "model.d_ff": 512})
   scanned = tc.compile_for(c, "v5e:2x2", eval_step=False)
   unrolled = tc.compile_for(
-    tc.with_overrides(c, {"model.scan_unroll": 8}), "v5e:2x2", eval_step=False, correct_loop=False
+    tc.with_overrides(c, {"model.scan_unroll": layers}),
+    "v5e:2x2",
+    eval_step=False,
+    correct_loop=False,
   )
   assert scanned.corrected and not unrolled.corrected
   assert scanned.cost["flops"] == pytest.approx(unrolled.cost["flops"], rel=0.02)

@@ -132,10 +132,11 @@ def step_cost(
   cost, costs, corrected, cpu = dict(first.cost), (first.cost,), False, first.cpu_seconds
   layers = int(config.model.num_layers)
   if not first.oom and layers >= 2 and int(config.model.scan_unroll) == 1:
-    second = compiled(tc.with_overrides(config, {"model.scan_unroll": 2}))
+    unroll = tc.correction_unroll(layers)
+    second = compiled(tc.with_overrides(config, {"model.scan_unroll": unroll}))
     cpu += second.cpu_seconds
     if not second.oom:
-      cost = tc.loop_corrected(first.cost, second.cost, layers)
+      cost = tc.loop_corrected(first.cost, second.cost, layers, unroll)
       costs, corrected = (first.cost, second.cost), True
   return StepCost(members, first.memory, first.oom, cost, costs, corrected, cpu, hbm_limit)
 

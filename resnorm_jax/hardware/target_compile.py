@@ -11,8 +11,9 @@ the memory analysis against what JAX lets a process allocate) and, for TPUs, its
 
 The cost model counts a `while` loop's body once, not once per iteration, so the scanned
 layer stack's cost is that of one layer whatever the depth. `loop_corrected` compiles the
-step a second time with two layers per loop iteration (model.scan_unroll=2): the difference
-is one layer's cost, and outside + L x layer is the step's (docs/tpu_compile/README.md
+step a second time with two layers per loop iteration (model.scan_unroll=2; the smallest
+divisor of L past 1 at an odd depth): the difference is one layer's cost (over the extra layers
+per iteration), and outside + L x layer is the step's (docs/tpu_compile/README.md
 checks it against the same stack compiled without a loop). Every time, rate and MFU
 derived from it is the TPU compiler's cost-model estimate, not a measurement
 (target_report.py).
@@ -92,11 +93,25 @@ def compile_lowered(lowered) -> Compiled:
   return Compiled(run_setup.aot_memory(compiled), "", cost, seconds, cpu_seconds)
 
 
-def loop_corrected(one: dict[str, float], two: dict[str, float], layers: int) -> dict[str, float]:
-  """The step's cost from the compiler's cost of the step at 1 and 2 layers per iteration of
-  the scanned stack (each counts the loop body once): layer = two - one, outside = one -
-  layer, step = outside + layers x layer = one + (layers - 1) x (two - one)."""
-  return {k: one[k] + (layers - 1) * (two[k] - one[k]) for k in one if k in two}
+def correction_unroll(layers: int) -> int:
+  """Layers per loop iteration of the second compile: the smallest divisor of `layers` past 1.
+
+  A scan whose unroll does not divide its length runs the remainder outside the loop (and a
+  one-trip loop is inlined): at 3 layers, unroll 2 compiles all three in line, and one + 2 x
+  (two - one) counted 5. A divisor keeps every layer in the loop body's count."""
+  return next(d for d in range(2, layers + 1) if layers % d == 0)
+
+
+def loop_corrected(
+  one: dict[str, float], two: dict[str, float], layers: int, unroll: int = 2
+) -> dict[str, float]:
+  """The step's cost from the compiler's cost of the step at 1 and `unroll` layers per
+  iteration of the scanned stack (each counts the loop body once, `unroll` a divisor of
+  `layers`: correction_unroll): layer = (two - one) / (unroll - 1), outside = one - layer,
+  step = outside + layers x layer = one + (layers - 1) x layer."""
+  if layers % unroll:
+    raise ValueError(f"unroll {unroll} does not divide {layers} layers (correction_unroll)")
+  return {k: one[k] + (layers - 1) * (two[k] - one[k]) / (unroll - 1) for k in one if k in two}
 
 
 def step_estimate(costs: Sequence[dict[str, float]], cost: dict[str, float], chip: Chip):
@@ -152,11 +167,37 @@ def compile_for(
 
   TargetError (a ValueError) for a bad target, no compiler for it, or a mesh or batch the slice
   cannot hold, before anything compiles. `devices` overrides the topology's (tests)."""
+  chip, name, topo_devices, platform = target_devices(topology)
+  devices = list(devices if devices is not None else topo_devices)
+  return compile_on(
+    config,
+    name,
+    chip,
+    devices,
+    platform,
+    vocab_size=vocab_size,
+    eval_step=eval_step,
+    correct_loop=correct_loop,
+  )
+
+
+def compile_on(
+  config: ConfigDict,
+  name: str,
+  chip: Chip,
+  devices: Sequence,
+  platform: str,
+  *,
+  vocab_size: int = 0,
+  eval_step: bool = True,
+  correct_loop: bool = True,
+) -> Report:
+  """`compile_for` on given devices: a topology's compile-only ones, or the chips this host
+  has (scripts/bench_accelerator.py: the cost model's estimate of the program it times)."""
   from resnorm_jax.hardware import bench
   from resnorm_jax.train import run_setup
 
-  chip, name, topo_devices, platform = target_devices(topology)
-  devices = list(devices if devices is not None else topo_devices)
+  devices = list(devices)
   vocab, note = resolve_vocab(config, vocab_size, platform)
   try:
     run = run_setup.build(config, devices, vocab_size=vocab, platform=platform)
@@ -167,11 +208,12 @@ def compile_for(
   layers = run.mcfg.num_layers
   scanned = run.mcfg.scan_unroll == 1
   if correct_loop and train.cost and not train.oom and layers >= 2 and scanned:
-    twice = with_overrides(config, {"model.scan_unroll": 2})
+    unroll = correction_unroll(layers)
+    twice = with_overrides(config, {"model.scan_unroll": unroll})
     run2 = run_setup.build(twice, devices, vocab_size=vocab, platform=platform)
     two = compile_lowered(run2.lower_step())
     if not two.oom:
-      cost, corrected = loop_corrected(train.cost, two.cost, layers), True
+      cost, corrected = loop_corrected(train.cost, two.cost, layers, unroll), True
       costs.append(two.cost)
   seconds, source = step_estimate(costs, cost, chip) if cost else (None, "")
   notes = [note] if note else []

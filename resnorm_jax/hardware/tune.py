@@ -307,11 +307,12 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
   per loop iteration (target_compile.loop_corrected), MFU and bound from it."""
   from resnorm_jax.hardware import bench
 
-  run2 = _build(config, tgt, c, vocab, unroll=2)
+  unroll = tc.correction_unroll(int(config.model.num_layers))
+  run2 = _build(config, tgt, c, vocab, unroll=unroll)
   _, oom, cost2, _, cpu = _compile(run2.lower_step(), tgt.flags if c.flags == "maxtext" else None)
   cost1 = one.raw_cost
   mcfg, chip, chips = run2.mcfg, tgt.chip, len(tgt.devices)
-  cost = tc.loop_corrected(cost1, cost2, mcfg.num_layers) if not oom else cost1
+  cost = tc.loop_corrected(cost1, cost2, mcfg.num_layers, unroll) if not oom else cost1
   seconds, source = tc.step_estimate([cost1, cost2], cost, chip)
   t = config.train
   tokens = t.batch_size * t.seq_len
