@@ -302,6 +302,19 @@ def test_heldout_unigram_entropy_against_numpy():
   assert unigram.heldout_unigram_entropy(train, val, 4) > unigram.unigram_entropy(train, 4)
 
 
+def test_a_split_counted_once_scores_as_the_array_does(monkeypatch):
+  rng = np.random.default_rng(1)
+  train, val = rng.integers(0, 9, 5_000).astype(np.uint8), rng.integers(0, 9, 700).astype(np.uint8)
+  want = (unigram.unigram_entropy(train, 9), unigram.heldout_unigram_entropy(train, val, 9))
+  counted = unigram.Counted(train, 9)
+  binned = []
+  real = np.bincount
+  monkeypatch.setattr(np, "bincount", lambda a, **kw: binned.append(len(a)) or real(a, **kw))
+  got = (unigram.unigram_entropy(counted, 9), unigram.heldout_unigram_entropy(counted, val, 9))
+  assert got == want and len(counted) == len(train)
+  assert binned == [len(val)]  # only the held-out split is counted again
+
+
 def test_tokens_nanogpt_raw_bin(tmp_path):
   tokens = (np.arange(3000) % 50257).astype(np.uint16)
   tokens.tofile(tmp_path / "train.bin")

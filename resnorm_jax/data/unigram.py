@@ -33,6 +33,18 @@ def unigram_entropy(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -
   return float(-(p * np.log(p)).sum())
 
 
+class Counted:
+  """A token array with its counts taken once (token_counts reads `.counts`, as it does a
+  prepared split's): a split scored several times is counted once."""
+
+  def __init__(self, tokens, vocab_size: int):
+    self.counts = token_counts(tokens, vocab_size)
+    self._len = len(tokens)
+
+  def __len__(self) -> int:
+    return self._len
+
+
 # Add-one (Laplace) smoothing of the train counts: an id the train split never holds gets
 # probability 1/(n + V), finite, as a context-free model that predicts every id would give.
 UNIGRAM_SMOOTHING = 1.0

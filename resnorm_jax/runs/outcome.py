@@ -140,10 +140,11 @@ def no_context_losses(corpus: Any, train_cfg: Any, vocab: int) -> dict[str, floa
   eval_targets = batches.eval_targets(
     corpus.val, t.eval_batches, batch_size=t.batch_size, seq_len=t.seq_len
   )
+  train = unigram.Counted(corpus.train, vocab)  # scored three times, counted once
   return {
-    "unigram_entropy": unigram.unigram_entropy(corpus.train, vocab),
-    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(corpus.train, corpus.val, vocab),
-    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(corpus.train, eval_targets, vocab),
+    "unigram_entropy": unigram.unigram_entropy(train, vocab),
+    "heldout_unigram_entropy": unigram.heldout_unigram_entropy(train, corpus.val, vocab),
+    EVAL_SET_BASELINE: unigram.heldout_unigram_entropy(train, eval_targets, vocab),
   }
 
 
