@@ -115,37 +115,51 @@ def test_tpu_vm_launcher_refuses_bad_input(args, message):
 needs_libtpu = pytest.mark.skipif(
   not importlib.util.find_spec("libtpu"), reason="libtpu (the TPU compiler) is not installed"
 )
-# Logits of 16,384 x 32 tokens x 32,768 ids per step, a quarter per chip (rows split over 4
-# chips): 16.07 GiB of temporaries per v5e chip (15.75 GiB allowed); half the batch fits.
-TOO_BIG = [
-  "--config.model.vocab_size=32768",
-  "--config.train.batch_size=16384",
-  "--config.model.remat=full",
-  "--config.mesh.data=1",
-  "--config.mesh.fsdp=-1",
-]
+# What compile_for prints and exits with for a config too big for the slice (tests/
+# test_compile_for.py compiles one: 16.07 GiB of temporaries per v5e chip, 15.75 allowed).
+REFUSING_COMPILE = """#!/bin/bash
+printf '%s\\n' "$@" > "{argv}"
+echo "DOES NOT FIT on v5e:2x2"
+echo "recommendation: train.batch_size=8192 (per-chip batch 2048) fits (8.10 GiB per chip)"
+echo "error: smoke does not fit on v5e:2x2: train.batch_size=8192" >&2
+exit 2
+"""
+
+
+def _dry_run(*overrides: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+  return script(
+    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--mount=/m",
+     "--accelerator-type=v5litepod-4", "configs/smoke.py", *overrides],
+    env=env,
+    timeout=300,
+  )  # fmt: skip
 
 
 @needs_libtpu
-@pytest.mark.parametrize("overrides, fits", [([], True), (TOO_BIG, False)])
-def test_tpu_vm_launcher_compile_check(overrides, fits):
-  """The run is compiled for the slice's chips before anything reaches the workers; a config
-  that does not fit their memory is refused with the setting that would."""
-  proc = script(
-    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--mount=/m",
-     "--accelerator-type=v5litepod-4", "configs/smoke.py", *overrides],
-    env={"COMPILE_PYTHON": sys.executable},
-    timeout=900,
-  )  # fmt: skip
+def test_tpu_vm_launcher_compiles_the_run_for_the_slice_first():
+  """The run is compiled for the slice's chips (the real compile_for, deviceless) before
+  anything reaches the workers."""
+  proc = _dry_run(env={"COMPILE_PYTHON": sys.executable})
   assert "compile check: configs/smoke.py on v5litepod-4" in proc.stderr
-  if fits:
-    assert proc.returncode == 0 and "FITS on v5e:2x2" in proc.stderr, proc.stderr[-2000:]
-    assert len(_ssh_commands(proc.stdout)) == 2  # then the busy check and the start
-  else:
-    assert proc.returncode == 2 and "DOES NOT FIT on v5e:2x2" in proc.stderr
-    assert "recommendation: train.batch_size=" in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: not launched")
-    assert proc.stdout == ""  # no gcloud command: nothing reached the workers
+  assert proc.returncode == 0 and "FITS on v5e:2x2" in proc.stderr, proc.stderr[-2000:]
+  assert len(_ssh_commands(proc.stdout)) == 2  # then the busy check and the start
+
+
+def test_tpu_vm_launcher_stops_where_the_compile_check_refuses(tmp_path):
+  """A config the compile check refuses is not launched: compile_for's refusal and its
+  recommendation reach the user, no gcloud command is printed. compile_for here is a stand-in
+  that refuses as the real one does (the real refusal: tests/test_compile_for.py)."""
+  fake = tmp_path / "python"
+  fake.write_text(REFUSING_COMPILE.format(argv=tmp_path / "argv"))
+  fake.chmod(0o755)
+  proc = _dry_run("--config.train.batch_size=16384", env={"COMPILE_PYTHON": str(fake)})
+  argv = (tmp_path / "argv").read_text().splitlines()
+  assert argv[:2] == ["-m", "experiments.compile_for"] and "--topology=v5litepod-4" in argv
+  assert "--config=configs/smoke.py" in argv and "--config.train.batch_size=16384" in argv
+  assert proc.returncode == 2 and "DOES NOT FIT on v5e:2x2" in proc.stderr
+  assert "recommendation: train.batch_size=" in proc.stderr
+  assert proc.stderr.strip().splitlines()[-1].startswith("error: not launched")
+  assert proc.stdout == ""  # no gcloud command: nothing reached the workers
 
 
 def test_tpu_vm_launcher_dry_run_without_a_type_says_it_skips_the_check():
