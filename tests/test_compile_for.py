@@ -178,9 +178,12 @@ def test_a_mesh_that_does_not_divide_the_chips_is_refused_before_compiling():
 @pytest.mark.slow  # a child process: JAX's start-up and three compiles
 def test_cli_refuses_a_config_too_big_for_the_chip_and_names_one_that_fits():
   # Logits of 16,384 x 32 tokens x 32,768 ids per step, a quarter per chip (rows split over
-  # 4 chips): 16.07 GiB of temporaries per v5e chip (15.75 GiB allowed); half the batch fits.
+  # 4 chips): 16.08 GiB of temporaries per v5e chip (15.75 GiB allowed); half the batch fits.
+  # One layer of width 16 (the refusal takes 2 s of CPU; the half batch that fits, 76 s).
   big = ["--config.model.vocab_size=32768", "--config.train.batch_size=16384",
-         "--config.model.remat=full", "--config.mesh.data=1", "--config.mesh.fsdp=-1"]  # fmt: skip
+         "--config.model.remat=full", "--config.mesh.data=1", "--config.mesh.fsdp=-1",
+         "--config.model.num_layers=1", "--config.model.d_model=16",
+         "--config.model.d_ff=16"]  # fmt: skip
   proc = _cli("--config=configs/smoke.py", "--topology=v5e:2x2", "--noeval", *big)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "DOES NOT FIT on v5e:2x2" in proc.stdout
