@@ -14,13 +14,12 @@ What is measured and how: resnorm_jax/hardware/accelerator.py and bench.py.
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import app, flags, logging
 
 from resnorm_jax.config import cli  # (no JAX import)
+from resnorm_jax.hardware import bench_flags
 from resnorm_jax.hardware.bench_flags import CONFIG as _CONFIG
-from resnorm_jax.hardware.bench_flags import OUT as _OUT
 from resnorm_jax.hardware.bench_flags import STEPS as _STEPS
 from resnorm_jax.hardware.bench_flags import WARMUP as _WARMUP
 
@@ -32,12 +31,7 @@ _ESTIMATE = flags.DEFINE_bool(
 
 
 def main(argv):
-  if len(argv) > 1:
-    cli.fail(f"unexpected arguments {argv[1:]}")
-  if _CONFIG.value is None:
-    cli.fail("--config=FILE is required (e.g. configs/prenorm_96L.py:paper)")
-  if _STEPS.value < 1 or _WARMUP.value < 0:
-    cli.fail(f"--steps must be >= 1 and --warmup >= 0 (got {_STEPS.value}, {_WARMUP.value})")
+  bench_flags.check(argv, "configs/prenorm_96L.py:paper")
   logging.set_verbosity(logging.WARNING)
   from resnorm_jax.hardware import accelerator  # imports JAX: after flags, so --help is fast
 
@@ -47,10 +41,7 @@ def main(argv):
     )
   except ValueError as e:
     cli.fail(str(e))
-  r["command"] = " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
-  print(accelerator.table(r), flush=True)
-  if _OUT.value:
-    cli.write_json(_OUT.value, r)
+  bench_flags.report(r, accelerator.table, ROOT)
 
 
 if __name__ == "__main__":

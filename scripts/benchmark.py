@@ -12,13 +12,12 @@ runs and the estimate is reported, as with --compile_only.
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import app, flags, logging
 
 from resnorm_jax.config import cli  # (no JAX import)
+from resnorm_jax.hardware import bench_flags
 from resnorm_jax.hardware.bench_flags import CONFIG as _CONFIG
-from resnorm_jax.hardware.bench_flags import OUT as _OUT
 from resnorm_jax.hardware.bench_flags import STEPS as _STEPS
 from resnorm_jax.hardware.bench_flags import WARMUP as _WARMUP
 
@@ -36,12 +35,7 @@ _COMPILE_ONLY = flags.DEFINE_bool("compile_only", False, "Stop after compiling (
 
 
 def main(argv):
-  if len(argv) > 1:
-    cli.fail(f"unexpected arguments {argv[1:]}")
-  if _CONFIG.value is None:
-    cli.fail("--config=FILE is required (e.g. configs/prenorm_96L.py)")
-  if _STEPS.value < 1 or _WARMUP.value < 0:
-    cli.fail("--steps must be >= 1 and --warmup >= 0")
+  bench_flags.check(argv, "configs/prenorm_96L.py")
   logging.set_verbosity(logging.WARNING)  # JAX logs each backend it cannot start at INFO
   from resnorm_jax.hardware import bench  # imports JAX: after flags, so --help stays fast
 
@@ -57,10 +51,7 @@ def main(argv):
     )
   except ValueError as e:
     cli.fail(str(e))
-  r["command"] = " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
-  print(bench.table(r), flush=True)
-  if _OUT.value:
-    cli.write_json(_OUT.value, r)
+  bench_flags.report(r, bench.table, ROOT)
 
 
 if __name__ == "__main__":
