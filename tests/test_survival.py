@@ -151,7 +151,7 @@ def test_survival_figure_draws_kept_and_fell_back_escapes_apart(tmp_path):
   styles = {(line.get_linestyle(), line.get_color()) for line in curves}
   red, black = style.variant_color("postnorm"), survival.FATE_STYLES["fell back"]["color"]
   assert styles == {("-", red), ("-.", black)}
-  # The legend names the fates drawn and no other ("never escaped" is not drawn here).
+  # The legend names the fates plotted and no other ("never escaped" is not plotted here).
   texts = [t.get_text() for t in fig.legends[0].get_texts()]
   assert any(survival.FATE_LABELS["kept"] in t for t in texts)
   assert any(survival.FATE_LABELS["fell back"] in t for t in texts)

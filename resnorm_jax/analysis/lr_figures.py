@@ -71,7 +71,7 @@ def family_rows(variants: Sequence[str], families=FAMILIES) -> list[tuple[str, l
 
 
 def mark_handles(kinds: set[str]) -> list[Any]:
-  """Legend entries of the marks drawn (`kinds`, draw_curve's), none for a mark not drawn."""
+  """Legend entries of the marks plotted (`kinds`, draw_curve's), none for a mark not plotted."""
   plt = pyplot()
   grey = "0.35"
   look = {
