@@ -6,7 +6,7 @@
 #
 # scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--project P] [--repo DIR] [--sync]
 #     [--setup [--python=PY]] [--workdir DIR | --mount DIR] [--accelerator-type TYPE]
-#     [--no-compile-check] [--dry-run] CONFIG [--config.k=v ...]
+#     [--no-compile-check] [--untuned] [--dry-run] CONFIG [--config.k=v ...]
 # scripts/launch_tpu_vm.sh --name NAME --zone ZONE [--repo DIR] [--dry-run] --stop|--status|--logs|--tail
 #
 #   CONFIG     e.g. configs/postnorm_96L.py:paper (checked here, then read on every worker)
@@ -30,6 +30,10 @@
 #              refused (exit 2) with the setting that would fit. A dry run without a type
 #              skips the check (it says so on stderr).
 #   --no-compile-check  skip that compile
+#   --untuned  run the config's own mesh, remat and attention. Without it a `:paper` config
+#              launched onto a slice of the generation and size docs/tpu_compile/tuned.csv
+#              tuned it for runs the winner of `compile_for --tune` there (the keys it adds
+#              are printed; a key given here is kept; the run folder's name is the same)
 #   --dry-run  print the commands instead of running them
 #   --stop     SIGTERM the run on every worker (it saves at one step and exits) and wait
 #   --status   each worker: running or idle, and its log's last line
@@ -57,9 +61,9 @@ name="${TPU_NAME:-}" zone="${TPU_ZONE:-}" project="${TPU_PROJECT:-}"
 # shellcheck disable=SC2088  # expanded by the remote shell, on each worker
 repo="~/resnorm_jax"
 workdir="" mount="" dry_run=0 setup=0 sync=0 setup_python=python3 config="" mode=launch
-accelerator="${TPU_ACCELERATOR_TYPE:-}" compile_check=1
+accelerator="${TPU_ACCELERATOR_TYPE:-}" compile_check=1 tuned=1
 python="${PYTHON:-.venv/bin/python}"
-usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # POSIX shell quoting (readable, and what Python's shlex.split reads back).
 q() {
   if [[ "$1" =~ ^[A-Za-z0-9_./:=,@+%-]+$ ]]; then printf '%s' "$1"
@@ -81,6 +85,7 @@ while (($#)); do
     --python) setup_python="$2"; shift 2 ;;
     --accelerator-type) accelerator="$2"; shift 2 ;;
     --no-compile-check) compile_check=0; shift ;;
+    --untuned) tuned=0; shift ;;
     --setup) setup=1; shift ;;
     --sync) sync=1; shift ;;
     --dry-run) dry_run=1; shift ;;
@@ -139,20 +144,35 @@ if ((!shared)); then
 fi
 run="$(basename "$workdir")"
 
-# 0. Compile the run for the slice's chips here, deviceless; refuse a config that does not fit.
+# 0. The slice's accelerator type (asked of gcloud where not given), the tuned table's winner
+# for it, then the run compiled for its chips here, deviceless; a config that does not fit is
+# refused.
+if ((compile_check)) && [[ -z "$accelerator" ]] && ((!dry_run)); then
+  describe=(gcloud compute tpus tpu-vm describe "$name" --zone "$zone"
+    --format='value(acceleratorType)')
+  [[ -n "$project" ]] && describe+=(--project "$project")
+  accelerator="$("${describe[@]}")" || {
+    echo "error: could not ask gcloud for the accelerator type of $name: give" \
+      "--accelerator-type=TYPE (or --no-compile-check)" >&2
+    exit 2
+  }
+fi
+local_python="${COMPILE_PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
+libtpu_args=""
+if ((tuned)) && [[ -n "$accelerator" && "$config" == *:paper ]]; then  # the table's scale
+  added="$(JAX_PLATFORMS=cpu "$local_python" -m resnorm_jax.hardware.tuned_table "$config" \
+    "$accelerator" "$@")" || exit 2
+  while IFS= read -r line; do
+    case "$line" in
+      LIBTPU_INIT_ARGS=*) libtpu_args="$line" ;;
+      --config.*) set -- "$@" "$line" ;;
+    esac
+  done <<< "$added"
+elif ((tuned)) && [[ "$config" == *:paper ]]; then
+  echo "note: no accelerator type: the config's own settings run (not the tuned table's)" >&2
+fi
 if ((compile_check)); then
-  if [[ -z "$accelerator" ]] && ((!dry_run)); then
-    describe=(gcloud compute tpus tpu-vm describe "$name" --zone "$zone"
-      --format='value(acceleratorType)')
-    [[ -n "$project" ]] && describe+=(--project "$project")
-    accelerator="$("${describe[@]}")" || {
-      echo "error: could not ask gcloud for the accelerator type of $name: give" \
-        "--accelerator-type=TYPE (or --no-compile-check)" >&2
-      exit 2
-    }
-  fi
   if [[ -n "$accelerator" ]]; then
-    local_python="${COMPILE_PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
     echo "compile check: $config on $accelerator (deviceless)" >&2
     if ! JAX_PLATFORMS=cpu "$local_python" -m experiments.compile_for "--config=$config" \
       "--topology=$accelerator" --noeval "$@" >&2; then
@@ -200,7 +220,7 @@ fi
 
 # 3. Setup, then the run, detached, on every worker; each argument quoted for the remote shell.
 ((setup)) && remote+=" && bash scripts/tpu_worker.sh setup $(q "$setup_python")"
-train=("$python" -m experiments.train "--config=$config" "--workdir=$workdir"
+train=(${libtpu_args:+env "$libtpu_args"} "$python" -m experiments.train "--config=$config" "--workdir=$workdir"
   --config.dist.initialize=true "$@")
 remote+=" && bash scripts/tpu_worker.sh start $(join "$run" "$workdir" "${train[@]}")"
 on_workers "$remote"

@@ -327,3 +327,27 @@ def test_tpu_vm_sync_launch_refuse_stop_logs_relaunch(tpu_slice):
   assert relaunch.returncode == 0, relaunch.stderr
   assert launch("--status").stdout.count("running smoke-a") == 2
   assert launch("--stop").returncode == 0
+
+
+def test_a_paper_launch_runs_the_tuned_winner_for_its_slice_and_untuned_its_own_settings():
+  """On a slice docs/tpu_compile/tuned.csv tuned the config for, the launch adds the winner's
+  keys after the user's (a key the user gave is kept) and its XLA flags as LIBTPU_INIT_ARGS;
+  the run folder is the one the untuned launch uses. --untuned adds nothing."""
+  args = ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", "--mount=/m",
+          "--accelerator-type=v5p-16", "--no-compile-check"]  # fmt: skip
+  mine = ["--config.train.steps=10", "--config.model.remat=dots"]
+  tuned = script([*args, PAPER, *mine], env={"COMPILE_PYTHON": sys.executable})
+  untuned = script([*args, "--untuned", PAPER, *mine])
+  assert tuned.returncode == 0 and untuned.returncode == 0, tuned.stderr + untuned.stderr
+  run, workdir, train = _started(_ssh_commands(tuned.stdout)[-1])
+  run_u, workdir_u, train_u = _started(_ssh_commands(untuned.stdout)[-1])
+  assert (run, workdir) == (run_u, workdir_u)  # the same folder: a relaunch resumes
+  assert train_u == [".venv/bin/python", *TRAIN, "--workdir=" + workdir,
+                     "--config.dist.initialize=true", *mine]  # fmt: skip
+  assert train[0] == "env" and train[1].startswith("LIBTPU_INIT_ARGS=--xla_tpu_enable_latency")
+  assert train[2:] == [*train_u, "--config.mesh.data=1", "--config.mesh.fsdp=-1",
+                       "--config.mesh.tensor=1", "--config.model.attention=splash"]  # fmt: skip
+  assert "tuned: postnorm_96L on v5p:2x2x2" in tuned.stderr and "tuned:" not in untuned.stderr
+  smaller = script([*args[:-2], "--accelerator-type=v5p-8", "--no-compile-check", PAPER])
+  assert smaller.returncode == 0 and "not on 4 chips" in smaller.stderr
+  assert "LIBTPU_INIT_ARGS" not in smaller.stdout and "attention=splash" not in smaller.stdout

@@ -1,0 +1,72 @@
+"""The tuned table read back (resnorm_jax/hardware/tuned_table.py): which row a launch gets, the
+keys and flags it adds, and its one-line answers."""
+
+import pytest
+
+from resnorm_jax.hardware import target_compile, tpu_target, tune, tuned_table
+
+PAPER = "configs/postnorm_96L.py:paper"
+
+
+def test_every_committed_row_is_a_candidate_tune_can_make():
+  rows = tuned_table.read()
+  assert {(w.config, w.generation) for w in rows} >= {
+    ("postnorm_96L", "v5p"),
+    ("postnorm_96L", "v5e"),
+    ("postnorm_96L", "v6e"),
+    ("deepnorm_96L", "v5p"),
+    ("prenorm_96L", "v5e"),
+  }
+  for w in rows:
+    c = w.candidate
+    assert c.mesh in tune.MESHES and c.attention in tune.ATTENTIONS, w
+    assert c.remat in target_compile.REMAT_ORDER and c.flags in ("default", "maxtext"), w
+    _, topology = tpu_target.topology_name(w.topology)
+    assert topology == w.topology and tuned_table._chips(topology) == w.chips
+    assert 0 < w.est_mfu < 1
+
+
+def test_a_launch_gets_the_row_of_its_config_generation_and_chip_count():
+  rows = tuned_table.read()
+  w, why = tuned_table.lookup(PAPER, "v5p-16", rows)  # v5p types count cores: 8 chips
+  assert (w.config, w.topology) == ("postnorm_96L", "v5p:2x2x2") and "v5p:2x2x2" in why
+  w, why = tuned_table.lookup(PAPER, "v5e:4x4", rows)
+  assert w.topology == "v5e:4x4"
+  w, why = tuned_table.lookup(PAPER, "v5p-8", rows)
+  assert w is None and "tuned on v5p:2x2x2, not on 4 chips" in why
+  w, why = tuned_table.lookup("configs/postnorm_96L.py:smoke", "v5p-16", rows)
+  assert w is None and ":paper" in why
+  w, why = tuned_table.lookup("configs/rezero_96L.py:paper", "v5p-16", rows)
+  assert w is None and "no tuned row for rezero_96L on v5p" in why
+  with pytest.raises(tpu_target.TargetError, match="unknown TPU 'v9'"):
+    tuned_table.lookup(PAPER, "v9-4", rows)
+
+
+def test_the_keys_are_tunes_overrides_less_the_given_and_maxtext_flags_go_to_libtpu():
+  c = tune.Candidate("fsdp", "full", "splash", "maxtext")
+  w = tuned_table.Winner("postnorm_96L", "v5p:2x2x2", 8, c, 0.168)
+  keys, libtpu = tuned_table.launch_keys(w, ["--config.model.remat=dots"])
+  want = [f"--config.{k}={v}" for k, v in tune.overrides(c, 8).items() if k != "model.remat"]
+  assert keys == want and "--config.model.attention=splash" in keys
+  assert libtpu.split() == [f"--{k}={v}" for k, v in tune.MAXTEXT_FLAGS.items()]
+  plain = tuned_table.Winner("prenorm_96L", "v5e:4x4", 16, tune.Candidate("data_fsdp", "dots"), 0.1)
+  keys, libtpu = tuned_table.launch_keys(plain, [])
+  assert libtpu is None and keys[:2] == ["--config.mesh.data=4", "--config.mesh.fsdp=4"]
+
+
+def test_the_command_prints_keys_and_says_what_it_did_in_one_line(capsys):
+  assert tuned_table.main([PAPER, "v5p-16", "--config.train.steps=10"]) == 0
+  out, err = capsys.readouterr()
+  lines = out.splitlines()
+  assert lines[-1].startswith("LIBTPU_INIT_ARGS=--") and "--config.model.remat=full" in lines
+  assert len(err.splitlines()) == 1 and err.startswith("tuned: postnorm_96L on v5p:2x2x2")
+  assert tuned_table.main(["configs/smoke.py", "v5p-16"]) == 0
+  out, err = capsys.readouterr()
+  assert out == "" and err.startswith("tuned: none (")
+  assert tuned_table.main([PAPER, "v9-4"]) == 2
+  assert capsys.readouterr().err == "error: accelerator type 'v9-4': unknown TPU 'v9'\n"
+  assert tuned_table.main([PAPER]) == 2 and "usage" in capsys.readouterr().err
+
+
+def test_a_missing_table_is_no_rows(tmp_path):
+  assert tuned_table.read(str(tmp_path / "tuned.csv")) == []
