@@ -66,11 +66,26 @@ def tiny_model(shape: dict = TINY, **model):
   return Transformer(tiny_config(shape, **model), rngs=nnx.Rngs(params=0))
 
 
-def pytest_collection_modifyitems(items):
-  """A test that takes `run_script` starts a process: it is `slow` without saying so."""
+def pytest_addoption(parser):
+  parser.addoption(
+    "--long",
+    action="store_true",
+    help="also run the tests marked `long` (skipped without it); `--long -m long` runs only them",
+  )
+
+
+def pytest_collection_modifyitems(config, items):
+  """A test that takes `run_script` starts a process: it is `slow` without saying so. A `long`
+  test is `slow` too, and skipped, saying how to run it, unless `--long` is given."""
+  skip_long = pytest.mark.skip(reason="a long check: run with --long (CONTRIBUTING.md#tests)")
+  run_long = config.getoption("--long")
   for item in items:
     if "run_script" in getattr(item, "fixturenames", ()):
       item.add_marker(pytest.mark.slow)
+    if item.get_closest_marker("long"):
+      item.add_marker(pytest.mark.slow)
+      if not run_long:
+        item.add_marker(skip_long)
 
 
 @pytest.fixture

@@ -102,6 +102,7 @@ def _git(repo, *args):
 
 
 @pytest.mark.slow  # a copy of the repository, a golden-loss run, a smoke run, a pytest run
+@pytest.mark.long  # the recipe's commands end to end
 def test_the_add_a_variant_recipe_on_a_throwaway_variant(tmp_path):
   repo = tmp_path / "repo"
   tracked = subprocess.run(

@@ -61,6 +61,7 @@ def test_the_estimate_is_the_loop_corrected_compile_of_the_same_run():
   assert est.mfu == pytest.approx(model_flops / (est.seconds * chip.bf16_flops))
 
 
+@pytest.mark.long  # the script end to end; its arithmetic: this file's other tests
 def test_bench_accelerator_runs_at_smoke_scale_on_cpu(tmp_path, run_script):
   out = tmp_path / "bench.json"
   shape = [f"--config.{k}={v}".replace("False", "false") for k, v in TINY.items()]

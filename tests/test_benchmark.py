@@ -134,6 +134,7 @@ def test_bench_matmuls_runs_end_to_end(tmp_path, run_script):
   assert r["step"]["flops"] > 0 and math.isfinite(r["step"]["xla_s"]["median"])
 
 
+@pytest.mark.long  # every step of the GPU check script
 def test_gpu_check_script_runs_through_on_cpu(tmp_path, run_script):
   """scripts/gpu_check.sh end to end with its GPU checks skipped and a tiny shape: each remat
   policy and attention path writes its JSON and the summary reads them (the keys it reads
@@ -200,6 +201,7 @@ def test_compare_steps_variant_overrides_typed_and_refused_with_the_key():
       cli.apply_variant(base, spec)
 
 
+@pytest.mark.long  # the script end to end
 def test_compare_steps_runs_variants_interleaved(tmp_path, run_script):
   out = tmp_path / "cmp.json"
   proc = run_script(

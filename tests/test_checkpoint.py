@@ -189,6 +189,7 @@ def _restore(workdir, config=None, common=True):
 
 
 @pytest.mark.slow  # training processes
+@pytest.mark.long  # four runs in processes
 def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, reference, tmp_path):
   """20 steps (finished) -> extended to 40 and SIGTERM'd after step 27 -> resumed to 40."""
   workdir = str(tmp_path / "run")
@@ -226,6 +227,7 @@ def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, refe
 
 
 @pytest.mark.slow  # training processes
+@pytest.mark.long  # runs in processes
 def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference, tmp_path):
   """SIGKILL right after the step-21 save started (maybe mid-write), then resume."""
   workdir = str(tmp_path / "run")
@@ -352,6 +354,7 @@ def test_meta_from_before_checksums_is_read_and_a_lost_checksum_is_damage():
 
 
 @pytest.mark.slow  # training processes
+@pytest.mark.long  # runs in processes; a real full disk: test_edge_faults
 def test_full_disk_fails_the_run_in_one_line_and_the_same_command_resumes_it(
   env, reference, tmp_path
 ):
@@ -453,6 +456,7 @@ def test_changed_model_is_refused_with_the_key_and_exit_2(env, reference, tmp_pa
 
 
 @pytest.mark.slow  # training processes
+@pytest.mark.long  # runs in processes
 def test_an_edited_corpus_is_refused_on_resume_naming_the_file(env, tmp_path):
   """A text corpus edited under the same path (same size) resumed silently: two corpora in
   one run. Now refused before anything compiles or is written, naming the file; the
@@ -511,6 +515,7 @@ def test_another_config_in_a_completed_workdir_is_refused(env, reference, tmp_pa
 
 
 @pytest.mark.slow  # training processes
+@pytest.mark.long  # two runs in processes; the lock itself: test_workdir
 def test_second_run_in_a_live_workdir_exits_2_naming_the_holder(env, reference, tmp_path):
   """The same command twice at once: the second is refused before compiling, the first
   completes as if alone (its config, every logged value of the reference)."""

@@ -131,6 +131,7 @@ def test_smoke_fits_on_v5e_2x2_with_positive_memory_and_flops():
 
 
 @pytest.mark.slow  # two TPU compiles of a 24-layer stack (about 20 s)
+@pytest.mark.long  # the arithmetic: test_loop_correction_is_arithmetic
 @needs_libtpu
 @pytest.mark.parametrize("layers", [8, 9])
 def test_loop_correction_matches_the_unrolled_stack(layers):
@@ -176,6 +177,8 @@ def test_a_mesh_that_does_not_divide_the_chips_is_refused_before_compiling():
 
 @needs_libtpu
 @pytest.mark.slow  # a child process: JAX's start-up and three compiles
+@pytest.mark.long  # a TPU compile past the chip's memory and one that fits; the order of the
+# recommendations: test_candidates_go_remat_then_fsdp_then_batch
 def test_cli_refuses_a_config_too_big_for_the_chip_and_names_one_that_fits():
   # Logits of 16,384 x 32 tokens x 32,768 ids per step, a quarter per chip (rows split over
   # 4 chips): 16.08 GiB of temporaries per v5e chip (15.75 GiB allowed); half the batch fits.
@@ -304,6 +307,7 @@ def test_tune_refuses_bad_input_before_compiling():
 
 @pytest.mark.slow  # four TPU compiles of the smoke model (about 20 s of CPU)
 @needs_libtpu
+@pytest.mark.long  # a tune's TPU compiles
 def test_tune_lines_and_winner_agree_and_a_rerun_is_cached(tmp_path):
   from resnorm_jax.hardware import tune
 

@@ -290,6 +290,7 @@ def test_spread_is_the_largest_over_the_smallest_across_depths():
 
 
 @pytest.mark.slow  # trains 4 small models a few steps (about 45 CPU-seconds)
+@pytest.mark.long  # a coord check over depths
 def test_coord_check_stream_update_flat_in_depth_under_completep_growing_under_sp():
   from configs import smoke
 

@@ -81,6 +81,7 @@ def _train(config_path, workdir, *overrides):
 
 
 @pytest.mark.slow  # two training processes
+@pytest.mark.long  # two named runs in processes
 def test_a_named_run_reports_its_expectation_and_an_overridden_one_does_not(tmp_path):
   config = tmp_path / "tiny_expected.py"
   config.write_text(

@@ -97,6 +97,7 @@ def _layer_norms(g_LxAxB) -> np.ndarray:
 
 
 @pytest.mark.slow  # cli fixture: the experiments' command lines in processes
+@pytest.mark.long  # many seeds' gradients
 def test_expected_grad_norms_is_the_norm_of_the_mean_gradient(cli, post_model, read_csv):
   """The CLI's per-layer norms (expected_grad_norms: a scan summing per-batch gradients of
   the FFN kernels) against a jax.grad of the whole model, computed here."""
@@ -194,6 +195,7 @@ def test_early_update():
 
 
 @pytest.mark.slow  # the cli fixture's processes
+@pytest.mark.long  # the cli fixture: each experiment command in a process
 def test_grad_norms_at_init_cli(cli, read_csv):
   proc, out = cli["grad"]
   code, log = _finish(proc)
@@ -219,6 +221,7 @@ def test_grad_norms_at_init_cli(cli, read_csv):
 
 
 @pytest.mark.slow  # the cli fixture's processes
+@pytest.mark.long  # the cli fixture: each experiment command in a process
 def test_model_update_cli(cli, read_csv):
   proc, out = cli["update"]
   code, log = _finish(proc)
@@ -241,6 +244,7 @@ def test_model_update_cli(cli, read_csv):
 
 
 @pytest.mark.slow  # the cli fixture's processes
+@pytest.mark.long  # the cli fixture: each experiment command in a process
 def test_grad_flow_cli(cli, read_csv):
   proc, out = cli["flow"]
   code, log = _finish(proc)
@@ -288,6 +292,7 @@ def test_grad_flow_ratios():
 
 
 @pytest.mark.slow  # the cli fixture's processes
+@pytest.mark.long  # the cli fixture: each experiment command in a process
 def test_experiment_cli_bad_input_exits_2(cli):
   for name, msg in (("bad_key", "num_layerz"), ("bad_steps", "--steps=0"), ("bad_group", "normz")):
     code, log = _finish(cli[name][0])

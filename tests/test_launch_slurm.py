@@ -216,6 +216,7 @@ def test_slurm_container_job_checks_the_gpu_inside_the_image(tmp_path):
   assert image in train and "python3" in train
 
 
+@pytest.mark.long  # the submit script end to end
 def test_submit_slurm_validates_on_this_host_before_sbatch(tmp_path):
   env = fake_bin(tmp_path, sbatch=FAKE_SBATCH)
   env.update(PYTHON=sys.executable, TASKS="node", NCCL_DEBUG="WARN")

@@ -162,6 +162,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.slow  # runs fixture: two-process and one-process training
+@pytest.mark.long  # two processes, three runs
 def test_two_processes_match_one_and_resume(runs):
   single, multi, first_steps, second_logs = runs
   ref_steps, ref_losses, ref_evals = _losses(single)
@@ -182,6 +183,7 @@ def test_two_processes_match_one_and_resume(runs):
 
 
 @pytest.mark.slow  # the runs fixture's processes
+@pytest.mark.long  # the runs fixture: two processes
 def test_process_zero_writes_checkpoints_shared(runs):
   """Process 0 alone writes summary and TensorBoard; both write their checkpoint shards."""
   _, multi, _, _ = runs
@@ -266,6 +268,7 @@ STOP_ARGS = (
 
 
 @pytest.mark.slow  # two training processes
+@pytest.mark.long  # two processes, three runs
 def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_path):
   env = _env(str(tmp_path / "jax_cache"))
   env["TEST_STEP_SLEEP"] = "0.05"  # both processes: steps as long as the agreement needs
@@ -304,6 +307,7 @@ def test_sigterm_to_one_process_stops_both_at_one_step_then_resumes_exactly(tmp_
 
 
 @pytest.mark.slow  # two training processes
+@pytest.mark.long  # two processes
 def test_kill9_of_one_process_ends_the_other_with_a_message(tmp_path):
   env = _env(str(tmp_path / "jax_cache"))
   env["TEST_STEP_SLEEP"] = "0.05"

@@ -277,12 +277,12 @@ def test_hypersphere_projection_chained_jitted_and_sharded():
 @pytest.mark.parametrize(
   "opt",
   [
-    dict(),  # the other two: the same property under more optimizer settings, in the slow tier
+    dict(),  # the other two: the same property under more optimizer settings, in the long tier
     pytest.param(
       dict(name="adamw", weight_decay=0.1, clip_norm=1.0, schedule="cosine", warmup_steps=2),
-      marks=pytest.mark.slow,
+      marks=pytest.mark.long,
     ),
-    pytest.param(dict(freeze="embed,attn"), marks=pytest.mark.slow),
+    pytest.param(dict(freeze="embed,attn"), marks=pytest.mark.long),
   ],
   ids=["adam", "adamw-clip-cosine-warmup", "freeze"],
 )

@@ -158,6 +158,7 @@ def test_a_short_heldout_split_is_warned_once_and_recorded(capsys):
   assert eval_budget.short_heldout(big, t) == {} and capsys.readouterr().out == ""
 
 
+@pytest.mark.long  # prepare, train and sample in processes
 def test_own_text_in_two_commands(tmp_path, text_file, run_script):
   """The README's recipe at smoke length: train on a text file, then on a folder prepared
   from it, each with data.path alone (no data.source, no model.vocab_size)."""

@@ -41,7 +41,14 @@ def _single_run(c, lr: float, seed: int, inputs, targets) -> list[float]:
 
 
 @pytest.mark.slow  # a population and its 3 single runs, compiled, per variant
-@pytest.mark.parametrize("variant", ["postnorm", "prenorm", "deepnorm"])
+@pytest.mark.parametrize(
+  "variant",
+  [
+    "postnorm",
+    pytest.param("prenorm", marks=pytest.mark.long),
+    pytest.param("deepnorm", marks=pytest.mark.long),
+  ],
+)
 def test_members_train_as_their_single_runs(variant):
   c = _config(variant)
   lrs, seeds = [1e-3, 4e-3, 1e-3], [0, 0, 1]  # lr alone and seed alone differ

@@ -52,6 +52,7 @@ def test_a_population_the_chip_cannot_hold_has_no_time():
 
 @pytest.mark.slow  # a population compiled for a TPU topology (about 16 s)
 @needs_libtpu
+@pytest.mark.long  # a TPU compile of a population
 def test_smoke_population_of_four_on_v5e():
   config = cli.load_config_file("configs/smoke.py")
   r = pc.compare(config, "v5e:2x2", 4, vocab_size=256)

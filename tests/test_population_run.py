@@ -161,6 +161,7 @@ def prenorm(env, tmp_path_factory):
 
 
 @pytest.mark.slow  # single runs and populations, in a subprocess per variant
+@pytest.mark.long  # a population and its single runs in processes, per variant
 @pytest.mark.parametrize("variant", ["postnorm", "prenorm"])
 def test_members_write_their_single_runs_folders(variant, request):
   runs = request.getfixturevalue(variant)
@@ -188,6 +189,7 @@ def test_members_write_their_single_runs_folders(variant, request):
 
 
 @pytest.mark.slow  # uses the Post-LN runs
+@pytest.mark.long  # the Post-LN population and its single runs, in processes
 def test_a_diverging_member_is_recorded_and_leaves_the_others_unchanged(postnorm):
   stable, wild = postnorm["stable"], postnorm["wild"]
   for i in (0, 2):  # the same population size and program: bit for bit
@@ -208,6 +210,7 @@ def test_a_diverging_member_is_recorded_and_leaves_the_others_unchanged(postnorm
 
 
 @pytest.mark.slow  # four training subprocesses
+@pytest.mark.long  # three population runs in processes
 def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, postnorm, tmp_path):
   points = _points(postnorm["config"], STABLE, tmp_path / "run")
   points_file = _write(tmp_path / "points.json", points)
@@ -282,6 +285,7 @@ def test_an_interrupted_population_resumes_to_the_uninterrupted_losses(env, post
 
 
 @pytest.mark.slow  # a single run continued after the population refused its checkpoint
+@pytest.mark.long  # runs in processes
 def test_a_single_runs_checkpoint_is_refused_as_a_member_naming_its_command(
   env, postnorm, tmp_path
 ):

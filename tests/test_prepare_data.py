@@ -225,6 +225,7 @@ def test_sharded_view_indexes_like_the_concatenation():
     view[np.array([50])]
 
 
+@pytest.mark.long  # prepare and two runs in processes
 def test_prepare_then_train_records_the_fingerprint_and_guards_the_checkpoint(
   texts, tmp_path, run_script
 ):

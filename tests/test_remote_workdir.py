@@ -168,6 +168,7 @@ def _tree(folder) -> list[str]:
 
 
 @pytest.mark.slow  # two training runs (25 steps)
+@pytest.mark.long  # a whole run on a fake bucket
 def test_a_whole_run_on_a_gs_workdir_writes_every_file_under_the_bucket(fake_gcs, monkeypatch):
   """Train from a gs:// data folder into a gs:// workdir, then resume it longer: config.json,
   summary.json, metrics.jsonl, the TensorBoard curves and hparams all land in the bucket,

@@ -148,6 +148,7 @@ def test_a_sharded_checkpoint_restores_onto_one_device(tmp_path):
   assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.long  # a run and the sample command in processes
 def test_sample_command_on_a_tiny_trained_run(tmp_path, run_script):
   """Train 3 steps, then sample: greedy text is the same twice and starts with the prompt;
   bad input exits 2 with one line."""

@@ -129,6 +129,7 @@ def test_a_prepared_folder_trained_two_epochs_sees_every_window_once_per_epoch(t
 
 
 @pytest.mark.slow
+@pytest.mark.long  # three runs
 def test_a_run_with_the_epoch_sampler_resumes_to_the_uninterrupted_losses(tmp_path, run_script):
   """Extended in two segments (10 then 20 steps) = 20 steps at once: the epoch order is a
   pure function of (seed, step)."""

@@ -196,6 +196,7 @@ def test_a_shorter_train_steps_after_an_interruption_is_refused(tmp_path, monkey
 
 
 @pytest.mark.slow  # trains
+@pytest.mark.long  # runs in processes
 def test_extending_a_run_under_a_schedule_of_the_total_is_refused(tmp_path, monkeypatch, capsys):
   """cosine over 4 steps resumed with 8: two schedules in one run (the lr of step 1 changed
   under the steps already trained). A constant lr extends, recorded in summary.json."""
@@ -511,6 +512,7 @@ def test_a_member_seed_out_of_range_is_refused_before_anything_is_written(tmp_pa
 
 
 @pytest.mark.slow  # trains a population
+@pytest.mark.long  # population runs in processes
 def test_a_full_disk_fails_a_population_in_one_line_per_member_and_it_resumes(
   tmp_path, monkeypatch, capsys
 ):

@@ -211,6 +211,7 @@ def test_sweep_submit_records_the_array_and_skips_points_still_queued(tmp_path):
   assert blind.returncode == 2 and "cannot list the queue" in blind.stderr
 
 
+@pytest.mark.long  # a local sweep and an array of its points, in processes
 def test_sweep_as_a_slurm_array_ends_as_the_local_sweep(tmp_path, read_csv):
   """A 2-point grid submitted as a job array to a fake SLURM that runs its tasks here; the
   time limit comes for the second mid-run (USR1: it saves and is requeued, then resumes),

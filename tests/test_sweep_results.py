@@ -86,6 +86,7 @@ def test_collect_results_and_seed_groups(tmp_path, read_csv):
 
 
 @pytest.mark.slow  # runs scripts/sweep.py (training runs) and the plots
+@pytest.mark.long  # a sweep and its plots in processes
 def test_sweep_and_plot_cli(tmp_path, read_csv):
   out = tmp_path
   grid = out / "grid.py"

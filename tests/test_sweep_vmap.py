@@ -131,6 +131,7 @@ def test_a_sweep_rerun_continues_a_checkpointed_member_in_its_own_population(tmp
 
 
 @pytest.mark.slow  # three sweeps of training runs
+@pytest.mark.long  # a whole grid through the CLI; the vmapped step: this file's other tests
 def test_sweep_vmap_runs_a_grid_as_one_program(env, tmp_path, read_csv):
   # STABLE's three points: lr alone and seed alone differ (a fourth point, both at once, is
   # one more plain run and checks nothing more).

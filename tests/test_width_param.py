@@ -313,6 +313,7 @@ def test_sp_ignores_base_width_and_old_checkpoints_read_the_new_keys_as_sp():
 
 
 @pytest.mark.slow  # a process of its own
+@pytest.mark.long  # a run in a process
 def test_train_runs_under_mup_from_the_command_line(run_script, tmp_path):
   from configs import smoke
 
@@ -371,6 +372,7 @@ def test_coord_check_spreads_across_widths_at_each_depth():
 
 
 @pytest.mark.slow  # trains 4 small models 2 steps
+@pytest.mark.long  # a coord check over widths
 def test_coord_check_runs_over_widths_under_mup(tmp_path):
   from configs import smoke
   from resnorm_jax.probes import coord_check
