@@ -6,8 +6,7 @@ EDGE: Post-LN at 12 layers without warmup at lr 1e-3 (1 of 12 seeds escaped ther
 docs/survival) and 2e-3, on the survival protocol (configs/sweeps/survival.py: constant lr,
 1,500 steps, an eval every 25 on 8,192 tokens), with each stabilizer alone; 4 seeds a cell to
 start (seed-major, so a stopped sweep leaves every cell the same seeds; SEEDS=12 where a cell
-moves). Muon runs at MUON_LRS, to be set from its own 6-layer curve (CURVES below) before its
-edge cells mean anything: until then the edge cells run it at the Adam lrs.
+moves). Muon runs at MUON_LRS: the best lr of its own 6-layer curve (CURVES below).
 
 CURVES: Pre-LN with each stabilizer at 6 layers over the loss-vs-lr grid's 9 lrs and at 24
 layers over 3 lrs around its 6-layer best (the loss-vs-lr protocol: 1,000 steps, an eval
@@ -41,7 +40,9 @@ STABILIZERS = {
   "muon": {"opt.name": "muon"},  # KellerJordan/Muon, Moonlight's RMS-matched scale
 }
 EDGE_LRS = (1e-3, 2e-3)
-MUON_LRS = EDGE_LRS  # provisional: set from Muon's own 6-layer curve
+# Muon's 6-layer best (prenorm-muon-L6-*: final eval 1.5380 at 8e-3; 1.5700 at 4e-3, 1.5679 at
+# 1.6e-2), where Pre-LN with Adam is best at 4e-3 (docs/lr_sensitivity/sensitivity.csv)
+MUON_LRS = (8e-3,)
 SEEDS = tuple(range(int(os.environ.get("SEEDS", "4"))))
 CURVE_LRS = tuple(1.25e-4 * 2**k for k in range(9))  # the loss-vs-lr grid's
 LRS_24 = (2e-3, 4e-3, 8e-3)  # around Pre-LN's 6-layer best; reset per stabilizer once known
