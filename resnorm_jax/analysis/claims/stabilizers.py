@@ -15,6 +15,10 @@ BASE = "postnorm"  # the variant every stabilizer's cell is Post-LN plus one key
 # variant is labelled by its named config (style.variant_label); these parts are keys of the
 # core model, the train or the optimizer sections, labelled here.
 KEY_LABELS = {"qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon"}
+# Optimizers whose edge cells run at their own best lr (configs/sweeps/stabilizers.py's
+# MUON_LRS), not at plain Post-LN's: their cells are read against plain Post-LN's odds at the
+# edge lr, not a plain cell at theirs.
+OWN_LR = ("muon",)
 # A cell of fewer seeds is listed with its k/n and marked a screen ('*').
 MIN_SEEDS = 4
 
@@ -56,6 +60,13 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
       for c in base
       if c["variant"] == BASE and int(c["num_layers"]) == depth and float(c["lr"]) == lr
     ]
+    if not plain and set(by_name) <= set(OWN_LR):
+      for n in sorted(by_name, key=label):
+        out.append(
+          f"Post-LN {depth}L with {label(n)} at its own 6-layer best lr {lr_label(lr, 4)}: "
+          f"{kept_odds(by_name[n])}"
+        )
+      continue
     if plain:
       lo, hi = interval(plain[0])
       parts = [f"plain {kept_odds(plain[0])} ({lo:.2f}-{hi:.2f})"]
