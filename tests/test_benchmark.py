@@ -28,6 +28,7 @@ TINY_SHAPE = [
 TINY = ["--config=configs/smoke.py", *TINY_SHAPE]
 
 
+@pytest.mark.long  # the benchmark script end to end
 def test_benchmark_writes_finite_positive_numbers(tmp_path, run_script):
   out = tmp_path / "bench.json"
   proc = run_script(

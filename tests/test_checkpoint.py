@@ -248,6 +248,7 @@ def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference,
 
 
 @pytest.mark.slow  # reference: a training process
+@pytest.mark.long  # runs and a resume of BatchNorm
 def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
   state, meta, step = _restore(reference)
   assert step == STEPS

@@ -154,6 +154,7 @@ def test_loop_correction_matches_the_unrolled_stack(layers):
 
 
 @needs_libtpu
+@pytest.mark.long  # a TPU compile
 def test_v4_compiles_one_device_per_chip_and_its_cores_make_a_mesh():
   from jax.experimental import topologies
 
@@ -235,6 +236,7 @@ def _small(**overrides):
 
 @pytest.mark.slow  # compiles for a TPU
 @needs_libtpu
+@pytest.mark.long  # a TPU compile; fsdp's share: the next test
 def test_data_parallel_step_does_its_share_of_the_model_flops():
   r = tc.compile_for(_small(), "v5e:4x4", vocab_size=256, eval_step=False)
   assert r.mesh["data"] == 16 and not r.corrected and not r.scanned

@@ -88,6 +88,7 @@ def _user_namespaces() -> bool:
 
 
 @pytest.mark.slow  # trains (a process)
+@pytest.mark.long  # a run on a filled disk; a write error in process: test_run_faults
 def test_a_real_full_disk_ends_the_run_in_one_error_line_without_a_traceback(tmp_path):
   """A 500 kB tmpfs (mounted in a user namespace, no root needed) fills at the second
   checkpoint: orbax's error records and the save's write futures printed dozens of lines."""

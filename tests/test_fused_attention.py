@@ -80,14 +80,18 @@ OWN_PARAMS = {
 }
 
 
-# Post-LN in the fast tier (each case compiles both paths' gradients: 7-10 s here); every other
-# placement, nGPT's scale and the q, k transforms in the slow tier.
-SLOW = tuple(name for name in PLACEMENTS if name != "post")
+# Post-LN in the fast tier (each case compiles both paths' gradients: 7-10 s here); Pre-LN and
+# qk-norm in the slow tier; the other placements, nGPT's scale and rope in the long tier.
+SLOW = ("pre", "pre-qk_norm")
 
 
-@pytest.mark.parametrize(
-  "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in PLACEMENTS]
-)
+def _tier(name: str):
+  if name == "post":
+    return name
+  return pytest.param(name, marks=pytest.mark.slow if name in SLOW else pytest.mark.long)
+
+
+@pytest.mark.parametrize("name", [_tier(n) for n in PLACEMENTS])
 def test_fused_xla_equals_dense_in_loss_and_gradients(name):
   model = PLACEMENTS[name]
   dense = model_config_from(_config("dense", **model))

@@ -136,6 +136,7 @@ def _dry_run(*overrides: str, env: dict[str, str]) -> subprocess.CompletedProces
 
 
 @needs_libtpu
+@pytest.mark.long  # a real TPU compile; compile_for itself: test_compile_for
 def test_tpu_vm_launcher_compiles_the_run_for_the_slice_first():
   """The run is compiled for the slice's chips (the real compile_for, deviceless) before
   anything reaches the workers."""

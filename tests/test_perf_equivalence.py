@@ -99,7 +99,9 @@ def test_matmul_2d_equals_batched_matmul_and_its_gradients():
 
 
 @pytest.mark.slow  # compiles each unroll
-@pytest.mark.parametrize("unroll", [2, 3])  # 2: a loop of 2 layers + 1 left over; 3: no loop
+@pytest.mark.parametrize(
+  "unroll", [2, pytest.param(3, marks=pytest.mark.long)]
+)  # 2: a loop of 2 layers + 1 left over; 3: no loop
 def test_unrolled_stack_equals_scanned_stack(unroll):
   c = base.get_config()
   c.model.update(vocab_size=8, num_layers=3, d_model=8, num_heads=2, d_ff=8, max_seq_len=8)

@@ -71,6 +71,7 @@ def test_members_train_as_their_single_runs(variant):
 
 
 @pytest.mark.slow  # a population trained step by step (about 11 s)
+@pytest.mark.long  # a population run
 def test_a_diverging_member_is_frozen_and_does_not_touch_the_others():
   c = _config("postnorm")
   inputs, targets = _batches(c, 3)

@@ -371,6 +371,7 @@ def test_members_must_differ_only_in_lr_and_seed(tmp_path):
 
 
 @pytest.mark.slow  # starts experiments.train_population
+@pytest.mark.long  # population commands in processes
 def test_train_population_refuses_bad_points_with_exit_2(env, tmp_path):
   good = {"config": "configs/smoke.py", "workdir": str(tmp_path / "a")}
   cases = {

@@ -48,6 +48,7 @@ def test_busy_union_counts_overlaps_once():
   assert profile_step.busy_union_us([]) == 0
 
 
+@pytest.mark.long  # a profiled step
 def test_profile_step_parts_add_up(tmp_path, run_script):
   out = tmp_path / "profile.json"
   proc = run_script(

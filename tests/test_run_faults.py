@@ -124,6 +124,7 @@ def test_a_resume_whose_metrics_jsonl_is_gone_says_so(tmp_path, capsys):
 
 
 @pytest.mark.slow  # trains
+@pytest.mark.long  # a run, then its folder read only
 def test_a_completed_run_on_a_read_only_folder_has_nothing_to_do(tmp_path, monkeypatch, capsys):
   config = smoke.get_config()
   config.train.steps = 4

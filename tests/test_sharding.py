@@ -168,7 +168,9 @@ def mixed():
 
 
 @pytest.mark.slow  # compiles one step per mesh
-@pytest.mark.parametrize("name", ["data8", "fsdp8", "mixed2x2x2"])
+@pytest.mark.parametrize(
+  "name", ["data8", "fsdp8", pytest.param("mixed2x2x2", marks=pytest.mark.long)]
+)
 def test_mesh_matches_one_device(name, reference, request):
   ref_losses, ref_gnorms, ref_init, ref_state, _, _ = reference
   if name == "mixed2x2x2":
@@ -207,6 +209,7 @@ def _adam(opt_state):
   return found[0]
 
 
+@pytest.mark.long  # a mixed mesh's program; the meshes' losses: test_mesh_matches_one_device
 def test_declared_shardings_on_mixed_mesh(mixed):
   """Under the default rules on data=2 x fsdp=2 x tensor=2, by leaf, with Adam's moments."""
   _, _, _, state, _, mesh = mixed
@@ -364,8 +367,8 @@ def _tune_candidate(mesh: str, remat: str):
 
 @pytest.mark.parametrize(
   "mesh, remat",
-  [("data", "full"), ("fsdp", "none"), ("fsdp", "dots"), ("fsdp", "dots_no_batch"),
-   ("data_fsdp", "full")],
+  [("data", "full"), ("fsdp", "none"), pytest.param("fsdp", "dots", marks=pytest.mark.long),
+   pytest.param("fsdp", "dots_no_batch", marks=pytest.mark.long), ("data_fsdp", "full")],
 )  # fmt: skip
 def test_tune_candidates_give_the_reference_losses(mesh, remat, reference):
   """The meshes and remat policies compile_for --tune chooses between are one experiment:

@@ -58,7 +58,7 @@ def _run_smoke(workdir, **overrides):
 
 
 @pytest.mark.slow  # trains
-@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+@pytest.mark.parametrize("damage", ["deleted", pytest.param("truncated", marks=pytest.mark.long)])
 def test_a_lost_config_json_does_not_let_a_resume_change_the_lr(tmp_path, capsys, damage):
   """config.json deleted or truncated (a full disk, a bad copy), then a resume with another
   lr, schedule and warmup exited 0 with the two settings in one run."""
@@ -168,6 +168,7 @@ def test_a_completed_run_whose_config_json_is_lost_is_never_another_lrs_result(t
 
 
 @pytest.mark.slow  # trains
+@pytest.mark.long  # runs; on a completed run: the test above
 def test_a_shorter_train_steps_after_an_interruption_is_refused(tmp_path, monkeypatch):
   """Stopped at step 4 of 8, resumed with train.steps=3 (below the step reached) or 6 (below
   the run's): "completed (trained)" with config.json rewritten to the shorter length, for a
@@ -416,6 +417,7 @@ print("CODES " + json.dumps(codes))
 
 
 @pytest.mark.slow  # starts processes
+@pytest.mark.long  # two sweeps of runs
 def test_two_sweeps_on_one_sweep_dir_train_each_point_once_and_both_succeed(tmp_path):
   """Both exited 1, each calling the points the other trained failed."""
   import subprocess

@@ -49,6 +49,7 @@ def _rows(workdir: str) -> list[dict]:
 
 
 @pytest.mark.slow  # trains four smoke runs in this process
+@pytest.mark.long  # two runs
 def test_a_rule_stops_a_run_at_k_with_its_checkpoint_and_the_rule_off_resumes_it(tmp_path, capsys):
   stops = _rule(tmp_path, k=15, threshold=1e9)
   workdir = str(tmp_path / "sweep" / "run")

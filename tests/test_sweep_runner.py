@@ -157,6 +157,7 @@ def test_a_failed_point_says_why_on_its_line_in_its_point_file_and_results(tmp_p
 
 
 @pytest.mark.slow  # two sweeps of training runs
+@pytest.mark.long  # two sweeps of training runs
 def test_pinned_parallel_sweep_equals_a_sequential_one(tmp_path):
   """--jobs=2 (each point pinned to one core, single-threaded XLA) gives the same results
   as --jobs=1 (one point at a time on every core)."""

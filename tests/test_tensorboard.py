@@ -124,6 +124,7 @@ def _groups_request(*col_params) -> dict:
 
 
 @pytest.mark.slow  # board: two training runs and a TensorBoard server
+@pytest.mark.long  # the board fixture: runs and a TensorBoard server
 def test_runs_are_listed_by_readable_names(board):
   base, _, names = board
   runs = _get(base, "/data/runs")
@@ -132,6 +133,7 @@ def test_runs_are_listed_by_readable_names(board):
 
 
 @pytest.mark.slow  # the board fixture's runs and server
+@pytest.mark.long  # the board fixture: runs and a TensorBoard server
 def test_loss_scalars_first_and_tags_bounded_in_depth(board):
   base, _, names = board
   tags = _get(base, "/data/plugin/scalars/tags")
@@ -159,6 +161,7 @@ def test_loss_scalars_first_and_tags_bounded_in_depth(board):
 
 
 @pytest.mark.slow  # the board fixture's runs and server
+@pytest.mark.long  # the board fixture: runs and a TensorBoard server
 def test_per_layer_statistics_are_images(board):
   base, _, names = board
   tags = _get(base, "/data/plugin/images/tags")[names[12]]
@@ -174,6 +177,7 @@ def test_per_layer_statistics_are_images(board):
 
 
 @pytest.mark.slow  # the board fixture's runs and server
+@pytest.mark.long  # the board fixture: runs and a TensorBoard server
 def test_hparams_filter_and_sort_by_final_loss(board):
   base, logdir, names = board
   experiment = _get(base, "/data/plugin/hparams/experiment", {"experimentName": ""})
@@ -231,6 +235,7 @@ def test_hparams_filter_and_sort_by_final_loss(board):
 
 
 @pytest.mark.slow  # the board fixture's runs and server
+@pytest.mark.long  # the board fixture: runs and a TensorBoard server
 def test_custom_scalars_put_the_baseline_on_the_loss_chart(board):
   """The Custom Scalars tab: one layout however many runs wrote it, the loss category
   first, its first chart the periodic eval loss and its no-context baseline, both curves

@@ -144,6 +144,7 @@ def test_moved_key_is_refused_naming_the_new_key(tmp_path, old, new):
 
 
 @pytest.mark.slow  # a training process
+@pytest.mark.long  # a diverging run; its checkpoint and status: test_checkpoint
 def test_divergence_is_a_result(tmp_path):
   proc = train(
     "--config=configs/smoke.py",
@@ -204,6 +205,7 @@ def test_required_configs_exist():
 
 
 @pytest.mark.slow  # two training runs in process, on this suite's 8 fake devices
+@pytest.mark.long  # every named config's run: test_golden_losses
 @pytest.mark.parametrize("name", ["admin_96L", "hyperconn_96L"])
 def test_named_config_smoke_runs(name, tmp_path):
   """A named config's wiring runs end to end at smoke scale in process (8 fake devices).
@@ -268,6 +270,7 @@ def test_the_loop_evaluates_on_the_held_out_split(tmp_path):
 
 
 @pytest.mark.slow  # trains, then resumes (about 15 s)
+@pytest.mark.long  # two runs
 def test_an_error_after_restore_closes_the_checkpointer_and_keeps_the_run(tmp_path, monkeypatch):
   """A failure after the checkpoint is restored (here: the step's compilation) still closes
   the async checkpointer (the loop's ExitStack), and the earlier checkpoint survives it."""

@@ -114,6 +114,7 @@ def test_masked_future_logits_do_not_count():
 
 
 @pytest.mark.slow  # trains
+@pytest.mark.long  # a run
 def test_fused_attention_logs_no_logit_max_but_still_trains():
   cfg = tiny_config(attention="xla")
   params, model_state = _params(cfg, qk_gain=1.0)

@@ -238,6 +238,7 @@ def test_attention_scores_take_one_over_d_head(attention, base_width):
 
 
 @pytest.mark.slow  # builds and steps two parametrizations
+@pytest.mark.long  # two models compiled and stepped
 def test_mup_at_m_d_one_differs_from_sp_only_by_the_attention_scale():
   shape = _shape(16)
   sp_cfg = tiny_config(shape, norm_position="pre")

@@ -153,6 +153,7 @@ def _texts(folder, n=4, size=40_000) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # prepare and train in processes
 def test_prepare_a_bpe_folder_then_train_a_shrunk_wide_config(tmp_path):
   """The width step end to end, shrunk: a train:V folder of a text sample, then 3 steps of the
   :wide config (BPE tokens, vocabulary from the folder) at a toy shape."""

@@ -37,6 +37,7 @@ def _two_steps(z: float):
 
 
 @pytest.mark.slow  # builds and compiles the smoke run twice
+@pytest.mark.long  # two trained steps; the formula: the test above
 def test_z_loss_changes_the_update_not_the_reported_loss():
   off1, off2 = _two_steps(0.0)
   on1, on2 = _two_steps(1e-2)
