@@ -2,7 +2,10 @@
 from a folder of runs made by configs/sweeps/survival.py.
 
 python scripts/survival.py [--runs=docs/survival/runs] [--out_dir=docs/survival] [--horizon=1500]
-  [--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s]
+  [--only=REGEX] [--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s]
+
+--only keeps the --runs folders whose name REGEX matches: the survival protocol's runs of a
+folder that also holds another protocol's (docs/stabilizers/runs: the loss-vs-lr curves).
 
 Writes into --out_dir:
   runs.csv      a row per finished run: first passage below the margin, each relapse, the
@@ -34,6 +37,7 @@ def main() -> None:
   parser.add_argument("--runs", default=os.path.join("docs", "survival", "runs"))
   parser.add_argument("--out_dir", default=os.path.join("docs", "survival"))
   parser.add_argument("--horizon", type=int, default=1500, help="steps every run reached")
+  parser.add_argument("--only", default="", metavar="REGEX", help="--runs' folders matching")
   parser.add_argument(
     "--baseline",
     action="append",
@@ -45,9 +49,10 @@ def main() -> None:
   args = parser.parse_args()
   if not os.path.isdir(args.runs):
     sys.exit(f"no run folder at {args.runs} (the survival sweep has not started)")
-  rows = survival.finished_runs(args.runs)
+  rows = survival.finished_runs(args.runs, args.only or None)
   if not rows:
-    sys.exit(f"no finished run under {args.runs}")
+    only = f" matching {args.only!r}" if args.only else ""
+    sys.exit(f"no finished run under {args.runs}{only}")
   for spec in args.baseline:
     folder, sep, pattern = spec.partition(":")
     if not sep or not os.path.isdir(folder) or not pattern:

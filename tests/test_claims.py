@@ -230,9 +230,9 @@ def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_
   first, second, third = stabilizers.odds_at_edge(cells, base)
   # kept (not first passages) of n, with Clopper-Pearson's interval; the grid's order
   assert first == (
-    "Post-LN 12L at 1e-3: plain 0/12 (0.00-0.26); gated attention 1/1*; logit softcap 1/4"
+    "Post-LN 12L at 1e-3: plain 0/12 (95% 0.00-0.26); gated attention 1/1*; logit softcap 1/4"
   )
   assert second == "Post-LN 12L at 2e-3: plain not run; z-loss 0/2*"
   # an optimizer at its own lr is not a cell of plain Post-LN's lr: named as such
-  assert third == "Post-LN 12L with Muon at its own 6-layer best lr 8e-3: 4/4"
+  assert third == "Post-LN 12L, Muon at its 6L best lr 8e-3: 4/4"
   assert stabilizers.interval(cells[2]) == pytest.approx((0.3976, 1.0), abs=1e-4)

@@ -63,13 +63,13 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
     if not plain and set(by_name) <= set(OWN_LR):
       for n in sorted(by_name, key=label):
         out.append(
-          f"Post-LN {depth}L with {label(n)} at its own 6-layer best lr {lr_label(lr, 4)}: "
+          f"Post-LN {depth}L, {label(n)} at its 6L best lr {lr_label(lr, 4)}: "
           f"{kept_odds(by_name[n])}"
         )
       continue
     if plain:
       lo, hi = interval(plain[0])
-      parts = [f"plain {kept_odds(plain[0])} ({lo:.2f}-{hi:.2f})"]
+      parts = [f"plain {kept_odds(plain[0])} (95% {lo:.2f}-{hi:.2f})"]
     else:
       parts = ["plain not run"]
     parts += [f"{label(n)} {kept_odds(by_name[n])}" for n in sorted(by_name, key=label)]
@@ -86,9 +86,9 @@ def row_stabilizers() -> list[str] | None:
   n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
   return [
     "What practitioners reach for, at Post-LN's edge",
-    f"escapes kept to step {horizon:,}, k/n seeds (plain Post-LN with its 95% interval): "
+    f"kept to step {horizon:,}, k/n seeds: "
     + " / ".join(odds_at_edge(cells, survival_cells()))
-    + f" (*: under {MIN_SEEDS} seeds, a screen)",
+    + f" (*: under {MIN_SEEDS} seeds)",
     f"{horizon:,} steps, no warmup, constant lr, eval every 25 steps on 8,192 tokens; "
     f"{n_seeds} seed{'s' if seeds != [1] else ''} per stabilizer cell, 12 for plain Post-LN; "
     "stdlib",
