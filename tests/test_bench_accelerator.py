@@ -39,6 +39,7 @@ def test_the_local_chip_is_found_by_its_device_kind(kind, name):
     assert chip.bf16_flops == known.bf16_flops
 
 
+@pytest.mark.slow  # two TPU compiles
 def test_the_estimate_is_the_loop_corrected_compile_of_the_same_run():
   """On the devices given (here one CPU device and a stand-in v5e with unbounded bandwidth,
   so the roofline is FLOP-bound): the target compile's loop-corrected cost, not the loop body

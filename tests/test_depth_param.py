@@ -206,6 +206,7 @@ def test_group_table_lists_each_leafs_lr_eps_decay_and_init():
   assert len(text.splitlines()) == len(rows) + 2
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 @pytest.mark.parametrize("name", ["depth_mup", "completep"])
 def test_at_the_base_depth_the_run_is_sps_bit_for_bit(name):
   batch = (jnp.arange(16, dtype=jnp.int32).reshape(2, 8) % 8,) * 2
@@ -222,6 +223,7 @@ def test_at_the_base_depth_the_run_is_sps_bit_for_bit(name):
   assert out["sp"][1] == out[name][1]
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_sp_ignores_base_depth():
   a = tiny_model(num_layers=4, base_depth=2, norm_position="pre", init="gpt2")
   b = tiny_model(num_layers=4, base_depth=6, norm_position="pre", init="gpt2")

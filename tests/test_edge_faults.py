@@ -345,6 +345,7 @@ def test_one_line_cuts_tensorstores_spec_and_keeps_its_reason():
   )
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_sample_on_a_damaged_newest_checkpoint_names_it_in_one_line_and_uses_the_previous(
   tmp_path, capsys
 ):

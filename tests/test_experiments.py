@@ -140,6 +140,7 @@ def test_stack_batches_refuses_mixed_shapes():
     diag.stack_batches([(x, x), (x[:1], x[:1])])
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_model_output_distance(post_model):
   model_def, params, model_state, batches = post_model
   tokens = batches[0][0]

@@ -204,6 +204,7 @@ def test_admin_omega_from_profiled_variances(block):
   assert built_LxS.reshape(-1)[0] == 1.0 and np.all(np.diff(built_LxS.reshape(-1)) > 0)
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_admin_resolved_records_the_init_omegas():
   mcfg = _cfg(residual="admin")
   from resnorm_jax.model import model_def as mdl

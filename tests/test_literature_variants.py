@@ -145,7 +145,7 @@ def test_sinkhorn_projection_is_doubly_stochastic():
   np.testing.assert_allclose(np.asarray(mhc.sinkhorn(wide, 20)).sum(-2), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("dynamic", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_mhc_coefficients_at_init_and_h_res_doubly_stochastic_per_token(dynamic):
   n = 3
   model = _build(norm_position="pre", residual="mhc", mhc_rate=n, mhc_dynamic=dynamic)
@@ -204,7 +204,7 @@ def test_mhc_sublayer_matches_numpy(dynamic):
   np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("dynamic", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_mhc_is_prenorm_at_init(dynamic):
   n = 3
   model = _build(norm_position="pre", residual="mhc", mhc_rate=n, mhc_dynamic=dynamic)

@@ -252,6 +252,7 @@ def _loss_and_grads(remat: str):
   return params, traced.lower().compile()(params), _eqns(traced.jaxpr.jaxpr)
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 @pytest.mark.parametrize("policy", ["full", "dots", "dots_no_batch"])
 def test_remat_equals_no_remat_values_and_gradients(policy):
   plain, remat = tiny_config(**REMAT_MODEL), tiny_config(remat=policy, **REMAT_MODEL)

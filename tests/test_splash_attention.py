@@ -94,6 +94,7 @@ def _attention(implementation: str, **model):
     return attention_lib.Attention(cfg, InitRule("xavier", 2, 32), nnx.Rngs(params=0))
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_splash_under_shard_map_on_a_data_mesh_equals_dense(interpret):
   """A batch-sharded stream: the kernel runs on each device's rows under shard_map; the
   sinks' gradient (replicated) is summed over the devices."""
@@ -119,6 +120,7 @@ def test_splash_under_shard_map_on_a_data_mesh_equals_dense(interpret):
   jax.tree.map(_close, g_s, g_d)
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_splash_bfloat16_close_to_dense(interpret):
   x = jnp.asarray(np.random.default_rng(2).normal(size=(2, T, 32)), jnp.bfloat16)
   y_d = np.asarray(_attention("dense")(x), np.float32)
@@ -159,6 +161,7 @@ needs_libtpu = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow  # a TPU compile
 @needs_libtpu
 def test_splash_compiles_for_a_tpu_and_the_cost_model_counts_it_as_nothing():
   """Deviceless: the smoke model with splash (sequence 128) compiles for v5e:2x2 through

@@ -159,6 +159,7 @@ def test_missing_data_names_local_paths_that_match_nothing(tmp_path):
   ]
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_a_sweep_with_a_missing_data_file_is_refused_before_any_point_starts(tmp_path):
   """The missing file was found only when its point's turn came (a failed run, maybe hours
   in); now the sweep exits 2 at once naming the point and the path, nothing started."""

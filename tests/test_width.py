@@ -65,7 +65,7 @@ def _numpy_reference(cfg, params, model_state, pre: bool):
   return np.array(maxima), float(np.sqrt(np.mean(logits**2)))
 
 
-@pytest.mark.parametrize("position", ["post", "pre"])
+@pytest.mark.parametrize("position", ["post", pytest.param("pre", marks=pytest.mark.slow)])
 def test_attention_logit_max_and_output_logit_rms_match_numpy(position):
   cfg = tiny_config(num_layers=3, norm_position=position)
   params, model_state = _params(cfg, qk_gain=3.0)

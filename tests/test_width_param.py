@@ -389,6 +389,7 @@ def test_coord_check_runs_over_widths_under_mup(tmp_path):
   assert {"d16", "d32", "spread"} <= set(logits) and np.isfinite(logits["spread"])
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 @pytest.mark.parametrize("residual", ["admin", "denseformer", "valueres", "rezero", "none"])
 def test_other_residuals_take_the_width_rules(residual):
   cfg = tiny_config(_shape(16), residual=residual, width_param="mup", base_width=8, init="normal")

@@ -126,6 +126,7 @@ def test_disabled_writer_writes_nothing(tmp_path):
   assert not workdir.exists()
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_tensorboard_tags_at_1000_layers(tmp_path):
   """A few dozen scalar tags at any depth: per-layer arrays become images and 4 layers."""
   rng = np.random.default_rng(0)
@@ -318,6 +319,7 @@ def test_hparams_file_carries_the_compare_scalars(tmp_path):
   assert acc.Scalars("compare/no_context_loss")[0].value == pytest.approx(3.1)
 
 
+@pytest.mark.slow  # compiles for seconds: out of the fast tier
 def test_a_tensorboard_write_error_is_one_warning_and_the_metrics_go_on(
   tmp_path, monkeypatch, capsys
 ):
