@@ -52,13 +52,15 @@ FIELDS = (
   "mesh", "remat", "attention", "xla_flags", "per_chip_gib", "hbm_gib",
   "est_step_s", "est_step_source", "est_mfu", "bound", "speedup",
   "candidates", "tune_cpu_s", "tuned_on",
+  "flops_per_step", "bytes_per_step", "attributed_bytes", "est_step_attributed_s",
+  "est_mfu_attributed",
 )  # fmt: skip
 
 
 CANDIDATE_FIELDS = (
   "config", "topology", "mesh", "remat", "attention", "xla_flags", "fits", "per_chip_gib",
   "hbm_gib", "est_step_s", "est_step_source", "est_mfu", "bound", "top_ops_by_bytes",
-  "compile_cpu_s", "refused",
+  "compile_cpu_s", "refused", "attributed_bytes", "est_step_attributed_s", "est_mfu_attributed",
 )  # fmt: skip
 
 
@@ -82,8 +84,17 @@ def write_candidates(path: str, label: str, tuned) -> None:
         "est_step_source": r.source if r.step_s else "",
         "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
         "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
-        "refused": r.error,
+        "refused": r.error, **attributed(r),
       })  # fmt: skip
+
+
+def attributed(r) -> dict[str, str]:
+  """The attributed-bytes columns of a result (empty where it was compiled before them)."""
+  return {
+    "attributed_bytes": f"{r.attributed_bytes:.4g}" if r.attributed_bytes else "",
+    "est_step_attributed_s": f"{r.attributed_step_s:.4g}" if r.attributed_step_s else "",
+    "est_mfu_attributed": f"{r.attributed_mfu:.3f}" if r.attributed_mfu else "",
+  }
 
 
 def read(path: str) -> list[dict[str, str]]:
@@ -133,6 +144,9 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
     "candidates": str(len(tuned.results)) if tuned else "1",
     "tune_cpu_s": f"{sum(x.cpu_s for x in fresh):.0f}" if tuned else f"{r.cpu_s:.0f}",
     "tuned_on": on,
+    "flops_per_step": f"{r.flops:.4g}",
+    "bytes_per_step": f"{r.bytes:.4g}",
+    **attributed(r),
   }
 
 
@@ -150,7 +164,7 @@ def main() -> None:
     "--candidates_out", default=os.path.join(ROOT, "docs/tpu_compile/tuned_candidates.csv")
   )
   p.add_argument("--meshes", default=",".join(tune.MESHES), help="the meshes to try")
-  p.add_argument("--flag_sets", default="default,maxtext", help="default: no MaxText flags")
+  p.add_argument("--flag_sets", default="default,no_windowed,maxtext", help="default: no XLA flags")
   p.add_argument(
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
   )

@@ -20,7 +20,8 @@ def test_every_committed_row_is_a_candidate_tune_can_make():
   for w in rows:
     c = w.candidate
     assert c.mesh in tune.MESHES and c.attention in tune.ATTENTIONS, w
-    assert c.remat in target_compile.REMAT_ORDER and c.flags in ("default", "maxtext"), w
+    assert c.remat in target_compile.REMAT_ORDER, w
+    assert set(tune.flag_parts(c.flags)) <= set(tune.FLAG_PARTS), w  # raises for another name
     _, topology = tpu_target.topology_name(w.topology)
     assert topology == w.topology and tuned_table._chips(topology) == w.chips
     assert 0 < w.est_mfu < 1
@@ -49,6 +50,13 @@ def test_the_keys_are_tunes_overrides_less_the_given_and_maxtext_flags_go_to_lib
   want = [f"--config.{k}={v}" for k, v in tune.overrides(c, 8).items() if k != "model.remat"]
   assert keys == want and "--config.model.attention=splash" in keys
   assert libtpu.split() == [f"--{k}={v}" for k, v in tune.MAXTEXT_FLAGS.items()]
+  both = tune.Candidate("fsdp", "full", "splash", "no_windowed+maxtext")
+  _, libtpu = tuned_table.launch_keys(
+    tuned_table.Winner("postnorm_96L", "v5e:4x4", 16, both, 0.2), []
+  )
+  want = {**tune.NO_WINDOWED_EINSUM, **tune.MAXTEXT_FLAGS}
+  assert libtpu.split() == [f"--{k}={v}" for k, v in want.items()]
+  assert "--xla_tpu_enable_windowed_einsum_for_all_gather=false" in libtpu.split()
   plain = tuned_table.Winner("prenorm_96L", "v5e:4x4", 16, tune.Candidate("data_fsdp", "dots"), 0.1)
   keys, libtpu = tuned_table.launch_keys(plain, [])
   assert libtpu is None and keys[:2] == ["--config.mesh.data=4", "--config.mesh.fsdp=4"]

@@ -14,7 +14,8 @@ Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
    float32 attention probabilities do, docs/tpu_compile/README.md);
 2. the finalists and the config's own settings get the loop-corrected estimate (a second
    compile, scan_unroll=2): the winner is never slower than the config as it is;
-3. on the fastest: splash attention, then the MaxText flags (each kept only if faster).
+3. on the fastest: splash attention, then whole-weight gathers instead of windowed einsums,
+   then the MaxText flags (each kept only if faster).
 Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
 vocabulary, jax and libtpu versions): a rerun compiles nothing it has already compiled.
 
@@ -33,7 +34,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,6 +60,17 @@ MAXTEXT_FLAGS = {
   "xla_tpu_enable_data_parallel_all_reduce_opt": "true",
   "xla_tpu_data_parallel_opt_different_sized_ops": "true",
 }
+# XLA compiles a matmul whose contraction is sharded (fsdp shards every weight on d_model) as a
+# loop over the weight's shards, a "windowed einsum" (a collective matmul that overlaps the
+# all-gather with compute). At the :paper width each trip re-reads and re-writes the whole
+# output: Post-LN 96 on v5e:4x4 spends 77% of its HBM bytes in those loops (scripts/hlo_bytes.py),
+# and the cost model counts each loop's body once, not per trip. These flags make the compiler
+# all-gather the (0.5-2 MiB) weight and run one matmul; docs/tpu_compile/README.md has the rows.
+NO_WINDOWED_EINSUM = {
+  "xla_tpu_enable_windowed_einsum_for_all_gather": "false",
+  "xla_tpu_enable_windowed_einsum_for_reduce_scatter": "false",
+}
+FLAG_PARTS = {"no_windowed": NO_WINDOWED_EINSUM, "maxtext": MAXTEXT_FLAGS}
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
 
 
@@ -70,11 +81,33 @@ class Candidate:
   mesh: str  # MESHES
   remat: str  # target_compile.REMAT_ORDER
   attention: str = "dense"  # ATTENTIONS
-  flags: str = "default"  # default | maxtext
+  flags: str = "default"  # default, or FLAG_PARTS names joined by "+" (maxtext+no_windowed)
 
   @property
   def label(self) -> str:
     return f"mesh={self.mesh} remat={self.remat} attention={self.attention} flags={self.flags}"
+
+
+def flag_parts(name: str) -> tuple[str, ...]:
+  """The FLAG_PARTS a candidate's flags name ('default': none); ValueError for another name."""
+  parts = () if name == "default" else tuple(name.split("+"))
+  for p in parts:
+    if p not in FLAG_PARTS:
+      raise ValueError(f"XLA flag set {p!r} (in {name!r}): one of default, {', '.join(FLAG_PARTS)}")
+  return parts
+
+
+def flags_of(name: str, accepted: dict[str, str] | None = None) -> dict[str, str]:
+  """The compile options of a candidate's flags name, less those libtpu did not accept."""
+  out = {k: v for p in flag_parts(name) for k, v in FLAG_PARTS[p].items()}
+  return {k: v for k, v in out.items() if accepted is None or k in accepted}
+
+
+def with_flags(c: Candidate, part: str) -> Candidate:
+  """`c` with one more FLAG_PARTS entry, in FLAG_PARTS' order."""
+  parts = set(flag_parts(c.flags)) | {part}
+  name = "+".join(p for p in FLAG_PARTS if p in parts)
+  return dataclasses.replace(c, flags=name)
 
 
 def mesh_overrides(mesh: str, chips: int) -> dict[str, int]:
@@ -126,31 +159,32 @@ class Result:
   bytes: float = 0.0
   top_ops: list[str] = dataclasses.field(default_factory=list)
   raw_cost: dict[str, float] = dataclasses.field(default_factory=dict)  # the first compile's
+  # The first compile's HBM bytes attributed op by op, times its loops' trips (hlo_bytes), and
+  # the roofline with them in place of the loop-corrected bytes (0: compiled before this field).
+  attributed_bytes: float = 0.0
+  attributed_step_s: float | None = None
+  attributed_mfu: float | None = None
   cpu_s: float = 0.0
   error: str = ""  # refused before compiling (e.g. a kernel the shapes do not allow)
   cached: bool = False
 
 
-_SHAPE = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+)\[([0-9,]*)\]\{?[^ ]* ([\w\-]+)\(")
-_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "u32": 4, "f16": 2, "s8": 1, "u8": 1, "pred": 1, "f64": 8}
-
-
 def top_ops_by_bytes(hlo_text: str, n: int = 3) -> list[str]:
-  """The `n` largest op results in the compiled HLO text, 'opcode dtype[shape] MiB' (the
-  cost analysis gives the step's bytes per operand index, not per op: these are the largest
-  op output shapes; ops inside the scanned layer's loop body appear once)."""
-  sizes: dict[str, float] = {}
-  for line in hlo_text.splitlines():
-    m = _SHAPE.match(line)
-    if not m or m.group(2) not in _BYTES or m.group(4) in ("parameter", "constant", "bitcast"):
-      continue
-    count = 1
-    for side in filter(None, m.group(3).split(",")):
-      count *= int(side)
-    key = f"{m.group(4)} {m.group(2)}[{m.group(3)}]"
-    sizes[key] = max(sizes.get(key, 0.0), count * _BYTES[m.group(2)])
-  top = sorted(sizes.items(), key=lambda kv: -kv[1])[:n]
-  return [f"{k} {v / 2**20:.1f} MiB" for k, v in top]
+  """The `n` ops of the compiled program that move the most HBM bytes per step (each op's
+  reads and writes times the trips of the loops around it: hlo_bytes.op_bytes), as
+  'opcode dtype[shape] xTRIPS GiB (pass: JAX op)'."""
+  from resnorm_jax.hardware import hlo_bytes
+  from resnorm_jax.hardware.step_profile import short_source
+
+  ops = sorted(hlo_bytes.op_bytes(hlo_text), key=lambda o: -o.step_bytes)[:n]
+  out = []
+  for o in ops:
+    first = hlo_bytes.first_array(o.shape)
+    out.append(
+      f"{o.opcode} {first} x{o.trips} {o.step_bytes / GIB:.2f} GiB "
+      f"({o.part}: {short_source(o.source).split('/')[-1]})"
+    )
+  return out
 
 
 def accepted_flags(devices: Sequence, flags: dict[str, str], note: Callable[[str], None]):
@@ -237,7 +271,7 @@ class Target:
   name: str
   devices: list
   hbm_limit: int
-  flags: dict[str, str]  # the MaxText flags this libtpu accepts
+  flags: dict[str, str]  # the FLAG_PARTS flags this libtpu accepts
 
 
 def target(topology: str, note: Callable[[str], None] = print) -> Target:
@@ -253,9 +287,11 @@ def target(topology: str, note: Callable[[str], None] = print) -> Target:
 
 
 def _compile(lowered, options: dict[str, str] | None):
-  """(memory, refusal, cost, top ops by bytes, CPU seconds) of one compiled train step."""
+  """(memory, refusal, cost, top ops by bytes, CPU seconds, attributed bytes) of one compiled
+  train step."""
   import jax
 
+  from resnorm_jax.hardware import hlo_bytes
   from resnorm_jax.train import run_setup
 
   cpu = time.process_time()
@@ -264,11 +300,22 @@ def _compile(lowered, options: dict[str, str] | None):
   except jax.errors.JaxRuntimeError as e:
     if "RESOURCE_EXHAUSTED" not in str(e):
       raise
-    return {}, str(e).splitlines()[0], {}, [], time.process_time() - cpu
+    return {}, str(e).splitlines()[0], {}, [], time.process_time() - cpu, 0.0
   cost = compiled.cost_analysis() or {}
   cost = {k: float(cost[k]) for k in ("flops", "optimal_seconds", "bytes accessed") if k in cost}
-  top = top_ops_by_bytes(compiled.as_text())
-  return run_setup.aot_memory(compiled), "", cost, top, time.process_time() - cpu
+  text = compiled.as_text()
+  attributed = sum(o.step_bytes for o in hlo_bytes.op_bytes(text))
+  top = top_ops_by_bytes(text)
+  return run_setup.aot_memory(compiled), "", cost, top, time.process_time() - cpu, attributed
+
+
+def compiled_text(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> tuple[str, dict]:
+  """(the optimized HLO text, the cost analysis) of a candidate's train step compiled for
+  `tgt` with its flags, the scanned stack's loop as it runs (no correction)."""
+  lowered = _build(config, tgt, c, vocab).lower_step()
+  compiled = lowered.compile(compiler_options=flags_of(c.flags, tgt.flags) or None)
+  cost = compiled.cost_analysis() or {}
+  return compiled.as_text(), {k: float(v) for k, v in cost.items() if isinstance(v, int | float)}
 
 
 def _build(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, unroll: int = 1):
@@ -289,7 +336,7 @@ def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> R
     lowered = _build(config, tgt, c, vocab).lower_step()
   except ValueError as e:
     return Result(fits=False, error=str(e).splitlines()[0], hbm_limit=tgt.hbm_limit)
-  memory, oom, cost, top, cpu = _compile(lowered, tgt.flags if c.flags == "maxtext" else None)
+  memory, oom, cost, top, cpu, attributed = _compile(lowered, flags_of(c.flags, tgt.flags))
   total = memory.get("total")
   fits = not oom and total is not None and total <= tgt.hbm_limit
   return Result(
@@ -299,6 +346,7 @@ def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> R
     raw_cost=cost,
     top_ops=top,
     cpu_s=cpu,
+    attributed_bytes=attributed,
   )
 
 
@@ -309,7 +357,7 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
 
   unroll = tc.correction_unroll(int(config.model.num_layers))
   run2 = _build(config, tgt, c, vocab, unroll=unroll)
-  _, oom, cost2, _, cpu = _compile(run2.lower_step(), tgt.flags if c.flags == "maxtext" else None)
+  _, oom, cost2, _, cpu, _ = _compile(run2.lower_step(), flags_of(c.flags, tgt.flags))
   cost1 = one.raw_cost
   mcfg, chip, chips = run2.mcfg, tgt.chip, len(tgt.devices)
   cost = tc.loop_corrected(cost1, cost2, mcfg.num_layers, unroll) if not oom else cost1
@@ -323,6 +371,11 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
     source += " + splash kernel's analytic FLOPs/bytes at peak"
   bytes_s = cost.get("bytes accessed", 0.0) / chip.hbm_bandwidth
   model_flops = bench.flops_per_token(mcfg, t.seq_len)["train"] * tokens
+  attributed_s = None
+  if one.attributed_bytes:  # the roofline with the attributed bytes, + the kernel as above
+    kernel = splash_seconds(mcfg, chip, tokens / chips) if mcfg.attention == "splash" else 0.0
+    roofline = max(cost["flops"] / chip.bf16_flops, one.attributed_bytes / chip.hbm_bandwidth)
+    attributed_s = roofline + kernel
   return dataclasses.replace(
     one,
     corrected=not oom,
@@ -334,6 +387,8 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
     bytes=cost.get("bytes accessed", 0.0),
     cpu_s=one.cpu_s + cpu,
     cached=False,
+    attributed_step_s=attributed_s,
+    attributed_mfu=model_flops / (attributed_s * chips * chip.bf16_flops) if attributed_s else None,
   )
 
 
@@ -392,7 +447,7 @@ def line(c: Candidate, r: Result) -> str:
     return f"  {c.label:<56} fits   {gib} per chip, no estimate (memory pass only){tail}"
   return (
     f"  {c.label:<56} fits   {gib} per chip  est {r.step_s:.4g} s  MFU {r.mfu:6.1%}  "
-    f"{r.bound}-bound  top bytes (largest HLO op outputs): {'; '.join(r.top_ops)}{tail}"
+    f"{r.bound}-bound  top HBM bytes (HLO ops x loop trips): {'; '.join(r.top_ops)}{tail}"
   )
 
 
@@ -420,11 +475,12 @@ def tune(
   meshes: Sequence[str] = MESHES,
   remats: Sequence[str] = tc.REMAT_ORDER,
   attentions: Sequence[str] = ATTENTIONS,
-  flag_sets: Sequence[str] = ("default", "maxtext"),
+  flag_sets: Sequence[str] = ("default", *FLAG_PARTS),
 ) -> Tuned:
   """Compiles `config`'s candidates for `topology` (memory first, then the finalists'
-  loop-corrected estimates, then splash and the MaxText flags on the fastest), logging one
-  line per candidate; TargetError for bad input, before anything compiles."""
+  loop-corrected estimates, then splash and each of FLAG_PARTS in `flag_sets` on the
+  fastest), logging one line per candidate; TargetError for bad input, before anything
+  compiles."""
   tgt = target(topology, log)
   chips, t = len(tgt.devices), config.train
   if t.batch_size % chips:
@@ -433,6 +489,7 @@ def tune(
     )
   for m in meshes:
     mesh_overrides(m, chips)  # an unknown name: ValueError here
+  parts = [p for name in flag_sets for p in flag_parts(name)]  # likewise
   vocab, note = tc.resolve_vocab(config, vocab_size, "tpu")
   cache = Cache(cache_path)
   hbm, peak = tgt.hbm_limit / GIB, tgt.chip.bf16_flops / 1e12
@@ -442,8 +499,10 @@ def tune(
   )
   if note:
     log(f"note: {note}")
-  if "maxtext" in flag_sets:
-    tgt.flags = accepted_flags(tgt.devices, MAXTEXT_FLAGS, log)
+  if parts:
+    tgt.flags = accepted_flags(
+      tgt.devices, {k: v for p in parts for k, v in FLAG_PARTS[p].items()}, log
+    )
   log("note: gradient accumulation is not a candidate: train_step has no microbatch loop")
   results: dict[Candidate, Result] = {}
 
@@ -472,9 +531,12 @@ def tune(
   if best and "splash" in attentions and best.attention != "splash":
     run(dataclasses.replace(best, attention="splash"), True)
     best = winner(results)
-  if best and "maxtext" in flag_sets and tgt.flags:
-    run(dataclasses.replace(best, flags="maxtext"), True, results[best])
-    best = winner(results)
+  for part in (p for p in FLAG_PARTS if p in parts):
+    if best and flags_of(with_flags(best, part).flags, tgt.flags) != flags_of(
+      best.flags, tgt.flags
+    ):
+      run(with_flags(best, part), True, results[best])
+      best = winner(results)
   log(winner_line(best, results.get(best), chips))
   return Tuned(tgt, vocab, results, best)
 
@@ -483,7 +545,8 @@ def winner_line(best: Candidate | None, r: Result | None, chips: int) -> str:
   if best is None or r is None:
     return "winner: none (no candidate fits this slice at this global batch)"
   keys = " ".join(f"--config.{k}={v}" for k, v in overrides(best, chips).items())
-  flags = " (and the MaxText XLA flags in LIBTPU_INIT_ARGS)" if best.flags == "maxtext" else ""
+  named = " and ".join(flag_parts(best.flags))
+  flags = f" (and the {named} XLA flags in LIBTPU_INIT_ARGS)" if named else ""
   return (
     f"winner: {best.label}: {size(r.per_chip_bytes)} per chip, est {r.step_s:.4g} s/step, "
     f"MFU {r.mfu:.1%} ({r.bound}-bound; {r.source}); run it with {keys}{flags}"

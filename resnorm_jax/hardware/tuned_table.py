@@ -5,8 +5,9 @@ scripts/launch_tpu_vm.sh asks this module for the keys of the slice it launches 
 them after the user's (a key the user gave is kept as given); `--untuned` there runs the config
 as it is. A row applies to a launch of the same config at the `:paper` scale on a slice of the
 same TPU generation and chip count: the winner was compiled for that global batch on that many
-chips, and a smaller slice holds more of it per chip. The winner's MaxText XLA flags
-(`flags=maxtext`) are compile options, not config keys: they go to the run as LIBTPU_INIT_ARGS.
+chips, and a smaller slice holds more of it per chip. The winner's XLA flags (`maxtext`,
+`no_windowed`, or both joined by "+": tune.FLAG_PARTS) are compile options, not config keys:
+they go to the run as LIBTPU_INIT_ARGS.
 
 A winner keeps the experiment (the global batch, float32 master weights, the loss to bfloat16
 tolerance: tests/test_sharding.py's candidate meshes and remat policies, splash = dense in
@@ -14,7 +15,7 @@ tests/test_splash_attention.py); only how the step runs changes.
 
   python -m resnorm_jax.hardware.tuned_table CONFIG ACCELERATOR [--config.k=v ...]
 prints one key per line (none where no row applies) and `LIBTPU_INIT_ARGS=...` as the last
-line where the winner's flags are MaxText's; what it did, in one line, on stderr.
+line where the winner has XLA flags; what it did, in one line, on stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import sys
 
 from resnorm_jax.hardware import tpu_target
-from resnorm_jax.hardware.tune import MAXTEXT_FLAGS, Candidate, overrides
+from resnorm_jax.hardware.tune import Candidate, flag_parts, flags_of, overrides
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE = os.path.join(ROOT, "docs", "tpu_compile", "tuned.csv")
@@ -106,9 +107,8 @@ def launch_keys(winner: Winner, given: list[str]) -> tuple[list[str], str | None
     for k, v in overrides(winner.candidate, winner.chips).items()
     if f"--config.{k}" not in taken
   ]
-  libtpu = None
-  if winner.candidate.flags == "maxtext":
-    libtpu = " ".join(f"--{k}={v}" for k, v in MAXTEXT_FLAGS.items())
+  flags = flags_of(winner.candidate.flags)
+  libtpu = " ".join(f"--{k}={v}" for k, v in flags.items()) if flags else None
   return keys, libtpu
 
 
@@ -127,7 +127,8 @@ def main(argv: list[str]) -> int:
     return 0
   keys, libtpu = launch_keys(winner, given)
   added = " ".join(keys) or "nothing (every key given)"
-  flags = "; the MaxText XLA flags as LIBTPU_INIT_ARGS" if libtpu else ""
+  named = " and ".join(flag_parts(winner.candidate.flags))
+  flags = f"; the {named} XLA flags as LIBTPU_INIT_ARGS" if libtpu else ""
   print(
     f"tuned: {why}, est MFU {winner.est_mfu:.1%} (cost model): adds {added}{flags} "
     "(--untuned runs the config as it is)",

@@ -1,0 +1,300 @@
+"""Where a compiled step's HBM bytes go: each op of the optimized HLO, its bytes, its loop.
+
+The TPU cost model gives one number for a step's bytes (`cost_analysis()["bytes accessed"]`),
+not where they go. This reads the compiled program's text: every instruction that runs as an
+op (the entry computation's, and those of the loops and branches it runs, recursively; an
+instruction inside a fusion runs as part of its fusion) with the bytes it reads and writes,
+times the trip count of every loop around it (a scanned layer stack's loop, and the loops
+XLA makes of a matmul whose contraction is sharded, "windowed einsums").
+
+The bytes of one op: its result plus its operands, where a fusion operand only sliced inside
+the fusion counts its slices (a scanned stack's stacked weights are read one layer at a
+time), and an in-place dynamic-update-slice counts the update, not the buffer. Those are the
+rules of XLA's own cost analysis (HloCostAnalysis) in outline; this is an attribution, to be
+read beside the cost model's total (`scripts/hlo_bytes.py` prints both), not a second model.
+
+Each op is named by the JAX op it came from (its `op_name` metadata, shortened by
+`step_profile.short_source`) and by its pass: forward, backward (`transpose(jvp`), the
+forward recomputed by remat (`rematted_computation`), or the update.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+
+from resnorm_jax.hardware.step_profile import short_source
+
+_COMPUTATION = re.compile(r"^%?([\w.\-]+) \(([^\n]*)\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)
+_HEAD = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ")
+_OPCODE = re.compile(r" ([a-z][\w\-]*)\(")
+_ARRAY = re.compile(
+  r"\b(pred|s4|u4|s8|u8|s16|u16|f16|bf16|s32|u32|f32|s64|u64|f64|c64|c128|f8e\w+)\[([0-9,]*)\]"
+)
+_WIDTH = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2,
+          "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8,
+          "c128": 16}  # fmt: skip
+# Ops that move no data of their own (views, tuples, control flow whose body is counted).
+_FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "call",
+         "conditional", "opt-barrier", "partition-id", "replica-id", "after-all",
+         "iota"}  # fmt: skip
+PASSES = ("forward", "recomputed", "backward", "update")
+
+
+def array_bytes(shape: str) -> float:
+  """Bytes of every array in an HLO shape string (a tuple: the sum of its arrays)."""
+  total = 0.0
+  for dtype, dims in _ARRAY.findall(shape):
+    n = 1
+    for d in filter(None, dims.split(",")):
+      n *= int(d)
+    total += n * _WIDTH.get(dtype, 1 if dtype.startswith("f8") else 4)
+  return total
+
+
+def first_array(shape: str) -> str:
+  """The first array of an HLO shape, without its layout: 'bf16[16,512,512]'."""
+  m = _ARRAY.search(shape)
+  return f"{m.group(1)}[{m.group(2)}]" if m else shape
+
+
+@dataclasses.dataclass(frozen=True)
+class OpBytes:
+  """One op of the executable: its bytes per run and how many times a step runs it."""
+
+  name: str
+  opcode: str
+  shape: str
+  nbytes: float  # per run
+  trips: int  # product of the trip counts of the loops around it
+  source: str  # op_name metadata
+  cycles: float = 0.0  # the TPU compiler's estimate per run (backend config), 0 where none
+
+  @property
+  def step_bytes(self) -> float:
+    return self.nbytes * self.trips
+
+  @property
+  def part(self) -> str:
+    if "rematted_computation" in self.source:
+      return "recomputed"
+    if "transpose(jvp" in self.source:
+      return "backward"
+    if "jvp(" in self.source:
+      return "forward"
+    return "update"
+
+
+def _computations(text: str) -> dict[str, tuple[str, list[str]]]:
+  """Computation name -> (its parameter list text, its instruction lines)."""
+  return {m.group(1): (m.group(2), m.group(3).splitlines()) for m in _COMPUTATION.finditer(text)}
+
+
+def _instructions(lines: list[str]) -> list[tuple[str, str, str, str, str]]:
+  """(name, shape, opcode, operand text, whole line) of each instruction line."""
+  out = []
+  for line in lines:
+    m = _HEAD.match(line)
+    if not m:
+      continue
+    rest = line[m.end() :]
+    end = _closing(rest, 1) if rest.startswith("(") else rest.find(" ")
+    shape, rest = rest[:end], rest[end:]
+    op = _OPCODE.match(rest)
+    if not op:
+      continue
+    rest = rest[op.end() :]
+    out.append((m.group(1), shape, op.group(1), rest[: _closing(rest, 0) - 1], line))
+  return out
+
+
+def _closing(text: str, start: int) -> int:
+  """The index just past the parenthesis that closes one opened before `text[start]`."""
+  depth, i = 1, start
+  while i < len(text) and depth:
+    depth += {"(": 1, ")": -1}.get(text[i], 0)
+    i += 1
+  return i
+
+
+def trip_count(while_line: str, cond_lines: list[str]) -> int:
+  """A while loop's trip count: XLA's `known_trip_count` where the backend config has it,
+  else from its condition, `i < N` against a constant N (the form of a scan's and a windowed
+  einsum's loop; a compare, or a fusion of one, at the condition's root); 1 otherwise."""
+  known = re.search(r'"known_trip_count":\{"n":"(\d+)"', while_line)
+  if known:
+    return max(int(known.group(1)), 1)
+  consts = {}
+  for name, _, opcode, _, line in _instructions(cond_lines):
+    if opcode == "constant":
+      m = re.search(r"constant\((-?\d+)\)", line)
+      if m:
+        consts[name] = int(m.group(1))
+  for _, _, opcode, operands, line in _instructions(cond_lines):
+    if line.lstrip().startswith("ROOT") and opcode in ("compare", "fusion"):
+      for ref in re.findall(r"%([\w.\-]+)", operands):
+        if ref in consts:
+          return max(consts[ref], 1)
+  return 1
+
+
+_VIEWS = ("bitcast", "reshape", "copy", "transpose")  # a fused view: its users read the data
+
+
+def _fusion_operand_bytes(fused: tuple[str, list[str]], operand_bytes: list[float]) -> float:
+  """The bytes a fusion reads: each parameter whole, except one only sliced (its slices) or
+  the buffer of an in-place dynamic-update-slice (nothing: the update is the write), seen
+  through the views (bitcast, reshape, copy, transpose) fused between them."""
+  _, lines = fused
+  insts = _instructions(lines)
+  users: dict[str, list[tuple[str, str, str, int]]] = collections.defaultdict(list)
+  for name, shape, opcode, operands, _ in insts:
+    for pos, ref in enumerate(re.findall(r"%([\w.\-]+)", operands)):
+      users[ref].append((name, opcode, shape, pos))
+
+  def sliced(name: str, depth: int = 0) -> float | None:
+    """Bytes read of `name` where every use is a slice or an in-place update's buffer, else
+    None (read whole)."""
+    total = 0.0
+    for user, opcode, shape, pos in users.get(name, []):
+      if opcode in ("dynamic-slice", "slice") and pos == 0:
+        total += array_bytes(shape)
+      elif opcode == "dynamic-update-slice" and pos == 0:
+        continue
+      elif opcode in _VIEWS and depth < 8:
+        inner = sliced(user, depth + 1)
+        if inner is None:
+          return None
+        total += inner
+      else:
+        return None
+    return total
+
+  total = 0.0
+  for name, _, opcode, _, line in insts:
+    if opcode != "parameter":
+      continue
+    idx = int(re.search(r"parameter\((\d+)\)", line).group(1))
+    whole = operand_bytes[idx] if idx < len(operand_bytes) else 0.0
+    part = sliced(name) if users.get(name) else None
+    total += whole if part is None else min(whole, part)
+  return total
+
+
+def _update_bytes(fused: tuple[str, list[str]] | None, shape: str) -> float:
+  """The bytes a fusion writes: its result, where an in-place dynamic-update-slice (at the
+  root, behind views, or an element of a root tuple) writes only its update."""
+  if fused is None:
+    return array_bytes(shape)
+  insts = _instructions(fused[1])
+  by_name = {
+    name: (s, op, re.findall(r"%([\w.\-]+)", operands)) for name, s, op, operands, _ in insts
+  }
+
+  def written(name: str, depth: int = 0) -> float:
+    shape_, opcode, refs = by_name[name]
+    if opcode == "dynamic-update-slice" and len(refs) > 1 and refs[1] in by_name:
+      return array_bytes(by_name[refs[1]][0])
+    if opcode in _VIEWS and refs and refs[0] in by_name and depth < 8:
+      return written(refs[0], depth + 1)
+    if opcode == "tuple":
+      return sum(written(r, depth + 1) for r in refs if r in by_name)
+    return array_bytes(shape_)
+
+  root = next((i for i in insts if "ROOT" in i[4].split("=", 1)[0]), None)
+  return written(root[0]) if root else array_bytes(shape)
+
+
+def op_bytes(text: str) -> list[OpBytes]:
+  """Every op the compiled program runs, with its bytes per run and its loops' trip count."""
+  comps = _computations(text)
+  start = text.find("\nENTRY ")
+  if start < 0:
+    raise ValueError("no ENTRY computation in the HLO text")
+  entry_text = text[start + 1 :]
+  head, body = entry_text.split("{\n", 1)
+  entry = (head, body.split("\n}", 1)[0].splitlines())
+  shapes: dict[str, str] = {}
+  for _, lines in [*comps.values(), entry]:
+    for name, shape, *_ in _instructions(lines):
+      shapes[name] = shape
+  out: list[OpBytes] = []
+  queue, seen = [(entry, 1)], set()
+  while queue:
+    (_, lines), trips = queue.pop()
+    for name, shape, opcode, operands, line in _instructions(lines):
+      if opcode == "while":
+        body = re.search(r"body=%([\w.\-]+)", line).group(1)
+        cond = re.search(r"condition=%([\w.\-]+)", line).group(1)
+        n = trip_count(line, comps[cond][1] if cond in comps else [])
+        for comp, k in ((body, n), (cond, n + 1)):
+          if comp in comps and comp not in seen:
+            seen.add(comp)
+            queue.append((comps[comp], trips * k))
+        continue
+      if opcode in ("call", "conditional"):
+        called = re.findall(
+          r"(?:to_apply|true_computation|false_computation)=%([\w.\-]+)", line
+        ) + [n for g in re.findall(r"branch_computations=\{([^}]*)\}", line)
+             for n in re.findall(r"%([\w.\-]+)", g)]  # fmt: skip
+        for comp in called:
+          if comp in comps and comp not in seen:
+            seen.add(comp)
+            queue.append((comps[comp], trips))
+        continue
+      if opcode in _FREE or opcode.endswith("-done"):
+        continue
+      refs = re.findall(r"%([\w.\-]+)", operands)
+      in_bytes = [array_bytes(shapes.get(r, "")) for r in refs]
+      fused = None
+      if opcode == "fusion":
+        called = re.search(r"calls=%([\w.\-]+)", line)
+        fused = comps.get(called.group(1)) if called else None
+      if fused is not None:
+        nbytes = _fusion_operand_bytes(fused, in_bytes) + _update_bytes(fused, shape)
+      elif opcode == "dynamic-update-slice":
+        nbytes = 2 * (in_bytes[1] if len(in_bytes) > 1 else 0.0)
+      elif opcode in ("dynamic-slice", "slice"):
+        nbytes = 2 * array_bytes(shape)
+      elif opcode.endswith("-start"):  # async: its operands in, its result (the tuple's last)
+        arrays = _ARRAY.findall(shape)
+        nbytes = sum(in_bytes) + (array_bytes("{}[{}]".format(*arrays[-1])) if arrays else 0.0)
+      else:
+        nbytes = sum(in_bytes) + array_bytes(shape)
+      src = re.search(r'op_name="([^"]*)"', line)
+      cyc = re.search(r'"estimated_cycles":"(\d+)"', line)
+      out.append(
+        OpBytes(
+          name,
+          opcode,
+          shape,
+          nbytes,
+          trips,
+          src.group(1) if src else "",
+          float(cyc.group(1)) if cyc else 0.0,
+        )  # fmt: skip
+      )
+  return out
+
+
+def component(source: str) -> str:
+  """The model part an op_name belongs to, from the JAX op path (the stack's layer scan is
+  `while/body`; the loss, head and embedding are outside it)."""
+  s = short_source(source)
+  if "while/body" in source or "/while/" in source:
+    if "windowed" in source:
+      return "layer: matmul (windowed)"
+    return "layer: " + s.split("/")[-1]
+  return "outside the stack: " + s.split("/")[-1]
+
+
+def summary(ops: list[OpBytes], key=lambda o: o.part) -> list[tuple[str, float, int]]:
+  """(group, bytes per step, ops) by `key`, largest first."""
+  total: dict[str, float] = collections.defaultdict(float)
+  count: dict[str, int] = collections.defaultdict(int)
+  for o in ops:
+    k = key(o)
+    total[k] += o.step_bytes
+    count[k] += 1
+  return sorted(((k, v, count[k]) for k, v in total.items()), key=lambda r: -r[1])

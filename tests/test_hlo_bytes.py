@@ -1,0 +1,87 @@
+"""hlo_bytes: each op's bytes and loop trips from a compiled program's text (CPU programs here;
+the TPU rows are in docs/tpu_compile/README.md)."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from resnorm_jax.hardware import hlo_bytes
+
+W = jnp.ones((4, 256, 256), jnp.float32)
+X = jnp.ones((64, 256), jnp.float32)
+
+
+def _scanned(w, x):
+  return jax.lax.scan(lambda h, wi: (jnp.tanh(h @ wi), None), x, w)[0]
+
+
+def _unrolled(w, x):
+  h = x
+  for i in range(w.shape[0]):
+    h = jnp.tanh(h @ w[i])
+  return h
+
+
+def _ops(f, *args):
+  compiled = jax.jit(f).lower(*args).compile()
+  return hlo_bytes.op_bytes(compiled.as_text()), compiled.cost_analysis()["bytes accessed"]
+
+
+def test_an_unrolled_program_counts_what_xlas_cost_analysis_counts():
+  ops, cost = _ops(_unrolled, W, X)
+  assert all(o.trips == 1 for o in ops)
+  assert sum(o.step_bytes for o in ops) == pytest.approx(cost, rel=0.01)
+
+
+def test_a_scanned_stack_counts_its_loop_body_once_per_layer():
+  scanned, cost_once = _ops(_scanned, W, X)
+  unrolled, _ = _ops(_unrolled, W, X)
+  total = sum(o.step_bytes for o in scanned)
+  # The cost analysis counts the loop body once; the attribution once per layer, and a layer's
+  # slice of the stacked weights, not the whole stack (that would add 3 x 4 MiB).
+  assert total == pytest.approx(sum(o.step_bytes for o in unrolled), rel=0.1)
+  assert total > 2 * cost_once
+  matmuls = [o for o in scanned if o.nbytes >= 256 * 256 * 4]
+  assert matmuls and all(o.trips == 4 for o in matmuls)
+
+
+def test_nested_loops_multiply_their_trip_counts():
+  def nested(w, x):
+    def outer(h, _):
+      return _scanned(w, h), None
+
+    return jax.lax.scan(outer, x, None, length=3)[0]
+
+  ops, _ = _ops(nested, W, X)
+  matmuls = [o for o in ops if o.nbytes >= 256 * 256 * 4]
+  assert matmuls and all(o.trips == 12 for o in matmuls)
+  assert max(o.trips for o in ops) == 15  # the inner condition: 4 + 1 checks, 3 times
+
+
+def test_trip_count_reads_the_known_count_or_the_condition():
+  assert hlo_bytes.trip_count('backend_config={"known_trip_count":{"n":"96"}}', []) == 96
+  cond = [
+    "  %constant.1 = u32[] constant(8)",
+    "  %p = (u32[]) parameter(0)",
+    "  %i = u32[] get-tuple-element(%p), index=0",
+    "  ROOT %lt = pred[] compare(%i, %constant.1), direction=LT",
+  ]
+  assert hlo_bytes.trip_count("%while.1 = while(%t)", cond) == 8
+  assert hlo_bytes.trip_count("%while.1 = while(%t)", cond[1:]) == 1
+
+
+def test_array_bytes_sums_a_tuple_and_ignores_layouts():
+  shape = "(bf16[16,512,8,64]{1,3,2,0:T(8,128)(2,1)S(1)}, f32[8]{0}, /*index=2*/s32[])"
+  assert hlo_bytes.array_bytes(shape) == 16 * 512 * 8 * 64 * 2 + 8 * 4 + 4
+
+
+def test_parts_tell_forward_recomputed_backward_and_update_apart():
+  def part(src):
+    return hlo_bytes.OpBytes("x", "fusion", "f32[]", 4, 1, src).part
+
+  assert part("jit(step)/jvp()/while/body/dot_general") == "forward"
+  assert part("jit(step)/transpose(jvp())/while/body/dot_general") == "backward"
+  assert part("jit(step)/transpose(jvp())/while/body/checkpoint/rematted_computation/dot") == (
+    "recomputed"
+  )
+  assert part("jit(step)/adam/mul") == "update"
