@@ -85,3 +85,42 @@ def test_parts_tell_forward_recomputed_backward_and_update_apart():
     "recomputed"
   )
   assert part("jit(step)/adam/mul") == "update"
+
+
+_SLICED = """HloModule m
+
+%read (param_0: f32[8,64,64], param_1: s32[]) -> f32[64,64] {
+  %param_0 = f32[8,64,64]{2,1,0} parameter(0)
+  %param_1 = s32[] parameter(1)
+  %bitcast.1 = f32[8,4096]{1,0} bitcast(%param_0)
+  %ds = f32[1,4096]{1,0} dynamic-slice(%bitcast.1, %param_1, %param_1), dynamic_slice_sizes={1,4096}
+  ROOT %bitcast.2 = f32[64,64]{1,0} bitcast(%ds)
+}
+
+%write (param_0: f32[8,4096], param_1: f32[64,64], param_2: s32[]) -> f32[8,64,64] {
+  %param_0 = f32[8,4096]{1,0} parameter(0)
+  %param_1 = f32[64,64]{1,0} parameter(1)
+  %param_2 = s32[] parameter(2)
+  %bitcast.3 = f32[1,4096]{1,0} bitcast(%param_1)
+  %dus = f32[8,4096]{1,0} dynamic-update-slice(%param_0, %bitcast.3, %param_2, %param_2)
+  ROOT %bitcast.4 = f32[8,64,64]{2,1,0} bitcast(%dus)
+}
+
+ENTRY %main (w: f32[8,64,64], i: s32[], b: f32[8,4096]) -> f32[8,64,64] {
+  %w = f32[8,64,64]{2,1,0} parameter(0)
+  %i = s32[] parameter(1)
+  %b = f32[8,4096]{1,0} parameter(2)
+  %row = f32[64,64]{1,0} fusion(%w, %i), kind=kLoop, calls=%read
+  ROOT %stored = f32[8,64,64]{2,1,0} fusion(%b, %row, %i), kind=kLoop, calls=%write
+}
+"""
+
+
+def test_a_stacked_buffer_sliced_or_updated_behind_views_counts_one_slice():
+  """A scanned stack reads one layer of its stacked weights and writes one layer of its
+  saved activations in place, often through a bitcast: one 16 KiB slice each way, not the
+  128 KiB buffer."""
+  ops = {o.name: o for o in hlo_bytes.op_bytes(_SLICED)}
+  row = 64 * 64 * 4
+  assert ops["row"].nbytes == row + 4 + row  # the slice and the index read, the row written
+  assert ops["stored"].nbytes == row + 4 + row  # the update and the index read, the update written
