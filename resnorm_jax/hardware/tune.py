@@ -445,7 +445,7 @@ def line(c: Candidate, r: Result) -> str:
     return f"  {c.label:<56} no fit {gib} per chip (of {size(r.hbm_limit)}){tail}"
   if r.step_s is None:
     return f"  {c.label:<56} fits   {gib} per chip, no estimate (memory pass only){tail}"
-  bound = f"{r.attributed_mfu:.1%} with attributed bytes; " if r.attributed_mfu else ""
+  bound = f"attributed-bytes roofline MFU {r.attributed_mfu:.1%}; " if r.attributed_mfu else ""
   return (
     f"  {c.label:<56} fits   {gib} per chip  est {r.step_s:.4g} s  MFU {r.mfu:6.1%}  "
     f"{r.bound}-bound ({bound}top HBM bytes, HLO ops x loop trips: {'; '.join(r.top_ops)}){tail}"
