@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from resnorm_jax.hardware import tuned_table
 from tests.fake_cluster import PAPER, ROOT, TRAIN, fake_bin, script, suffix, wait_for
 from tests.fake_cluster import calls as recorded_calls
 
@@ -345,7 +346,9 @@ def test_a_paper_launch_runs_the_tuned_winner_for_its_slice_and_untuned_its_own_
   assert (run, workdir) == (run_u, workdir_u)  # the same folder: a relaunch resumes
   assert train_u == [".venv/bin/python", *TRAIN, "--workdir=" + workdir,
                      "--config.dist.initialize=true", *mine]  # fmt: skip
-  assert train[0] == "env" and train[1].startswith("LIBTPU_INIT_ARGS=--xla_tpu_enable_latency")
+  row, _ = tuned_table.lookup(PAPER, "v5p-16", tuned_table.read())
+  _, libtpu = tuned_table.launch_keys(row, mine)
+  assert train[0] == "env" and train[1] == f"LIBTPU_INIT_ARGS={libtpu}" and libtpu
   assert train[2:] == [*train_u, "--config.mesh.data=1", "--config.mesh.fsdp=-1",
                        "--config.mesh.tensor=1", "--config.model.attention=splash"]  # fmt: skip
   assert "tuned: postnorm_96L on v5p:2x2x2" in tuned.stderr and "tuned:" not in untuned.stderr
