@@ -24,7 +24,7 @@ import collections
 import dataclasses
 import re
 
-from resnorm_jax.hardware.step_profile import short_source
+from resnorm_jax.hardware.step_profile import part_of, short_source
 
 _COMPUTATION = re.compile(r"^%?([\w.\-]+) \(([^\n]*)\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)
 _HEAD = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ")
@@ -77,13 +77,8 @@ class OpBytes:
 
   @property
   def part(self) -> str:
-    if "rematted_computation" in self.source:
-      return "recomputed"
-    if "transpose(jvp" in self.source:
-      return "backward"
-    if "jvp(" in self.source:
-      return "forward"
-    return "update"
+    """step_profile's pass, with the forward ops remat recomputes told apart."""
+    return "recomputed" if "rematted_computation" in self.source else part_of(self.source)
 
 
 def _computations(text: str) -> dict[str, tuple[str, list[str]]]:

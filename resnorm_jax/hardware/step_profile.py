@@ -32,11 +32,17 @@ class Op:
 
   @property
   def part(self) -> str:
-    if "transpose(jvp" in self.source:
-      return "backward"
-    if "jvp(" in self.source:
-      return "forward"
-    return "update"
+    return part_of(self.source)
+
+
+def part_of(source: str) -> str:
+  """The pass an op_name belongs to: backward (transposed), forward (differentiated), or the
+  update (everything outside the gradient)."""
+  if "transpose(jvp" in source:
+    return "backward"
+  if "jvp(" in source:
+    return "forward"
+  return "update"
 
 
 _COMPUTATION = re.compile(r"^%?([\w.\-]+) \([^\n]*\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)

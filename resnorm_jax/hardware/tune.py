@@ -174,9 +174,15 @@ def top_ops_by_bytes(hlo_text: str, n: int = 3) -> list[str]:
   reads and writes times the trips of the loops around it: hlo_bytes.op_bytes), as
   'opcode dtype[shape] xTRIPS GiB (pass: JAX op)'."""
   from resnorm_jax.hardware import hlo_bytes
+
+  return _top(hlo_bytes.op_bytes(hlo_text), n)
+
+
+def _top(all_ops: list, n: int = 3) -> list[str]:
+  from resnorm_jax.hardware import hlo_bytes
   from resnorm_jax.hardware.step_profile import short_source
 
-  ops = sorted(hlo_bytes.op_bytes(hlo_text), key=lambda o: -o.step_bytes)[:n]
+  ops = sorted(all_ops, key=lambda o: -o.step_bytes)[:n]
   out = []
   for o in ops:
     first = hlo_bytes.first_array(o.shape)
@@ -303,9 +309,9 @@ def _compile(lowered, options: dict[str, str] | None):
     return {}, str(e).splitlines()[0], {}, [], time.process_time() - cpu, 0.0
   cost = compiled.cost_analysis() or {}
   cost = {k: float(cost[k]) for k in ("flops", "optimal_seconds", "bytes accessed") if k in cost}
-  text = compiled.as_text()
-  attributed = sum(o.step_bytes for o in hlo_bytes.op_bytes(text))
-  top = top_ops_by_bytes(text)
+  ops = hlo_bytes.op_bytes(compiled.as_text())  # parsed once: the total and the top ops
+  attributed = sum(o.step_bytes for o in ops)
+  top = _top(ops)
   return run_setup.aot_memory(compiled), "", cost, top, time.process_time() - cpu, attributed
 
 
@@ -365,15 +371,14 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
   t = config.train
   tokens = t.batch_size * t.seq_len
   flops_s = cost["flops"] / chip.bf16_flops
-  if mcfg.attention == "splash":
-    kernel = splash_seconds(mcfg, chip, tokens / chips)
+  kernel = splash_seconds(mcfg, chip, tokens / chips) if mcfg.attention == "splash" else 0.0
+  if kernel:
     seconds, flops_s = seconds + kernel, flops_s + kernel
     source += " + splash kernel's analytic FLOPs/bytes at peak"
   bytes_s = cost.get("bytes accessed", 0.0) / chip.hbm_bandwidth
   model_flops = bench.flops_per_token(mcfg, t.seq_len)["train"] * tokens
   attributed_s = None
   if one.attributed_bytes:  # the roofline with the attributed bytes, + the kernel as above
-    kernel = splash_seconds(mcfg, chip, tokens / chips) if mcfg.attention == "splash" else 0.0
     roofline = max(cost["flops"] / chip.bf16_flops, one.attributed_bytes / chip.hbm_bandwidth)
     attributed_s = roofline + kernel
   return dataclasses.replace(
