@@ -26,7 +26,8 @@ import os
 import sys
 
 from resnorm_jax.hardware import tpu_target
-from resnorm_jax.hardware.tune import Candidate, flag_parts, flags_of, overrides
+from resnorm_jax.hardware.tune import Candidate, overrides
+from resnorm_jax.hardware.xla_flags import flag_parts, flags_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE = os.path.join(ROOT, "docs", "tpu_compile", "tuned.csv")
