@@ -124,3 +124,50 @@ def test_a_stacked_buffer_sliced_or_updated_behind_views_counts_one_slice():
   row = 64 * 64 * 4
   assert ops["row"].nbytes == row + 4 + row  # the slice and the index read, the row written
   assert ops["stored"].nbytes == row + 4 + row  # the update and the index read, the update written
+
+
+_MULTILINE = """HloModule m
+
+%body (p: (s32[], f32[64,64])) -> (s32[], f32[64,64]) {
+  %p = (s32[], f32[64,64]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[64,64]{1,0} get-tuple-element(%p), index=1
+  %k = f32[64,64]{1,0} custom-call(%x), custom_call_target="k", frontend_attributes={m={
+"xprof_metadata":"{}"
+}}, metadata={op_name="jit(step)/pallas_call"}
+  %y = f32[64,64]{1,0} add(%k, %x)
+  %one = s32[] constant(1)
+  %j = s32[] add(%i, %one)
+  ROOT %t = (s32[], f32[64,64]{1,0}) tuple(%j, %y)
+}
+
+%cond (p: (s32[], f32[64,64])) -> pred[] {
+  %p = (s32[], f32[64,64]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[64,64]) -> f32[64,64] {
+  %x = f32[64,64]{1,0} parameter(0)
+  %k0 = f32[64,64]{1,0} custom-call(%x), custom_call_target="k", frontend_attributes={m={
+"xprof_metadata":"{}"
+}}, metadata={op_name="jit(step)/pallas_call"}
+  %zero = s32[] constant(0)
+  %t = (s32[], f32[64,64]{1,0}) tuple(%zero, %k0)
+  %w = (s32[], f32[64,64]{1,0}) while(%t), condition=%cond, body=%body
+  ROOT %out = f32[64,64]{1,0} get-tuple-element(%w), index=1
+}
+"""
+
+
+def test_an_attribute_over_several_lines_ends_neither_its_op_nor_its_computation():
+  """A Pallas kernel's frontend_attributes span lines, one of them starting "}}": every op
+  after it, in the loop body and in the entry, is still counted (a body read up to that line
+  lost them: the 96-layer attributions of docs/tpu_compile stopped at the first splash call)."""
+  ops = {o.name: o for o in hlo_bytes.op_bytes(_MULTILINE)}
+  a = 64 * 64 * 4
+  assert ops["k0"].nbytes == 2 * a and ops["k0"].trips == 1
+  assert ops["k"].trips == 4 and ops["y"].trips == 4 and ops["y"].nbytes == 3 * a
+  assert ops["k"].source == "jit(step)/pallas_call"
+  assert "j" in ops and "lt" in ops

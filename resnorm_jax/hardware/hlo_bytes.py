@@ -24,9 +24,8 @@ import collections
 import dataclasses
 import re
 
-from resnorm_jax.hardware.step_profile import part_of, short_source
+from resnorm_jax.hardware.step_profile import COMPUTATION, entry_computation, part_of, short_source
 
-_COMPUTATION = re.compile(r"^%?([\w.\-]+) \(([^\n]*)\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)
 _HEAD = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ")
 _OPCODE = re.compile(r" ([a-z][\w\-]*)\(")
 _ARRAY = re.compile(
@@ -82,8 +81,20 @@ class OpBytes:
 
 
 def _computations(text: str) -> dict[str, tuple[str, list[str]]]:
-  """Computation name -> (its parameter list text, its instruction lines)."""
-  return {m.group(1): (m.group(2), m.group(3).splitlines()) for m in _COMPUTATION.finditer(text)}
+  """Computation name -> (its parameter list text, its instructions, one line each)."""
+  return {m.group(1): (m.group(2), _joined(m.group(3))) for m in COMPUTATION.finditer(text)}
+
+
+def _joined(body: str) -> list[str]:
+  """A computation body's instructions, one line each: a line that does not open an
+  instruction (`%name = `) continues the one before it."""
+  out: list[str] = []
+  for line in body.splitlines():
+    if out and not _HEAD.match(line):
+      out[-1] += "\n" + line
+    else:
+      out.append(line)
+  return out
 
 
 def _instructions(lines: list[str]) -> list[tuple[str, str, str, str, str]]:
@@ -204,12 +215,8 @@ def _update_bytes(fused: tuple[str, list[str]] | None, shape: str) -> float:
 def op_bytes(text: str) -> list[OpBytes]:
   """Every op the compiled program runs, with its bytes per run and its loops' trip count."""
   comps = _computations(text)
-  start = text.find("\nENTRY ")
-  if start < 0:
-    raise ValueError("no ENTRY computation in the HLO text")
-  entry_text = text[start + 1 :]
-  head, body = entry_text.split("{\n", 1)
-  entry = (head, body.split("\n}", 1)[0].splitlines())
+  head, body = entry_computation(text)
+  entry = (head, _joined(body))
   shapes: dict[str, str] = {}
   for _, lines in [*comps.values(), entry]:
     for name, shape, *_ in _instructions(lines):

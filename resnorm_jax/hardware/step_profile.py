@@ -45,7 +45,11 @@ def part_of(source: str) -> str:
   return "update"
 
 
-_COMPUTATION = re.compile(r"^%?([\w.\-]+) \([^\n]*\) -> [^\n]*\{\n(.*?)\n\}", re.M | re.S)
+# name, parameter list, body of each computation of an HLO text. A body ends at a line that is
+# exactly "}": an instruction's attributes may span lines (a Pallas kernel's
+# frontend_attributes end in a line "}}, metadata=..."; read to the first "\n}", a body lost
+# every op after its first splash call).
+COMPUTATION = re.compile(r"^%?([\w.\-]+) \(([^\n]*)\) -> [^\n]*\{\n(.*?)\n\}$", re.M | re.S)
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\([^)]*\)|\S+) ([a-z][\w\-]*)\(")
 _CONTAINERS = ("while", "call", "conditional")
 _CONTROL_FLOW = re.compile(r"(?:body|branch_computations|true_computation)=")
@@ -63,6 +67,16 @@ def _called(body: str, bodies: dict[str, str]) -> list[str]:
   return names
 
 
+def entry_computation(text: str) -> tuple[str, str]:
+  """(signature, body) of an HLO text's ENTRY computation (its body to the line "}")."""
+  start = text.find("\nENTRY ")
+  if start < 0:
+    raise ValueError("no ENTRY computation in the HLO text")
+  head, body = text[start + 1 :].split("{\n", 1)
+  end = re.search(r"\n\}$", body, re.M)
+  return head, body[: end.start()] if end else body
+
+
 def parse_hlo(text: str) -> dict[str, Op]:
   """Instruction name -> Op for every instruction that runs as an op of the executable.
 
@@ -70,12 +84,8 @@ def parse_hlo(text: str) -> dict[str, Op]:
   (a scanned layer stack's while body and condition, conditional branches), recursively;
   instructions inside fusions run as part of their fusion and are not listed.
   """
-  bodies = {m.group(1): m.group(2) for m in _COMPUTATION.finditer(text)}
-  start = text.find("\nENTRY ")
-  if start < 0:
-    raise ValueError("no ENTRY computation in the HLO text")
-  entry = text[start:]
-  entry = entry[entry.index("{\n") + 2 :].split("\n}", 1)[0]
+  bodies = {m.group(1): m.group(3) for m in COMPUTATION.finditer(text)}
+  _, entry = entry_computation(text)
   executed, queue, seen = [], [entry], set()
   while queue:
     body = queue.pop()
