@@ -4,6 +4,8 @@ eight H100s (the CUDA plugin's compiler, requirements-gpu-compile.txt; memory on
 
 python scripts/tpu_compile_table.py [--out=docs/tpu_compile/results.csv] [--only=v5e:4x4,...]
 python scripts/tpu_compile_table.py --only=h100:1,h100:8 --out=docs/tpu_compile/gpu.csv
+python scripts/tpu_compile_table.py --only=h100:1,h100:8 --configs=postnorm_96L,prenorm_96L,\
+    deepnorm_96L --set=model.attention=cudnn --out=docs/tpu_compile/gpu.csv  # + nvidia-cudnn-cu12
 python scripts/tpu_compile_table.py --markdown  # its tables, as docs/tpu_compile/README.md has them
 
 Each (config, topology) is compiled as `python -m experiments.compile_for` does (train step,
@@ -61,10 +63,11 @@ def cell(row: dict[str, str] | None) -> str:
   )
 
 
-def markdown(rows: list[dict[str, str]], depth: str) -> str:
-  """The `:paper` rows at one depth ("96L", "1000L") as a markdown table: topologies down
-  (those with a row at this depth, in the file's order), variants across (CONFIGS' order)."""
-  paper = {(r["config"], r["topology"]): r for r in rows if r["settings"] == ":paper"}
+def markdown(rows: list[dict[str, str]], depth: str, settings: str = ":paper") -> str:
+  """The rows of `settings` (`:paper`, or `:paper model.attention=cudnn` as --set writes it)
+  at one depth ("96L", "1000L") as a markdown table: topologies down (those with a row at
+  this depth, in the file's order), variants across (CONFIGS' order)."""
+  paper = {(r["config"], r["topology"]): r for r in rows if r["settings"] == settings}
   labels = [c[0] for c in CONFIGS if c[0].endswith("_" + depth)]
   hbm = {r["topology"]: (r["chips"], r["hbm_gib"]) for r in rows}
   layers = depth[:-1]
@@ -82,6 +85,22 @@ def markdown(rows: list[dict[str, str]], depth: str) -> str:
   return "\n".join(lines)
 
 
+def overrides_of(pairs: list[str]):
+  """(key, value) of each --set KEY=VALUE, the value read as the config CLI reads one (a
+  number, true/false, else the string); ValueError naming a pair without "="."""
+  import ast
+
+  for pair in pairs:
+    key, eq, value = pair.partition("=")
+    if not eq or not key:
+      raise ValueError(f"--set {pair!r}: expected KEY=VALUE, e.g. model.attention=cudnn")
+    try:
+      parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      parsed = {"true": True, "false": False}.get(value.lower(), value)
+    yield key, parsed
+
+
 def read(path: str) -> list[dict[str, str]]:
   with open(path) as f:
     return list(csv.DictReader(f))
@@ -97,10 +116,25 @@ def main() -> None:
   p.add_argument("--only", default="", help="comma-separated topologies (default: all)")
   p.add_argument("--configs", default="", help="comma-separated labels (default: all)")
   p.add_argument("--markdown", action="store_true", help="print the file's tables; compile nothing")
+  p.add_argument(
+    "--set",
+    action="append",
+    default=[],
+    help="KEY=VALUE added to every config (e.g. model.attention=cudnn); repeatable. The rows' "
+    "settings say them (`:paper model.attention=cudnn`): rows of other settings stay apart",
+  )
   args = p.parse_args()
+  tc.use_cpu_host()  # before JAX starts a backend: the CUDA plugin fails on a host without CUDA
+  extra = dict(overrides_of(args.set))
+  paper = " ".join([":paper", *(f"{k}={v}" for k, v in extra.items())])
   if args.markdown:
     rows = read(args.out)
-    print(f"{len(rows)} rows\n\n{markdown(rows, '96L')}\n\n{markdown(rows, '1000L')}")
+    tables = [f"{len(rows)} rows"]
+    for settings in dict.fromkeys(
+      r["settings"] for r in rows if r["settings"].startswith(":paper")
+    ):
+      tables += [f"{settings}:", markdown(rows, "96L", settings), markdown(rows, "1000L", settings)]
+    print("\n\n".join(tables))
     return
   fields = ("config", "settings", *target_report.CSV_FIELDS[1:], "recommended")
   rows, header = [], ()
@@ -131,16 +165,16 @@ def main() -> None:
   order = [(t, c) for t in topologies for c in first]
   order += [(t, c) for t in topologies for c in CONFIGS if c not in first]
   for topology, (label, spec, overrides) in order:
-    if (labels and label not in labels) or (label, topology, ":paper") in done:
+    if (labels and label not in labels) or (label, topology, paper) in done:
       continue
-    config = tc.with_overrides(cli.load_config_file(spec), overrides)
+    config = tc.with_overrides(cli.load_config_file(spec), {**overrides, **extra})
     start = time.perf_counter()
     report = tc.compile_for(config, topology, eval_step=False)
-    write(report, label, ":paper", "yes" if report.fits else "no")
+    write(report, label, paper, "yes" if report.fits else "no")
     if not report.fits:
       fit = tc.find_fit(config, topology, correct_loop=True)
       if fit:
-        write(fit[2], label, fit[0], "yes")
+        write(fit[2], label, " ".join([fit[0], *paper.split()[1:]]), "yes")
     print(f"# {label} on {topology}: {time.perf_counter() - start:.0f} s", flush=True)
 
 

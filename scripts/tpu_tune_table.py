@@ -150,6 +150,57 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
   }
 
 
+def mesh_name(label: str) -> str:
+  """tune.MESHES' name of a row's mesh label ("fsdp16", "data8", "data4xfsdp4")."""
+  axes = {part.rstrip("0123456789") for part in label.split("x")}
+  return {frozenset({"data"}): "data", frozenset({"fsdp"}): "fsdp"}.get(
+    frozenset(axes), "data_fsdp"
+  )
+
+
+def refresh_attribution(path: str, cache_path: str) -> None:
+  """Recount the attributed-bytes columns of each row of `path` (tuned.csv or
+  tuned_candidates.csv) whose count is stale (tune._stale: a splash program counted before
+  hlo_bytes.VERSION 2): its memory pass compiled again, its estimate kept (cached). A row whose
+  estimate no longer matches the cache's is left as it is, with a line saying so. The file is
+  rewritten after each row."""
+  from resnorm_jax.config import cli
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import tune
+
+  rows = read(path)
+  fields = list(rows[0]) if rows else []
+  cache, quiet = tune.Cache(cache_path), lambda s: None
+  for r in rows:
+    if r["attention"] != "splash" or not r.get("est_step_s") or r.get("fits") == "no":
+      continue
+    spec, o = CONFIGS[r["config"]]
+    config = tc.with_overrides(cli.load_config_file(spec), o)
+    tgt = tune.target(r["topology"], quiet)
+    tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(r["xla_flags"]), quiet)
+    c = tune.Candidate(mesh_name(r["mesh"]), r["remat"], r["attention"], r["xla_flags"])
+    vocab, _ = tc.resolve_vocab(config, 0, "tpu")
+    start = time.process_time()
+    res = tune.evaluate(cache, config, tgt, c, vocab, True)
+    if f"{res.step_s:.4g}" != r["est_step_s"]:
+      print(f"# {r['config']} {c.label}: the cache's estimate {res.step_s:.4g} s is not the "
+            f"row's {r['est_step_s']} s: row left as it is", flush=True)  # fmt: skip
+      continue
+    r.update(attributed(res))
+    if "top_ops_by_bytes" in r:
+      r["top_ops_by_bytes"] = "; ".join(res.top_ops)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="") as f:
+      w = csv.DictWriter(f, fields, lineterminator="\n")
+      w.writeheader()
+      w.writerows(rows)
+    os.replace(tmp, path)
+    cpu = time.process_time() - start
+    print(
+      f"{r['config']} {r['topology']} {c.label}: {attributed(res)} [{cpu:.0f} s CPU]", flush=True
+    )
+
+
 def main() -> None:
   from resnorm_jax.config import cli
   from resnorm_jax.hardware import target_compile as tc
@@ -168,8 +219,16 @@ def main() -> None:
   p.add_argument(
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
   )
+  p.add_argument(
+    "--refresh_attribution",
+    action="store_true",
+    help="recount the stale attributed-bytes columns of --out's rows; tune nothing",
+  )
   args = p.parse_args()
   tc.use_cpu_host()
+  if args.refresh_attribution:
+    refresh_attribution(args.out, args.tune_cache)
+    return
   specs, meshes = CONFIGS, tuple(args.meshes.split(","))
   kw = {"meshes": meshes, "flag_sets": tuple(args.flag_sets.split(","))}
   done = set()

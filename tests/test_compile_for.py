@@ -382,3 +382,37 @@ def test_tune_flag_sets_compose_by_name_and_a_bad_name_is_refused():
   assert tune.flags_of("no_windowed+maxtext", accepted=one) == one  # what libtpu refused: left out
   with pytest.raises(ValueError, match="'fast' .* one of default, no_windowed, maxtext"):
     tune.flag_parts("maxtext+fast")
+
+
+def test_a_stale_cached_attribution_of_a_splash_program_is_counted_again(tmp_path, monkeypatch):
+  """A splash candidate cached with the attribution that stopped at the kernel's multi-line
+  attributes (hlo_bytes.VERSION 1) gets its memory pass compiled again; its corrected estimate
+  stands and only its attributed roofline is redone from the new count. A dense candidate's
+  count was right and is kept."""
+  from resnorm_jax.hardware import tune
+
+  config = tc.with_overrides(_smoke(), {"model.attention": "splash"})
+  tgt = tune.Target(tpu_target.CHIPS["v5e"], "v5e:2x2", [None] * 4, 16 * tpu_target.GIB, {})
+  c = tune.Candidate("data", "none", "splash")
+  cache = tune.Cache(str(tmp_path / "c.json"))
+  old = tune.Result(fits=True, per_chip_bytes=1e9, raw_cost={"flops": 1.0}, attributed_bytes=1e6)
+  two = tune.Result(
+    **{**old.__dict__, "corrected": True, "step_s": 0.5, "mfu": 0.2, "flops": 1e12, "bytes": 4e11}
+  )
+  cache.put(tune.cache_key(config, tgt.name, c, False, 256), old)
+  cache.put(tune.cache_key(config, tgt.name, c, True, 256), two)
+  fresh = tune.Result(**{**old.__dict__, "attributed_bytes": 8e10, "attribution": 2})
+  calls = []
+  monkeypatch.setattr(tune, "_memory_pass", lambda *a: calls.append(a) or fresh)
+  monkeypatch.setattr(tune, "_corrected", lambda *a: pytest.fail("the estimate is recompiled"))
+  r = tune.evaluate(cache, config, tgt, c, 256, corrected=True)
+  assert len(calls) == 1 and r.attribution == 2 and r.attributed_bytes == 8e10
+  assert (r.step_s, r.mfu, r.flops) == (0.5, 0.2, 1e12)  # the estimate as it was
+  chip = tgt.chip
+  assert r.attributed_step_s > max(1e12 / chip.bf16_flops, 8e10 / chip.hbm_bandwidth)  # + kernel
+  again = tune.evaluate(tune.Cache(str(tmp_path / "c.json")), config, tgt, c, 256, corrected=True)
+  assert len(calls) == 1 and again.attributed_bytes == 8e10  # counted once: cached now
+  dense = tune.Candidate("data", "none", "dense")
+  cache.put(tune.cache_key(config, tgt.name, dense, False, 256), old)
+  assert tune.evaluate(cache, config, tgt, dense, 256, corrected=False).attributed_bytes == 1e6
+  assert len(calls) == 1

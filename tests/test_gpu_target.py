@@ -68,3 +68,27 @@ def test_the_smoke_train_step_compiles_for_eight_h100s_with_its_memory():
   lines = target_report.describe(r)
   assert any("FITS on h100:8" in line for line in lines)
   assert not any("cost-model estimate" in line for line in lines)
+
+
+def test_cudnn_attention_without_the_cudnn_library_is_one_line_naming_the_wheel():
+  """JAX asks the cuDNN library for its version while tracing cuDNN's attention, even for a
+  compile-only H100: without the library the step fails in a traceback ("cuDNN not found");
+  the compile says which wheel to install instead. Other errors pass through."""
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware.tpu_target import TargetError
+
+  class Run:
+    def __init__(self, error):
+      self.error = error
+
+    def lower_step(self):
+      raise self.error
+
+  with pytest.raises(TargetError, match=r"h100:8: .*cudnn.* \(cuDNN not found\.\): pip install "
+                     r"--no-deps nvidia-cudnn-cu12==9\.28\.0\.42") as e:  # fmt: skip
+    tc.lower_step(Run(RuntimeError("cuDNN not found.")), "h100:8")
+  assert "\n" not in str(e.value)
+  with pytest.raises(RuntimeError, match="something else"):
+    tc.lower_step(Run(RuntimeError("something else")), "h100:8")
+  pins = open("requirements-gpu-compile.txt").read()
+  assert tc.CUDNN_WHEEL in pins  # the message names the pinned wheel

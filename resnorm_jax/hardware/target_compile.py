@@ -181,6 +181,26 @@ def compile_for(
   )
 
 
+CUDNN_WHEEL = "nvidia-cudnn-cu12==9.28.0.42"  # requirements-gpu-compile.txt's pin
+
+
+def lower_step(run, name: str):
+  """`run`'s train step lowered; TargetError in one line where tracing needs a library this
+  host lacks: cuDNN's attention (model.attention=cudnn) asks the cuDNN library for its
+  version while tracing, even for a compile-only GPU ("cuDNN not found")."""
+  try:
+    return run.lower_step()
+  except RuntimeError as e:
+    if "cuDNN" not in str(e):
+      raise
+    first = str(e).splitlines()[0]
+    raise TargetError(
+      f"{name}: model.attention='cudnn' traces cuDNN's attention, which needs the cuDNN "
+      f"library on this host ({first}): pip install --no-deps {CUDNN_WHEEL} "
+      "(requirements-gpu-compile.txt), or model.attention=xla"
+    ) from None
+
+
 def compile_on(
   config: ConfigDict,
   name: str,
@@ -203,7 +223,7 @@ def compile_on(
     run = run_setup.build(config, devices, vocab_size=vocab, platform=platform)
   except ValueError as e:
     raise TargetError(f"{name}: {e}") from None
-  train = compile_lowered(run.lower_step())
+  train = compile_lowered(lower_step(run, name))
   cost, corrected, costs = dict(train.cost), False, [train.cost]
   layers = run.mcfg.num_layers
   scanned = run.mcfg.scan_unroll == 1

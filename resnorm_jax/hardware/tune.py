@@ -15,7 +15,10 @@ Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
 2. the finalists and the config's own settings get the loop-corrected estimate (a second
    compile, scan_unroll=2): the winner is never slower than the config as it is;
 3. on the fastest: splash attention, then whole-weight gathers instead of windowed einsums,
-   then the MaxText flags (each kept only if faster).
+   then the MaxText flags (each kept only if faster);
+4. a splash winner at the remat policies with less recompute (least first): the memory pass
+   chose each remat with dense attention's saved probabilities, which splash does not keep;
+   the first that fits gets its estimate.
 Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
 vocabulary, jax and libtpu versions): a rerun compiles nothing it has already compiled.
 
@@ -40,6 +43,7 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
+from resnorm_jax.hardware import hlo_bytes
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware.target_report import size
 from resnorm_jax.hardware.tpu_target import GIB, Chip, TargetError
@@ -132,6 +136,7 @@ class Result:
   attributed_bytes: float = 0.0
   attributed_step_s: float | None = None
   attributed_mfu: float | None = None
+  attribution: int = 0  # hlo_bytes.VERSION of the count (0: before versions; see `_stale`)
   cpu_s: float = 0.0
   error: str = ""  # refused before compiling (e.g. a kernel the shapes do not allow)
   cached: bool = False
@@ -299,6 +304,7 @@ def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> R
     top_ops=top,
     cpu_s=cpu,
     attributed_bytes=attributed,
+    attribution=hlo_bytes.VERSION,
   )
 
 
@@ -323,11 +329,7 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
     source += " + splash kernel's analytic FLOPs/bytes at peak"
   bytes_s = cost.get("bytes accessed", 0.0) / chip.hbm_bandwidth
   model_flops = bench.flops_per_token(mcfg, t.seq_len)["train"] * tokens
-  attributed_s = None
-  if one.attributed_bytes:  # the roofline with the attributed bytes, + the kernel as above
-    roofline = max(cost["flops"] / chip.bf16_flops, one.attributed_bytes / chip.hbm_bandwidth)
-    attributed_s = roofline + kernel
-  return dataclasses.replace(
+  two = dataclasses.replace(
     one,
     corrected=not oom,
     step_s=seconds,
@@ -338,9 +340,39 @@ def _corrected(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, one: R
     bytes=cost.get("bytes accessed", 0.0),
     cpu_s=one.cpu_s + cpu,
     cached=False,
-    attributed_step_s=attributed_s,
-    attributed_mfu=model_flops / (attributed_s * chips * chip.bf16_flops) if attributed_s else None,
   )
+  return with_attribution(two, one, config, tgt, vocab)
+
+
+def with_attribution(two: Result, one: Result, config: ConfigDict, tgt: Target, vocab: int):
+  """`two` (a loop-corrected result) with the roofline of its corrected FLOPs and `one`'s
+  attributed bytes (+ the splash kernel's analytic time, as in the estimate)."""
+  from resnorm_jax.hardware import bench
+  from resnorm_jax.train import run_setup
+
+  if not one.attributed_bytes or not two.step_s:
+    return dataclasses.replace(two, attribution=one.attribution)
+  mcfg = run_setup.model_config(config, vocab_size=vocab, platform="tpu")
+  chip, chips, t = tgt.chip, len(tgt.devices), config.train
+  tokens = t.batch_size * t.seq_len
+  kernel = splash_seconds(mcfg, chip, tokens / chips) if mcfg.attention == "splash" else 0.0
+  roofline = max(two.flops / chip.bf16_flops, one.attributed_bytes / chip.hbm_bandwidth)
+  seconds = roofline + kernel
+  model_flops = bench.flops_per_token(mcfg, t.seq_len)["train"] * tokens
+  return dataclasses.replace(
+    two,
+    attributed_bytes=one.attributed_bytes,
+    attributed_step_s=seconds,
+    attributed_mfu=model_flops / (seconds * chips * chip.bf16_flops),
+    attribution=one.attribution,
+  )
+
+
+def _stale(r: Result, c: Candidate) -> bool:
+  """A cached attribution that may have missed ops: counted before hlo_bytes.VERSION 2 (a
+  computation read up to its first line starting "}", which a Pallas kernel's attributes
+  have) for a program with the splash kernel. The others' counts were right."""
+  return bool(r.fits and r.attributed_bytes and c.attention == "splash" and r.attribution < 2)
 
 
 def evaluate(
@@ -360,7 +392,7 @@ def evaluate(
   correction is reused (said in the source) instead of compiled again."""
   key = cache_key(config, tgt.name, c, False, vocab)
   one = cache.get(key)
-  if one is None:
+  if one is None or _stale(one, c):  # a stale attribution: compiled again, counted again
     one = _memory_pass(config, tgt, c, vocab)
     cache.put(key, one)
   if not (corrected and one.fits):
@@ -371,18 +403,23 @@ def evaluate(
   )
   if same:
     reused = "; the flags left the cost unchanged at one layer per iteration: correction reused"
-    return dataclasses.replace(
+    reuse = dataclasses.replace(
       same_as,
       source=same_as.source + reused,
       cpu_s=one.cpu_s,
       cached=one.cached,
       top_ops=one.top_ops,
     )
+    return with_attribution(reuse, one, config, tgt, vocab)  # this program's own count
   key = cache_key(config, tgt.name, c, True, vocab)
   two = cache.get(key)
   if two is None:
     two = _corrected(config, tgt, c, vocab, one)
     cache.put(key, two)
+  elif _stale(two, c):  # its estimate stands; its attributed roofline from `one`'s new count
+    two = with_attribution(two, one, config, tgt, vocab)
+    cache.put(key, two)
+    two = dataclasses.replace(two, cached=True)
   return two
 
 
@@ -489,8 +526,27 @@ def tune(
     ):
       run(with_flags(best, part), True, results[best])
       best = winner(results)
+  if best and best.attention == "splash":  # less recompute, now that no probabilities are kept
+    best = _less_recompute(best, remats, results, run)
   log(winner_line(best, results.get(best), chips))
   return Tuned(tgt, vocab, results, best)
+
+
+def _less_recompute(best: Candidate, remats: Sequence[str], results, run) -> Candidate:
+  """The splash winner at the remat policies with less recompute than its own, on its mesh,
+  with its flags: the first that fits (least recompute first) gets its estimate.
+
+  The memory pass picked each mesh's remat with dense attention, whose saved float32
+  probabilities ([L, B, H, T, T]) are most of what `none` keeps: on v5p:2x2x2 Post-LN 96
+  `:paper` fsdp with remat none fits (72.96 GiB), 24 GiB of it those, and its step was the
+  slower one; splash keeps none of them."""
+  lighter = remats[: remats.index(best.remat)] if best.remat in remats else ()
+  for remat in lighter:
+    c = dataclasses.replace(best, remat=remat)
+    if run(c, False).fits:
+      run(c, True)
+      return winner(results)
+  return best
 
 
 def winner_line(best: Candidate | None, r: Result | None, chips: int) -> str:
