@@ -1,0 +1,169 @@
+"""Pre-LN's loss-vs-lr curve with each stabilizer (docs/stabilizers/), beside Pre-LN's own.
+
+python scripts/stabilizer_curves.py [--runs=docs/stabilizers/runs] \
+    [--baseline=docs/lr_sensitivity/runs] [--out_dir=docs/stabilizers]
+
+Reads the finished `prenorm-<stabilizer>-L<depth>-lr<lr>-s<seed>` run folders of --runs (the
+grid configs/sweeps/stabilizers.py's CURVES: the loss-vs-lr protocol, 1,000 steps, constant
+lr, no warmup) and plain Pre-LN's runs of the loss-vs-lr grid at the same depths, seeds and
+budget (--baseline), and writes into --out_dir:
+  curves.csv   a row per (stabilizer, depth, lr, seed): final eval loss and outcome, Pre-LN's
+               at the same depth, lr and seed, and the difference (stabilizer minus Pre-LN)
+  curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
+               Pre-LN's in black
+and prints, per depth, a markdown table of the final eval losses (lrs across) with each
+curve's best lr. A point still running, or not run, is a blank cell. No JAX here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import re
+import sys
+
+from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
+
+NAME = re.compile(
+  r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"
+)
+LABELS = {  # configs/sweeps/stabilizers.py's names, as the plot's legend says them
+  "softcap": "logit softcapping", "attngate": "gated attention", "sinks": "attention sinks",
+  "qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon",
+}  # fmt: skip
+COLUMNS = (
+  "stabilizer", "num_layers", "opt.lr", "seed", "final_eval_loss", "outcome",
+  "prenorm_final_eval_loss", "difference",
+)  # fmt: skip
+
+
+def stabilizer_rows(runs: str) -> list[dict]:
+  """The finished curve points of `runs`: the stabilizer from the folder's name (Muon's runs
+  under a depth parametrization are `muon-sp`, `muon-completep`)."""
+  out = []
+  for r in lr_sweep_rows.finished_rows(runs):
+    m = NAME.match(r["name"])
+    if m and int(r["train.steps"] or 0) == 1000:
+      out.append({**r, "stabilizer": m["stab"]})
+  return out
+
+
+def baseline_losses(runs: str, depths: set[int]) -> dict[tuple[int, float, int], float]:
+  """(depth, lr, seed) -> Pre-LN's final eval loss in the loss-vs-lr grid's runs (the same
+  protocol: 1,000 steps, constant lr, no warmup)."""
+  out = {}
+  for r in lr_sweep_rows.finished_rows(runs):
+    if r["variant"] != "prenorm" or r["num_layers"] not in depths:
+      continue
+    if int(r["train.steps"] or 0) != 1000 or r["opt.schedule"] != "constant":
+      continue
+    out[(r["num_layers"], float(r["opt.lr"]), int(r["seed"]))] = r["final_eval_loss"]
+  return out
+
+
+def table(rows: list[dict], base: dict) -> list[dict]:
+  """curves.csv's rows."""
+  out = []
+  for r in rows:
+    key = (r["num_layers"], float(r["opt.lr"]), int(r["seed"]))
+    b, loss = base.get(key), r["final_eval_loss"]
+    finite = b is not None and loss is not None and math.isfinite(b) and math.isfinite(loss)
+    out.append({
+      "stabilizer": r["stabilizer"], "num_layers": key[0], "opt.lr": f"{key[1]:g}",
+      "seed": key[2], "final_eval_loss": f"{loss:.4f}" if loss is not None else "",
+      "outcome": r["outcome"], "prenorm_final_eval_loss": f"{b:.4f}" if b is not None else "",
+      "difference": f"{loss - b:+.4f}" if finite else "",
+    })  # fmt: skip
+  return sorted(out, key=lambda r: (r["num_layers"], r["stabilizer"], float(r["opt.lr"])))
+
+
+def markdown(rows: list[dict], base: dict, depth: int) -> str:
+  """Final eval loss, stabilizers down and lrs across, at one depth (seed 0), Pre-LN first."""
+  here = [r for r in rows if r["num_layers"] == depth and r["seed"] == 0]
+  lrs = sorted({float(r["opt.lr"]) for r in here} | {k[1] for k in base if k[0] == depth})
+  cells = {(r["stabilizer"], float(r["opt.lr"])): float(r["final_eval_loss"]) for r in here}
+  cells |= {("Pre-LN", lr): loss for (d, lr, s), loss in base.items() if d == depth and s == 0}
+  names = ["Pre-LN", *dict.fromkeys(r["stabilizer"] for r in here)]
+  head = "| stabilizer | " + " | ".join(f"{lr:g}" for lr in lrs) + " | best lr |"
+  lines = [head, "| --- " * (len(lrs) + 2) + "|"]
+  for n in names:
+    row = {lr: cells.get((n, lr)) for lr in lrs}
+    done = {lr: v for lr, v in row.items() if v is not None and math.isfinite(v)}
+    best = min(done, key=done.get) if done else None
+    text = [
+      f"**{v:.4f}**" if lr == best else (f"{v:.4f}" if v is not None else "")
+      for lr, v in row.items()
+    ]
+    lines.append(
+      f"| {n} | " + " | ".join(text) + f" | {best:g} |"
+      if best
+      else f"| {n} | " + " | ".join(text) + " | |"
+    )
+  return "\n".join(lines)
+
+
+def plot(rows: list[dict], base: dict, out: str) -> str:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  depths = sorted({r["num_layers"] for r in rows})
+  fig, axes = plt.subplots(1, len(depths), figsize=(6.5 * len(depths), 4.6), squeeze=False)
+  for ax, depth in zip(axes[0], depths, strict=True):
+    pts = sorted((lr, loss) for (d, lr, s), loss in base.items() if d == depth and s == 0)
+    if pts:
+      ax.plot(*zip(*pts, strict=True), "k-o", lw=2.2, ms=4, label="Pre-LN", zorder=3)
+    for name in dict.fromkeys(r["stabilizer"] for r in rows):
+      here = sorted(
+        (float(r["opt.lr"]), float(r["final_eval_loss"]))
+        for r in rows
+        if r["stabilizer"] == name and r["num_layers"] == depth and r["seed"] == 0
+      )
+      if here:
+        ax.plot(
+          *zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=LABELS.get(name, name), alpha=0.85
+        )
+    ax.set_xscale("log", base=2)
+    ticks = sorted({lr for (d, lr, _s) in base if d == depth} | {float(r["opt.lr"]) for r in rows})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks], rotation=45, fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlabel("lr (constant, no warmup)")
+    ax.set_ylabel("final eval loss (nats/byte), 1,000 steps")
+    ax.set_title(f"Pre-LN, {depth} layers, seed 0: each stabilizer alone")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(out, dpi=110)
+  plt.close(fig)
+  return out
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--runs", default=os.path.join("docs", "stabilizers", "runs"))
+  p.add_argument("--baseline", default=os.path.join("docs", "lr_sensitivity", "runs"))
+  p.add_argument("--out_dir", default=os.path.join("docs", "stabilizers"))
+  args = p.parse_args()
+  for path in (args.runs, args.baseline):
+    if not os.path.isdir(path):
+      sys.exit(f"no run folder at {path}")
+  rows = stabilizer_rows(args.runs)
+  if not rows:
+    sys.exit(f"no finished prenorm-<stabilizer>-L<depth>-lr<lr>-s<seed> run under {args.runs}")
+  base = baseline_losses(args.baseline, {r["num_layers"] for r in rows})
+  out = table(rows, base)
+  path = os.path.join(args.out_dir, "curves.csv")
+  with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(out)
+  print(path, plot(out, base, os.path.join(args.out_dir, "curves.png")))
+  for depth in sorted({r["num_layers"] for r in out}):
+    print(f"\n{depth} layers, seed 0:\n{markdown(out, base, depth)}")
+
+
+if __name__ == "__main__":
+  main()
