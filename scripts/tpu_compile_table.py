@@ -133,7 +133,10 @@ def main() -> None:
     for settings in dict.fromkeys(
       r["settings"] for r in rows if r["settings"].startswith(":paper")
     ):
-      tables += [f"{settings}:", markdown(rows, "96L", settings), markdown(rows, "1000L", settings)]
+      depths = [d for d in ("96L", "1000L") if any(
+        r["settings"] == settings and r["config"].endswith("_" + d) for r in rows
+      )]  # fmt: skip
+      tables += [f"{settings}:", *(markdown(rows, d, settings) for d in depths)]
     print("\n\n".join(tables))
     return
   fields = ("config", "settings", *target_report.CSV_FIELDS[1:], "recommended")
