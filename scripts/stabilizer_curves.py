@@ -8,7 +8,8 @@ grid configs/sweeps/stabilizers.py's CURVES: the loss-vs-lr protocol, 1,000 step
 lr, no warmup) and plain Pre-LN's runs of the loss-vs-lr grid at the same depths, seeds and
 budget (--baseline), and writes into --out_dir:
   curves.csv   a row per (stabilizer, depth, lr, seed): final eval loss and outcome, Pre-LN's
-               at the same depth, lr and seed, and the difference (stabilizer minus Pre-LN)
+               at the same depth, lr and seed, and the difference (stabilizer minus Pre-LN);
+               plain Pre-LN's own points at those depths as the rows of stabilizer `none`
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
 and prints, per depth, a markdown table of the final eval losses (lrs across) with each
@@ -50,38 +51,44 @@ def stabilizer_rows(runs: str) -> list[dict]:
   return out
 
 
-def baseline_losses(runs: str, depths: set[int]) -> dict[tuple[int, float, int], float]:
-  """(depth, lr, seed) -> Pre-LN's final eval loss in the loss-vs-lr grid's runs (the same
-  protocol: 1,000 steps, constant lr, no warmup)."""
-  out = {}
-  for r in lr_sweep_rows.finished_rows(runs):
-    if r["variant"] != "prenorm" or r["num_layers"] not in depths:
-      continue
-    if int(r["train.steps"] or 0) != 1000 or r["opt.schedule"] != "constant":
-      continue
-    out[(r["num_layers"], float(r["opt.lr"]), int(r["seed"]))] = r["final_eval_loss"]
-  return out
+def baseline_rows(runs: str, depths: set[int]) -> list[dict]:
+  """Pre-LN's finished runs in the loss-vs-lr grid's folder at `depths`, on the same protocol
+  (1,000 steps, constant lr, no warmup)."""
+  return [
+    r
+    for r in lr_sweep_rows.finished_rows(runs)
+    if r["variant"] == "prenorm" and r["num_layers"] in depths
+    and int(r["train.steps"] or 0) == 1000 and r["opt.schedule"] == "constant"
+  ]  # fmt: skip
 
 
-def table(rows: list[dict], base: dict) -> list[dict]:
-  """curves.csv's rows."""
+def key(r: dict) -> tuple[int, float, int]:
+  return r["num_layers"], float(r["opt.lr"]), int(r["seed"])
+
+
+def table(rows: list[dict], baseline: list[dict]) -> list[dict]:
+  """curves.csv's rows: each stabilizer's points and plain Pre-LN's own (`none`)."""
+  base = {key(b): b["final_eval_loss"] for b in baseline}
   out = []
-  for r in rows:
-    key = (r["num_layers"], float(r["opt.lr"]), int(r["seed"]))
-    b, loss = base.get(key), r["final_eval_loss"]
+  for r in [*rows, *({**b, "stabilizer": "none"} for b in baseline)]:
+    (depth, lr, seed), loss = key(r), r["final_eval_loss"]
+    b = base.get((depth, lr, seed))
     finite = b is not None and loss is not None and math.isfinite(b) and math.isfinite(loss)
     out.append({
-      "stabilizer": r["stabilizer"], "num_layers": key[0], "opt.lr": f"{key[1]:g}",
-      "seed": key[2], "final_eval_loss": f"{loss:.4f}" if loss is not None else "",
-      "outcome": r["outcome"], "prenorm_final_eval_loss": f"{b:.4f}" if b is not None else "",
+      "stabilizer": r["stabilizer"], "num_layers": depth, "opt.lr": f"{lr:g}", "seed": seed,
+      "final_eval_loss": f"{loss:.4f}" if loss is not None else "", "outcome": r["outcome"],
+      "prenorm_final_eval_loss": f"{b:.4f}" if b is not None else "",
       "difference": f"{loss - b:+.4f}" if finite else "",
     })  # fmt: skip
   return sorted(out, key=lambda r: (r["num_layers"], r["stabilizer"], float(r["opt.lr"])))
 
 
-def markdown(rows: list[dict], base: dict, depth: int) -> str:
+def markdown(rows: list[dict], depth: int) -> str:
   """Final eval loss, stabilizers down and lrs across, at one depth (seed 0), Pre-LN first."""
-  here = [r for r in rows if r["num_layers"] == depth and r["seed"] == 0]
+  base = plain(rows)
+  here = [
+    r for r in rows if r["num_layers"] == depth and r["seed"] == 0 and r["stabilizer"] != "none"
+  ]
   lrs = sorted({float(r["opt.lr"]) for r in here} | {k[1] for k in base if k[0] == depth})
   cells = {(r["stabilizer"], float(r["opt.lr"])): float(r["final_eval_loss"]) for r in here}
   cells |= {("Pre-LN", lr): loss for (d, lr, s), loss in base.items() if d == depth and s == 0}
@@ -104,19 +111,25 @@ def markdown(rows: list[dict], base: dict, depth: int) -> str:
   return "\n".join(lines)
 
 
-def plot(rows: list[dict], base: dict, out: str) -> str:
+def plain(rows: list[dict]) -> dict[tuple[int, float, int], float]:
+  """(depth, lr, seed) -> plain Pre-LN's final eval loss, from curves.csv's `none` rows."""
+  return {key(r): float(r["final_eval_loss"]) for r in rows if r["stabilizer"] == "none"}
+
+
+def plot(rows: list[dict], out: str) -> str:
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
+  base = plain(rows)
   depths = sorted({r["num_layers"] for r in rows})
   fig, axes = plt.subplots(1, len(depths), figsize=(6.5 * len(depths), 4.6), squeeze=False)
   for ax, depth in zip(axes[0], depths, strict=True):
     pts = sorted((lr, loss) for (d, lr, s), loss in base.items() if d == depth and s == 0)
     if pts:
       ax.plot(*zip(*pts, strict=True), "k-o", lw=2.2, ms=4, label="Pre-LN", zorder=3)
-    for name in dict.fromkeys(r["stabilizer"] for r in rows):
+    for name in dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"):
       here = sorted(
         (float(r["opt.lr"]), float(r["final_eval_loss"]))
         for r in rows
@@ -153,16 +166,15 @@ def main() -> None:
   rows = stabilizer_rows(args.runs)
   if not rows:
     sys.exit(f"no finished prenorm-<stabilizer>-L<depth>-lr<lr>-s<seed> run under {args.runs}")
-  base = baseline_losses(args.baseline, {r["num_layers"] for r in rows})
-  out = table(rows, base)
+  out = table(rows, baseline_rows(args.baseline, {r["num_layers"] for r in rows}))
   path = os.path.join(args.out_dir, "curves.csv")
   with open(path, "w", newline="") as f:
     w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(out)
-  print(path, plot(out, base, os.path.join(args.out_dir, "curves.png")))
+  print(path, plot(out, os.path.join(args.out_dir, "curves.png")))
   for depth in sorted({r["num_layers"] for r in out}):
-    print(f"\n{depth} layers, seed 0:\n{markdown(out, base, depth)}")
+    print(f"\n{depth} layers, seed 0:\n{markdown(out, depth)}")
 
 
 if __name__ == "__main__":

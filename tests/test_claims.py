@@ -236,3 +236,25 @@ def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_
   # an optimizer at its own lr is not a cell of plain Post-LN's lr: named as such
   assert third == "Post-LN 12L, Muon at its 6L best lr 8e-3: 4/4"
   assert stabilizers.interval(cells[2]) == pytest.approx((0.3976, 1.0), abs=1e-4)
+
+
+def test_the_stabilizer_curves_row_names_each_best_lr_and_marks_a_partial_curves_end():
+  """Seed 0 only; plain Pre-LN's full curve first; a partial curve says how many lrs ran,
+  and a best at an end of its lrs (not bracketed) is marked '+'."""
+  from resnorm_jax.analysis.claims import stabilizers
+
+  def point(name, lr, loss, seed="0", depth="6"):
+    return {"stabilizer": name, "num_layers": depth, "opt.lr": lr, "seed": seed,
+            "final_eval_loss": loss}  # fmt: skip
+
+  rows = [point("none", lr, loss) for lr, loss in (("0.001", "2.0"), ("0.002", "1.8"),
+                                                   ("0.004", "1.7"), ("0.008", "1.9"))]  # fmt: skip
+  rows += [point("attngate", "0.002", "1.75"), point("attngate", "0.004", "1.70"),
+           point("attngate", "0.008", "1.72"), point("qknorm", "0.004", "1.80"),
+           point("qknorm", "0.008", "1.60"), point("qknorm", "0.001", "1.0", seed="1"),
+           point("softcap", "0.004", "1.0", depth="24")]  # fmt: skip
+  assert stabilizers.curve_bests(rows, 6) == [
+    "plain 4e-3 (1.7000)",
+    "gated attention 4e-3 (1.7000; 3 of 4 lrs)",
+    "qk-norm 8e-3+ (1.6000; 2 of 4 lrs)",
+  ]

@@ -96,7 +96,47 @@ def row_stabilizers() -> list[str] | None:
   ]
 
 
+CURVES = "docs/stabilizers/curves.csv"  # scripts/stabilizer_curves.py's
+
+
+def curve_bests(rows: list[dict[str, str]], depth: int) -> list[str]:
+  """Per curve at `depth` (seed 0): 'gated attention 4e-3 (1.7551; 3 of 9 lrs)', plain
+  Pre-LN first; a best at an end of a partial curve's lrs is marked '+' (not bracketed)."""
+  here = [r for r in rows if int(r["num_layers"]) == depth and r["seed"] == "0"]
+  grid = sorted({float(r["opt.lr"]) for r in here if r["stabilizer"] == "none"})
+  names = ["none", *sorted({r["stabilizer"] for r in here} - {"none"}, key=label)]
+  out = []
+  for name in names:
+    points = {float(r["opt.lr"]): float(r["final_eval_loss"]) for r in here
+              if r["stabilizer"] == name and r["final_eval_loss"]}  # fmt: skip
+    if not points:
+      continue
+    lr = min(points, key=points.get)
+    partial = len(points) < len(grid)
+    edge = "+" if partial and lr in (min(points), max(points)) else ""
+    count = f"; {len(points)} of {len(grid)} lrs" if partial else ""
+    who = "plain" if name == "none" else label(name)
+    out.append(f"{who} {lr_label(lr)}{edge} ({points[lr]:.4f}{count})")
+  return out
+
+
+def row_stabilizer_curves() -> list[str] | None:
+  rows = [r for r in optional(CURVES) if r["seed"] == "0"]
+  if not any(r["stabilizer"] != "none" for r in rows):
+    return None
+  depths = sorted({int(r["num_layers"]) for r in rows if r["stabilizer"] != "none"})
+  return [
+    "What practitioners reach for, on Pre-LN's loss-vs-lr curve",
+    "best lr (final eval loss), seed 0: "
+    + " / ".join(f"Pre-LN {d}L: " + "; ".join(curve_bests(rows, d)) for d in depths)
+    + " (+: at an end of the lrs run)",
+    "1,000 steps, no warmup, constant lr, the loss-vs-lr grid's lrs; one seed; stdlib",
+    "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
+  ]
+
+
 # The README's Results rows this module states, by their place in the table.
 README_ROWS = {
   25: row_stabilizers,
+  26: row_stabilizer_curves,
 }
