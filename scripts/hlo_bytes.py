@@ -7,7 +7,8 @@
 Compiles the train step deviceless for a TPU topology as `compile_for --tune` compiles a
 candidate (the mesh, remat, attention and XLA flag set named), or reads a saved HLO text,
 and prints the step's bytes per chip by pass (forward, the forward remat recomputes,
-backward, update), by opcode, and the top ops: each op's reads and writes times the trip
+backward, update; unnamed: ops XLA added with no JAX op name), by opcode, by the JAX op each
+came from, and the top ops: each op's reads and writes times the trip
 counts of the loops around it (the layer scan; a windowed einsum's loop over weight shards).
 Beside it, the TPU cost model's own bytes for the same compile (its loops counted once).
 The compiler's per-op cycle estimates, where the backend config has them, are summed too.
@@ -63,6 +64,7 @@ def report(text: str, cost: dict, top: int) -> list[str]:
   for title, key in (
     ("by pass", lambda o: o.part),
     ("by opcode", lambda o: o.opcode),
+    ("by JAX op (the op name's last part)", lambda o: o.jax_op),
     ("by loop trips", lambda o: f"x{o.trips}"),
   ):
     lines.append(title)

@@ -169,5 +169,6 @@ def test_an_attribute_over_several_lines_ends_neither_its_op_nor_its_computation
   a = 64 * 64 * 4
   assert ops["k0"].nbytes == 2 * a and ops["k0"].trips == 1
   assert ops["k"].trips == 4 and ops["y"].trips == 4 and ops["y"].nbytes == 3 * a
-  assert ops["k"].source == "jit(step)/pallas_call"
+  assert ops["k"].source == "jit(step)/pallas_call" and ops["k"].jax_op == "pallas_call"
+  assert ops["y"].part == "unnamed" and ops["y"].jax_op == "(unnamed)"  # no op name: XLA's
   assert "j" in ops and "lt" in ops

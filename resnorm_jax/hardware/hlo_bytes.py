@@ -38,7 +38,7 @@ _WIDTH = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
 _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "call",
          "conditional", "opt-barrier", "partition-id", "replica-id", "after-all",
          "iota"}  # fmt: skip
-PASSES = ("forward", "recomputed", "backward", "update")
+PASSES = ("forward", "recomputed", "backward", "update", "unnamed")
 # The counting rules' version, kept with a cached count (tune.py): 2 reads a computation to its
 # line "}" (1 stopped at a Pallas kernel's multi-line attributes, losing the ops after it).
 VERSION = 2
@@ -79,8 +79,17 @@ class OpBytes:
 
   @property
   def part(self) -> str:
-    """step_profile's pass, with the forward ops remat recomputes told apart."""
+    """step_profile's pass, with the forward ops remat recomputes told apart; "unnamed" for
+    an op XLA added with no JAX op name (a layout copy, an async slice or copy)."""
+    if not self.source:
+      return "unnamed"
     return "recomputed" if "rematted_computation" in self.source else part_of(self.source)
+
+  @property
+  def jax_op(self) -> str:
+    """The JAX op it came from, the last part of its op name (`dot_general`,
+    `convert_element_type`, `pallas_call` for a kernel); "(unnamed)" where it has none."""
+    return short_source(self.source).split("/")[-1] if self.source else "(unnamed)"
 
 
 def _computations(text: str) -> dict[str, tuple[str, list[str]]]:
