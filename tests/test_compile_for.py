@@ -314,7 +314,7 @@ def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit(
   # Parameters are inputs, not ops: left out; the loop's tanh runs 6 times (32 MiB in and out).
   top = tune.top_ops_by_bytes(_HLO)
   assert top == ["tanh f32[16,512,512] x6 0.19 GiB (forward: tanh)",
-                 "fusion bf16[16,8,512,512] x1 0.07 GiB (update: (none))",
+                 "fusion bf16[16,8,512,512] x1 0.07 GiB (unnamed: (none))",
                  "convert bf16[16,512,512] x1 0.02 GiB (update: convert)"]  # fmt: skip
   assert tune.mesh_overrides("data_fsdp", 16) == {"mesh.data": 4, "mesh.fsdp": 4, "mesh.tensor": 1}
   assert tune.mesh_overrides("data_fsdp", 8)["mesh.fsdp"] == 2
