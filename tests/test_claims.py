@@ -254,7 +254,13 @@ def test_the_stabilizer_curves_row_names_each_best_lr_and_marks_a_partial_curves
            point("qknorm", "0.008", "1.60"), point("qknorm", "0.001", "1.0", seed="1"),
            point("softcap", "0.004", "1.0", depth="24")]  # fmt: skip
   assert stabilizers.curve_bests(rows, 6) == [
-    "plain 4e-3 (1.7000)",
-    "gated attention 4e-3 (1.7000; 3 of 4 lrs)",
-    "qk-norm 8e-3+ (1.6000; 2 of 4 lrs)",
+    ("plain", 0.004, 1.7, 4, False),
+    ("gated attention", 0.004, 1.7, 3, False),
+    ("qk-norm", 0.008, 1.6, 2, True),
   ]
+  assert stabilizers.curves_text(rows, 6) == (
+    "Pre-LN 6L: 4e-3 for plain (1.7000), gated attention (1.7000); 8e-3 for qk-norm+ (1.6000)"
+  )
+  assert stabilizers.lrs_run(rows, 6) == (
+    "4 of 4 lrs: plain; 3 of 4 lrs: gated attention; 2 of 4 lrs: the rest"
+  )

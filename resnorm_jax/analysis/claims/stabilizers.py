@@ -99,11 +99,13 @@ def row_stabilizers() -> list[str] | None:
 CURVES = "docs/stabilizers/curves.csv"  # scripts/stabilizer_curves.py's
 
 
-def curve_bests(rows: list[dict[str, str]], depth: int) -> list[str]:
-  """Per curve at `depth` (seed 0): 'gated attention 4e-3 (1.7551; 3 of 9 lrs)', plain
-  Pre-LN first; a best at an end of a partial curve's lrs is marked '+' (not bracketed)."""
+def curve_bests(
+  rows: list[dict[str, str]], depth: int
+) -> list[tuple[str, float, float, int, bool]]:
+  """Per curve at `depth` (seed 0), plain Pre-LN first: (who, best lr, its final eval loss,
+  lrs run, whether the best is at an end of a partial curve's lrs: not bracketed)."""
   here = [r for r in rows if int(r["num_layers"]) == depth and r["seed"] == "0"]
-  grid = sorted({float(r["opt.lr"]) for r in here if r["stabilizer"] == "none"})
+  grid = {float(r["opt.lr"]) for r in here if r["stabilizer"] == "none"}
   names = ["none", *sorted({r["stabilizer"] for r in here} - {"none"}, key=label)]
   out = []
   for name in names:
@@ -112,12 +114,33 @@ def curve_bests(rows: list[dict[str, str]], depth: int) -> list[str]:
     if not points:
       continue
     lr = min(points, key=points.get)
-    partial = len(points) < len(grid)
-    edge = "+" if partial and lr in (min(points), max(points)) else ""
-    count = f"; {len(points)} of {len(grid)} lrs" if partial else ""
-    who = "plain" if name == "none" else label(name)
-    out.append(f"{who} {lr_label(lr)}{edge} ({points[lr]:.4f}{count})")
+    edge = len(points) < len(grid) and lr in (min(points), max(points))
+    out.append(("plain" if name == "none" else label(name), lr, points[lr], len(points), edge))
   return out
+
+
+def curves_text(rows: list[dict[str, str]], depth: int) -> str:
+  """'Pre-LN 6L: 4e-3 for plain (1.7646), gated attention (1.7551); 8e-3 for Muon (1.5381)':
+  each curve's best lr, grouped by it; '+' marks a best at an end of a partial curve."""
+  by_lr: dict[float, list[str]] = {}
+  for who, lr, loss, _, edge in curve_bests(rows, depth):
+    by_lr.setdefault(lr, []).append(f"{who}{'+' if edge else ''} ({loss:.4f})")
+  lrs = "; ".join(f"{lr_label(lr)} for {', '.join(w)}" for lr, w in sorted(by_lr.items()))
+  return f"Pre-LN {depth}L: {lrs}"
+
+
+def lrs_run(rows: list[dict[str, str]], depth: int) -> str:
+  """'9 of 9 lrs: plain, Muon; 3 of 9: the rest', the curves grouped by how many lrs ran."""
+  bests = curve_bests(rows, depth)
+  grid = max((n for who, *_, n, _ in bests if who == "plain"), default=0)
+  counts: dict[int, list[str]] = {}
+  for who, _, _, n, _ in bests:
+    counts.setdefault(n, []).append(who)
+  groups = sorted(counts.items(), reverse=True)
+  return "; ".join(
+    f"{n} of {grid} lrs: " + ("the rest" if i == len(groups) - 1 and i else ", ".join(w))
+    for i, (n, w) in enumerate(groups)
+  )
 
 
 def row_stabilizer_curves() -> list[str] | None:
@@ -127,10 +150,10 @@ def row_stabilizer_curves() -> list[str] | None:
   depths = sorted({int(r["num_layers"]) for r in rows if r["stabilizer"] != "none"})
   return [
     "What practitioners reach for, on Pre-LN's loss-vs-lr curve",
-    "best lr (final eval loss), seed 0: "
-    + " / ".join(f"Pre-LN {d}L: " + "; ".join(curve_bests(rows, d)) for d in depths)
-    + " (+: at an end of the lrs run)",
-    "1,000 steps, no warmup, constant lr, the loss-vs-lr grid's lrs; one seed; stdlib",
+    "best lr (final eval loss), seed 0: " + " / ".join(curves_text(rows, d) for d in depths),
+    "1,000 steps, no warmup, constant lr; "
+    + " / ".join(f"{d}L: {lrs_run(rows, d)}" for d in depths)
+    + "; one seed; +: best at an end of the lrs run; stdlib",
     "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
   ]
 
