@@ -21,8 +21,10 @@ and CompleteP (does its best lr drift with depth?).
 Cost on one pinned core of the 2-core CPU these were planned on (measured for the survival and
 loss-vs-lr grids, Pre-LN's shape; gated attention adds ~8% and Muon ~0% at d_model 64, a
 100-step 12-layer point side by side): ~6 min a 12-layer edge point (idle core; ~2.5x that
-with the other core loaded), so the 7 x 2 x 4 = 56 edge points are ~6 core-hours; the 6-layer
-curves 8 x 9 x 2 min = 2.4 core-hours, the 24-layer points 8 x 3 x 9 min = 3.6.
+with the other core loaded), so the 7 x 2 x 4 = 56 edge points are ~6 core-hours. Measured
+here since: a 12-layer edge point 18-25 min and a 6-layer curve point 5.5-6.3 min (333-376 s)
+on one pinned core with the other busy, so the 7 x 9 six-layer points are ~6 core-hours; the
+24-layer points, 3-4x a 6-layer one (Pre-LN's took 441-1,312 s), ~7 core-hours for 7 x 3.
 """
 
 import os
@@ -45,7 +47,9 @@ EDGE_LRS = (1e-3, 2e-3)
 MUON_LRS = (8e-3,)
 SEEDS = tuple(range(int(os.environ.get("SEEDS", "4"))))
 CURVE_LRS = tuple(1.25e-4 * 2**k for k in range(9))  # the loss-vs-lr grid's
-LRS_24 = (2e-3, 4e-3, 8e-3)  # around Pre-LN's 6-layer best; reset per stabilizer once known
+# 24 layers: 3 lrs around each curve's 6-layer best (docs/stabilizers/curves.csv, seed 0):
+# 4e-3 for each of the six at 6 layers (of 2e-3, 4e-3, 8e-3), as Pre-LN's; Muon's 8e-3.
+LRS_24 = {name: (2e-3, 4e-3, 8e-3) for name in STABILIZERS} | {"muon": (4e-3, 8e-3, 1.6e-2)}
 
 
 def _edge(name: str, lr: float, seed: int) -> dict:
@@ -84,7 +88,7 @@ EDGE = [
   for lr in (MUON_LRS if name == "muon" else EDGE_LRS)
 ]
 CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
-CURVES += [_curve(name, 24, lr) for name in STABILIZERS for lr in LRS_24]
+CURVES += [_curve(name, 24, lr) for name in STABILIZERS for lr in LRS_24[name]]
 CURVES += [
   _curve("muon", n, lr, **{"model.depth_param": p, "model.base_depth": 6})
   for p in ("sp", "completep")
