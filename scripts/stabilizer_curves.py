@@ -26,14 +26,11 @@ import re
 import sys
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
+from resnorm_jax.analysis.claims.stabilizers import label  # the README's names
 
 NAME = re.compile(
   r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"
 )
-LABELS = {  # configs/sweeps/stabilizers.py's names, as the plot's legend says them
-  "softcap": "logit softcapping", "attngate": "gated attention", "sinks": "attention sinks",
-  "qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon",
-}  # fmt: skip
 COLUMNS = (
   "stabilizer", "num_layers", "opt.lr", "seed", "final_eval_loss", "outcome",
   "prenorm_final_eval_loss", "difference",
@@ -136,9 +133,7 @@ def plot(rows: list[dict], out: str) -> str:
         if r["stabilizer"] == name and r["num_layers"] == depth and r["seed"] == 0
       )
       if here:
-        ax.plot(
-          *zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=LABELS.get(name, name), alpha=0.85
-        )
+        ax.plot(*zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=label(name), alpha=0.85)
     ax.set_xscale("log", base=2)
     ticks = sorted({lr for (d, lr, _s) in base if d == depth} | {float(r["opt.lr"]) for r in rows})
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks], rotation=45, fontsize=8)
