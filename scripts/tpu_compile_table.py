@@ -85,22 +85,6 @@ def markdown(rows: list[dict[str, str]], depth: str, settings: str = ":paper") -
   return "\n".join(lines)
 
 
-def overrides_of(pairs: list[str]):
-  """(key, value) of each --set KEY=VALUE, the value read as the config CLI reads one (a
-  number, true/false, else the string); ValueError naming a pair without "="."""
-  import ast
-
-  for pair in pairs:
-    key, eq, value = pair.partition("=")
-    if not eq or not key:
-      raise ValueError(f"--set {pair!r}: expected KEY=VALUE, e.g. model.attention=cudnn")
-    try:
-      parsed = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      parsed = {"true": True, "false": False}.get(value.lower(), value)
-    yield key, parsed
-
-
 def read(path: str) -> list[dict[str, str]]:
   with open(path) as f:
     return list(csv.DictReader(f))
@@ -110,6 +94,7 @@ def main() -> None:
   from resnorm_jax.config import cli
   from resnorm_jax.hardware import target_compile as tc
   from resnorm_jax.hardware import target_report
+  from resnorm_jax.sweeps import grid
 
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default=os.path.join(ROOT, "docs/tpu_compile/results.csv"))
@@ -125,7 +110,10 @@ def main() -> None:
   )
   args = p.parse_args()
   tc.use_cpu_host()  # before JAX starts a backend: the CUDA plugin fails on a host without CUDA
-  extra = dict(overrides_of(args.set))
+  try:
+    extra = grid.parse_sets(args.set)  # as scripts/sweep.py reads its --set
+  except ValueError as e:
+    p.error(str(e))
   paper = " ".join([":paper", *(f"{k}={v}" for k, v in extra.items())])
   if args.markdown:
     rows = read(args.out)
