@@ -416,3 +416,27 @@ def test_a_stale_cached_attribution_of_a_splash_program_is_counted_again(tmp_pat
   cache.put(tune.cache_key(config, tgt.name, dense, False, 256), old)
   assert tune.evaluate(cache, config, tgt, dense, 256, corrected=False).attributed_bytes == 1e6
   assert len(calls) == 1
+
+
+def test_a_change_to_the_models_code_misses_the_tune_cache(tmp_path, monkeypatch):
+  """A cached compile is of the code that compiled it: with a file of the model's package
+  changed (a copy of the packages here, one line added) the key differs, so the candidate is
+  compiled again instead of read as the new program's."""
+  import shutil
+
+  from resnorm_jax.hardware import tune
+
+  config = cli.load_config_file("configs/smoke.py")
+  c = tune.Candidate("data", "none", "splash")
+  before = tune.cache_key(config, "v5e:2x2", c, False, 256)
+  assert before == tune.cache_key(config, "v5e:2x2", c, False, 256)
+  package = os.path.dirname(os.path.dirname(tune.__file__))
+  copy = tmp_path / "resnorm_jax"
+  for name in tune.PROGRAM_PACKAGES:
+    shutil.copytree(os.path.join(package, name), copy / name)
+  (copy / "hardware").mkdir()
+  monkeypatch.setattr(tune, "__file__", str(copy / "hardware" / "tune.py"))
+  assert tune.cache_key(config, "v5e:2x2", c, False, 256) == before  # the same sources
+  with open(copy / "model" / "attention.py", "a") as f:
+    f.write("\n# another program\n")
+  assert tune.cache_key(config, "v5e:2x2", c, False, 256) != before

@@ -69,6 +69,8 @@ CASES = {
   "pre-sinks-softcap-rope-qk_norm": dict(
     norm_position="pre", attn_sinks=True, attn_softcap=5.0, position="rope", qk_norm=True
   ),
+  # a module on [B, T, H, K] between the projections: the kernel on swapped axes
+  "pre-attngate-rope": dict(norm_position="pre", attn_gate="elementwise", position="rope"),
 }
 
 
@@ -92,6 +94,52 @@ def _attention(implementation: str, **model):
   cfg = dataclasses.replace(model_config_from(_config("dense", **model)), attention=implementation)
   with nnx.use_eager_sharding(False):
     return attention_lib.Attention(cfg, InitRule("xavier", 2, 32), nnx.Rngs(params=0))
+
+
+@pytest.mark.parametrize(
+  "model, heads_major",
+  [
+    ({}, True),
+    (dict(position="rope", qk_norm=True, attn_sinks=True), True),
+    (dict(attn_gate="elementwise"), False),
+    (dict(norm_position="hybridnorm"), False),
+  ],
+)
+def test_splash_takes_the_kernels_layout_unless_a_module_needs_the_rows(model, heads_major):
+  assert _attention("splash", **model).heads_major == heads_major
+  assert not _attention("dense", **model).heads_major
+
+
+def test_splash_on_the_kernels_layout_moves_fewer_bytes_on_a_tpu():
+  """Deviceless for a v5e chip, one attention's forward and backward in bfloat16: projected
+  straight to [B, H, T, K] (and the scale folded into q's kernel) the compiled program has
+  fewer layout copies and moves fewer HBM bytes than the same module with its axes swapped
+  around the kernel (measured 7 against 19 copies, 3.11e7 against 3.95e7 bytes)."""
+  from resnorm_jax.hardware import hlo_bytes
+  from resnorm_jax.hardware import target_compile as tc
+
+  tc.use_cpu_host()
+  one = SingleDeviceSharding(tc.target_devices("v5e:2x2")[2][0])
+  counted = {}
+  for heads_major in (True, False):
+    attn = _attention("splash")
+    attn.heads_major = heads_major
+    graphdef, state = nnx.split(attn)
+
+    def loss(state, x, graphdef=graphdef):
+      return jnp.sum(nnx.merge(graphdef, state)(x).astype(jnp.float32) ** 2)
+
+    abstract = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one)
+    x = jax.ShapeDtypeStruct((8, 512, 32), jnp.bfloat16, sharding=one)
+    step = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(jax.tree.map(abstract, state), x)
+    ops = hlo_bytes.op_bytes(step.compile().as_text())
+    counted[heads_major] = (
+      sum(o.step_bytes for o in ops),
+      sum(o.opcode in ("copy", "transpose") for o in ops),
+    )
+  (bytes_major, copies_major), (bytes_swapped, copies_swapped) = counted[True], counted[False]
+  assert copies_major < copies_swapped
+  assert bytes_major < 0.9 * bytes_swapped
 
 
 @pytest.mark.slow  # compiles for seconds: out of the fast tier

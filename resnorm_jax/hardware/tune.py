@@ -178,6 +178,26 @@ def splash_seconds(mcfg, chip: Chip, tokens_per_chip: float) -> float:
   return max(flops / chip.bf16_flops, nbytes / chip.hbm_bandwidth)
 
 
+# The packages whose code builds the compiled step: a change to any of their files is another
+# program, so the cache's entries compiled before it are missed, not read as this program's.
+PROGRAM_PACKAGES = ("model", "train")
+
+
+def program_version() -> str:
+  """A hash of the source files of PROGRAM_PACKAGES (their paths and bytes)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  h = hashlib.sha256()
+  for package in PROGRAM_PACKAGES:
+    for dirpath, dirnames, files in os.walk(os.path.join(root, package)):
+      dirnames.sort()
+      for name in sorted(f for f in files if f.endswith(".py")):
+        path = os.path.join(dirpath, name)
+        h.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as f:
+          h.update(f.read())
+  return h.hexdigest()[:16]
+
+
 def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, vocab: int):
   import jax
 
@@ -192,6 +212,7 @@ def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, 
     "corrected": corrected,
     "vocab": vocab,
     "versions": [jax.__version__, libtpu_version],
+    "program": program_version(),
   }
   return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 

@@ -31,11 +31,16 @@ def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
   return jnp.sin(ang), jnp.cos(ang)
 
 
-def apply_rope(x_BxTxHxK: jax.Array, sin_TxK2: jax.Array, cos_TxK2: jax.Array) -> jax.Array:
-  """Rotates channel pairs (first half, second half) by position-dependent angles."""
+def apply_rope(
+  x_BxTxHxK: jax.Array, sin_TxK2: jax.Array, cos_TxK2: jax.Array, time_axis: int = 1
+) -> jax.Array:
+  """Rotates channel pairs (first half, second half) by position-dependent angles; the
+  positions along `time_axis` (2 for a heads-major [B, H, T, K])."""
   x = x_BxTxHxK.astype(jnp.float32)
   x1, x2 = jnp.split(x, 2, axis=-1)
-  s, c = sin_TxK2[None, :, None, :], cos_TxK2[None, :, None, :]
+  shape = [1] * x.ndim
+  shape[time_axis], shape[-1] = sin_TxK2.shape
+  s, c = sin_TxK2.reshape(shape), cos_TxK2.reshape(shape)
   out = jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
   return out.astype(x_BxTxHxK.dtype)
 
@@ -101,6 +106,12 @@ class Attention(nnx.Module):
     self.softcap = getattr(self.logit_map, "cap", None)
     self.sink = variants.feature_module(cfg, "attn_sink")
     self.gate = variants.feature_module(cfg, "attn_output", rule, rngs)
+    # The splash kernel reads [B, H, T, K]: its path projects q, k, v straight to that layout
+    # and the output from it, no transposes (`_heads_major`; docs/tpu_compile/README.md,
+    # "Splash's layout"), unless a module that takes [B, T, H, K] or [B, T, D] between the
+    # projections is on (or HybridNorm's norms: a norm variant may reduce over the rows).
+    on_BxTxH = (self.ngpt, self.value_mix, self.gate, self.sub_norm, self.v_norm)
+    self.heads_major = self.implementation == "splash" and all(m is None for m in on_BxTxH)
 
   def __call__(
     self, x_BxTxD: jax.Array, rope=None, shared: dict | None = None, *, stats: dict | None = None
@@ -110,6 +121,8 @@ class Attention(nnx.Module):
     `stats`: the layer's statistics dict; the dense path adds `attn_logit_max`, the largest
     scaled logit q.k * scale over batch, heads and causal positions (the fused paths never
     form the logits, so they add nothing)."""
+    if self.heads_major:
+      return self._heads_major(x_BxTxD, rope)
     b, t, d = x_BxTxD.shape
     split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
     q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
@@ -146,6 +159,33 @@ class Attention(nnx.Module):
     if self.sub_norm is not None:
       ctx_BxTxD = self.sub_norm(ctx_BxTxD)
     return self.out(ctx_BxTxD)
+
+  def _heads_major(self, x_BxTxD: jax.Array, rope) -> jax.Array:
+    """The splash path on the kernel's layout: q, k, v = x W as [B, H, T, K] (the kernel [D, H,
+    K] in one einsum each), their norms and RoPE on that layout, the output projected from it.
+    The softmax scale multiplies q's kernel (it commutes with RoPE) where no norm on q follows;
+    after a norm it multiplies q, in float32 as splash.attention does."""
+    d, h, kd = x_BxTxD.shape[-1], self.num_heads, self.head_dim
+    fold = self.q_norm is None
+
+    def project(dense: Dense, scale: float = 1.0) -> jax.Array:
+      w_DxHxK = (dense.kernel[...] * scale).astype(x_BxTxD.dtype).reshape(d, h, kd)
+      return jnp.einsum("btd,dhk->bhtk", x_BxTxD, w_DxHxK)
+
+    q = project(self.q, self.softmax_scale if fold else 1.0)
+    k, v = project(self.k), project(self.v)
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    if rope is not None:
+      t = q.shape[2]
+      sin, cos = rope[0][:t], rope[1][:t]
+      q, k = apply_rope(q, sin, cos, time_axis=2), apply_rope(k, sin, cos, time_axis=2)
+    if not fold:
+      q = (q.astype(jnp.float32) * self.softmax_scale).astype(q.dtype)
+    sinks = None if self.sink is None else self.sink()
+    ctx_BxHxTxK = splash.heads_major(q, k, v, sinks_H=sinks, softcap=self.softcap or None)
+    w_HxKxD = self.out.kernel[...].astype(ctx_BxHxTxK.dtype).reshape(h, kd, d)
+    return jnp.einsum("bhtk,hkd->btd", ctx_BxHxTxK, w_HxKxD)
 
   def _dense_context(self, q, k, v, stats: dict | None = None) -> jax.Array:
     """softmax(Q K^T * scale + causal mask) V as einsums: [B, T, H, K]."""

@@ -89,11 +89,24 @@ def attention(
   softcap: float | None = None,
 ) -> jax.Array:
   """softmax(cap(Q K^T * scale) + causal mask [+ sink column]) V by the splash kernel:
-  [B, T, H, K], q's dtype."""
-  _, t, h, _ = q_BxTxHxK.shape
-  kernel = _kernel(h, t, softcap or None, INTERPRET)
+  [B, T, H, K], q's dtype. Swaps to the kernel's heads-major layout and back (the model's
+  own splash path projects to that layout instead: attention.Attention.heads_first)."""
   q = (q_BxTxHxK.astype(jnp.float32) * scale).astype(q_BxTxHxK.dtype)
   q, k, v = (jnp.swapaxes(y, 1, 2) for y in (q, k_BxTxHxK, v_BxTxHxK))  # [B, H, T, K]
+  return jnp.swapaxes(heads_major(q, k, v, sinks_H=sinks_H, softcap=softcap), 1, 2)
+
+
+def heads_major(
+  q_BxHxTxK: jax.Array,
+  k_BxHxSxK: jax.Array,
+  v_BxHxSxK: jax.Array,
+  *,
+  sinks_H: jax.Array | None = None,
+  softcap: float | None = None,
+) -> jax.Array:
+  """The kernel on the layout it reads: q already scaled, [B, H, T, K] in and out."""
+  _, h, t, _ = q_BxHxTxK.shape
+  kernel = _kernel(h, t, softcap or None, INTERPRET)
   sinks = None if sinks_H is None else sinks_H.astype(jnp.float32)
 
   def per_shard(q, k, v, sinks):
@@ -109,5 +122,4 @@ def attention(
       out_specs=rows,
       check_vma=False,  # a Pallas call carries no varying-axes type; the transpose psums
     )
-  out_BxHxTxK = per_shard(q, k, v, sinks)
-  return jnp.swapaxes(out_BxHxTxK, 1, 2)
+  return per_shard(q_BxHxTxK, k_BxHxSxK, v_BxHxSxK, sinks)
