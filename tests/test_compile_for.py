@@ -424,18 +424,18 @@ def test_a_change_to_the_models_code_misses_the_tune_cache(tmp_path, monkeypatch
   compiled again instead of read as the new program's."""
   import shutil
 
-  from resnorm_jax.hardware import tune
+  from resnorm_jax.hardware import tune, tune_cache
 
   config = cli.load_config_file("configs/smoke.py")
   c = tune.Candidate("data", "none", "splash")
   before = tune.cache_key(config, "v5e:2x2", c, False, 256)
   assert before == tune.cache_key(config, "v5e:2x2", c, False, 256)
-  package = os.path.dirname(os.path.dirname(tune.__file__))
+  package = os.path.dirname(os.path.dirname(tune_cache.__file__))
   copy = tmp_path / "resnorm_jax"
   for name in tune.PROGRAM_PACKAGES:
     shutil.copytree(os.path.join(package, name), copy / name)
   (copy / "hardware").mkdir()
-  monkeypatch.setattr(tune, "__file__", str(copy / "hardware" / "tune.py"))
+  monkeypatch.setattr(tune_cache, "__file__", str(copy / "hardware" / "tune_cache.py"))
   assert tune.cache_key(config, "v5e:2x2", c, False, 256) == before  # the same sources
   with open(copy / "model" / "attention.py", "a") as f:
     f.write("\n# another program\n")

@@ -20,7 +20,8 @@ Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
    chose each remat with dense attention's saved probabilities, which splash does not keep;
    the first that fits gets its estimate.
 Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
-vocabulary, jax and libtpu versions): a rerun compiles nothing it has already compiled.
+vocabulary, jax and libtpu versions, the model's and train step's code: tune_cache.py): a
+rerun compiles nothing it has already compiled. The candidates are tune_space.py's.
 
 Gradient accumulation is not a candidate: the train step has no microbatch loop in this
 codebase, so a global batch no candidate holds is reported, not split.
@@ -34,12 +35,8 @@ compiler's cost-model estimate, not a measurement.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ml_collections import ConfigDict
 
@@ -47,6 +44,23 @@ from resnorm_jax.hardware import hlo_bytes
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware.target_report import size
 from resnorm_jax.hardware.tpu_target import GIB, Chip, TargetError
+from resnorm_jax.hardware.tune_cache import (  # noqa: F401 (tune.X names stay)
+  DEFAULT_CACHE,
+  PROGRAM_PACKAGES,
+  Cache,
+  Result,
+  cache_key,
+  program_version,
+)
+from resnorm_jax.hardware.tune_space import (  # noqa: F401 (tune.X names stay)
+  ATTENTIONS,
+  MESHES,
+  Candidate,
+  mesh_overrides,
+  overrides,
+  own_candidate,
+  with_flags,
+)
 from resnorm_jax.hardware.xla_flags import (  # noqa: F401 (tune.X names stay)
   FLAG_PARTS,
   MAXTEXT_FLAGS,
@@ -55,91 +69,6 @@ from resnorm_jax.hardware.xla_flags import (  # noqa: F401 (tune.X names stay)
   flag_parts,
   flags_of,
 )
-
-MESHES = ("data", "fsdp", "data_fsdp")
-ATTENTIONS = ("dense", "splash")
-DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
-
-
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-  """How one step runs: the mesh, remat policy, attention and XLA flag set."""
-
-  mesh: str  # MESHES
-  remat: str  # target_compile.REMAT_ORDER
-  attention: str = "dense"  # ATTENTIONS
-  flags: str = "default"  # default, or FLAG_PARTS names joined by "+" (maxtext+no_windowed)
-
-  @property
-  def label(self) -> str:
-    return f"mesh={self.mesh} remat={self.remat} attention={self.attention} flags={self.flags}"
-
-
-def with_flags(c: Candidate, part: str) -> Candidate:
-  """`c` with one more FLAG_PARTS entry, in FLAG_PARTS' order."""
-  parts = set(flag_parts(c.flags)) | {part}
-  name = "+".join(p for p in FLAG_PARTS if p in parts)
-  return dataclasses.replace(c, flags=name)
-
-
-def mesh_overrides(mesh: str, chips: int) -> dict[str, int]:
-  """mesh.data/fsdp/tensor for a MESHES name on `chips` chips (data x fsdp: the fsdp axis
-  the square root's power of 2, the rest data: 2 x 2 on 4 chips, 4 x 2 on 8, 4 x 4 on 16)."""
-  if mesh == "data":
-    return {"mesh.data": -1, "mesh.fsdp": 1, "mesh.tensor": 1}
-  if mesh == "fsdp":
-    return {"mesh.data": 1, "mesh.fsdp": -1, "mesh.tensor": 1}
-  if mesh == "data_fsdp":
-    fsdp = 2 ** (max(chips.bit_length() - 1, 0) // 2)
-    return {"mesh.data": chips // fsdp, "mesh.fsdp": fsdp, "mesh.tensor": 1}
-  raise ValueError(f"mesh {mesh!r}: one of {', '.join(MESHES)}")
-
-
-def own_candidate(config: ConfigDict, chips: int) -> Candidate:
-  """The candidate that runs `config` as it is (its mesh among MESHES, else fsdp; its remat;
-  its attention where a candidate, else dense)."""
-  m = config.mesh
-  shape = tuple(chips if int(v) == -1 else int(v) for v in (m.data, m.fsdp, m.tensor))
-  mesh = "fsdp"
-  for name in MESHES:
-    o = mesh_overrides(name, chips)
-    keys = ("mesh.data", "mesh.fsdp", "mesh.tensor")
-    if tuple(chips if o[k] == -1 else o[k] for k in keys) == shape:
-      mesh = name
-  attention = config.model.attention if config.model.attention in ATTENTIONS else "dense"
-  return Candidate(mesh, config.model.remat, attention)
-
-
-def overrides(c: Candidate, chips: int) -> dict[str, Any]:
-  """The config keys a candidate sets (flags are compile options, not config)."""
-  return {**mesh_overrides(c.mesh, chips), "model.remat": c.remat, "model.attention": c.attention}
-
-
-@dataclasses.dataclass
-class Result:
-  """One candidate compiled (or refused): what a candidate line prints; JSON in the cache."""
-
-  fits: bool
-  per_chip_bytes: float | None = None
-  hbm_limit: float = 0.0
-  corrected: bool = False
-  step_s: float | None = None  # estimate, loop-corrected only where `corrected`
-  source: str = ""
-  mfu: float | None = None
-  bound: str = ""  # FLOPs | bytes: the larger of the cost's two roofline terms
-  flops: float = 0.0  # per chip, the step's (loop-corrected where `corrected`)
-  bytes: float = 0.0
-  top_ops: list[str] = dataclasses.field(default_factory=list)
-  raw_cost: dict[str, float] = dataclasses.field(default_factory=dict)  # the first compile's
-  # The first compile's HBM bytes attributed op by op, times its loops' trips (hlo_bytes), and
-  # the roofline with them in place of the loop-corrected bytes (0: compiled before this field).
-  attributed_bytes: float = 0.0
-  attributed_step_s: float | None = None
-  attributed_mfu: float | None = None
-  attribution: int = 0  # hlo_bytes.VERSION of the count (0: before versions; see `_stale`)
-  cpu_s: float = 0.0
-  error: str = ""  # refused before compiling (e.g. a kernel the shapes do not allow)
-  cached: bool = False
 
 
 def top_ops_by_bytes(hlo_text: str, n: int = 3) -> list[str]:
@@ -176,69 +105,6 @@ def splash_seconds(mcfg, chip: Chip, tokens_per_chip: float) -> float:
   flops = (12 + (4 if mcfg.remat != "none" else 0)) * layers * t * d * tokens_per_chip
   nbytes = 24 * layers * d * tokens_per_chip
   return max(flops / chip.bf16_flops, nbytes / chip.hbm_bandwidth)
-
-
-# The packages whose code builds the compiled step: a change to any of their files is another
-# program, so the cache's entries compiled before it are missed, not read as this program's.
-PROGRAM_PACKAGES = ("model", "train")
-
-
-def program_version() -> str:
-  """A hash of the source files of PROGRAM_PACKAGES (their paths and bytes)."""
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  h = hashlib.sha256()
-  for package in PROGRAM_PACKAGES:
-    for dirpath, dirnames, files in os.walk(os.path.join(root, package)):
-      dirnames.sort()
-      for name in sorted(f for f in files if f.endswith(".py")):
-        path = os.path.join(dirpath, name)
-        h.update(os.path.relpath(path, root).encode())
-        with open(path, "rb") as f:
-          h.update(f.read())
-  return h.hexdigest()[:16]
-
-
-def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, vocab: int):
-  import jax
-
-  try:
-    from libtpu import __version__ as libtpu_version
-  except ImportError:
-    libtpu_version = ""
-  what = {
-    "config": json.loads(config.to_json_best_effort(sort_keys=True)),
-    "topology": topology,
-    "candidate": dataclasses.asdict(c),
-    "corrected": corrected,
-    "vocab": vocab,
-    "versions": [jax.__version__, libtpu_version],
-    "program": program_version(),
-  }
-  return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
-
-
-class Cache:
-  """Candidate results in one JSON file ({key: Result fields}), written after each compile."""
-
-  def __init__(self, path: str):
-    self.path, self.entries = path, {}
-    if path and os.path.exists(path):
-      with open(path) as f:
-        self.entries = json.load(f)
-
-  def get(self, key: str) -> Result | None:
-    e = self.entries.get(key)
-    return Result(**{**e, "cached": True}) if e else None
-
-  def put(self, key: str, r: Result) -> None:
-    if not self.path:
-      return
-    self.entries[key] = {**dataclasses.asdict(r), "cached": False}
-    os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-    tmp = f"{self.path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      json.dump(self.entries, f, indent=1, sort_keys=True)
-    os.replace(tmp, self.path)
 
 
 @dataclasses.dataclass
