@@ -7,8 +7,10 @@ python scripts/tpu_tune_table.py [--out=docs/tpu_compile/tuned.csv] [--only=v5p:
 Post-LN and DeepNorm compile to the same program (results.csv: the same memory and cost at
 every depth and slice): Post-LN is tuned and DeepNorm's row is its winner compiled once for
 DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) already in the
-file is not tuned again, and every compile is cached (resnorm_jax/hardware/tune.py), so an
-interrupted table resumes where it stopped. tuned_candidates.csv (--candidates_out): every
+file is not tuned again (with --replace: unless its `program`, the hash of the model's and
+train step's code it was compiled from, is not this code's; its new row takes its place), and
+every compile is cached (resnorm_jax/hardware/tune_cache.py), so an interrupted table resumes
+where it stopped. tuned_candidates.csv (--candidates_out): every
 candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
 cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
 """
@@ -53,7 +55,7 @@ FIELDS = (
   "est_step_s", "est_step_source", "est_mfu", "bound", "speedup",
   "candidates", "tune_cpu_s", "tuned_on",
   "flops_per_step", "bytes_per_step", "attributed_bytes", "est_step_attributed_s",
-  "est_mfu_attributed",
+  "est_mfu_attributed", "program",
 )  # fmt: skip
 
 
@@ -61,6 +63,7 @@ CANDIDATE_FIELDS = (
   "config", "topology", "mesh", "remat", "attention", "xla_flags", "fits", "per_chip_gib",
   "hbm_gib", "est_step_s", "est_step_source", "est_mfu", "bound", "top_ops_by_bytes",
   "compile_cpu_s", "refused", "attributed_bytes", "est_step_attributed_s", "est_mfu_attributed",
+  "program",
 )  # fmt: skip
 
 
@@ -84,7 +87,7 @@ def write_candidates(path: str, label: str, tuned) -> None:
         "est_step_source": r.source if r.step_s else "",
         "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
         "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
-        "refused": r.error, **attributed(r),
+        "refused": r.error, **attributed(r), "program": tune.program_version(),
       })  # fmt: skip
 
 
@@ -147,7 +150,45 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
     "flops_per_step": f"{r.flops:.4g}",
     "bytes_per_step": f"{r.bytes:.4g}",
     **attributed(r),
+    "program": tune.program_version(),
   }
+
+
+def with_columns(path: str, fields: tuple[str, ...]) -> None:
+  """Rewrite `path` with the columns `fields` where its header lacks some (a table written
+  before a column existed): the old rows get them empty. The `program` column (the model's
+  and train step's source hash, tune_cache.program_version) is empty for rows compiled before
+  it, whose program is the code before the splash path's heads-major layout."""
+  if not os.path.exists(path):
+    return
+  rows = read(path)
+  with open(path) as f:
+    header = f.readline().strip().split(",")
+  if header == list(fields):
+    return
+  tmp = f"{path}.tmp"
+  with open(tmp, "w", newline="") as f:
+    w = csv.DictWriter(f, fields, lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: r.get(k, "") for k in fields} for r in rows)
+  os.replace(tmp, path)
+
+
+def put_row(path: str, out: dict) -> None:
+  """Append `out` to `path`, or put it in place of the row of the same (config, topology)."""
+  rows = read(path)
+  keys = [(r["config"], r["topology"]) for r in rows]
+  if (out["config"], out["topology"]) not in keys:
+    with open(path, "a", newline="") as f:
+      csv.DictWriter(f, FIELDS, lineterminator="\n").writerow(out)
+    return
+  rows[keys.index((out["config"], out["topology"]))] = out
+  tmp = f"{path}.tmp"
+  with open(tmp, "w", newline="") as f:
+    w = csv.DictWriter(f, FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+  os.replace(tmp, path)
 
 
 def mesh_name(label: str) -> str:
@@ -220,6 +261,11 @@ def main() -> None:
     "--given_winner", action="store_true", help="Pre-LN: compile Post-LN's winner, not a tune"
   )
   p.add_argument(
+    "--replace",
+    action="store_true",
+    help="tune the selected (config, topology) rows again and put each in place of its row",
+  )
+  p.add_argument(
     "--refresh_attribution",
     action="store_true",
     help="recount the stale attributed-bytes columns of --out's rows; tune nothing",
@@ -231,9 +277,13 @@ def main() -> None:
     return
   specs, meshes = CONFIGS, tuple(args.meshes.split(","))
   kw = {"meshes": meshes, "flag_sets": tuple(args.flag_sets.split(","))}
-  done = set()
+  with_columns(args.out, FIELDS)
+  with_columns(args.candidates_out, CANDIDATE_FIELDS)
+  done = set()  # rows not tuned again: any row, or with --replace a row of this code
   if os.path.exists(args.out):
-    done = {(r["config"], r["topology"]) for r in read(args.out)}
+    now = tune.program_version()
+    rows = [r for r in read(args.out) if not args.replace or r["program"] == now]
+    done = {(r["config"], r["topology"]) for r in rows}
   else:
     with open(args.out, "w", newline="") as f:
       csv.DictWriter(f, FIELDS, lineterminator="\n").writeheader()
@@ -271,8 +321,7 @@ def main() -> None:
           continue
         r = tuned.results[tuned.best]
         out = row(label, tuned, tuned.best, r, chips, untuned(label, topology), label)
-      with open(args.out, "a", newline="") as f:
-        csv.DictWriter(f, FIELDS, lineterminator="\n").writerow(out)
+      put_row(args.out, out)
       print(" ".join(f"{k}={out[k]}" for k in FIELDS), flush=True)
       print(f"# {label} on {topology}: {time.perf_counter() - start:.0f} s", flush=True)
 

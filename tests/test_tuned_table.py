@@ -78,3 +78,45 @@ def test_the_command_prints_keys_and_says_what_it_did_in_one_line(capsys):
 
 def test_a_missing_table_is_no_rows(tmp_path):
   assert tuned_table.read(str(tmp_path / "tuned.csv")) == []
+
+
+def _table_script():
+  import importlib.util
+  import os
+
+  path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts/tpu_tune_table.py")
+  spec = importlib.util.spec_from_file_location("tpu_tune_table", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_a_table_gains_the_program_column_and_a_retuned_row_takes_the_old_ones_place(tmp_path):
+  """A tuned.csv written before the `program` column is rewritten with it (empty: the old
+  code); a row tuned again (--replace) is put where its (config, topology) was, the others
+  kept as they were, in their order."""
+  import csv
+
+  script = _table_script()
+  path = str(tmp_path / "tuned.csv")
+  old = [c for c in script.FIELDS if c != "program"]
+  pairs = [("postnorm_96L", "v5p:2x2x2"), ("postnorm_96L", "v5e:4x4"), ("prenorm_96L", "v5e:4x4")]
+  rows = [{**dict.fromkeys(old, "x"), "config": c, "topology": t} for c, t in pairs]
+  with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, old, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+  script.with_columns(path, script.FIELDS)
+  got = script.read(path)
+  assert list(got[0]) == list(script.FIELDS) and all(r["program"] == "" for r in got)
+  script.with_columns(path, script.FIELDS)  # already there: unchanged
+  assert script.read(path) == got
+  new = {**got[1], "est_step_s": "0.2606", "program": tune.program_version()}
+  script.put_row(path, new)
+  after = script.read(path)
+  assert [(r["config"], r["topology"]) for r in after] == [
+    (r["config"], r["topology"]) for r in got
+  ]
+  assert after[1] == new and after[0] == got[0] and after[2] == got[2]
+  script.put_row(path, {**new, "topology": "v6e:4x4"})  # a pair not in the table: appended
+  assert [r["topology"] for r in script.read(path)][-1] == "v6e:4x4"
