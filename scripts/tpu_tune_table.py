@@ -7,9 +7,9 @@ python scripts/tpu_tune_table.py [--out=docs/tpu_compile/tuned.csv] [--only=v5p:
 Post-LN and DeepNorm compile to the same program (results.csv: the same memory and cost at
 every depth and slice): Post-LN is tuned and DeepNorm's row is its winner compiled once for
 DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) already in the
-file is not tuned again (with --replace: unless its `program`, the hash of the model's and
-train step's code it was compiled from, is not this code's; its new row takes its place), and
-every compile is cached (resnorm_jax/hardware/tune_cache.py), so an interrupted table resumes
+file is not tuned again (with --replace: unless its `program`, the hash of the winner's train
+step as lowered, is not the one this code lowers; its new row takes its place), and every
+compile is cached (resnorm_jax/hardware/tune_cache.py), so an interrupted table resumes
 where it stopped. tuned_candidates.csv (--candidates_out): every
 candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
 cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
@@ -87,7 +87,7 @@ def write_candidates(path: str, label: str, tuned) -> None:
         "est_step_source": r.source if r.step_s else "",
         "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
         "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
-        "refused": r.error, **attributed(r), "program": tune.program_version(),
+        "refused": r.error, **attributed(r), "program": r.program,
       })  # fmt: skip
 
 
@@ -150,15 +150,14 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
     "flops_per_step": f"{r.flops:.4g}",
     "bytes_per_step": f"{r.bytes:.4g}",
     **attributed(r),
-    "program": tune.program_version(),
+    "program": r.program,
   }
 
 
 def with_columns(path: str, fields: tuple[str, ...]) -> None:
   """Rewrite `path` with the columns `fields` where its header lacks some (a table written
-  before a column existed): the old rows get them empty. The `program` column (the model's
-  and train step's source hash, tune_cache.program_version) is empty for rows compiled before
-  it, whose program is the code before the splash path's heads-major layout."""
+  before a column existed): the old rows get them empty. The `program` column (the hash of
+  the train step as lowered, tune_cache.program_hash) is empty for rows compiled before it."""
   if not os.path.exists(path):
     return
   rows = read(path)
@@ -189,6 +188,20 @@ def put_row(path: str, out: dict) -> None:
     w.writeheader()
     w.writerows(rows)
   os.replace(tmp, path)
+
+
+def current_program(r: dict[str, str]) -> str:
+  """The program_hash of a row's winner as this code lowers it ("" where it is refused)."""
+  from resnorm_jax.config import cli
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import tune
+
+  spec, o = CONFIGS[r["config"]]
+  config = tc.with_overrides(cli.load_config_file(spec), o)
+  tgt = tune.target(r["topology"], lambda s: None)
+  c = tune.Candidate(mesh_name(r["mesh"]), r["remat"], r["attention"], r["xla_flags"])
+  low, program = tune.lowered(config, tgt, c, tc.resolve_vocab(config, 0, "tpu")[0])
+  return program if low is not None else ""
 
 
 def mesh_name(label: str) -> str:
@@ -281,8 +294,9 @@ def main() -> None:
   with_columns(args.candidates_out, CANDIDATE_FIELDS)
   done = set()  # rows not tuned again: any row, or with --replace a row of this code
   if os.path.exists(args.out):
-    now = tune.program_version()
-    rows = [r for r in read(args.out) if not args.replace or r["program"] == now]
+    rows = read(args.out)
+    if args.replace:
+      rows = [r for r in rows if r["program"] and r["program"] == current_program(r)]
     done = {(r["config"], r["topology"]) for r in rows}
   else:
     with open(args.out, "w", newline="") as f:

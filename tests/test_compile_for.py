@@ -395,12 +395,14 @@ def test_a_stale_cached_attribution_of_a_splash_program_is_counted_again(tmp_pat
   tgt = tune.Target(tpu_target.CHIPS["v5e"], "v5e:2x2", [None] * 4, 16 * tpu_target.GIB, {})
   c = tune.Candidate("data", "none", "splash")
   cache = tune.Cache(str(tmp_path / "c.json"))
+  # each candidate's program as lowered: a name of its own (no devices here to lower for)
+  monkeypatch.setattr(tune, "lowered", lambda config, tgt, c, vocab: (object(), c.attention))
   old = tune.Result(fits=True, per_chip_bytes=1e9, raw_cost={"flops": 1.0}, attributed_bytes=1e6)
   two = tune.Result(
     **{**old.__dict__, "corrected": True, "step_s": 0.5, "mfu": 0.2, "flops": 1e12, "bytes": 4e11}
   )
-  cache.put(tune.cache_key(config, tgt.name, c, False, 256), old)
-  cache.put(tune.cache_key(config, tgt.name, c, True, 256), two)
+  cache.put(tune.cache_key("splash", tgt.name, {}, False), old)
+  cache.put(tune.cache_key("splash", tgt.name, {}, True), two)
   fresh = tune.Result(**{**old.__dict__, "attributed_bytes": 8e10, "attribution": 2})
   calls = []
   monkeypatch.setattr(tune, "_memory_pass", lambda *a: calls.append(a) or fresh)
@@ -413,30 +415,33 @@ def test_a_stale_cached_attribution_of_a_splash_program_is_counted_again(tmp_pat
   again = tune.evaluate(tune.Cache(str(tmp_path / "c.json")), config, tgt, c, 256, corrected=True)
   assert len(calls) == 1 and again.attributed_bytes == 8e10  # counted once: cached now
   dense = tune.Candidate("data", "none", "dense")
-  cache.put(tune.cache_key(config, tgt.name, dense, False, 256), old)
+  cache.put(tune.cache_key("dense", tgt.name, {}, False), old)
   assert tune.evaluate(cache, config, tgt, dense, 256, corrected=False).attributed_bytes == 1e6
   assert len(calls) == 1
 
 
-def test_a_change_to_the_models_code_misses_the_tune_cache(tmp_path, monkeypatch):
-  """A cached compile is of the code that compiled it: with a file of the model's package
-  changed (a copy of the packages here, one line added) the key differs, so the candidate is
-  compiled again instead of read as the new program's."""
-  import shutil
+def test_the_tune_caches_key_is_the_program_as_lowered(monkeypatch):
+  """A compile is cached under the train step as lowered: the same config and candidate lower
+  to the same program (its key); a change to what the model's code computes (here its softmax
+  written another way, the same values) is another program, so it is compiled again instead
+  of read as the new code's; so is another config value. The compile options are a key's too."""
+  import jax
 
-  from resnorm_jax.hardware import tune, tune_cache
+  from resnorm_jax.hardware import tune
+  from resnorm_jax.model import attention as attention_lib
 
-  config = cli.load_config_file("configs/smoke.py")
-  c = tune.Candidate("data", "none", "splash")
-  before = tune.cache_key(config, "v5e:2x2", c, False, 256)
-  assert before == tune.cache_key(config, "v5e:2x2", c, False, 256)
-  package = os.path.dirname(os.path.dirname(tune_cache.__file__))
-  copy = tmp_path / "resnorm_jax"
-  for name in tune.PROGRAM_PACKAGES:
-    shutil.copytree(os.path.join(package, name), copy / name)
-  (copy / "hardware").mkdir()
-  monkeypatch.setattr(tune_cache, "__file__", str(copy / "hardware" / "tune_cache.py"))
-  assert tune.cache_key(config, "v5e:2x2", c, False, 256) == before  # the same sources
-  with open(copy / "model" / "attention.py", "a") as f:
-    f.write("\n# another program\n")
-  assert tune.cache_key(config, "v5e:2x2", c, False, 256) != before
+  config = _smoke()
+  tgt = tune.target("v5e:2x2", lambda s: None)
+  c = tune.Candidate("data", "none", "dense")
+  low, program = tune.lowered(config, tgt, c, 256)
+  assert low is not None and tune.lowered(config, tgt, c, 256)[1] == program
+  key = tune.cache_key(program, tgt.name, {}, False)
+  assert key != tune.cache_key(program, tgt.name, {}, True)
+  assert key != tune.cache_key(program, tgt.name, tune.flags_of("maxtext"), False)
+  other = tc.with_overrides(config, {"model.norm_eps": 1e-6})
+  assert tune.lowered(other, tgt, c, 256)[1] != program
+  monkeypatch.setattr(attention_lib, "softmax", lambda x: jax.nn.softmax(x, axis=-1))
+  assert tune.lowered(config, tgt, c, 256)[1] != program
+  refused = tune.Candidate("data", "none", "splash")  # the smoke sequence is not the kernel's
+  low, why = tune.lowered(config, tgt, refused, 256)
+  assert low is None and "multiple of 128" in why

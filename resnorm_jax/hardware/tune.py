@@ -19,9 +19,11 @@ Compiles are the cost (~44 s of CPU each at :paper width), so the search prunes:
 4. a splash winner at the remat policies with less recompute (least first): the memory pass
    chose each remat with dense attention's saved probabilities, which splash does not keep;
    the first that fits gets its estimate.
-Every result is cached in a JSON file keyed by (config, topology, candidate, corrected,
-vocabulary, jax and libtpu versions, the model's and train step's code: tune_cache.py): a
-rerun compiles nothing it has already compiled. The candidates are tune_space.py's.
+Every result is cached in a JSON file keyed by the train step as lowered (the program, which
+holds the config, the candidate and the code), the topology, the compile options, the loop
+correction and the jax and libtpu versions (tune_cache.py): a rerun compiles nothing it has
+already compiled, and a change to the code that changes the program compiles it again. The
+candidates are tune_space.py's.
 
 Gradient accumulation is not a candidate: the train step has no microbatch loop in this
 codebase, so a global batch no candidate holds is reported, not split.
@@ -46,11 +48,10 @@ from resnorm_jax.hardware.target_report import size
 from resnorm_jax.hardware.tpu_target import GIB, Chip, TargetError
 from resnorm_jax.hardware.tune_cache import (  # noqa: F401 (tune.X names stay)
   DEFAULT_CACHE,
-  PROGRAM_PACKAGES,
   Cache,
   Result,
   cache_key,
-  program_version,
+  program_hash,
 )
 from resnorm_jax.hardware.tune_space import (  # noqa: F401 (tune.X names stay)
   ATTENTIONS,
@@ -171,16 +172,23 @@ def _build(config: ConfigDict, tgt: Target, c: Candidate, vocab: int, unroll: in
   )
 
 
-def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> Result:
-  """One compile, no loop correction: fits or not, per-chip bytes, and the compiler's cost
-  as it is (`raw_cost`: a scanned stack's loop body counted once, so no step estimate)."""
+def lowered(config: ConfigDict, tgt: Target, c: Candidate, vocab: int):
+  """(the candidate's train step lowered, its program_hash), or (None, the one-line reason)
+  where the candidate's settings refuse the config (splash: the sequence) before lowering."""
+  try:
+    low = _build(config, tgt, c, vocab).lower_step()
+  except ValueError as e:
+    return None, str(e).splitlines()[0]
+  return low, program_hash(low.as_text())
+
+
+def _memory_pass(low, tgt: Target, c: Candidate, program: str) -> Result:
+  """One compile of the lowered step `low`, no loop correction: fits or not, per-chip bytes,
+  and the compiler's cost as it is (`raw_cost`: a scanned stack's loop body counted once, so
+  no step estimate)."""
   from resnorm_jax.hardware.tpu_target import HLO_TEMPS, bytes_in
 
-  try:  # a config the candidate's settings refuse (splash: the sequence), before compiling
-    lowered = _build(config, tgt, c, vocab).lower_step()
-  except ValueError as e:
-    return Result(fits=False, error=str(e).splitlines()[0], hbm_limit=tgt.hbm_limit)
-  memory, oom, cost, top, cpu, attributed = _compile(lowered, flags_of(c.flags, tgt.flags))
+  memory, oom, cost, top, cpu, attributed = _compile(low, flags_of(c.flags, tgt.flags))
   total = memory.get("total")
   fits = not oom and total is not None and total <= tgt.hbm_limit
   return Result(
@@ -192,6 +200,7 @@ def _memory_pass(config: ConfigDict, tgt: Target, c: Candidate, vocab: int) -> R
     cpu_s=cpu,
     attributed_bytes=attributed,
     attribution=hlo_bytes.VERSION,
+    program=program,
   )
 
 
@@ -276,11 +285,18 @@ def evaluate(
 
   `same_as`: the corrected result of the same program compiled without the XLA flags; where
   the flags leave the first compile's memory and cost exactly as they were, its loop
-  correction is reused (said in the source) instead of compiled again."""
-  key = cache_key(config, tgt.name, c, False, vocab)
+  correction is reused (said in the source) instead of compiled again.
+
+  The cache's key is the program as lowered (tune_cache.py): each call lowers the candidate's
+  step first (seconds), so a change to the code is never read from a compile of other code."""
+  low, program = lowered(config, tgt, c, vocab)
+  if low is None:
+    return Result(fits=False, error=program, hbm_limit=tgt.hbm_limit)
+  options = flags_of(c.flags, tgt.flags)
+  key = cache_key(program, tgt.name, options, False)
   one = cache.get(key)
   if one is None or _stale(one, c):  # a stale attribution: compiled again, counted again
-    one = _memory_pass(config, tgt, c, vocab)
+    one = _memory_pass(low, tgt, c, program)
     cache.put(key, one)
   if not (corrected and one.fits):
     return one
@@ -298,7 +314,7 @@ def evaluate(
       top_ops=one.top_ops,
     )
     return with_attribution(reuse, one, config, tgt, vocab)  # this program's own count
-  key = cache_key(config, tgt.name, c, True, vocab)
+  key = cache_key(program, tgt.name, options, True)
   two = cache.get(key)
   if two is None:
     two = _corrected(config, tgt, c, vocab, one)

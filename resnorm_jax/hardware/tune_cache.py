@@ -14,10 +14,6 @@ import hashlib
 import json
 import os
 
-from ml_collections import ConfigDict
-
-from resnorm_jax.hardware.tune_space import Candidate
-
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
 
 
@@ -45,30 +41,19 @@ class Result:
   attribution: int = 0  # hlo_bytes.VERSION of the count (0: before versions; see `_stale`)
   cpu_s: float = 0.0
   error: str = ""  # refused before compiling (e.g. a kernel the shapes do not allow)
+  program: str = ""  # program_hash of the step compiled ("": refused before lowering)
   cached: bool = False
 
 
-# The packages whose code builds the compiled step: a change to any of their files is another
-# program, so the cache's entries compiled before it are missed, not read as this program's.
-PROGRAM_PACKAGES = ("model", "train")
+def program_hash(lowered_text: str) -> str:
+  """The hash of a train step as lowered (its StableHLO text, without source locations): the
+  program XLA compiles, whatever code wrote it."""
+  return hashlib.sha256(lowered_text.encode()).hexdigest()[:16]
 
 
-def program_version() -> str:
-  """A hash of the source files of PROGRAM_PACKAGES (their paths and bytes)."""
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  h = hashlib.sha256()
-  for package in PROGRAM_PACKAGES:
-    for dirpath, dirnames, files in os.walk(os.path.join(root, package)):
-      dirnames.sort()
-      for name in sorted(f for f in files if f.endswith(".py")):
-        path = os.path.join(dirpath, name)
-        h.update(os.path.relpath(path, root).encode())
-        with open(path, "rb") as f:
-          h.update(f.read())
-  return h.hexdigest()[:16]
-
-
-def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, vocab: int):
+def cache_key(program: str, topology: str, flags: dict[str, str], corrected: bool) -> str:
+  """The key of one compile of `program` (program_hash) for `topology` with the compile
+  options `flags`, loop-corrected or not, by this jax and libtpu."""
   import jax
 
   try:
@@ -76,13 +61,11 @@ def cache_key(config: ConfigDict, topology: str, c: Candidate, corrected: bool, 
   except ImportError:
     libtpu_version = ""
   what = {
-    "config": json.loads(config.to_json_best_effort(sort_keys=True)),
+    "program": program,
     "topology": topology,
-    "candidate": dataclasses.asdict(c),
+    "flags": flags,
     "corrected": corrected,
-    "vocab": vocab,
     "versions": [jax.__version__, libtpu_version],
-    "program": program_version(),
   }
   return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 
