@@ -50,6 +50,10 @@ CURVE_LRS = tuple(1.25e-4 * 2**k for k in range(9))  # the loss-vs-lr grid's
 # 24 layers: 3 lrs around each curve's 6-layer best (docs/stabilizers/curves.csv, seed 0):
 # 4e-3 for each of the six at 6 layers (of 2e-3, 4e-3, 8e-3), as Pre-LN's; Muon's 8e-3.
 LRS_24 = {name: (2e-3, 4e-3, 8e-3) for name in STABILIZERS} | {"muon": (4e-3, 8e-3, 1.6e-2)}
+# Seeds 1-2 where a 6-layer curve's seed 0 leaves plain Pre-LN's seed spread by far: at 3.2e-2
+# Pre-LN's seeds 0-2 end at 2.6656-2.6852 (docs/lr_sensitivity), seed 0 of qk-norm at 2.0007,
+# softcapping 2.3491, gated attention 2.5389 (docs/stabilizers/curves.csv).
+PARTED = {"qknorm": (3.2e-2,), "softcap": (3.2e-2,), "attngate": (3.2e-2,)}
 
 
 def _edge(name: str, lr: float, seed: int) -> dict:
@@ -66,15 +70,15 @@ def _edge(name: str, lr: float, seed: int) -> dict:
   )
 
 
-def _curve(name: str, n: int, lr: float, **extra) -> dict:
+def _curve(name: str, n: int, lr: float, seed: int = 0, **extra) -> dict:
   param = extra.get("model.depth_param")
   tag = f"{name}-{param}" if param else name
   return constant_lr_point(
-    f"prenorm-{tag}-L{n}-lr{lr:g}-s0",
+    f"prenorm-{tag}-L{n}-lr{lr:g}-s{seed}",
     "configs/prenorm_96L.py",
     n,
     lr,
-    0,
+    seed,
     1000,
     **STABILIZERS[name],
     **extra,
@@ -88,6 +92,7 @@ EDGE = [
   for lr in (MUON_LRS if name == "muon" else EDGE_LRS)
 ]
 CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
+CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in PARTED.items() for lr in lrs]
 CURVES += [_curve(name, 24, lr) for name in STABILIZERS for lr in LRS_24[name]]
 CURVES += [
   _curve("muon", n, lr, **{"model.depth_param": p, "model.base_depth": 6})
