@@ -13,7 +13,9 @@ budget (--baseline), and writes into --out_dir:
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
 and prints, per depth, a markdown table of the final eval losses (lrs across) with each
-curve's best lr. A point still running, or not run, is a blank cell. No JAX here.
+curve's best lr, and, where a stabilizer has more than one seed at a point, its seeds' range
+beside plain Pre-LN's seeds there. A point still running, or not run, is a blank cell. No JAX
+here.
 """
 
 from __future__ import annotations
@@ -108,6 +110,32 @@ def markdown(rows: list[dict], depth: int) -> str:
   return "\n".join(lines)
 
 
+def seeds_markdown(rows: list[dict]) -> str:
+  """Where a stabilizer has more than one seed at a (depth, lr): its seeds' final eval losses
+  beside plain Pre-LN's seeds at the same point, and whether the two ranges are apart."""
+  groups: dict[tuple[str, int, float], list[float]] = {}
+  for r in rows:
+    if r["final_eval_loss"]:
+      groups.setdefault((r["stabilizer"], r["num_layers"], float(r["opt.lr"])), []).append(
+        float(r["final_eval_loss"])
+      )
+  lines = [
+    "| stabilizer | layers | lr | seeds | final eval loss | Pre-LN's seeds | Pre-LN | apart |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ]
+  for (name, depth, lr), losses in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+    if name == "none" or len(losses) < 2:
+      continue
+    base = groups.get(("none", depth, lr), [])
+    span = lambda v: f"{min(v):.4f}-{max(v):.4f}" if v else ""  # noqa: E731
+    apart = bool(base) and (max(losses) < min(base) or min(losses) > max(base))
+    lines.append(
+      f"| {label(name)} | {depth} | {lr:g} | {len(losses)} | {span(losses)} | {len(base)} | "
+      f"{span(base)} | {'yes' if apart else 'no' if base else ''} |"
+    )
+  return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def plain(rows: list[dict]) -> dict[tuple[int, float, int], float]:
   """(depth, lr, seed) -> plain Pre-LN's final eval loss, from curves.csv's `none` rows."""
   return {key(r): float(r["final_eval_loss"]) for r in rows if r["stabilizer"] == "none"}
@@ -126,6 +154,9 @@ def plot(rows: list[dict], out: str) -> str:
     pts = sorted((lr, loss) for (d, lr, s), loss in base.items() if d == depth and s == 0)
     if pts:
       ax.plot(*zip(*pts, strict=True), "k-o", lw=2.2, ms=4, label="Pre-LN", zorder=3)
+    more = [(lr, loss) for (d, lr, s), loss in base.items() if d == depth and s != 0]
+    if more:
+      ax.scatter(*zip(*more, strict=True), s=22, facecolors="none", edgecolors="k", zorder=3)
     for name in dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"):
       here = sorted(
         (float(r["opt.lr"]), float(r["final_eval_loss"]))
@@ -133,14 +164,21 @@ def plot(rows: list[dict], out: str) -> str:
         if r["stabilizer"] == name and r["num_layers"] == depth and r["seed"] == 0
       )
       if here:
-        ax.plot(*zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=label(name), alpha=0.85)
+        (line,) = ax.plot(*zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=label(name))
+        more = [
+          (float(r["opt.lr"]), float(r["final_eval_loss"]))
+          for r in rows
+          if r["stabilizer"] == name and r["num_layers"] == depth and r["seed"] != 0
+        ]
+        if more:  # seeds other than 0: hollow markers in the curve's colour
+          ax.scatter(*zip(*more, strict=True), s=22, facecolors="none", edgecolors=line.get_color())
     ax.set_xscale("log", base=2)
     ticks = sorted({lr for (d, lr, _s) in base if d == depth} | {float(r["opt.lr"]) for r in rows})
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks], rotation=45, fontsize=8)
     ax.minorticks_off()
     ax.set_xlabel("lr (constant, no warmup)")
     ax.set_ylabel("final eval loss (nats/byte), 1,000 steps")
-    ax.set_title(f"Pre-LN, {depth} layers, seed 0: each stabilizer alone")
+    ax.set_title(f"Pre-LN, {depth} layers: each stabilizer alone (seed 0; hollow: seeds 1-2)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   fig.tight_layout()
@@ -170,6 +208,9 @@ def main() -> None:
   print(path, plot(out, os.path.join(args.out_dir, "curves.png")))
   for depth in sorted({r["num_layers"] for r in out}):
     print(f"\n{depth} layers, seed 0:\n{markdown(out, depth)}")
+  seeds = seeds_markdown(out)
+  if seeds:
+    print(f"\nWhere a curve has more than one seed:\n{seeds}")
 
 
 if __name__ == "__main__":

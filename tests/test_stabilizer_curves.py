@@ -1,0 +1,34 @@
+"""scripts/stabilizer_curves.py: the seeds table says whether a stabilizer's seeds and plain
+Pre-LN's at the same point are apart, and only where a stabilizer has more than one seed."""
+
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script():
+  path = os.path.join(ROOT, "scripts/stabilizer_curves.py")
+  spec = importlib.util.spec_from_file_location("stabilizer_curves", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _row(stab, lr, seed, loss):
+  return {"stabilizer": stab, "num_layers": 6, "opt.lr": f"{lr:g}", "seed": seed,
+          "final_eval_loss": f"{loss:.4f}"}  # fmt: skip
+
+
+def test_seeds_table_marks_ranges_apart_or_overlapping():
+  script = _script()
+  rows = [_row("none", 0.032, s, v) for s, v in enumerate((2.6852, 2.6782, 2.6656))]
+  rows += [_row("qknorm", 0.032, s, v) for s, v in enumerate((2.0007, 2.05, 2.10))]
+  rows += [_row("sinks", 0.032, s, v) for s, v in enumerate((2.6605, 2.67))]
+  rows += [_row("zloss", 0.032, 0, 2.6654)]  # one seed: not in the table
+  text = script.seeds_markdown(rows)
+  lines = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
+  assert sorted(lines) == ["attention sinks", "qk-norm"]
+  assert lines["qk-norm"].endswith("| 3 | 2.0007-2.1000 | 3 | 2.6656-2.6852 | yes |")
+  assert lines["attention sinks"].endswith("| 2 | 2.6605-2.6700 | 3 | 2.6656-2.6852 | no |")
+  assert script.seeds_markdown(rows[:3] + rows[-1:]) == ""  # no stabilizer with two seeds
