@@ -1,5 +1,5 @@
 """The checkpoint tests' config, the smoke config with model.norm=batchnorm, and its TrainState's
-shapes on one device (tests/test_checkpoint.py, tests/test_resume_policy.py)."""
+shapes on one device (tests/test_checkpoint_*.py, tests/test_resume_policy.py)."""
 
 import functools
 

@@ -149,3 +149,29 @@ def fake_run(workdir, summary: dict, config: dict | None = None, point: dict | N
   if point is not None:
     files["sweep_point"] = point
   return write_run_folder(workdir, **files)
+
+
+@pytest.fixture(scope="session")
+def checkpoint_env(tmp_path_factory):
+  """The checkpoint tests' subprocess environment: CPU, one persistent compilation cache."""
+  cache = tmp_path_factory.mktemp("jax_cache")
+  return {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "JAX_COMPILATION_CACHE_DIR": str(cache),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  }
+
+
+@pytest.fixture(scope="session")
+def checkpoint_reference(checkpoint_env, tmp_path_factory):
+  """An uninterrupted checkpoint_runs.STEPS-step run of the checkpoint tests' config: the
+  metrics every resumed run must reproduce (tests/test_checkpoint_*.py)."""
+  import checkpoint_runs as runs
+
+  workdir = str(tmp_path_factory.mktemp("reference"))
+  runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS))
+  rows = runs.rows(workdir)
+  assert [r["step"] for r in rows] == list(range(5, runs.STEPS + 1, 5))
+  assert runs.ckpt_steps(workdir) == [35, 40]  # keep_checkpoints=2
+  return workdir

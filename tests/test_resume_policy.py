@@ -3,7 +3,7 @@ its own without training: the frozen config leaves out run length and cadence, a
 written before a key was added or moved resumes at the key's default or old value, and is
 refused, naming the key, when the key changed. The end-to-end refusals (a changed model,
 optimizer, data or config, a second run in a live workdir) run against the reference run of
-tests/test_checkpoint.py.
+tests/test_checkpoint_*.py.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """The quieter ways a run lost or misreported work: the bookkeeping of a
 diverged or resumed run, eval rows' speed, metrics.jsonl's lines and mode, non-finite config
 values, an unwritable workdir, a missing config file. The full-disk and damaged-checkpoint
-runs are in test_checkpoint.py."""
+runs are in test_checkpoint_*.py."""
 
 import errno
 import json

@@ -144,7 +144,7 @@ def test_moved_key_is_refused_naming_the_new_key(tmp_path, old, new):
 
 
 @pytest.mark.slow  # a training process
-@pytest.mark.long  # a diverging run; its checkpoint and status: test_checkpoint
+@pytest.mark.long  # a diverging run; its checkpoint and status: test_checkpoint_resume
 def test_divergence_is_a_result(tmp_path):
   proc = train(
     "--config=configs/smoke.py",

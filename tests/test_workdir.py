@@ -1,5 +1,5 @@
 """One run per workdir and one experiment: the lock, run identity, completed runs (no JAX;
-the end-to-end runs are in test_checkpoint.py)."""
+the end-to-end runs are in test_checkpoint_*.py)."""
 
 import json
 import os
