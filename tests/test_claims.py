@@ -264,3 +264,23 @@ def test_the_stabilizer_curves_row_names_each_best_lr_and_marks_a_partial_curves
   assert stabilizers.lrs_run(rows, 6) == (
     "4 of 4 lrs: plain; 3 of 4 lrs: gated attention; 2 of 4 lrs: the rest"
   )
+
+
+def test_the_seeds_row_states_only_points_where_every_seed_is_apart_from_plain_pre_lns():
+  """A stabilizer's point enters only with 3 seeds or more beside 3 or more of plain Pre-LN's
+  at the same depth and lr, and only where the two ranges do not overlap."""
+  from resnorm_jax.analysis.claims import stabilizers
+
+  def point(name, seed, loss, lr="0.032"):
+    return {"stabilizer": name, "num_layers": "6", "opt.lr": lr, "seed": str(seed),
+            "final_eval_loss": loss}  # fmt: skip
+
+  rows = [point("none", s, v) for s, v in enumerate(("2.6852", "2.6782", "2.6656"))]
+  rows += [point("qknorm", s, v) for s, v in enumerate(("2.0007", "2.0368", "2.0219"))]
+  rows += [point("sinks", s, v) for s, v in enumerate(("2.6605", "2.70", "2.69"))]  # overlaps
+  rows += [point("softcap", s, v) for s, v in enumerate(("2.3", "2.4"))]  # two seeds
+  rows += [point("zloss", s, "1.9", lr="0.016") for s in range(3)]  # no Pre-LN seeds there
+  assert stabilizers.seeds_apart(rows) == [
+    (6, 0.032, "qk-norm", 3, (2.0007, 2.0368), 3, (2.6656, 2.6852))
+  ]
+  assert stabilizers.seeds_apart(rows, min_seeds=2)[-1][2] == "logit softcap"
