@@ -163,13 +163,17 @@ def with_columns(path: str, fields: tuple[str, ...]) -> None:
   rows = read(path)
   with open(path) as f:
     header = f.readline().strip().split(",")
-  if header == list(fields):
-    return
+  if header != list(fields):
+    write_all(path, fields, [{k: r.get(k, "") for k in fields} for r in rows])
+
+
+def write_all(path: str, fields, rows: list[dict]) -> None:
+  """`rows` under the header `fields` in place of `path` (a temporary file, then renamed)."""
   tmp = f"{path}.tmp"
   with open(tmp, "w", newline="") as f:
     w = csv.DictWriter(f, fields, lineterminator="\n")
     w.writeheader()
-    w.writerows({k: r.get(k, "") for k in fields} for r in rows)
+    w.writerows(rows)
   os.replace(tmp, path)
 
 
@@ -182,12 +186,7 @@ def put_row(path: str, out: dict) -> None:
       csv.DictWriter(f, FIELDS, lineterminator="\n").writerow(out)
     return
   rows[keys.index((out["config"], out["topology"]))] = out
-  tmp = f"{path}.tmp"
-  with open(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, FIELDS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-  os.replace(tmp, path)
+  write_all(path, FIELDS, rows)
 
 
 def current_program(r: dict[str, str]) -> str:
@@ -243,12 +242,7 @@ def refresh_attribution(path: str, cache_path: str) -> None:
     r.update(attributed(res))
     if "top_ops_by_bytes" in r:
       r["top_ops_by_bytes"] = "; ".join(res.top_ops)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", newline="") as f:
-      w = csv.DictWriter(f, fields, lineterminator="\n")
-      w.writeheader()
-      w.writerows(rows)
-    os.replace(tmp, path)
+    write_all(path, fields, rows)
     cpu = time.process_time() - start
     print(
       f"{r['config']} {r['topology']} {c.label}: {attributed(res)} [{cpu:.0f} s CPU]", flush=True

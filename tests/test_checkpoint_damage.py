@@ -17,17 +17,6 @@ from batchnorm_smoke import config as _config
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import checkpoint_integrity
 
-
-@pytest.fixture
-def env(checkpoint_env):
-  return checkpoint_env
-
-
-@pytest.fixture
-def reference(checkpoint_reference):
-  return checkpoint_reference
-
-
 # --- damaged checkpoints ---------------------------------------------------------------------
 
 
@@ -76,8 +65,10 @@ def _garbled_meta(step_dir):
 @pytest.mark.parametrize(
   "damage", [_truncate, _flip_one_bit, _flipped_bit_in_meta, _no_commit_marker, _garbled_meta]
 )
-def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, capsys, damage):
-  workdir = runs.copy(reference, tmp_path / "run")
+def test_damaged_latest_checkpoint_falls_back_to_previous(
+  checkpoint_reference, tmp_path, capsys, damage
+):
+  workdir = runs.copy(checkpoint_reference, tmp_path / "run")
   damage(os.path.join(workdir, "ckpt", "40"))
   config = _config()
   checkpointer = ckpt_lib.Checkpointer(os.path.join(workdir, "ckpt"))
@@ -93,14 +84,16 @@ def test_damaged_latest_checkpoint_falls_back_to_previous(reference, tmp_path, c
 
 
 @pytest.mark.slow  # reference: a training process
-def test_a_flipped_bit_in_the_metadata_is_reported_and_skipped(reference, tmp_path, capsys):
+def test_a_flipped_bit_in_the_metadata_is_reported_and_skipped(
+  checkpoint_reference, tmp_path, capsys
+):
   """The resumed run took best_eval_loss from meta: 4.4561 became 0.4561 without a word."""
-  workdir = runs.copy(reference, tmp_path / "run")
+  workdir = runs.copy(checkpoint_reference, tmp_path / "run")
   _flipped_bit_in_meta(os.path.join(workdir, "ckpt", "40"))
   _, meta, step = runs.restore(workdir)
   out = capsys.readouterr().out
   assert step == 35
-  (eval_20,) = [r["eval/loss"] for r in runs.rows(reference) if r["step"] == 20]
+  (eval_20,) = [r["eval/loss"] for r in runs.rows(checkpoint_reference) if r["step"] == 20]
   assert meta["summary"]["best_eval_loss"] == eval_20  # the only eval before step 35
   (line,) = [ln for ln in out.splitlines() if "step 40 is damaged" in ln]
   assert "meta does not match its sha256" in line
@@ -123,13 +116,13 @@ def test_meta_from_before_checksums_is_read_and_a_lost_checksum_is_damage():
 @pytest.mark.slow  # training processes
 @pytest.mark.long  # runs in processes; a real full disk: test_edge_faults
 def test_full_disk_fails_the_run_in_one_line_and_the_same_command_resumes_it(
-  env, reference, tmp_path
+  checkpoint_env, checkpoint_reference, tmp_path
 ):
   """Every save from step 21 on fails in orbax's thread (ENOSPC). It used to be noticed at
   the next save (step 28, a whole interval later), with ~460 lines of tracebacks, exit 2
   (bad input), no summary.json and metrics.jsonl ahead of every checkpoint."""
   workdir = str(tmp_path / "run")
-  proc = runs.train(env, workdir, runs.STEPS, enospc_from=21)
+  proc = runs.train(checkpoint_env, workdir, runs.STEPS, enospc_from=21)
   out = proc.stdout + proc.stderr
   assert proc.returncode == 1, out[-3000:]
   assert "Traceback" not in out, out[-3000:]
@@ -144,9 +137,9 @@ def test_full_disk_fails_the_run_in_one_line_and_the_same_command_resumes_it(
   (resume,) = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("resume:")]
   assert resume.strip().endswith(f"--workdir={workdir}")
 
-  resumed = runs.ok(runs.train(env, workdir, runs.STEPS))  # space freed
+  resumed = runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS))  # space freed
   assert "resuming from step 14" in resumed.stdout
-  assert runs.rows(workdir) == runs.rows(reference)
+  assert runs.rows(workdir) == runs.rows(checkpoint_reference)
   assert runs.summary(workdir)["status"] == "completed"
 
 
@@ -168,11 +161,11 @@ def _renamed(workdir, old, new, *, record_step=True):
 @pytest.mark.slow  # reference: a training process
 @pytest.mark.parametrize("record_step", [True, False])
 def test_a_renamed_checkpoint_folder_is_damage_not_a_resume_from_its_name(
-  reference, tmp_path, capsys, record_step
+  checkpoint_reference, tmp_path, capsys, record_step
 ):
   """ckpt/40 renamed 50 resumed "from step 50" with the state of step 40: rows no run has.
   The step its meta records (or, in a meta from before it did, the state's) decides."""
-  workdir = runs.copy(reference, tmp_path / "run")
+  workdir = runs.copy(checkpoint_reference, tmp_path / "run")
   _renamed(workdir, 40, 50, record_step=record_step)
   _, _, step = runs.restore(workdir)
   out = capsys.readouterr().out
@@ -180,7 +173,9 @@ def test_a_renamed_checkpoint_folder_is_damage_not_a_resume_from_its_name(
   (line,) = [ln for ln in out.splitlines() if "step 50 is damaged" in ln]
   assert "it holds the state of step 40, not 50: the folder was renamed" in line
   assert os.listdir(os.path.join(workdir, "ckpt", ckpt_lib.DAMAGED_DIR))[0].startswith("50-")
-  only = runs.copy(reference, tmp_path / "only")  # no intact one left: refused, not restarted
+  only = runs.copy(
+    checkpoint_reference, tmp_path / "only"
+  )  # no intact one left: refused, not restarted
   shutil.rmtree(os.path.join(only, "ckpt", "35"))
   _renamed(only, 40, 50, record_step=record_step)
   with pytest.raises(ckpt_lib.CheckpointError, match=r"step 50: .*state of step 40, not 50"):
@@ -188,8 +183,8 @@ def test_a_renamed_checkpoint_folder_is_damage_not_a_resume_from_its_name(
 
 
 @pytest.mark.slow  # reference: a training process
-def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
-  workdir = runs.copy(reference, tmp_path / "run")
+def test_unfinished_save_is_ignored_and_removed(checkpoint_reference, tmp_path, capsys):
+  workdir = runs.copy(checkpoint_reference, tmp_path / "run")
   ckpt = os.path.join(workdir, "ckpt")
   os.rename(os.path.join(ckpt, "40"), os.path.join(ckpt, f"40{ckpt_lib.TMP_MARKER}-123"))
   _, _, step = runs.restore(workdir)
@@ -199,8 +194,8 @@ def test_unfinished_save_is_ignored_and_removed(reference, tmp_path, capsys):
 
 
 @pytest.mark.slow  # reference: a training process
-def test_all_checkpoints_damaged_is_refused_not_restarted(reference, tmp_path):
-  workdir = runs.copy(reference, tmp_path / "run")
+def test_all_checkpoints_damaged_is_refused_not_restarted(checkpoint_reference, tmp_path):
+  workdir = runs.copy(checkpoint_reference, tmp_path / "run")
   _flip_one_bit(os.path.join(workdir, "ckpt", "40"))
   _no_commit_marker(os.path.join(workdir, "ckpt", "35"))
   with pytest.raises(ckpt_lib.CheckpointError, match=r"none of the checkpoints.*\[35, 40\]"):

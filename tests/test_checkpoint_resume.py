@@ -22,29 +22,22 @@ from configs import smoke
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 
-
-@pytest.fixture
-def env(checkpoint_env):
-  return checkpoint_env
-
-
-@pytest.fixture
-def reference(checkpoint_reference):
-  return checkpoint_reference
-
-
 # --- resume equivalence ------------------------------------------------------------------
 
 
 @pytest.mark.slow  # training processes
 @pytest.mark.long  # four runs in processes
-def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, reference, tmp_path):
+def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(
+  checkpoint_env, checkpoint_reference, tmp_path
+):
   """20 steps (finished) -> extended to 40 and SIGTERM'd after step 27 -> resumed to 40."""
   workdir = str(tmp_path / "run")
-  runs.ok(runs.train(env, workdir, runs.STEPS // 2))
+  runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS // 2))
   assert runs.summary(workdir)["status"] == "completed" and runs.summary(workdir)["steps"] == 20
 
-  interrupted = runs.ok(runs.train(env, workdir, runs.STEPS, signal_at=(26, signal.SIGTERM)))
+  interrupted = runs.ok(
+    runs.train(checkpoint_env, workdir, runs.STEPS, signal_at=(26, signal.SIGTERM))
+  )
   assert "resuming from step 20" in interrupted.stdout
   assert "signal 15: saving a checkpoint" in interrupted.stdout
   summary = runs.summary(workdir)
@@ -58,7 +51,7 @@ def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, refe
   assert resume[-1] == f"--workdir={workdir}"
   assert f"--config.train.steps={runs.STEPS}" in resume and runs.COMMON[0] in resume
 
-  resumed = runs.ok(runs.train(env, workdir, runs.STEPS))
+  resumed = runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS))
   assert "resuming from step 27" in resumed.stdout
   assert (
     runs.summary(workdir)["status"] == "completed" and runs.summary(workdir)["steps"] == runs.STEPS
@@ -67,21 +60,23 @@ def test_extend_finished_run_then_sigterm_then_resume_is_bit_identical(env, refe
   # Run once more: finished, so nothing is trained and nothing rewritten.
   files = sorted(f for f in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, f)))
   before = {f: open(os.path.join(workdir, f), "rb").read() for f in files}
-  again = runs.ok(runs.train(env, workdir, runs.STEPS))
+  again = runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS))
   assert f"already completed at step {runs.STEPS}: nothing to do" in again.stdout
   after = sorted(f for f in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, f)))
   assert after == files
   assert {f: open(os.path.join(workdir, f), "rb").read() for f in files} == before
 
-  assert runs.rows(workdir) == runs.rows(reference)
+  assert runs.rows(workdir) == runs.rows(checkpoint_reference)
 
 
 @pytest.mark.slow  # training processes
 @pytest.mark.long  # runs in processes
-def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference, tmp_path):
+def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(
+  checkpoint_env, checkpoint_reference, tmp_path
+):
   """SIGKILL right after the step-21 save started (maybe mid-write), then resume."""
   workdir = str(tmp_path / "run")
-  killed = runs.train(env, workdir, runs.STEPS, signal_at=(21, signal.SIGKILL))
+  killed = runs.train(checkpoint_env, workdir, runs.STEPS, signal_at=(21, signal.SIGKILL))
   assert killed.returncode == -signal.SIGKILL
   assert not os.path.exists(os.path.join(workdir, "summary.json"))
   committed = runs.ckpt_steps(workdir)
@@ -90,17 +85,17 @@ def test_kill9_loses_at_most_the_steps_since_the_last_checkpoint(env, reference,
   lock = os.path.join(workdir, workdir_lib.LOCK_FILE)
   assert json.load(open(lock))["host"] == socket.gethostname()
 
-  resumed = runs.ok(runs.train(env, workdir, runs.STEPS))
+  resumed = runs.ok(runs.train(checkpoint_env, workdir, runs.STEPS))
   assert f"resuming from step {committed[-1]}" in resumed.stdout
   assert not glob.glob(os.path.join(workdir, "ckpt", f"*{ckpt_lib.TMP_MARKER}*"))
-  assert runs.rows(workdir) == runs.rows(reference)
+  assert runs.rows(workdir) == runs.rows(checkpoint_reference)
   assert not os.path.exists(lock)  # the resumed run took it over and removed it at its end
 
 
 @pytest.mark.slow  # reference: a training process
 @pytest.mark.long  # runs and a resume of BatchNorm
-def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
-  state, meta, step = runs.restore(reference)
+def test_batchnorm_running_averages_are_in_the_checkpoint(checkpoint_reference):
+  state, meta, step = runs.restore(checkpoint_reference)
   assert step == runs.STEPS
   leaves = jax.tree_util.tree_flatten_with_path(state.model_state)[0]
   means = [np.asarray(x) for p, x in leaves if "mean" in jax.tree_util.keystr(p)]
@@ -116,13 +111,13 @@ def test_batchnorm_running_averages_are_in_the_checkpoint(reference):
 
 
 @pytest.mark.slow  # training processes
-def test_diverged_run_keeps_the_last_finite_checkpoint(env, tmp_path):
+def test_diverged_run_keeps_the_last_finite_checkpoint(checkpoint_env, tmp_path):
   """SGD at a ramping lr on a norm-free model blows up after a few steps."""
   workdir = str(tmp_path / "run")
   every = 4
   runs.ok(
     runs.train(
-      env,
+      checkpoint_env,
       workdir,
       40,
       "--config.model.norm=none",
@@ -168,11 +163,11 @@ with StopSignals() as signals:
 
 
 @pytest.mark.slow  # a training process
-def test_second_signal_exits_at_once(env):
+def test_second_signal_exits_at_once(checkpoint_env):
   proc = subprocess.run(
     [sys.executable, "-c", SECOND_SIGNAL],
     cwd=runs.ROOT,
-    env=env,
+    env=checkpoint_env,
     capture_output=True,
     text=True,
     timeout=60,
