@@ -182,13 +182,13 @@ def lowered(config: ConfigDict, tgt: Target, c: Candidate, vocab: int):
   return low, program_hash(low.as_text())
 
 
-def _memory_pass(low, tgt: Target, c: Candidate, program: str) -> Result:
+def _memory_pass(low, tgt: Target, options: dict[str, str], program: str) -> Result:
   """One compile of the lowered step `low`, no loop correction: fits or not, per-chip bytes,
   and the compiler's cost as it is (`raw_cost`: a scanned stack's loop body counted once, so
   no step estimate)."""
   from resnorm_jax.hardware.tpu_target import HLO_TEMPS, bytes_in
 
-  memory, oom, cost, top, cpu, attributed = _compile(low, flags_of(c.flags, tgt.flags))
+  memory, oom, cost, top, cpu, attributed = _compile(low, options)
   total = memory.get("total")
   fits = not oom and total is not None and total <= tgt.hbm_limit
   return Result(
@@ -296,7 +296,7 @@ def evaluate(
   key = cache_key(program, tgt.name, options, False)
   one = cache.get(key)
   if one is None or _stale(one, c):  # a stale attribution: compiled again, counted again
-    one = _memory_pass(low, tgt, c, program)
+    one = _memory_pass(low, tgt, options, program)
     cache.put(key, one)
   if not (corrected and one.fits):
     return one
