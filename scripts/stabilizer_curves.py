@@ -13,7 +13,7 @@ budget (--baseline), and writes into --out_dir:
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
 and prints, per depth, a markdown table of the final eval losses (lrs across) with each
-curve's best lr, and, where a stabilizer has more than one seed at a point, its seeds' range
+curve's best lr (bracketed, or `<=`/`>=` where it is the lowest or highest lr run), and, where a stabilizer has more than one seed at a point, its seeds' range
 beside plain Pre-LN's seeds there. A point still running, or not run, is a blank cell. No JAX
 here.
 """
@@ -97,16 +97,28 @@ def markdown(rows: list[dict], depth: int) -> str:
   for n in names:
     row = {lr: cells.get((n, lr)) for lr in lrs}
     done = {lr: v for lr, v in row.items() if v is not None and math.isfinite(v)}
-    best = min(done, key=done.get) if done else None
+    best = min(done, key=done.get) if len(done) > 1 else None
     text = [
       f"**{v:.4f}**" if lr == best else (f"{v:.4f}" if v is not None else "")
       for lr, v in row.items()
     ]
-    lines.append(
-      f"| {n} | " + " | ".join(text) + f" | {best:g} |"
-      if best
-      else f"| {n} | " + " | ".join(text) + " | |"
-    )
+    lines.append(f"| {n} | " + " | ".join(text) + f" | {best_lr(done)} |")
+  return "\n".join(lines)
+
+
+def best_lr(done: dict[float, float]) -> str:
+  """The lowest-loss lr of the finite points run, said only as far as they bracket it: the
+  lr where both a lower and a higher lr were run and lost more; `<= lr` or `>= lr` where
+  the best is the lowest or highest lr run (the optimum may lie beyond); blank for fewer
+  than two points."""
+  if len(done) < 2:
+    return ""
+  best = min(done, key=done.get)
+  if best == min(done):
+    return f"<= {best:g}"
+  if best == max(done):
+    return f">= {best:g}"
+  return f"{best:g}"
   return "\n".join(lines)
 
 

@@ -32,3 +32,17 @@ def test_seeds_table_marks_ranges_apart_or_overlapping():
   assert lines["qk-norm"].endswith("| 3 | 2.0007-2.1000 | 3 | 2.6656-2.6852 | yes |")
   assert lines["attention sinks"].endswith("| 2 | 2.6605-2.6700 | 3 | 2.6656-2.6852 | no |")
   assert script.seeds_markdown(rows[:3] + rows[-1:]) == ""  # no stabilizer with two seeds
+
+
+def test_best_lr_is_said_only_as_far_as_the_points_bracket_it():
+  script = _script()
+  assert script.best_lr({}) == ""
+  assert script.best_lr({0.004: 1.75}) == ""  # one point: no best
+  assert script.best_lr({0.002: 1.80, 0.004: 1.75, 0.008: 1.78}) == "0.004"
+  assert script.best_lr({0.002: 1.80, 0.004: 1.75}) == ">= 0.004"  # highest run is best
+  assert script.best_lr({0.004: 1.75, 0.008: 1.78}) == "<= 0.004"
+  rows = [_row("qknorm", lr, 0, v) for lr, v in ((0.004, 1.75),)]
+  rows += [_row("none", lr, 0, v) for lr, v in ((0.002, 1.84), (0.004, 1.76), (0.008, 1.82))]
+  lines = script.markdown(rows, 6).splitlines()
+  assert lines[2] == "| Pre-LN | 1.8400 | **1.7600** | 1.8200 | 0.004 |"
+  assert lines[3] == "| qknorm |  | 1.7500 |  |  |"  # not bold, no best: one lr run
