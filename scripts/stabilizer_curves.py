@@ -13,7 +13,8 @@ budget (--baseline), and writes into --out_dir:
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
 and prints, per depth, a markdown table of the final eval losses (lrs across) with each
-curve's best lr (bracketed, or `<=`/`>=` where it is the lowest or highest lr run), and, where a stabilizer has more than one seed at a point, its seeds' range
+curve's best lr (`<=` or `>=` where it is the lowest or highest lr run), and, where a
+stabilizer has more than one seed at a point, its seeds' range
 beside plain Pre-LN's seeds there. A point still running, or not run, is a blank cell. No JAX
 here.
 """
@@ -119,7 +120,6 @@ def best_lr(done: dict[float, float]) -> str:
   if best == max(done):
     return f">= {best:g}"
   return f"{best:g}"
-  return "\n".join(lines)
 
 
 def seeds_markdown(rows: list[dict]) -> str:

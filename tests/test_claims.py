@@ -284,3 +284,27 @@ def test_the_seeds_row_states_only_points_where_every_seed_is_apart_from_plain_p
     (6, 0.032, "qk-norm", 3, (2.0007, 2.0368), 3, (2.6656, 2.6852))
   ]
   assert stabilizers.seeds_apart(rows, min_seeds=2)[-1][2] == "logit softcap"
+
+
+def test_the_stabilizer_curves_row_tells_a_large_group_by_its_count_and_range():
+  """More than three stabilizers at one best lr are told as a count and a loss range, and a
+  depth where every curve ran the same lrs says so once, so the README cell stays short."""
+  from resnorm_jax.analysis.claims import stabilizers
+
+  def point(name, lr, loss):
+    return {"stabilizer": name, "num_layers": "6", "opt.lr": lr, "seed": "0",
+            "final_eval_loss": loss}  # fmt: skip
+
+  names = ("attngate", "qknorm", "sinks", "softcap")
+  rows = [point("none", lr, v) for lr, v in (("0.002", "1.8"), ("0.004", "1.7"), ("0.008", "1.9"))]
+  rows += [point(n, lr, v) for i, n in enumerate(names)
+           for lr, v in (("0.002", "1.9"), ("0.004", f"1.7{i}"), ("0.008", "1.95"))]  # fmt: skip
+  assert stabilizers.curves_text(rows, 6) == (
+    "Pre-LN 6L: 4e-3 for plain (1.7000) and 4 stabilizers (1.7000-1.7300)"
+  )
+  assert stabilizers.lrs_run(rows, 6) == "3 of 3 lrs each"
+  rows = [r for r in rows if not (r["stabilizer"] == "sinks" and r["opt.lr"] == "0.008")]
+  assert stabilizers.curves_text(rows, 6) == (
+    "Pre-LN 6L: 4e-3 for plain (1.7000) and 4 stabilizers (1.7000-1.7300), 1 of them+"
+  )
+  assert stabilizers.lrs_run(rows, 6) == "3 of 3 lrs: 4 curves; 2 of 3 lrs: the rest"

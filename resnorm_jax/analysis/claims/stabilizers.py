@@ -119,26 +119,51 @@ def curve_bests(
   return out
 
 
-def curves_text(rows: list[dict[str, str]], depth: int) -> str:
+def curves_text(rows: list[dict[str, str]], depth: int, most: int = 3) -> str:
   """'Pre-LN 6L: 4e-3 for plain (1.7646), gated attention (1.7551); 8e-3 for Muon (1.5381)':
-  each curve's best lr, grouped by it; '+' marks a best at an end of a partial curve."""
-  by_lr: dict[float, list[str]] = {}
+  each curve's best lr, grouped by it; '+' marks a best at an end of a partial curve. A group
+  of more than `most` stabilizers is told as their count and loss range, to keep the cell
+  short: '4e-3 for plain (1.7646) and 6 stabilizers (1.7470-1.7791)'."""
+  by_lr: dict[float, list[tuple[str, float, bool]]] = {}
   for who, lr, loss, _, edge in curve_bests(rows, depth):
-    by_lr.setdefault(lr, []).append(f"{who}{'+' if edge else ''} ({loss:.4f})")
-  lrs = "; ".join(f"{lr_label(lr)} for {', '.join(w)}" for lr, w in sorted(by_lr.items()))
-  return f"Pre-LN {depth}L: {lrs}"
+    by_lr.setdefault(lr, []).append((who, loss, edge))
+  parts = []
+  for lr, group in sorted(by_lr.items()):
+    plain = [f"plain ({loss:.4f})" for who, loss, _ in group if who == "plain"]
+    rest = [(who, loss, edge) for who, loss, edge in group if who != "plain"]
+    if len(rest) > most:
+      losses = [loss for _, loss, _ in rest]
+      edges = sum(edge for *_, edge in rest)
+      told = [f"{len(rest)} stabilizers ({min(losses):.4f}-{max(losses):.4f})"
+              + (f", {edges} of them+" if edges else "")]  # fmt: skip
+      parts.append(f"{lr_label(lr)} for " + " and ".join(plain + told))
+    else:
+      told = [f"{who}{'+' if edge else ''} ({loss:.4f})" for who, loss, edge in rest]
+      parts.append(f"{lr_label(lr)} for " + ", ".join(plain + told))
+  return f"Pre-LN {depth}L: " + "; ".join(parts)
 
 
-def lrs_run(rows: list[dict[str, str]], depth: int) -> str:
-  """'9 of 9 lrs: plain, Muon; 3 of 9: the rest', the curves grouped by how many lrs ran."""
+def lrs_run(rows: list[dict[str, str]], depth: int, most: int = 3) -> str:
+  """'9 of 9 lrs: plain, Muon; 3 of 9: the rest', the curves grouped by how many lrs ran;
+  '9 of 9 lrs each' where every curve ran the same; a group of more than `most` curves is
+  told as its count."""
   bests = curve_bests(rows, depth)
   grid = max((n for who, *_, n, _ in bests if who == "plain"), default=0)
   counts: dict[int, list[str]] = {}
   for who, _, _, n, _ in bests:
     counts.setdefault(n, []).append(who)
   groups = sorted(counts.items(), reverse=True)
+  if len(groups) == 1:
+    return f"{groups[0][0]} of {grid} lrs each"
   return "; ".join(
-    f"{n} of {grid} lrs: " + ("the rest" if i == len(groups) - 1 and i else ", ".join(w))
+    f"{n} of {grid} lrs: "
+    + (
+      "the rest"
+      if i == len(groups) - 1 and i
+      else ", ".join(w)
+      if len(w) <= most
+      else f"{len(w)} curves"
+    )  # fmt: skip
     for i, (n, w) in enumerate(groups)
   )
 
@@ -153,7 +178,7 @@ def row_stabilizer_curves() -> list[str] | None:
     "best lr (final eval loss), seed 0: " + " / ".join(curves_text(rows, d) for d in depths),
     "1,000 steps, no warmup, constant lr; "
     + " / ".join(f"{d}L: {lrs_run(rows, d)}" for d in depths)
-    + "; one seed; +: best at an end of the lrs run; stdlib",
+    + "; one seed; +: best at an end of the lrs run, or the one lr run; stdlib",
     "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
   ]
 
