@@ -234,3 +234,45 @@ def test_splash_compiles_for_a_tpu_and_the_cost_model_counts_it_as_nothing():
   assert "tpu_custom_call" in compiled.as_text()
   cost = compiled.cost_analysis()
   assert float((cost[0] if isinstance(cost, list) else cost).get("flops", 0.0)) == 0.0
+
+
+def _kernel_calls(jaxpr, out: list[str]) -> list[str]:
+  """The names of the Pallas calls in a jaxpr, its sub-jaxprs' included, in order."""
+  from jax.extend import core as jex_core
+
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "pallas_call":
+      name = eqn.params["name"]
+      out.append(getattr(name, "name", name))
+    for p in eqn.params.values():
+      for sub in p if isinstance(p, (tuple, list)) else (p,):
+        if isinstance(sub, jex_core.ClosedJaxpr):
+          _kernel_calls(sub.jaxpr, out)
+        elif isinstance(sub, jex_core.Jaxpr):
+          _kernel_calls(sub, out)
+  return out
+
+
+@pytest.mark.slow  # the kernel in interpret mode
+def test_splash_under_full_remat_writes_no_residuals_in_the_forward_pass(interpret):
+  """Under a checkpoint that keeps nothing (remat=full), the forward pass runs the kernel
+  without residuals (no logsumexp written) and the backward pass's run of the layer keeps
+  them; the gradients are those of the call without remat."""
+  rng = np.random.default_rng(0)
+  q, k, v = (jnp.asarray(rng.normal(size=(2, 2, T, 16)), jnp.float32) for _ in range(3))
+
+  def f(q, k, v):
+    return jnp.sum(splash.heads_major(q, k, v) ** 2)
+
+  full = jax.checkpoint(f, policy=jax.checkpoint_policies.nothing_saveable)
+  calls = {
+    name: _kernel_calls(jax.make_jaxpr(jax.grad(g, argnums=(0, 1, 2)))(q, k, v).jaxpr, [])
+    for name, g in (("none", f), ("full", full))
+  }
+  backward = ["splash_mha_dkv_no_residuals", "splash_mha_dq_no_residuals"]
+  assert calls["none"] == ["splash_mha_fwd_residuals", *backward]
+  assert calls["full"] == ["splash_mha_fwd_no_residuals", "splash_mha_fwd_residuals", *backward]
+  for a, b in zip(
+    jax.grad(full, argnums=(0, 1, 2))(q, k, v), jax.grad(f, argnums=(0, 1, 2))(q, k, v), strict=True
+  ):
+    _close(a, b)

@@ -9,7 +9,8 @@ logits q.k * scale, as the dense path's softcap does (variants/softcap.py), and 
 (one logit per head whose exp joins every row's denominator) are the dense path's sinks
 (variants/sinks.py), their gradient included. Scores, softmax and the output's accumulator
 are float32 in the kernel; no [B, H, T, S] probabilities are stored (the backward pass
-recomputes them from the saved logsumexp).
+recomputes them from the saved logsumexp). Under `remat=full` the forward pass runs the
+kernel without residuals (`remat_lean`).
 
 Tiles: 512 where the sequence length divides by it, else 256, else 128 (Mosaic's lane width:
 the kernel needs tiles of 128 multiples that divide the sequence, so the sequence length must
@@ -96,6 +97,31 @@ def attention(
   return jnp.swapaxes(heads_major(q, k, v, sinks_H=sinks_H, softcap=softcap), 1, 2)
 
 
+def remat_lean(fn):
+  """`fn` (the kernel's call) with its VJP as before, and a forward pass under remat that
+  writes no residuals: where a checkpointed layer keeps nothing of the call (`remat=full`:
+  the layer is run again in the backward pass), the forward pass runs the kernel without
+  residuals (its `_no_residuals` variant) instead of the one that also writes the float32
+  logsumexp, broadcast over 128 lanes ([B, H, T, 128], 4 bytes each: as many bytes as q, k
+  and v together at head dim 64 in bfloat16), only for XLA to drop it. The run of the layer
+  in the backward pass keeps the residuals the backward kernels read. JAX's
+  `custom_vjp(optimize_remat=True)` does the choosing, by dead-code elimination of unused
+  residuals."""
+
+  @jax.custom_vjp
+  def lean(q, k, v, sinks):
+    return fn(q, k, v, sinks)
+
+  def fwd(q, k, v, sinks):
+    return jax.vjp(fn, q, k, v, sinks)  # (out, the VJP holding the kernel's residuals)
+
+  def bwd(vjp, g):
+    return vjp(g)
+
+  lean.defvjp(fwd, bwd, optimize_remat=True)
+  return lean
+
+
 def heads_major(
   q_BxHxTxK: jax.Array,
   k_BxHxSxK: jax.Array,
@@ -106,11 +132,15 @@ def heads_major(
 ) -> jax.Array:
   """The kernel on the layout it reads: q already scaled, [B, H, T, K] in and out."""
   _, h, t, _ = q_BxHxTxK.shape
-  kernel = _kernel(h, t, softcap or None, INTERPRET)
+  # The kernel's mask tables are built as constants, not as values of the trace: the
+  # forward pass's kernel without residuals (remat_lean) is traced after this trace ends.
+  with jax.ensure_compile_time_eval():
+    kernel = _kernel(h, t, softcap or None, INTERPRET)
   sinks = None if sinks_H is None else sinks_H.astype(jnp.float32)
 
-  def per_shard(q, k, v, sinks):
-    return jax.vmap(lambda q, k, v: kernel(q, k, v, sinks=sinks))(q, k, v)
+  per_shard = remat_lean(
+    lambda q, k, v, sinks: jax.vmap(lambda q, k, v: kernel(q, k, v, sinks=sinks))(q, k, v)
+  )
 
   sharding = stream_sharding.current()
   if isinstance(sharding, NamedSharding) and len(sharding.spec):
