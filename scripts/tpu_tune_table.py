@@ -10,7 +10,8 @@ DeepNorm (`tuned_on`). Rows are appended as they finish; a (config, topology) al
 file is not tuned again (with --replace: unless its `program`, the hash of the winner's train
 step as lowered, is not the one this code lowers; its new row takes its place), and every
 compile is cached (resnorm_jax/hardware/tune_cache.py), so an interrupted table resumes
-where it stopped. tuned_candidates.csv (--candidates_out): every
+where it stopped. --reevaluate compiles each row's winner again where the code changed its
+program, without a tune (the winner's settings kept). tuned_candidates.csv (--candidates_out): every
 candidate of each tune, as its line prints it. est_*, bound and speedup: the TPU compiler's
 cost-model estimates (loop-corrected; splash: + its kernel's analytic time), not measurements.
 """
@@ -154,6 +155,74 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
   }
 
 
+# The columns of a winner's compile (row() fills them from its Result); the rest of a row say
+# how it was tuned and what it is compared with.
+RESULT_FIELDS = (
+  "per_chip_gib", "hbm_gib", "est_step_s", "est_step_source", "est_mfu", "bound", "speedup",
+  "flops_per_step", "bytes_per_step", "attributed_bytes", "est_step_attributed_s",
+  "est_mfu_attributed", "program",
+)  # fmt: skip
+
+
+def reevaluated(old: dict[str, str], r) -> dict[str, str]:
+  """A tuned.csv row whose winner was compiled again with this code (`r`, its Result): the
+  winner's settings, the tune's candidates and CPU time and the untuned columns kept; the
+  compile's columns (RESULT_FIELDS) from `r`. Not a tune: whether another candidate would now
+  win is not asked."""
+  from resnorm_jax.hardware import tune
+
+  step = float(old["untuned_est_step_s"]) if old.get("untuned_est_step_s") else None
+  new = {
+    "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}",
+    "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
+    "est_step_s": f"{r.step_s:.4g}",
+    "est_step_source": r.source,
+    "est_mfu": f"{r.mfu:.3f}",
+    "bound": r.bound,
+    "speedup": f"{step / r.step_s:.2f}" if step else "",
+    "flops_per_step": f"{r.flops:.4g}",
+    "bytes_per_step": f"{r.bytes:.4g}",
+    **attributed(r),
+    "program": r.program,
+  }
+  assert set(new) == set(RESULT_FIELDS)
+  return {**old, **new}
+
+
+def reevaluate(args) -> None:
+  """--reevaluate: each selected row of --out whose winner this code lowers to another
+  program, its winner compiled again (tune.evaluate, loop-corrected) and put in its place."""
+  from resnorm_jax.config import cli
+  from resnorm_jax.hardware import target_compile as tc
+  from resnorm_jax.hardware import tune
+
+  for old in read(args.out):
+    if (args.only and old["topology"] not in args.only.split(",")) or (
+      args.configs and old["config"] not in args.configs.split(",")
+    ):
+      continue
+    program = current_program(old)
+    if old["program"] and old["program"] == program:
+      print(f"# {old['config']} on {old['topology']}: its program is this code's", flush=True)
+      continue
+    start = time.perf_counter()
+    spec, o = CONFIGS[old["config"]]
+    config = tc.with_overrides(cli.load_config_file(spec), o)
+    tgt = tune.target(old["topology"], lambda s: None)
+    c = tune.Candidate(mesh_name(old["mesh"]), old["remat"], old["attention"], old["xla_flags"])
+    tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(c.flags), lambda s: None)
+    vocab = tc.resolve_vocab(config, 0, "tpu")[0]
+    r = tune.evaluate(tune.Cache(args.tune_cache), config, tgt, c, vocab, True)
+    put_row(args.out, reevaluated(old, r))
+    print(
+      f"# {old['config']} on {old['topology']}: est step {old['est_step_s']} -> "
+      f"{r.step_s:.4g} s, attributed bytes {old['attributed_bytes']} -> "
+      f"{r.attributed_bytes:.4g}, program {old['program'] or '-'} -> {r.program} "
+      f"({time.perf_counter() - start:.0f} s)",
+      flush=True,
+    )
+
+
 def with_columns(path: str, fields: tuple[str, ...]) -> None:
   """Rewrite `path` with the columns `fields` where its header lacks some (a table written
   before a column existed): the old rows get them empty. The `program` column (the hash of
@@ -273,6 +342,12 @@ def main() -> None:
     help="tune the selected (config, topology) rows again and put each in place of its row",
   )
   p.add_argument(
+    "--reevaluate",
+    action="store_true",
+    help="compile each selected row's winner again where this code lowers it to another "
+    "program, and put the result in its place; tune nothing",
+  )
+  p.add_argument(
     "--refresh_attribution",
     action="store_true",
     help="recount the stale attributed-bytes columns of --out's rows; tune nothing",
@@ -281,6 +356,9 @@ def main() -> None:
   tc.use_cpu_host()
   if args.refresh_attribution:
     refresh_attribution(args.out, args.tune_cache)
+    return
+  if args.reevaluate:
+    reevaluate(args)
     return
   specs, meshes = CONFIGS, tuple(args.meshes.split(","))
   kw = {"meshes": meshes, "flag_sets": tuple(args.flag_sets.split(","))}

@@ -120,3 +120,25 @@ def test_a_table_gains_the_program_column_and_a_retuned_row_takes_the_old_ones_p
   assert after[1] == new and after[0] == got[0] and after[2] == got[2]
   script.put_row(path, {**new, "topology": "v6e:4x4"})  # a pair not in the table: appended
   assert [r["topology"] for r in script.read(path)][-1] == "v6e:4x4"
+
+
+def test_a_reevaluated_row_keeps_its_tune_and_takes_the_new_compiles_numbers():
+  """--reevaluate: the winner's settings, the tune's candidates and CPU time, and the untuned
+  columns stay; every column of the compile comes from the new result, the speedup against
+  the untuned estimate recomputed."""
+  import types
+
+  script = _table_script()
+  old = {**dict.fromkeys(script.FIELDS, "old"), "untuned_est_step_s": "0.8951"}
+  r = types.SimpleNamespace(
+    per_chip_bytes=4.5 * 2**30, hbm_limit=15.75 * 2**30, step_s=0.2609, source="roofline",
+    mfu=0.3616, bound="bytes", flops=2.123e13, bytes=1.9996e11, attributed_bytes=1.560e11,
+    attributed_step_s=0.1905, attributed_mfu=0.4952, program="6263220603bd978d",
+  )  # fmt: skip
+  new = script.reevaluated(old, r)
+  assert list(new) == list(old)
+  kept = set(script.FIELDS) - set(script.RESULT_FIELDS)
+  assert {k: new[k] for k in kept} == {k: old[k] for k in kept}
+  assert all(new[k] != "old" for k in script.RESULT_FIELDS)
+  assert (new["est_step_s"], new["speedup"], new["program"]) == ("0.2609", "3.43", r.program)
+  assert (new["per_chip_gib"], new["attributed_bytes"]) == ("4.50", "1.56e+11")
