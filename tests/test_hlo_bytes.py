@@ -126,6 +126,59 @@ def test_a_stacked_buffer_sliced_or_updated_behind_views_counts_one_slice():
   assert ops["stored"].nbytes == row + 4 + row  # the update and the index read, the update written
 
 
+_NESTED = """HloModule m
+
+%norm (param_0: f32[8,64,64], param_1: s32[], param_2: f32[64]) -> f32[64,64] {
+  %param_0 = f32[8,64,64]{2,1,0} parameter(0)
+  %param_1 = s32[] parameter(1)
+  %param_2 = f32[64]{0} parameter(2)
+  %ds = f32[1,64,64]{2,1,0} dynamic-slice(%param_0, %param_1, %param_1, %param_1),
+    dynamic_slice_sizes={1,64,64}
+  %x = f32[64,64]{1,0} bitcast(%ds)
+  %g = f32[64,64]{1,0} broadcast(%param_2), dimensions={1}
+  ROOT %y = f32[64,64]{1,0} multiply(%x, %g)
+}
+
+%proj (param_0: f32[64,64], param_1: f32[8,64,64], param_2: s32[], param_3: f32[64]) -> f32[64,64] {
+  %param_0 = f32[64,64]{1,0} parameter(0)
+  %param_1 = f32[8,64,64]{2,1,0} parameter(1)
+  %param_2 = s32[] parameter(2)
+  %param_3 = f32[64]{0} parameter(3)
+  %n = f32[64,64]{1,0} fusion(%param_1, %param_2, %param_3), kind=kLoop, calls=%norm
+  ROOT %d = f32[64,64]{1,0} dot(%n, %param_0), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%whole (param_0: f32[8,64,64]) -> f32[64,64] {
+  %param_0 = f32[8,64,64]{2,1,0} parameter(0)
+  ROOT %r = f32[64,64]{1,0} reduce(%param_0), dimensions={0}
+}
+
+%outer (param_0: f32[8,64,64]) -> f32[64,64] {
+  %param_0 = f32[8,64,64]{2,1,0} parameter(0)
+  ROOT %f = f32[64,64]{1,0} fusion(%param_0), kind=kLoop, calls=%whole
+}
+
+ENTRY %main (w: f32[64,64], h: f32[8,64,64], i: s32[], g: f32[64]) -> f32[64,64] {
+  %w = f32[64,64]{1,0} parameter(0)
+  %h = f32[8,64,64]{2,1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %g = f32[64]{0} parameter(3)
+  %q = f32[64,64]{1,0} fusion(%w, %h, %i, %g), kind=kOutput, calls=%proj
+  ROOT %all = f32[64,64]{1,0} fusion(%h), kind=kLoop, calls=%outer
+}
+"""
+
+
+def test_a_stacked_buffer_sliced_inside_a_nested_fusion_counts_its_slice():
+  """Pre-LN's norm fused into a projection reads one layer of the stacked saved inputs
+  inside a fusion nested in the projection's: the slice is counted, not the 128 KiB buffer;
+  a nested fusion that reads the whole buffer is charged the whole."""
+  ops = {o.name: o for o in hlo_bytes.op_bytes(_NESTED)}
+  layer = 64 * 64 * 4
+  assert ops["q"].nbytes == layer + layer + 4 + 64 * 4 + layer  # w, the slice, i, g; q
+  assert ops["all"].nbytes == 8 * layer + layer
+
+
 _MULTILINE = """HloModule m
 
 %body (p: (s32[], f32[64,64])) -> (s32[], f32[64,64]) {

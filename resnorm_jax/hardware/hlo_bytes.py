@@ -8,10 +8,11 @@ times the trip count of every loop around it (a scanned layer stack's loop, and 
 XLA makes of a matmul whose contraction is sharded, "windowed einsums").
 
 The bytes of one op: its result plus its operands, where a fusion operand only sliced inside
-the fusion counts its slices (a scanned stack's stacked weights are read one layer at a
-time), and an in-place dynamic-update-slice counts the update, not the buffer. Those are the
-rules of XLA's own cost analysis (HloCostAnalysis) in outline; this is an attribution, to be
-read beside the cost model's total (`scripts/hlo_bytes.py` prints both), not a second model.
+the fusion, or inside a fusion nested in it, counts its slices (a scanned stack's stacked
+weights are read one layer at a time), and an in-place dynamic-update-slice counts the
+update, not the buffer. Those are the rules of XLA's own cost analysis (HloCostAnalysis) in
+outline; this is an attribution, to be read beside the cost model's total
+(`scripts/hlo_bytes.py` prints both), not a second model.
 
 Each op is named by the JAX op it came from (its `op_name` metadata, shortened by
 `step_profile.short_source`) and by its pass: forward, backward (`transpose(jvp`), the
@@ -40,8 +41,9 @@ _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "whil
          "iota"}  # fmt: skip
 PASSES = ("forward", "recomputed", "backward", "update", "unnamed")
 # The counting rules' version, kept with a cached count (tune.py): 2 reads a computation to its
-# line "}" (1 stopped at a Pallas kernel's multi-line attributes, losing the ops after it).
-VERSION = 2
+# line "}" (1 stopped at a Pallas kernel's multi-line attributes, losing the ops after it); 3
+# sees a slice taken inside a nested fusion (2 charged the whole stacked buffer).
+VERSION = 3
 
 
 def array_bytes(shape: str) -> float:
@@ -160,28 +162,39 @@ def trip_count(while_line: str, cond_lines: list[str]) -> int:
 _VIEWS = ("bitcast", "reshape", "copy", "transpose")  # a fused view: its users read the data
 
 
-def _fusion_operand_bytes(fused: tuple[str, list[str]], operand_bytes: list[float]) -> float:
-  """The bytes a fusion reads: each parameter whole, except one only sliced (its slices) or
-  the buffer of an in-place dynamic-update-slice (nothing: the update is the write), seen
-  through the views (bitcast, reshape, copy, transpose) fused between them."""
+def _sliced_reads(
+  fused: tuple[str, list[str]], comps: dict | None = None, depth: int = 0
+) -> dict[int, float]:
+  """Per parameter index of a fused computation, the bytes it reads where every use of the
+  parameter is a slice or an in-place update's buffer, seen through the views (bitcast,
+  reshape, copy, transpose) and the nested fusions (a fusion inside a fusion: an async
+  collective fusion's norm, say, that slices one layer of a stacked buffer) between them;
+  a parameter read whole is absent."""
   _, lines = fused
   insts = _instructions(lines)
-  users: dict[str, list[tuple[str, str, str, int]]] = collections.defaultdict(list)
-  for name, shape, opcode, operands, _ in insts:
+  users: dict[str, list[tuple[str, str, str, int, str]]] = collections.defaultdict(list)
+  for name, shape, opcode, operands, line in insts:
     for pos, ref in enumerate(re.findall(r"%([\w.\-]+)", operands)):
-      users[ref].append((name, opcode, shape, pos))
+      users[ref].append((name, opcode, shape, pos, line))
 
-  def sliced(name: str, depth: int = 0) -> float | None:
+  def sliced(name: str, hops: int = 0) -> float | None:
     """Bytes read of `name` where every use is a slice or an in-place update's buffer, else
     None (read whole)."""
     total = 0.0
-    for user, opcode, shape, pos in users.get(name, []):
+    for user, opcode, shape, pos, line in users.get(name, []):
       if opcode in ("dynamic-slice", "slice") and pos == 0:
         total += array_bytes(shape)
       elif opcode == "dynamic-update-slice" and pos == 0:
         continue
-      elif opcode in _VIEWS and depth < 8:
-        inner = sliced(user, depth + 1)
+      elif opcode in _VIEWS and hops < 8:
+        inner = sliced(user, hops + 1)
+        if inner is None:
+          return None
+        total += inner
+      elif opcode == "fusion" and comps is not None and depth < 4:
+        called = re.search(r"calls=%([\w.\-]+)", line)
+        nested = comps.get(called.group(1)) if called else None
+        inner = _sliced_reads(nested, comps, depth + 1).get(pos) if nested else None
         if inner is None:
           return None
         total += inner
@@ -189,14 +202,31 @@ def _fusion_operand_bytes(fused: tuple[str, list[str]], operand_bytes: list[floa
         return None
     return total
 
-  total = 0.0
+  out = {}
   for name, _, opcode, _, line in insts:
+    if opcode != "parameter" or not users.get(name):
+      continue
+    part = sliced(name)
+    if part is not None:
+      out[int(re.search(r"parameter\((\d+)\)", line).group(1))] = part
+  return out
+
+
+def _fusion_operand_bytes(
+  fused: tuple[str, list[str]], operand_bytes: list[float], comps: dict | None = None
+) -> float:
+  """The bytes a fusion reads: each parameter whole, except one only sliced (its slices) or
+  the buffer of an in-place dynamic-update-slice (nothing: the update is the write), seen
+  through the views (bitcast, reshape, copy, transpose) and nested fusions between them
+  (`comps`: the program's computations, to look into a nested fusion)."""
+  parts = _sliced_reads(fused, comps)
+  total = 0.0
+  for _, _, opcode, _, line in _instructions(fused[1]):
     if opcode != "parameter":
       continue
     idx = int(re.search(r"parameter\((\d+)\)", line).group(1))
     whole = operand_bytes[idx] if idx < len(operand_bytes) else 0.0
-    part = sliced(name) if users.get(name) else None
-    total += whole if part is None else min(whole, part)
+    total += min(whole, parts[idx]) if idx in parts else whole
   return total
 
 
@@ -266,7 +296,7 @@ def op_bytes(text: str) -> list[OpBytes]:
         called = re.search(r"calls=%([\w.\-]+)", line)
         fused = comps.get(called.group(1)) if called else None
       if fused is not None:
-        nbytes = _fusion_operand_bytes(fused, in_bytes) + _update_bytes(fused, shape)
+        nbytes = _fusion_operand_bytes(fused, in_bytes, comps) + _update_bytes(fused, shape)
       elif opcode == "dynamic-update-slice":
         nbytes = 2 * (in_bytes[1] if len(in_bytes) > 1 else 0.0)
       elif opcode in ("dynamic-slice", "slice"):

@@ -265,10 +265,12 @@ def with_attribution(two: Result, one: Result, config: ConfigDict, tgt: Target, 
 
 
 def _stale(r: Result, c: Candidate) -> bool:
-  """A cached attribution that may have missed ops: counted before hlo_bytes.VERSION 2 (a
-  computation read up to its first line starting "}", which a Pallas kernel's attributes
-  have) for a program with the splash kernel. The others' counts were right."""
-  return bool(r.fits and r.attributed_bytes and c.attention == "splash" and r.attribution < 2)
+  """A cached attribution counted by older rules (before hlo_bytes.VERSION): version 1 read a
+  computation up to its first line starting "}", which a Pallas kernel's attributes have
+  (a splash program's count lost ops); version 2 charged a stacked buffer sliced inside a
+  nested fusion whole (any program's count). Counted again."""
+  del c  # every program: the nested-fusion rule applies to dense and splash alike
+  return bool(r.fits and r.attributed_bytes and r.attribution < hlo_bytes.VERSION)
 
 
 def evaluate(
