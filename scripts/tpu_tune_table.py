@@ -123,9 +123,8 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
   mesh_label = "x".join(
     f"{k[5:]}{chips if v == -1 else v}" for k, v in mesh.items() if v != 1 and k != "mesh.tensor"
   )
-  step = float(base["est_step_s"]) if base.get("est_step_s") else None
   fresh = [x for x in tuned.results.values() if not x.cached] if tuned else []
-  return {
+  out = {
     "config": label,
     "topology": tuned.target.name if tuned else "",
     "chips": str(chips),
@@ -138,21 +137,12 @@ def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -
     "remat": best.remat,
     "attention": best.attention,
     "xla_flags": best.flags,
-    "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}",
-    "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
-    "est_step_s": f"{r.step_s:.4g}",
-    "est_step_source": r.source,
-    "est_mfu": f"{r.mfu:.3f}",
-    "bound": r.bound,
-    "speedup": f"{step / r.step_s:.2f}" if step else "",
     "candidates": str(len(tuned.results)) if tuned else "1",
     "tune_cpu_s": f"{sum(x.cpu_s for x in fresh):.0f}" if tuned else f"{r.cpu_s:.0f}",
     "tuned_on": on,
-    "flops_per_step": f"{r.flops:.4g}",
-    "bytes_per_step": f"{r.bytes:.4g}",
-    **attributed(r),
-    "program": r.program,
+    **result_columns(r, base.get("est_step_s", "")),
   }
+  return {k: out[k] for k in FIELDS}
 
 
 # The columns of a winner's compile (row() fills them from its Result); the rest of a row say
@@ -164,15 +154,13 @@ RESULT_FIELDS = (
 )  # fmt: skip
 
 
-def reevaluated(old: dict[str, str], r) -> dict[str, str]:
-  """A tuned.csv row whose winner was compiled again with this code (`r`, its Result): the
-  winner's settings, the tune's candidates and CPU time and the untuned columns kept; the
-  compile's columns (RESULT_FIELDS) from `r`. Not a tune: whether another candidate would now
-  win is not asked."""
+def result_columns(r, untuned_step_s: str) -> dict[str, str]:
+  """The RESULT_FIELDS of a winner's compile `r`; the speedup against the untuned estimate
+  (`untuned_step_s`, empty: none)."""
   from resnorm_jax.hardware import tune
 
-  step = float(old["untuned_est_step_s"]) if old.get("untuned_est_step_s") else None
-  new = {
+  step = float(untuned_step_s) if untuned_step_s else None
+  return {
     "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}",
     "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
     "est_step_s": f"{r.step_s:.4g}",
@@ -185,8 +173,14 @@ def reevaluated(old: dict[str, str], r) -> dict[str, str]:
     **attributed(r),
     "program": r.program,
   }
-  assert set(new) == set(RESULT_FIELDS)
-  return {**old, **new}
+
+
+def reevaluated(old: dict[str, str], r) -> dict[str, str]:
+  """A tuned.csv row whose winner was compiled again with this code (`r`, its Result): the
+  winner's settings, the tune's candidates and CPU time and the untuned columns kept; the
+  compile's columns (RESULT_FIELDS) from `r`. Not a tune: whether another candidate would now
+  win is not asked."""
+  return {**old, **result_columns(r, old.get("untuned_est_step_s", ""))}
 
 
 def reevaluate(args) -> None:
