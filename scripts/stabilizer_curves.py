@@ -12,7 +12,8 @@ budget (--baseline), and writes into --out_dir:
                plain Pre-LN's own points at those depths as the rows of stabilizer `none`
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
-and prints, per depth, a markdown table of the final eval losses (lrs across) with each
+and prints, per depth, a markdown table of the final eval losses (lrs across; under plain
+Pre-LN's seed-0 row, its seeds' range where more than one ran) with each
 curve's best lr (`<=` or `>=` where it is the lowest or highest lr run), and, where a
 stabilizer has more than one seed at a point, its seeds' range
 beside plain Pre-LN's seeds there. A point still running, or not run, is a blank cell. No JAX
@@ -104,7 +105,23 @@ def markdown(rows: list[dict], depth: int) -> str:
       for lr, v in row.items()
     ]
     lines.append(f"| {n} | " + " | ".join(text) + f" | {best_lr(done)} |")
+    if n == "Pre-LN":
+      spread = seed_spread(base, depth, lrs)
+      if spread:
+        lines.append(spread)
   return "\n".join(lines)
+
+
+def seed_spread(base: dict, depth: int, lrs: list[float]) -> str:
+  """The row under Pre-LN's: its seeds' range at each lr where more than one seed ran (the
+  yardstick for a stabilizer's one-seed point); empty where no lr has two."""
+  cells = []
+  for lr in lrs:
+    v = [loss for (d, x, _), loss in base.items() if d == depth and x == lr]
+    cells.append(f"{min(v):.4f}-{max(v):.4f} ({len(v)})" if len(v) > 1 else "")
+  if not any(cells):
+    return ""
+  return "| Pre-LN, its seeds' range (n) | " + " | ".join(cells) + " | |"
 
 
 def best_lr(done: dict[float, float]) -> str:

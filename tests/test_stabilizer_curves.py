@@ -46,3 +46,17 @@ def test_best_lr_is_said_only_as_far_as_the_points_bracket_it():
   lines = script.markdown(rows, 6).splitlines()
   assert lines[2] == "| Pre-LN | 1.8400 | **1.7600** | 1.8200 | 0.004 |"
   assert lines[3] == "| qknorm |  | 1.7500 |  |  |"  # not bold, no best: one lr run
+
+
+def test_the_table_gives_plain_pre_lns_seed_range_under_its_row():
+  """A one-seed stabilizer point is read against plain Pre-LN's seeds at the same lr: their
+  range and count sit under Pre-LN's seed-0 row, only where two or more seeds ran."""
+  script = _script()
+  rows = [_row("none", 0.004, s, v) for s, v in enumerate((1.7327, 1.6822, 1.6650))]
+  rows += [_row("none", 0.008, 0, 1.8117), _row("attngate", 0.004, 0, 1.6793)]
+  lines = script.markdown(rows, 6).splitlines()
+  assert lines[2] == "| Pre-LN | **1.7327** | 1.8117 | <= 0.004 |"
+  assert lines[3] == "| Pre-LN, its seeds' range (n) | 1.6650-1.7327 (3) |  | |"
+  assert lines[4] == "| attngate | 1.6793 |  |  |"
+  one = [r for r in rows if r["seed"] == 0]
+  assert "seeds' range" not in script.markdown(one, 6)
