@@ -225,3 +225,40 @@ def test_an_attribute_over_several_lines_ends_neither_its_op_nor_its_computation
   assert ops["k"].source == "jit(step)/pallas_call" and ops["k"].jax_op == "pallas_call"
   assert ops["y"].part == "unnamed" and ops["y"].jax_op == "(unnamed)"  # no op name: XLA's
   assert "j" in ops and "lt" in ops
+
+
+_SPACES = """HloModule m
+
+ENTRY %main (w: f32[64,64], x: f32[64,64]) -> f32[64,64] {
+  %w = f32[64,64]{1,0} parameter(0)
+  %x = f32[64,64]{1,0} parameter(1)
+  %cs = (f32[64,64]{1,0}, f32[64,64]{1,0:S(1)}, u32[]{:S(2)}) copy-start(%x)
+  %cd = f32[64,64]{1,0:S(1)} copy-done(%cs)
+  %ss = ((f32[64,64]{1,0}), f32[16,64]{1,0:S(1)}, s32[]{:S(2)}) slice-start(%w),
+    slice={[0:16], [0:64]}
+  %sd = f32[16,64]{1,0:S(1)} slice-done(%ss)
+  %vmem = f32[64,64]{1,0:S(1)} add(%cd, %cd)
+  %back = f32[64,64]{1,0} multiply(%vmem, %cd)
+  %both = f32[64,64]{1,0} add(%w, %x)
+  ROOT %t = (f32[64,64]{1,0}, f32[64,64]{1,0}, f32[16,64]{1,0:S(1)}) tuple(%back, %both, %sd)
+}
+"""
+
+
+def test_only_the_arrays_in_hbm_are_counted():
+  """An array whose layout names another memory space (`S(1)`: a TPU core's VMEM) moves no
+  HBM bytes: an op on VMEM operands into VMEM counts nothing, one that writes its VMEM result
+  to HBM counts the write; an async copy from HBM to VMEM counts its read (its destination is
+  the tuple's last array that is not the u32[] context), an async slice its slice only."""
+  ops = {o.name: o for o in hlo_bytes.op_bytes(_SPACES)}
+  full, piece = 64 * 64 * 4, 16 * 64 * 4
+  assert ops["cs"].nbytes == full  # read from HBM; written to VMEM
+  assert ops["ss"].nbytes == piece  # a quarter of w read; written to VMEM
+  assert ops["vmem"].nbytes == 0
+  assert ops["back"].nbytes == full  # VMEM operands, the result written to HBM
+  assert ops["both"].nbytes == 3 * full
+  assert hlo_bytes.arrays("(f32[2]{0:S(1)}, bf16[4]{0}, s32[])") == [
+    (8, False),
+    (8, True),
+    (4, True),
+  ]

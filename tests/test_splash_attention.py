@@ -114,7 +114,8 @@ def test_splash_on_the_kernels_layout_moves_fewer_bytes_on_a_tpu():
   """Deviceless for a v5e chip, one attention's forward and backward in bfloat16: projected
   straight to [B, H, T, K] (and the scale folded into q's kernel) the compiled program has
   fewer layout copies and moves fewer HBM bytes than the same module with its axes swapped
-  around the kernel (measured 7 against 19 copies, 3.11e7 against 3.95e7 bytes)."""
+  around the kernel (measured 7 against 19 copies; 6.06e6 against 6.32e6 bytes in HBM, 3.11e7
+  against 3.95e7 counting VMEM's too, as hlo_bytes did before its rules version 4)."""
   from resnorm_jax.hardware import hlo_bytes
   from resnorm_jax.hardware import target_compile as tc
 
@@ -139,7 +140,7 @@ def test_splash_on_the_kernels_layout_moves_fewer_bytes_on_a_tpu():
     )
   (bytes_major, copies_major), (bytes_swapped, copies_swapped) = counted[True], counted[False]
   assert copies_major < copies_swapped
-  assert bytes_major < 0.9 * bytes_swapped
+  assert bytes_major < 0.98 * bytes_swapped
 
 
 @pytest.mark.slow  # compiles for seconds: out of the fast tier

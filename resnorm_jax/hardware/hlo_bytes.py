@@ -7,6 +7,10 @@ instruction inside a fusion runs as part of its fusion) with the bytes it reads 
 times the trip count of every loop around it (a scanned layer stack's loop, and the loops
 XLA makes of a matmul whose contraction is sharded, "windowed einsums").
 
+Only arrays in HBM count: an array whose layout names another memory space (`S(1)`: the
+TPU core's VMEM, where XLA's memory-space assignment keeps what fits, prefetched from HBM by
+async copies, which count) moves no HBM bytes.
+
 The bytes of one op: its result plus its operands, where a fusion operand only sliced inside
 the fusion, or inside a fusion nested in it, counts its slices (a scanned stack's stacked
 weights are read one layer at a time), and an in-place dynamic-update-slice counts the
@@ -43,18 +47,51 @@ PASSES = ("forward", "recomputed", "backward", "update", "unnamed")
 # The counting rules' version, kept with a cached count (tune.py): 2 reads a computation to its
 # line "}" (1 stopped at a Pallas kernel's multi-line attributes, losing the ops after it); 3
 # sees a slice taken inside a nested fusion (2 charged the whole stacked buffer).
-VERSION = 3
+# 4 counts only the arrays that live in HBM (3 counted VMEM's too, the memory space `S(1)`).
+VERSION = 4
 
 
-def array_bytes(shape: str) -> float:
-  """Bytes of every array in an HLO shape string (a tuple: the sum of its arrays)."""
-  total = 0.0
-  for dtype, dims in _ARRAY.findall(shape):
+_LAID_OUT = re.compile(_ARRAY.pattern + r"(\{[^}]*\})?")
+_SPACE = re.compile(r"S\((\d+)\)")
+
+
+def arrays(shape: str) -> list[tuple[float, bool]]:
+  """Each array of an HLO shape string (a tuple's in order): its bytes, and whether it lives
+  in HBM. A layout's memory space `S(n)` other than 0 is not HBM: on a TPU `S(1)` is the
+  core's VMEM, where the memory-space assignment keeps what fits (prefetched by an async copy
+  from HBM, which is counted); `S(2)` and up are other on-chip memories, `S(5)` the host."""
+  out = []
+  for dtype, dims, layout in _LAID_OUT.findall(shape):
     n = 1
     for d in filter(None, dims.split(",")):
       n *= int(d)
-    total += n * _WIDTH.get(dtype, 1 if dtype.startswith("f8") else 4)
-  return total
+    space = _SPACE.search(layout or "")
+    out.append(
+      (
+        n * _WIDTH.get(dtype, 1 if dtype.startswith("f8") else 4),
+        not space or space.group(1) == "0",
+      )
+    )
+  return out
+
+
+def _async_destination(shape: str) -> tuple[float, bool]:
+  """An async start's destination (bytes, in HBM): its result tuple's last array that is not
+  a scalar (the trailing u32[]/s32[] are the op's context: `copy-start` is (source,
+  destination, u32[]), `slice-start` ((source), destination, s32[]))."""
+  found = [
+    (dims, b) for (_, dims, _), b in zip(_LAID_OUT.findall(shape), arrays(shape), strict=True)
+  ]
+  for dims, (nbytes, hbm) in reversed(found):
+    if dims:
+      return nbytes, hbm
+  return 0.0, False
+
+
+def array_bytes(shape: str, hbm_only: bool = False) -> float:
+  """Bytes of every array in an HLO shape string (a tuple: the sum of its arrays); with
+  `hbm_only`, of those in HBM."""
+  return sum(b for b, hbm in arrays(shape) if hbm or not hbm_only)
 
 
 def first_array(shape: str) -> str:
@@ -231,10 +268,14 @@ def _fusion_operand_bytes(
 
 
 def _update_bytes(fused: tuple[str, list[str]] | None, shape: str) -> float:
-  """The bytes a fusion writes: its result, where an in-place dynamic-update-slice (at the
-  root, behind views, or an element of a root tuple) writes only its update."""
+  """The HBM bytes a fusion writes: its result's arrays that live in HBM, where an in-place
+  dynamic-update-slice (at the root, behind views, or an element of a root tuple) writes
+  only its update."""
+  outer = arrays(shape)
   if fused is None:
-    return array_bytes(shape)
+    return sum(b for b, hbm in outer if hbm)
+  if not any(hbm for _, hbm in outer):
+    return 0.0
   insts = _instructions(fused[1])
   by_name = {
     name: (s, op, re.findall(r"%([\w.\-]+)", operands)) for name, s, op, operands, _ in insts
@@ -251,7 +292,13 @@ def _update_bytes(fused: tuple[str, list[str]] | None, shape: str) -> float:
     return array_bytes(shape_)
 
   root = next((i for i in insts if "ROOT" in i[4].split("=", 1)[0]), None)
-  return written(root[0]) if root else array_bytes(shape)
+  if root is None:
+    return sum(b for b, hbm in outer if hbm)
+  name, _, opcode, _, _ = root
+  refs = by_name[name][2]
+  if opcode == "tuple" and len(refs) == len(outer) and all(r in by_name for r in refs):
+    return sum(written(r, 1) for r, (_, hbm) in zip(refs, outer, strict=True) if hbm)
+  return written(name)
 
 
 def op_bytes(text: str) -> list[OpBytes]:
@@ -290,22 +337,27 @@ def op_bytes(text: str) -> list[OpBytes]:
       if opcode in _FREE or opcode.endswith("-done"):
         continue
       refs = re.findall(r"%([\w.\-]+)", operands)
-      in_bytes = [array_bytes(shapes.get(r, "")) for r in refs]
+      in_bytes = [array_bytes(shapes.get(r, ""), hbm_only=True) for r in refs]
       fused = None
       if opcode == "fusion":
         called = re.search(r"calls=%([\w.\-]+)", line)
         fused = comps.get(called.group(1)) if called else None
       if fused is not None:
         nbytes = _fusion_operand_bytes(fused, in_bytes, comps) + _update_bytes(fused, shape)
-      elif opcode == "dynamic-update-slice":
-        nbytes = 2 * (in_bytes[1] if len(in_bytes) > 1 else 0.0)
-      elif opcode in ("dynamic-slice", "slice"):
-        nbytes = 2 * array_bytes(shape)
-      elif opcode.endswith("-start"):  # async: its operands in, its result (the tuple's last)
-        arrays = _ARRAY.findall(shape)
-        nbytes = sum(in_bytes) + (array_bytes("{}[{}]".format(*arrays[-1])) if arrays else 0.0)
+      elif opcode == "dynamic-update-slice":  # the update read, and written into the buffer
+        update = array_bytes(shapes.get(refs[1], "")) if len(refs) > 1 else 0.0
+        nbytes = (in_bytes[1] if len(in_bytes) > 1 else 0.0) + (
+          update if array_bytes(shape, hbm_only=True) else 0.0
+        )
+      elif opcode in ("dynamic-slice", "slice"):  # the slice read, and written
+        src_hbm = bool(refs) and array_bytes(shapes.get(refs[0], ""), hbm_only=True) > 0
+        nbytes = array_bytes(shape) * src_hbm + array_bytes(shape, hbm_only=True)
+      elif opcode.endswith("-start"):  # async: reads its operands (a slice: its slice only)
+        piece, dest_hbm = _async_destination(shape)
+        read = piece * (sum(in_bytes) > 0) if opcode == "slice-start" else sum(in_bytes)
+        nbytes = read + piece * dest_hbm
       else:
-        nbytes = sum(in_bytes) + array_bytes(shape)
+        nbytes = sum(in_bytes) + array_bytes(shape, hbm_only=True)
       src = re.search(r'op_name="([^"]*)"', line)
       cyc = re.search(r'"estimated_cycles":"(\d+)"', line)
       out.append(

@@ -268,7 +268,8 @@ def _stale(r: Result, c: Candidate) -> bool:
   """A cached attribution counted by older rules (before hlo_bytes.VERSION): version 1 read a
   computation up to its first line starting "}", which a Pallas kernel's attributes have
   (a splash program's count lost ops); version 2 charged a stacked buffer sliced inside a
-  nested fusion whole (any program's count). Counted again."""
+  nested fusion whole; version 3 counted VMEM's traffic as HBM's (any program's count).
+  Counted again."""
   del c  # every program: the nested-fusion rule applies to dense and splash alike
   return bool(r.fits and r.attributed_bytes and r.attribution < hlo_bytes.VERSION)
 
