@@ -270,7 +270,7 @@ def _stale(r: Result, c: Candidate) -> bool:
   (a splash program's count lost ops); version 2 charged a stacked buffer sliced inside a
   nested fusion whole; version 3 counted VMEM's traffic as HBM's (any program's count).
   Counted again."""
-  del c  # every program: the nested-fusion rule applies to dense and splash alike
+  del c  # every program: the rules of versions 3 and 4 apply to dense and splash alike
   return bool(r.fits and r.attributed_bytes and r.attribution < hlo_bytes.VERSION)
 
 
