@@ -207,7 +207,9 @@ def plot(rows: list[dict], out: str) -> str:
     ax.minorticks_off()
     ax.set_xlabel("lr (constant, no warmup)")
     ax.set_ylabel("final eval loss (nats/byte), 1,000 steps")
-    ax.set_title(f"Pre-LN, {depth} layers: each stabilizer alone (lines: seed 0; hollow: other seeds)")
+    ax.set_title(
+      f"Pre-LN, {depth} layers: each stabilizer alone (lines: seed 0; hollow: other seeds)"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   fig.tight_layout()
