@@ -50,6 +50,9 @@ CURVE_LRS = tuple(1.25e-4 * 2**k for k in range(9))  # the loss-vs-lr grid's
 # 24 layers: 3 lrs around each curve's 6-layer best (docs/stabilizers/curves.csv, seed 0):
 # 4e-3 for each of the six at 6 layers (of 2e-3, 4e-3, 8e-3), as Pre-LN's; Muon's 8e-3.
 LRS_24 = {name: (2e-3, 4e-3, 8e-3) for name in STABILIZERS} | {"muon": (4e-3, 8e-3, 1.6e-2)}
+# Adam-atan2's 24-layer best was the lowest of the three (2e-3: 1.7202, 4e-3: 1.7340): 1e-3
+# brackets it.
+LRS_24["adamatan2"] = (1e-3, *LRS_24["adamatan2"])
 # Seeds 1-2 where a 6-layer curve's seed 0 leaves plain Pre-LN's seed spread by far: at 3.2e-2
 # Pre-LN's seeds 0-2 end at 2.6656-2.6852 (docs/lr_sensitivity), seed 0 of qk-norm at 2.0007,
 # softcapping 2.3491, gated attention 2.5389 (docs/stabilizers/curves.csv).
