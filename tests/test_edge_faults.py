@@ -63,6 +63,19 @@ def test_orbax_error_records_are_held_then_dropped_once_the_run_has_said_it(caps
   assert not held.filter(asyncio_record)
   other = _orbax_record(path="/usr/lib/asyncio/base_events.py")  # not orbax's: printed
   assert held.filter(other)
+  # A write future's exception set by TensorStore, with no Python traceback: held when it
+  # names orbax's checkpoint files (the full-disk run printed one at random before).
+  error = ValueError('RESOURCE_EXHAUSTED: Error writing "/r/ckpt/8.orbax-checkpoint-tmp/x"')
+  never = logging.LogRecord(
+    "asyncio", logging.ERROR, "/usr/lib/asyncio/base_events.py", 1,
+    "Future exception was never retrieved", (), (ValueError, error, None),
+  )  # fmt: skip
+  assert not held.filter(never)
+  elsewhere = ValueError("RESOURCE_EXHAUSTED: Error writing /data/tokens/x")
+  assert held.filter(logging.LogRecord(
+    "asyncio", logging.ERROR, "/usr/lib/asyncio/base_events.py", 1,
+    "Future exception was never retrieved", (), (ValueError, elsewhere, None),
+  ))  # fmt: skip
 
 
 def test_event_loop_is_closed_is_dropped_and_other_unraisable_errors_are_not():

@@ -67,8 +67,14 @@ class SaveFailed(RuntimeError):
 
 def _from_orbax(record: logging.LogRecord) -> bool:
   """Whether a log record is orbax's, or an asyncio record of an exception raised in orbax
-  (a background save's write futures, gathered and never retrieved once the save failed)."""
+  (a background save's write futures, gathered and never retrieved once the save failed):
+  its traceback runs through orbax's code, or, where TensorStore set the exception on the
+  future with no Python traceback, the exception names orbax's checkpoint files (an
+  `.orbax-checkpoint-tmp` folder)."""
   if "orbax" in record.pathname:
+    return True
+  exc = record.exc_info[1] if record.exc_info else None
+  if record.name == "asyncio" and exc is not None and "orbax-checkpoint" in str(exc):
     return True
   tb = record.exc_info[2] if record.exc_info else None
   while tb is not None:
