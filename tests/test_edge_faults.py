@@ -16,7 +16,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
-from resnorm_jax.data import fs, token_files
+from resnorm_jax.data import fs
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_files
@@ -277,64 +277,6 @@ def test_a_misspelt_override_is_still_an_unknown_key_not_a_config_file_error(run
   assert proc.returncode == 2, proc.stderr[-2000:]
   line = _one_error_line(proc.stderr)
   assert line.startswith("error: unknown config key in '--config.model.nope'"), line
-
-
-# --- a prepared token folder missing a shard, a damaged token_counts.npz ---------------------
-
-
-@pytest.fixture
-def prepared(tmp_path):
-  from resnorm_jax.data import prepare
-  from resnorm_jax.data import tokenizer as tok_lib
-
-  (tmp_path / "doc.txt").write_bytes(open(SHAKESPEARE, "rb").read()[:60_000])
-  source, documents = prepare.local_documents(str(tmp_path / "doc.txt"))
-  out = tmp_path / "tokens"
-  manifest = prepare.prepare(
-    documents,
-    source,
-    tok_lib.parse("bytes"),
-    str(out),
-    workers=1,
-    log=lambda s: None,
-    val_fraction=0.2,
-    shard_tokens=30_000,
-  )
-  return out, manifest
-
-
-def _load(folder):
-  import types
-
-  from resnorm_jax.data import sources
-
-  cfg = types.SimpleNamespace(source="tokens", path=str(folder), val_path="", val_fraction=0.1)
-  return sources.load_corpus(cfg, 384, 32)
-
-
-def test_a_prepared_folder_missing_its_val_shard_is_one_line_naming_it(prepared):
-  """FileNotFoundError traceback before."""
-  folder, manifest = prepared
-  _load(folder)  # intact: loads
-  shard = folder / manifest["splits"]["val"]["shards"][0]["file"]
-  shard.unlink()
-  with pytest.raises(token_files.DataError) as e:
-    _load(folder)
-  assert str(e.value).startswith(f"{str(shard)!r} is missing (1 of the 1 val shards ")
-  assert "manifest.json" in str(e.value) and "\n" not in str(e.value)
-
-
-@pytest.mark.parametrize("damage", [b"", b"\x80\x04not a zip", b"PK\x03\x04truncated"])
-def test_a_damaged_token_counts_npz_is_one_line_naming_it(prepared, damage):
-  """A pickle message naming no file before."""
-  folder, _ = prepared
-  path = folder / token_files.COUNTS
-  path.write_bytes(damage)
-  with pytest.raises(token_files.DataError) as e:
-    _load(folder)
-  assert str(e.value).startswith(f"{path} cannot be read (")
-  assert "damaged" in str(e.value) and f"--verify={folder}" in str(e.value)
-  assert "\n" not in str(e.value)
 
 
 # --- experiments.sample: a damaged newest checkpoint, a prompt that is not UTF-8 -------------
