@@ -186,8 +186,6 @@ def reevaluated(old: dict[str, str], r) -> dict[str, str]:
 def reevaluate(args) -> None:
   """--reevaluate: each selected row of --out whose winner this code lowers to another
   program, its winner compiled again (tune.evaluate, loop-corrected) and put in its place."""
-  from resnorm_jax.config import cli
-  from resnorm_jax.hardware import target_compile as tc
   from resnorm_jax.hardware import tune
 
   for old in read(args.out):
@@ -195,18 +193,13 @@ def reevaluate(args) -> None:
       args.configs and old["config"] not in args.configs.split(",")
     ):
       continue
-    program = current_program(old)
-    if old["program"] and old["program"] == program:
+    start = time.perf_counter()
+    w = winner(old)
+    low, program = tune.lowered(*w)
+    if old["program"] and low is not None and old["program"] == program:
       print(f"# {old['config']} on {old['topology']}: its program is this code's", flush=True)
       continue
-    start = time.perf_counter()
-    spec, o = CONFIGS[old["config"]]
-    config = tc.with_overrides(cli.load_config_file(spec), o)
-    tgt = tune.target(old["topology"], lambda s: None)
-    c = tune.Candidate(mesh_name(old["mesh"]), old["remat"], old["attention"], old["xla_flags"])
-    tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(c.flags), lambda s: None)
-    vocab = tc.resolve_vocab(config, 0, "tpu")[0]
-    r = tune.evaluate(tune.Cache(args.tune_cache), config, tgt, c, vocab, True)
+    r = tune.evaluate(tune.Cache(args.tune_cache), *w, True)
     put_row(args.out, reevaluated(old, r))
     print(
       f"# {old['config']} on {old['topology']}: est step {old['est_step_s']} -> "
@@ -252,17 +245,27 @@ def put_row(path: str, out: dict) -> None:
   write_all(path, FIELDS, rows)
 
 
-def current_program(r: dict[str, str]) -> str:
-  """The program_hash of a row's winner as this code lowers it ("" where it is refused)."""
+def winner(r: dict[str, str]):
+  """A row's winner as tune compiles it: (config, target with the row's accepted XLA flags,
+  candidate, vocabulary size)."""
   from resnorm_jax.config import cli
   from resnorm_jax.hardware import target_compile as tc
   from resnorm_jax.hardware import tune
 
   spec, o = CONFIGS[r["config"]]
   config = tc.with_overrides(cli.load_config_file(spec), o)
-  tgt = tune.target(r["topology"], lambda s: None)
+  quiet = lambda s: None  # noqa: E731
+  tgt = tune.target(r["topology"], quiet)
+  tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(r["xla_flags"]), quiet)
   c = tune.Candidate(mesh_name(r["mesh"]), r["remat"], r["attention"], r["xla_flags"])
-  low, program = tune.lowered(config, tgt, c, tc.resolve_vocab(config, 0, "tpu")[0])
+  return config, tgt, c, tc.resolve_vocab(config, 0, "tpu")[0]
+
+
+def current_program(r: dict[str, str]) -> str:
+  """The program_hash of a row's winner as this code lowers it ("" where it is refused)."""
+  from resnorm_jax.hardware import tune
+
+  low, program = tune.lowered(*winner(r))
   return program if low is not None else ""
 
 
@@ -276,26 +279,19 @@ def mesh_name(label: str) -> str:
 
 def refresh_attribution(path: str, cache_path: str) -> None:
   """Recount the attributed-bytes columns of each row of `path` (tuned.csv or
-  tuned_candidates.csv) whose count is stale (tune._stale: a splash program counted before
-  hlo_bytes.VERSION 2): its memory pass compiled again, its estimate kept (cached). A row whose
+  tuned_candidates.csv) whose count is stale (tune._stale: counted with older hlo_bytes rules,
+  any program): its memory pass compiled again, its estimate kept (cached). A row whose
   estimate no longer matches the cache's is left as it is, with a line saying so. The file is
   rewritten after each row."""
-  from resnorm_jax.config import cli
-  from resnorm_jax.hardware import target_compile as tc
   from resnorm_jax.hardware import tune
 
   rows = read(path)
   fields = list(rows[0]) if rows else []
-  cache, quiet = tune.Cache(cache_path), lambda s: None
+  cache = tune.Cache(cache_path)
   for r in rows:
-    if r["attention"] != "splash" or not r.get("est_step_s") or r.get("fits") == "no":
+    if not r.get("est_step_s") or r.get("fits") == "no":
       continue
-    spec, o = CONFIGS[r["config"]]
-    config = tc.with_overrides(cli.load_config_file(spec), o)
-    tgt = tune.target(r["topology"], quiet)
-    tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(r["xla_flags"]), quiet)
-    c = tune.Candidate(mesh_name(r["mesh"]), r["remat"], r["attention"], r["xla_flags"])
-    vocab, _ = tc.resolve_vocab(config, 0, "tpu")
+    config, tgt, c, vocab = winner(r)
     start = time.process_time()
     res = tune.evaluate(cache, config, tgt, c, vocab, True)
     if f"{res.step_s:.4g}" != r["est_step_s"]:

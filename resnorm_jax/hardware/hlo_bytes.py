@@ -55,37 +55,33 @@ _LAID_OUT = re.compile(_ARRAY.pattern + r"(\{[^}]*\})?")
 _SPACE = re.compile(r"S\((\d+)\)")
 
 
-def arrays(shape: str) -> list[tuple[float, bool]]:
-  """Each array of an HLO shape string (a tuple's in order): its bytes, and whether it lives
-  in HBM. A layout's memory space `S(n)` other than 0 is not HBM: on a TPU `S(1)` is the
-  core's VMEM, where the memory-space assignment keeps what fits (prefetched by an async copy
-  from HBM, which is counted); `S(2)` and up are other on-chip memories, `S(5)` the host."""
+def _laid_out(shape: str) -> list[tuple[str, float, bool]]:
+  """Each array of an HLO shape string (a tuple's in order): its dims, its bytes, and whether
+  it lives in HBM."""
   out = []
   for dtype, dims, layout in _LAID_OUT.findall(shape):
     n = 1
     for d in filter(None, dims.split(",")):
       n *= int(d)
     space = _SPACE.search(layout or "")
-    out.append(
-      (
-        n * _WIDTH.get(dtype, 1 if dtype.startswith("f8") else 4),
-        not space or space.group(1) == "0",
-      )
-    )
+    width = _WIDTH.get(dtype, 1 if dtype.startswith("f8") else 4)
+    out.append((dims, n * width, not space or space.group(1) == "0"))
   return out
+
+
+def arrays(shape: str) -> list[tuple[float, bool]]:
+  """Each array of an HLO shape string (a tuple's in order): its bytes, and whether it lives
+  in HBM. A layout's memory space `S(n)` other than 0 is not HBM: on a TPU `S(1)` is the
+  core's VMEM, where the memory-space assignment keeps what fits (prefetched by an async copy
+  from HBM, which is counted); `S(2)` and up are other on-chip memories, `S(5)` the host."""
+  return [(nbytes, hbm) for _, nbytes, hbm in _laid_out(shape)]
 
 
 def _async_destination(shape: str) -> tuple[float, bool]:
   """An async start's destination (bytes, in HBM): its result tuple's last array that is not
   a scalar (the trailing u32[]/s32[] are the op's context: `copy-start` is (source,
   destination, u32[]), `slice-start` ((source), destination, s32[]))."""
-  found = [
-    (dims, b) for (_, dims, _), b in zip(_LAID_OUT.findall(shape), arrays(shape), strict=True)
-  ]
-  for dims, (nbytes, hbm) in reversed(found):
-    if dims:
-      return nbytes, hbm
-  return 0.0, False
+  return next(((b, hbm) for dims, b, hbm in reversed(_laid_out(shape)) if dims), (0.0, False))
 
 
 def array_bytes(shape: str, hbm_only: bool = False) -> float:

@@ -264,13 +264,12 @@ def with_attribution(two: Result, one: Result, config: ConfigDict, tgt: Target, 
   )
 
 
-def _stale(r: Result, c: Candidate) -> bool:
+def _stale(r: Result) -> bool:
   """A cached attribution counted by older rules (before hlo_bytes.VERSION): version 1 read a
   computation up to its first line starting "}", which a Pallas kernel's attributes have
   (a splash program's count lost ops); version 2 charged a stacked buffer sliced inside a
   nested fusion whole; version 3 counted VMEM's traffic as HBM's (any program's count).
   Counted again."""
-  del c  # every program: the rules of versions 3 and 4 apply to dense and splash alike
   return bool(r.fits and r.attributed_bytes and r.attribution < hlo_bytes.VERSION)
 
 
@@ -298,7 +297,7 @@ def evaluate(
   options = flags_of(c.flags, tgt.flags)
   key = cache_key(program, tgt.name, options, False)
   one = cache.get(key)
-  if one is None or _stale(one, c):  # a stale attribution: compiled again, counted again
+  if one is None or _stale(one):  # a stale attribution: compiled again, counted again
     one = _memory_pass(low, tgt, options, program)
     cache.put(key, one)
   if not (corrected and one.fits):
@@ -322,7 +321,7 @@ def evaluate(
   if two is None:
     two = _corrected(config, tgt, c, vocab, one)
     cache.put(key, two)
-  elif _stale(two, c):  # its estimate stands; its attributed roofline from `one`'s new count
+  elif _stale(two):  # its estimate stands; its attributed roofline from `one`'s new count
     two = with_attribution(two, one, config, tgt, vocab)
     cache.put(key, two)
     two = dataclasses.replace(two, cached=True)
