@@ -57,6 +57,9 @@ LRS_24["adamatan2"] = (1e-3, *LRS_24["adamatan2"])
 # Pre-LN's seeds 0-2 end at 2.6656-2.6852 (docs/lr_sensitivity), seed 0 of qk-norm at 2.0007,
 # softcapping 2.3491, gated attention 2.5389 (docs/stabilizers/curves.csv).
 PARTED = {"qknorm": (3.2e-2,), "softcap": (3.2e-2,), "attngate": (3.2e-2,)}
+# Seeds 1-2 at each curve's 6-layer best (4e-3; Muon's 8e-3), where plain Pre-LN has seeds 0-2
+# (1.7552-1.7646): whether a stabilizer's seed-0 difference from Pre-LN there outlasts seeds.
+AT_BEST = {name: (4e-3,) for name in STABILIZERS} | {"muon": MUON_LRS}
 
 
 def _edge(name: str, lr: float, seed: int) -> dict:
@@ -96,6 +99,7 @@ EDGE = [
 ]
 CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
 CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in PARTED.items() for lr in lrs]
+CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in AT_BEST.items() for lr in lrs]
 CURVES += [_curve(name, 24, lr) for name in STABILIZERS for lr in LRS_24[name]]
 CURVES += [
   _curve("muon", n, lr, **{"model.depth_param": p, "model.base_depth": 6})
