@@ -178,6 +178,12 @@ def plot(rows: list[dict], out: str) -> str:
 
   base = plain(rows)
   depths = sorted({r["num_layers"] for r in rows})
+  # One colour per stabilizer in every panel; Muon under a depth parametrization takes Muon's,
+  # CompleteP dashed.
+  names = list(dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"))
+  family = {n: n.split("-")[0] if n.startswith("muon-") else n for n in names}
+  palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  colour = {f: palette[i % len(palette)] for i, f in enumerate(dict.fromkeys(family.values()))}
   fig, axes = plt.subplots(1, len(depths), figsize=(6.5 * len(depths), 4.6), squeeze=False)
   for ax, depth in zip(axes[0], depths, strict=True):
     pts = sorted((lr, loss) for (d, lr, s), loss in base.items() if d == depth and s == 0)
@@ -186,14 +192,18 @@ def plot(rows: list[dict], out: str) -> str:
     more = [(lr, loss) for (d, lr, s), loss in base.items() if d == depth and s != 0]
     if more:
       ax.scatter(*zip(*more, strict=True), s=22, facecolors="none", edgecolors="k", zorder=3)
-    for name in dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"):
+    for name in names:
       here = sorted(
         (float(r["opt.lr"]), float(r["final_eval_loss"]))
         for r in rows
         if r["stabilizer"] == name and r["num_layers"] == depth and r["seed"] == 0
       )
       if here:
-        (line,) = ax.plot(*zip(*here, strict=True), "-o", lw=1.2, ms=3.5, label=label(name))
+        style = "--o" if name.endswith("-completep") else "-o"
+        (line,) = ax.plot(
+          *zip(*here, strict=True), style, lw=1.2, ms=3.5, color=colour[family[name]],
+          label=label(name),
+        )  # fmt: skip
         more = [
           (float(r["opt.lr"]), float(r["final_eval_loss"]))
           for r in rows

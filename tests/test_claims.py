@@ -308,3 +308,25 @@ def test_the_stabilizer_curves_row_tells_a_large_group_by_its_count_and_range():
     "Pre-LN 6L: 4e-3 for plain (1.7000) and 4 stabilizers (1.7000-1.7300), 1 of them+"
   )
   assert stabilizers.lrs_run(rows, 6) == "3 of 3 lrs: 4 curves; 2 of 3 lrs: the rest"
+
+
+def test_the_muon_depth_row_pools_muon_with_muon_sp_and_marks_an_unbracketed_best():
+  """`muon` and `muon-sp` are the same config (sp is the default) and pool per depth;
+  CompleteP's curves are told apart; a best at an end of the lrs run is marked '+'; seeds
+  other than 0 are left out."""
+  from resnorm_jax.analysis.claims import stabilizers
+
+  def point(name, depth, lr, loss, seed="0"):
+    return {"stabilizer": name, "num_layers": str(depth), "opt.lr": lr, "seed": seed,
+            "final_eval_loss": loss}  # fmt: skip
+
+  rows = [point("muon", 6, lr, v) for lr, v in (("0.004", "1.57"), ("0.008", "1.53"),
+                                                 ("0.016", "1.56"))]  # fmt: skip
+  rows += [point("muon", 24, "0.008", "1.44"), point("muon-sp", 24, "0.004", "1.47"),
+           point("muon-sp", 24, "0.016", "1.51"), point("muon-sp", 24, "0.002", "1.0", "1"),
+           point("muon-completep", 12, "0.004", "1.50"), point("muon-completep", 12, "0.008",
+           "1.49"), point("qknorm", 24, "0.004", "1.0")]  # fmt: skip
+  assert stabilizers.muon_depth_bests(rows) == {
+    "sp": [(6, 0.008, 1.53, False), (24, 0.008, 1.44, False)],
+    "CompleteP": [(12, 0.008, 1.49, True)],
+  }

@@ -14,7 +14,10 @@ BASE = "postnorm"  # the variant every stabilizer's cell is Post-LN plus one key
 # A stabilizer's cell is Post-LN's plus one key: its name is postnorm-<part>. A part that is a
 # variant is labelled by its named config (style.variant_label); these parts are keys of the
 # core model, the train or the optimizer sections, labelled here.
-KEY_LABELS = {"qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon"}
+KEY_LABELS = {
+  "qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon",
+  "muon-sp": "Muon (sp)", "muon-completep": "Muon (CompleteP)",
+}  # fmt: skip
 # Optimizers whose edge cells run at their own best lr (configs/sweeps/stabilizers.py's
 # MUON_LRS), not at plain Post-LN's: their cells are read against plain Post-LN's odds at the
 # edge lr, not a plain cell at theirs.
@@ -168,8 +171,51 @@ def lrs_run(rows: list[dict[str, str]], depth: int, most: int = 3) -> str:
   )
 
 
+# Muon's curves under a depth parametrization (configs/sweeps/stabilizers.py's last CURVES):
+# their own row, row_muon_depth; sp is the default, so `muon` is Muon under sp.
+PARAMETRIZED = {"muon-sp": "sp", "muon-completep": "CompleteP"}
+
+
+def muon_depth_bests(rows: list[dict[str, str]]) -> dict[str, list[tuple[int, float, float, bool]]]:
+  """Per parametrization ('sp', 'CompleteP'), Muon's seed-0 best per depth: (depth, best lr,
+  its final eval loss, whether it is at an end of the lrs run). `muon` and `muon-sp` are the
+  same config and pool."""
+  points: dict[tuple[str, int], dict[float, float]] = {}
+  for r in rows:
+    param = "sp" if r["stabilizer"] == "muon" else PARAMETRIZED.get(r["stabilizer"])
+    if param and r["seed"] == "0" and r["final_eval_loss"]:
+      here = points.setdefault((param, int(r["num_layers"])), {})
+      here[float(r["opt.lr"])] = float(r["final_eval_loss"])
+  out: dict[str, list[tuple[int, float, float, bool]]] = {}
+  for (param, depth), losses in sorted(points.items(), key=lambda kv: (kv[0][0] != "sp", kv[0][1])):
+    lr = min(losses, key=losses.get)
+    edge = len(losses) == 1 or lr in (min(losses), max(losses))
+    out.setdefault(param, []).append((depth, lr, losses[lr], edge))
+  return out
+
+
+def row_muon_depth() -> list[str] | None:
+  bests = muon_depth_bests(optional(CURVES))
+  if not any(depth > 6 for found in bests.values() for depth, *_ in found):
+    return None
+  parts = []
+  for param, found in bests.items():
+    lrs = " / ".join(f"{lr_label(lr)}{'+' if edge else ''}" for _, lr, _, edge in found)
+    depths = " / ".join(str(depth) for depth, *_ in found)
+    losses = " / ".join(f"{loss:.4f}" for *_, loss, _ in found)
+    parts.append(f"{param} {lrs} at {depths}L ({losses})")
+  return [
+    "Muon's best lr across depth, under sp and CompleteP",
+    "best lr (final eval loss), Pre-LN with Muon, seed 0: " + "; ".join(parts),
+    "1,000 steps, no warmup, constant lr: 9 lrs at 6L, 4e-3 / 8e-3 / 1.6e-2 deeper; CompleteP "
+    "against base depth 6 (6L: the same model as sp); one seed; +: best at an end of the lrs "
+    "run; stdlib",
+    "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
+  ]
+
+
 def row_stabilizer_curves() -> list[str] | None:
-  rows = [r for r in optional(CURVES) if r["seed"] == "0"]
+  rows = [r for r in optional(CURVES) if r["seed"] == "0" and r["stabilizer"] not in PARAMETRIZED]
   if not any(r["stabilizer"] != "none" for r in rows):
     return None
   depths = sorted({int(r["num_layers"]) for r in rows if r["stabilizer"] != "none"})
@@ -229,4 +275,5 @@ README_ROWS = {
   25: row_stabilizers,
   26: row_stabilizer_curves,
   27: row_stabilizer_seeds,
+  28: row_muon_depth,
 }
