@@ -6,6 +6,8 @@ optimizer, data or config, a second run in a live workdir) run against the refer
 tests/test_checkpoint_*.py.
 """
 
+import json
+
 import pytest
 from batchnorm_smoke import abstract_state as _abstract
 from batchnorm_smoke import config as _config
@@ -108,3 +110,23 @@ def test_an_extension_is_recorded_once_per_change_of_length():
     "from_steps": 40,
     "to_steps": 50,
   }
+
+
+def test_a_resume_keeps_the_wall_time_its_workdir_summary_ended_the_same_step_with(tmp_path):
+  """The checkpoint's wall time is taken when its save begins; the interrupted run's
+  summary.json, written after the save at the same step, holds the later one, which a resume
+  keeps. A summary of another step, a damaged one or none leave the checkpoint's."""
+  meta = {"summary": {"steps": 8, "wall_seconds": 20.0}, "interval_losses": [1.5]}
+
+  def resumed(written):
+    if written is not None:
+      (tmp_path / "summary.json").write_text(written)
+    return resume_policy.resumed_run(meta, str(tmp_path))[0]["wall_seconds"]
+
+  assert resume_policy.resumed_run(meta)[0]["wall_seconds"] == 20.0
+  assert resumed(None) == 20.0
+  assert resumed(json.dumps({"steps": 8, "wall_seconds": 22.5, "status": "interrupted"})) == 22.5
+  assert resumed(json.dumps({"steps": 10, "wall_seconds": 30.0})) == 20.0  # another step's
+  assert resumed(json.dumps({"steps": 8, "wall_seconds": 12.0})) == 20.0  # never less
+  assert resumed("{not json") == 20.0
+  assert resume_policy.resumed_run(meta, str(tmp_path))[1] == [1.5]

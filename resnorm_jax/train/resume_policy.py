@@ -5,6 +5,8 @@ changed data."""
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import jax
@@ -15,6 +17,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data import data_fingerprint
 from resnorm_jax.model import variants
+from resnorm_jax.runs import record_files
 from resnorm_jax.train.optimizers.schedules import make_schedule
 
 # What a checkpoint freezes (the model, the data, the batch; remat and scan unroll may change
@@ -78,9 +81,32 @@ def run_meta(
   return meta
 
 
-def resumed_run(meta: dict) -> tuple[dict, list[float]]:
-  """(summary fields, interval losses) that run_meta stored, for the resumed run."""
-  return dict(meta.get("summary", {})), list(meta.get("interval_losses", []))
+def resumed_run(meta: dict, workdir: str | None = None) -> tuple[dict, list[float]]:
+  """(summary fields, interval losses) that run_meta stored, for the resumed run. The
+  checkpoint's wall time was taken when the save began; where the workdir's summary.json
+  ended the run at the same step (an interrupted or diverged run's last save), its later
+  wall time is kept, so the time spent saving and closing that segment is not lost."""
+  summary = dict(meta.get("summary", {}))
+  written = _written_summary(workdir)
+  wall = written.get("wall_seconds")
+  if (
+    written.get("steps") is not None and written.get("steps") == summary.get("steps")
+    and isinstance(wall, int | float) and wall > (summary.get("wall_seconds") or 0.0)
+  ):  # fmt: skip
+    summary["wall_seconds"] = float(wall)
+  return summary, list(meta.get("interval_losses", []))
+
+
+def _written_summary(workdir: str | None) -> dict:
+  """The workdir's summary.json, or {} where there is none or it cannot be read."""
+  if not workdir:
+    return {}
+  try:
+    with open(os.path.join(workdir, record_files.SUMMARY)) as f:
+      found = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return found if isinstance(found, dict) else {}
 
 
 def continued_from(meta: dict, writer: Any, step: int, program: str) -> dict | None:
