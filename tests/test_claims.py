@@ -330,3 +330,15 @@ def test_the_muon_depth_row_pools_muon_with_muon_sp_and_marks_an_unbracketed_bes
     "sp": [(6, 0.008, 1.53, False), (24, 0.008, 1.44, False)],
     "CompleteP": [(12, 0.008, 1.49, True)],
   }
+
+
+def test_the_seeds_row_groups_its_points_under_their_depth_and_lr():
+  from resnorm_jax.analysis.claims import stabilizers
+
+  found = [(6, 0.004, "qk-norm", 3, (1.78, 1.80), 3, (1.75, 1.76)),
+           (6, 0.032, "gated attention", 3, (2.49, 2.54), 3, (2.66, 2.69)),
+           (6, 0.004, "Adam-atan2", 3, (1.77, 1.78), 3, (1.75, 1.76))]  # fmt: skip
+  assert stabilizers.seeds_text(found) == (
+    "6L 4e-3: plain 1.750-1.760; qk-norm 1.780-1.800, Adam-atan2 1.770-1.780"
+    " / 6L 3.2e-2: plain 2.660-2.690; gated attention 2.490-2.540"
+  )

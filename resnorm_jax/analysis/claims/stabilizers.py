@@ -249,20 +249,27 @@ def seeds_apart(rows: list[dict[str, str]], min_seeds: int = 3) -> list[tuple]:
   return out
 
 
+def seeds_text(found: list[tuple]) -> str:
+  """'6L 4e-3: plain 1.755-1.765; qk-norm 1.779-1.799 / 6L 3.2e-2: ...': seeds_apart's
+  points grouped by (depth, lr), plain Pre-LN's range first."""
+  groups: dict[tuple[int, float], list[str]] = {}
+  for depth, lr, who, _, (lo, hi), _, (blo, bhi) in found:
+    here = groups.setdefault((depth, lr), [f"plain {blo:.3f}-{bhi:.3f}"])
+    here.append(f"{who} {lo:.3f}-{hi:.3f}")
+  return " / ".join(
+    f"{depth}L {lr_label(lr)}: {parts[0]}; " + ", ".join(parts[1:])
+    for (depth, lr), parts in sorted(groups.items())
+  )
+
+
 def row_stabilizer_seeds() -> list[str] | None:
   found = seeds_apart(optional(CURVES))
   if not found:
     return None
-  parts, seeds = [], set()
-  for depth, lr, who, n, (lo, hi), nb, (blo, bhi) in found:
-    parts.append(f"{who} {lo:.2f}-{hi:.2f}")
-    seeds.add((depth, lr, n, nb, f"{blo:.2f}-{bhi:.2f}"))
-  where = "; ".join(f"Pre-LN {d}L at {lr_label(lr)}: plain {b} ({nb} seeds)"
-                    for d, lr, _, nb, b in sorted(seeds))  # fmt: skip
-  ns = sorted({n for *_, n, _, _ in seeds})
+  ns = sorted({f[3] for f in found} | {f[5] for f in found})  # its seeds, Pre-LN's
   return [
-    "What practitioners reach for, far above Pre-LN's best lr",
-    f"final eval loss, every seed apart from plain Pre-LN's: {where}; " + ", ".join(parts),
+    "What practitioners reach for, where every seed is apart from plain Pre-LN's",
+    "final eval loss, each seed: " + seeds_text(found),
     "1,000 steps, no warmup, constant lr; "
     + "/".join(str(n) for n in ns)
     + " seeds each, the same seeds as plain Pre-LN's; stdlib",
