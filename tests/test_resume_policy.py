@@ -116,12 +116,12 @@ def test_a_resume_keeps_the_wall_time_its_workdir_summary_ended_the_same_step_wi
   """The checkpoint's wall time is taken when its save begins; the interrupted run's
   summary.json, written after the save at the same step, holds the later one, which a resume
   keeps. A summary of another step, a damaged one or none leave the checkpoint's."""
-  meta = {"summary": {"steps": 8, "wall_seconds": 20.0}, "interval_losses": [1.5]}
+  meta = {"summary": {"wall_seconds": 20.0}, "interval_losses": [1.5]}  # run_meta's: no step
 
   def resumed(written):
     if written is not None:
       (tmp_path / "summary.json").write_text(written)
-    return resume_policy.resumed_run(meta, str(tmp_path))[0]["wall_seconds"]
+    return resume_policy.resumed_run(meta, str(tmp_path), 8)[0]["wall_seconds"]
 
   assert resume_policy.resumed_run(meta)[0]["wall_seconds"] == 20.0
   assert resumed(None) == 20.0
@@ -129,4 +129,4 @@ def test_a_resume_keeps_the_wall_time_its_workdir_summary_ended_the_same_step_wi
   assert resumed(json.dumps({"steps": 10, "wall_seconds": 30.0})) == 20.0  # another step's
   assert resumed(json.dumps({"steps": 8, "wall_seconds": 12.0})) == 20.0  # never less
   assert resumed("{not json") == 20.0
-  assert resume_policy.resumed_run(meta, str(tmp_path))[1] == [1.5]
+  assert resume_policy.resumed_run(meta, str(tmp_path), 8)[1] == [1.5]

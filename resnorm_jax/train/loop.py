@@ -153,7 +153,7 @@ def _restore_or_init(
     return run_setup.init_state(), 0, {}, []
   state, meta, start = restored
   print(f"resuming from step {start} ({checkpointer.directory})", flush=True)
-  resumed, interval = resume_policy.resumed_run(meta, workdir)
+  resumed, interval = resume_policy.resumed_run(meta, workdir, start)
   note_extension(resumed, meta, run_setup.config.train.steps, start)
   switched = resume_policy.continued_from(
     meta, meta.get(ckpt_lib.WRITTEN_BY), start, ckpt_lib.SINGLE_RUN["program"]

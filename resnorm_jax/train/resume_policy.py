@@ -81,16 +81,19 @@ def run_meta(
   return meta
 
 
-def resumed_run(meta: dict, workdir: str | None = None) -> tuple[dict, list[float]]:
-  """(summary fields, interval losses) that run_meta stored, for the resumed run. The
-  checkpoint's wall time was taken when the save began; where the workdir's summary.json
-  ended the run at the same step (an interrupted or diverged run's last save), its later
-  wall time is kept, so the time spent saving and closing that segment is not lost."""
+def resumed_run(
+  meta: dict, workdir: str | None = None, step: int | None = None
+) -> tuple[dict, list[float]]:
+  """(summary fields, interval losses) that run_meta stored, for the resumed run from the
+  checkpoint of `step`. The checkpoint's wall time was taken when the save began; where the
+  workdir's summary.json ended the run at that step (an interrupted or diverged run's last
+  save), its later wall time is kept, so the time spent saving and closing that segment is
+  not lost."""
   summary = dict(meta.get("summary", {}))
-  written = _written_summary(workdir)
+  written = _written_summary(workdir) if step is not None else {}
   wall = written.get("wall_seconds")
   if (
-    written.get("steps") is not None and written.get("steps") == summary.get("steps")
+    written.get("steps") == step
     and isinstance(wall, int | float) and wall > (summary.get("wall_seconds") or 0.0)
   ):  # fmt: skip
     summary["wall_seconds"] = float(wall)

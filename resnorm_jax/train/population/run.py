@@ -198,7 +198,7 @@ def _open(
   )
   if refusal:
     raise ValueError(refusal)
-  m.resumed, m.interval = resume_policy.resumed_run(meta, workdir)
+  m.resumed, m.interval = resume_policy.resumed_run(meta, workdir, m.start)
   m.print(f"resuming from step {m.start} ({checkpointer.directory})")
   with contextlib.redirect_stdout(out):
     loop.note_extension(m.resumed, meta, config.train.steps, m.start)
