@@ -30,7 +30,7 @@ import re
 import sys
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
-from resnorm_jax.analysis.claims.stabilizers import label  # the README's names
+from resnorm_jax.analysis.claims.stabilizers import PARAMETRIZED, label  # the README's names
 
 NAME = re.compile(
   r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"
@@ -181,7 +181,7 @@ def plot(rows: list[dict], out: str) -> str:
   # One colour per stabilizer in every panel; Muon under a depth parametrization takes Muon's,
   # CompleteP dashed.
   names = list(dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"))
-  family = {n: n.split("-")[0] if n.startswith("muon-") else n for n in names}
+  family = {n: "muon" if n in PARAMETRIZED else n for n in names}
   palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   colour = {f: palette[i % len(palette)] for i, f in enumerate(dict.fromkeys(family.values()))}
   fig, axes = plt.subplots(1, len(depths), figsize=(6.5 * len(depths), 4.6), squeeze=False)

@@ -5,7 +5,6 @@ changed data."""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -16,6 +15,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data import data_fingerprint
+from resnorm_jax.data.fs import read_json
 from resnorm_jax.model import variants
 from resnorm_jax.runs import record_files
 from resnorm_jax.train.optimizers.schedules import make_schedule
@@ -90,7 +90,10 @@ def resumed_run(
   save), its later wall time is kept, so the time spent saving and closing that segment is
   not lost."""
   summary = dict(meta.get("summary", {}))
-  written = _written_summary(workdir) if step is not None else {}
+  written = None
+  if workdir and step is not None:  # local or gs://; missing or damaged: None
+    written = read_json(os.path.join(workdir, record_files.SUMMARY))
+  written = written if isinstance(written, dict) else {}
   wall = written.get("wall_seconds")
   if (
     written.get("steps") == step
@@ -98,18 +101,6 @@ def resumed_run(
   ):  # fmt: skip
     summary["wall_seconds"] = float(wall)
   return summary, list(meta.get("interval_losses", []))
-
-
-def _written_summary(workdir: str | None) -> dict:
-  """The workdir's summary.json, or {} where there is none or it cannot be read."""
-  if not workdir:
-    return {}
-  try:
-    with open(os.path.join(workdir, record_files.SUMMARY)) as f:
-      found = json.load(f)
-  except (OSError, ValueError):
-    return {}
-  return found if isinstance(found, dict) else {}
 
 
 def continued_from(meta: dict, writer: Any, step: int, program: str) -> dict | None:
