@@ -41,6 +41,18 @@ STABILIZERS = {
   "adamatan2": {"opt.name": "adam_atan2"},  # Everett et al. 2024
   "muon": {"opt.name": "muon"},  # KellerJordan/Muon, Moonlight's RMS-matched scale
 }
+# The gate's controls at Post-LN's 12-layer 1e-3 cell (docs/stabilizers, "Why the gate"): a
+# sigmoid gate near 0.5 halves the attention branch at init, so each control takes one part of
+# the gate away. attnscale: the halving alone (no gate); gatebias: the gate without the halving
+# (its bias from 3.0, ~0.93 at init); gatefrozen: the halving by a gate that never learns;
+# gatehead: one gate per head (the paper's headwise form).
+CONTROLS = {
+  "attnscale": {"model.attn_out_scale": 0.5},
+  "gatebias": {"model.attn_gate": "elementwise", "model.attn_gate_bias": 3.0},
+  "gatefrozen": {"model.attn_gate": "elementwise", "model.attn_gate_frozen": True},
+  "gatehead": {"model.attn_gate": "headwise"},
+}
+CONTROL_LRS = (1e-3,)
 EDGE_LRS = (1e-3, 2e-3)
 # Muon's 6-layer best (prenorm-muon-L6-*: final eval 1.5380 at 8e-3; 1.5700 at 4e-3, 1.5679 at
 # 1.6e-2), where Pre-LN with Adam is best at 4e-3 (docs/lr_sensitivity/sensitivity.csv)
@@ -63,7 +75,7 @@ PARTED = {"qknorm": (3.2e-2,), "softcap": (3.2e-2,), "attngate": (3.2e-2,)}
 AT_BEST = {name: (4e-3, 8e-3) for name in STABILIZERS if name != "muon"} | {"muon": MUON_LRS}
 
 
-def _edge(name: str, lr: float, seed: int) -> dict:
+def _edge(name: str, lr: float, seed: int, overrides: dict | None = None) -> dict:
   return constant_lr_point(
     f"postnorm-{name}-L12-lr{lr:g}-s{seed}",
     "configs/postnorm_96L.py",
@@ -73,7 +85,7 @@ def _edge(name: str, lr: float, seed: int) -> dict:
     1500,
     eval_every=25,
     **{"train.eval_batches": 4, "train.checkpoint_every": 250},
-    **STABILIZERS[name],
+    **(STABILIZERS[name] if overrides is None else overrides),
   )
 
 
@@ -97,6 +109,12 @@ EDGE = [
   for s in SEEDS
   for name in STABILIZERS
   for lr in (MUON_LRS if name == "muon" else EDGE_LRS)
+]
+EDGE += [
+  _edge(name, lr, s, overrides)
+  for s in SEEDS
+  for name, overrides in CONTROLS.items()
+  for lr in CONTROL_LRS
 ]
 CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
 CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in PARTED.items() for lr in lrs]

@@ -109,6 +109,14 @@ KEYS: dict[str, ModelKey] = {
   ),
   "tie_embeddings": K(bool, True, "head = embedding^T"),
   "qk_norm": K(bool, False, "RMSNorm on queries and keys per head"),
+  "attn_out_scale": K(
+    float,
+    1.0,
+    "a fixed factor on the attention branch's output (after W_o), > 0; 0.5 halves the branch "
+    "as a sigmoid gate near 0.5 does at init (the control of docs/stabilizers' gate cells)",
+    added=True,
+    hparam=Column("attn_out_scale", 155),
+  ),
   "norm": K(
     str,
     "layernorm",

@@ -79,6 +79,8 @@ class Attention(nnx.Module):
     self.k = Dense(rngs.params(), rule, "k", (d, d), ("embed", "heads"))
     self.v = Dense(rngs.params(), rule, "v", (d, d), ("embed", "heads"))
     self.out = Dense(rngs.params(), rule, "attn_out", (d, d), ("heads", "embed"))
+    # model.attn_out_scale: a fixed factor on the branch's output (1.0: none, no op traced).
+    self.out_scale = float(cfg.attn_out_scale)
     placement = variants.placement(cfg.norm_position)
     if cfg.qk_norm:  # RMSNorm over each head's channels (OLMo-2 / Gemma 3 style)
       self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
@@ -122,7 +124,7 @@ class Attention(nnx.Module):
     scaled logit q.k * scale over batch, heads and causal positions (the fused paths never
     form the logits, so they add nothing)."""
     if self.heads_major:
-      return self._heads_major(x_BxTxD, rope)
+      return self._scaled(self._heads_major(x_BxTxD, rope))
     b, t, d = x_BxTxD.shape
     split = lambda y: y.reshape(b, t, self.num_heads, self.head_dim)
     q, k, v = split(self.q(x_BxTxD)), split(self.k(x_BxTxD)), split(self.v(x_BxTxD))
@@ -158,7 +160,13 @@ class Attention(nnx.Module):
     ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
     if self.sub_norm is not None:
       ctx_BxTxD = self.sub_norm(ctx_BxTxD)
-    return self.out(ctx_BxTxD)
+    return self._scaled(self.out(ctx_BxTxD))
+
+  def _scaled(self, y_BxTxD: jax.Array) -> jax.Array:
+    """The branch's output times model.attn_out_scale (nothing traced at 1.0)."""
+    return (
+      y_BxTxD if self.out_scale == 1.0 else y_BxTxD * jnp.asarray(self.out_scale, y_BxTxD.dtype)
+    )
 
   def _heads_major(self, x_BxTxD: jax.Array, rope) -> jax.Array:
     """The splash path on the kernel's layout: q, k, v = x W as [B, H, T, K] (the kernel [D, H,

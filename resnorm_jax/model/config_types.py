@@ -77,6 +77,11 @@ class _ModelConfigChecks:
       value = getattr(self, key)
       if value is not None and not value > 0:
         raise ValueError(f"model.{key}={value!r} must be > 0 or unset ({what})")
+    if isinstance(self.attn_out_scale, bool) or not self.attn_out_scale > 0:
+      raise ValueError(
+        f"model.attn_out_scale={self.attn_out_scale!r} must be > 0 (the attention branch's "
+        "factor; 1.0, the default: none)"
+      )
     if not 0.0 <= self.batchnorm_momentum < 1.0:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks

@@ -184,10 +184,13 @@ class Feature(Variant):
     before the output projection, x the attention's input (gated attention); None: nothing.
   out_logits(cfg): a module on the model's output logits [B, T, V]; None: nothing.
   matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
+  frozen(cfg): a test on a parameter's path (jax.tree_util.keystr of the params tree) for the
+    parameters the optimizer never moves (a gate held at its init); None: none.
   """
 
   axis: ClassVar[str] = FEATURE
   on: Callable[[Any], bool] = lambda cfg: False
+  frozen: Callable[[Any], Callable[[str], bool] | None] = _nothing
   attn_logits: Callable[[Any], Any] = _nothing
   attn_sink: Callable[[Any], Any] = _nothing
   attn_output: Callable[..., Any] = _nothing
@@ -277,6 +280,11 @@ def feature_module(cfg: Any, hook: str, *args: Any) -> Any:
   `cfg` turns on that makes one, or None (at most one feature declares each hook)."""
   made = [m for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
   return made[0] if made else None
+
+
+def frozen_paths(cfg: Any) -> tuple[Callable[[str], bool], ...]:
+  """The path tests of the parameters the features `cfg` turns on hold still (Feature.frozen)."""
+  return tuple(t for f in features(cfg) if (t := f.frozen(cfg)) is not None)
 
 
 def keys() -> dict[str, Key]:

@@ -12,6 +12,17 @@ feeds attention otherwise), Y the heads' concatenated output softmax(Q K^T / sqr
   model.attn_gate=headwise     one gate per head, shared by its K channels: W_g [D, H]
                                (`headwise_attn_output_gate`)
   model.attn_gate=off          no gate (the default)
+  model.attn_gate_bias=b       b != 0: a learned bias per gate unit, initialised to b, so
+                               the gate starts near sigmoid(b) (3.0: ~0.93, 1 - 0.07) instead
+                               of ~0.5; 0 (the default): no bias, the reference's gate
+  model.attn_gate_frozen=true  the gate's weights (and bias) never move: its init alone acts
+                               (Feature.frozen: the optimizer's update of them is zero; their
+                               gradient still counts in opt.clip_norm's norm, as opt.freeze's)
+
+At init x W_g has about unit spread (x normalised, W_g drawn as the query's), so the gate is
+sigmoid(N(0, 1)) ~ 0.5 +- 0.2: it halves the attention branch. model.attn_out_scale=0.5 (a
+core key) is that halving without a gate, attn_gate_bias the gate without the halving,
+attn_gate_frozen the halving by a gate that does not learn (docs/stabilizers: the controls).
 
 Reference code: the repository's modeling_qwen3.py (Qwen3Attention) widens q_proj by H K
 (elementwise) or H (headwise) outputs, splits them off per head as `gate_score`, and multiplies
@@ -23,6 +34,8 @@ attention's output, the norm of the projection's input). Every attention impleme
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -42,16 +55,49 @@ class Gate(nnx.Module):
     width = cfg.d_model if self.elementwise else cfg.num_heads
     # Drawn as the query's columns: the reference's gate is part of q_proj.
     self.proj = Dense(rngs.params(), rule, "q", (cfg.d_model, width), ("embed", "heads"))
+    # model.attn_gate_bias: a learned bias per gate unit from that value; 0: none.
+    bias = float(cfg.attn_gate_bias)
+    self.bias = (
+      nnx.Param(jnp.full((width,), bias, jnp.float32), out_sharding=("heads",)) if bias else None
+    )
 
   def __call__(self, ctx_BxTxHxK: jax.Array, x_BxTxD: jax.Array) -> jax.Array:
     b, t, h, k = ctx_BxTxHxK.shape
     scores = self.proj(x_BxTxD).astype(jnp.float32)
+    if self.bias is not None:
+      scores = scores + self.bias[...]
     gate = jax.nn.sigmoid(scores.reshape(b, t, h, k if self.elementwise else 1))
     return (ctx_BxTxHxK.astype(jnp.float32) * gate).astype(ctx_BxTxHxK.dtype)
 
 
 def _choice(value) -> str | None:
   return None if value in CHOICES else f"is not valid; valid values: {', '.join(CHOICES)}"
+
+
+def _bool(value) -> str | None:
+  return None if isinstance(value, bool) else "must be true or false"
+
+
+def _finite(value) -> str | None:
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+  return None if ok else "must be a finite number (the gate's initial bias; 0: no bias)"
+
+
+def check(cfg) -> None:
+  """The gate's own keys need a gate: refused, naming the key, with model.attn_gate=off."""
+  if cfg.attn_gate != "off":
+    return
+  for key, off in (("attn_gate_bias", 0.0), ("attn_gate_frozen", False)):
+    if getattr(cfg, key) != off:
+      raise ValueError(
+        f"model.{key}={getattr(cfg, key)!r} acts on the attention gate, which is off "
+        f"(model.attn_gate='off'): set model.attn_gate to one of {', '.join(CHOICES[1:])}"
+      )
+
+
+def is_gate(path: str) -> bool:
+  """A gate parameter's path in the params tree: ['layers']['attn']['gate'][...]."""
+  return path.startswith("['layers']['attn']['gate']")
 
 
 def _gate_params(cfg) -> int:
@@ -66,9 +112,16 @@ VARIANTS = (
       "attn_gate": Key(
         "off", "sigmoid gate on attention's output: off | elementwise | headwise", _choice
       ),
+      "attn_gate_bias": Key(
+        0.0, "the gate's initial bias (learned); 0: no bias; 3.0 starts it near 0.95", _finite
+      ),
+      "attn_gate_frozen": Key(False, "the gate's weights never move (its init alone)", _bool),
     },
-    on=lambda cfg: cfg.attn_gate != "off",
-    attn_output=lambda cfg, rule, rngs: Gate(cfg, rule, rngs),
+    # On with any of its keys set, so that check() refuses a gate key without a gate.
+    on=lambda cfg: cfg.attn_gate != "off" or cfg.attn_gate_bias != 0 or cfg.attn_gate_frozen,
+    check=check,
+    attn_output=lambda cfg, rule, rngs: Gate(cfg, rule, rngs) if cfg.attn_gate != "off" else None,
+    frozen=lambda cfg: is_gate if cfg.attn_gate_frozen else None,
     matmul_params=_gate_params,
   ),
 )

@@ -94,8 +94,16 @@ def make_optimizer(
     # Before the freeze mask: a frozen matrix (unit norm since init) then stays exactly still.
     parts.append(extra)
   frozen = param_groups.parse(getattr(opt_cfg, "freeze", "") or "")
-  if frozen:
+  # The features' own frozen parameters (a gate held at its init: variants.Feature.frozen).
+  held = () if model_def is None else variants.frozen_paths(model_def.cfg)
+  if frozen or held:
     # Last in the chain: the frozen leaves' updates are zero whatever came before (their
     # gradients still count in the clipping norm, as they would for an unfrozen run).
-    parts.append(optax.masked(optax.set_to_zero(), lambda p: param_groups.mask(p, frozen)))
+    def mask(params: Any) -> Any:
+      groups = param_groups.mask(params, frozen)  # [] marks nothing
+      return jax.tree_util.tree_map_with_path(
+        lambda path, f: f or any(held_by(jax.tree_util.keystr(path)) for held_by in held), groups
+      )
+
+    parts.append(optax.masked(optax.set_to_zero(), mask))
   return optax.chain(*parts)
