@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.train import run_setup
 from resnorm_jax.train.population import program as population
 
@@ -99,7 +100,7 @@ def main() -> None:
         flush=True,
       )
   if a.out:
-    with open(a.out, "w") as f:
+    with open_nofollow(a.out, "w") as f:
       json.dump(
         {"cores": cores, "xla_flags": os.environ.get("XLA_FLAGS", ""), "rows": rows}, f, indent=1
       )

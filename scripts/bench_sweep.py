@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from resnorm_jax.config import cli
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.runs import record_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +64,7 @@ def main() -> None:
       {"config": "configs/postnorm_96L.py", "name": n, "overrides": {**over, "seed": i}}
       for i, n in enumerate(names)
     ]
-    with open(grid, "w") as f:
+    with open_nofollow(grid, "w") as f:
       f.write(f"GRID = {points!r}\n".replace("false", "False"))
     seq = run_sweep(grid, os.path.join(tmp, "seq"), "1")
     par = run_sweep(grid, os.path.join(tmp, "par"), "auto")

@@ -32,6 +32,7 @@ import re
 
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis.style import pyplot, save_figure
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, stop_features
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
@@ -94,7 +95,7 @@ def grid_runs(dirs) -> list[dict]:
 
 
 def write_csv(rows: list[dict], path: str) -> str:
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
     w.writeheader()
     for r in rows:
@@ -256,11 +257,11 @@ def main() -> None:
       },
     )
     path = os.path.join(args.out_dir, f"stop_rule_k{k}.json")
-    with open(path, "w") as f:
+    with open_nofollow(path, "w") as f:
       json.dump(rule, f, indent=1)
     paths.append(path)
   readme = os.path.join(args.out_dir, "README.md")
-  with open(readme, "w") as f:
+  with open_nofollow(readme, "w") as f:
     f.write(page(rows, savings))
   paths.append(readme)
   for k in stop_features.KS:

@@ -16,6 +16,7 @@ import types
 
 import numpy as np
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import sources, unigram
 from resnorm_jax.data.batches import eval_batch
 
@@ -74,7 +75,7 @@ def main() -> None:
       }
     )
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  with open(args.out, "w", newline="") as f:
+  with open_nofollow(args.out, "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

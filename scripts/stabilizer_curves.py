@@ -31,6 +31,7 @@ import sys
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
 from resnorm_jax.analysis.claims.stabilizers import PARAMETRIZED, label  # the README's names
+from resnorm_jax.config.nofollow import open_nofollow
 
 NAME = re.compile(
   r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"
@@ -242,7 +243,7 @@ def main() -> None:
     sys.exit(f"no finished prenorm-<stabilizer>-L<depth>-lr<lr>-s<seed> run under {args.runs}")
   out = table(rows, baseline_rows(args.baseline, {r["num_layers"] for r in rows}))
   path = os.path.join(args.out_dir, "curves.csv")
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(out)

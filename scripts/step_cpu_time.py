@@ -18,6 +18,7 @@ import time
 
 from absl import app, flags, logging
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.hardware.bench_flags import CONFIG, OUT, STEPS, WARMUP
 
 
@@ -59,7 +60,7 @@ def main(argv) -> None:
   }
   print(json.dumps(result, indent=1))
   if OUT.value:
-    with open(OUT.value, "w") as f:
+    with open_nofollow(OUT.value, "w") as f:
       json.dump(result, f, indent=1)
 
 

@@ -65,6 +65,7 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
+from resnorm_jax.config.nofollow import SymlinkRefused
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
 from resnorm_jax.runs.sweep_results import collect, write_results
@@ -265,7 +266,12 @@ def main(argv: list[str]) -> int:
   for name in refresh_records(sweep_dir):
     print(f"{name}: finished by another process; its record rewritten from its folder")
   rows = with_failures(collect(sweep_dir, f.stuck_margin), sweep_dir)
-  for path in write_results(sweep_dir, rows):
+  try:
+    written = write_results(sweep_dir, rows)
+  except SymlinkRefused as e:  # a results file is a link: its target is left as it is
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  for path in written:
     print(path)
   if INTERRUPTED in codes:
     return codes[INTERRUPTED]

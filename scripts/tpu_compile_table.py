@@ -23,6 +23,8 @@ import csv
 import os
 import time
 
+from resnorm_jax.config.nofollow import open_nofollow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (label, config spec, overrides): Post-LN, Pre-LN, DeepNorm at 96 and 1000 layers. There is
@@ -136,7 +138,7 @@ def main() -> None:
     if header != fields:  # a file from before a new column: rewritten with it
       rows = [{k: r.get(k) or derived(r, k) for k in fields} for r in rows]
   if header != fields:
-    with open(args.out, "w", newline="") as f:
+    with open_nofollow(args.out, "w", newline="") as f:
       w = csv.DictWriter(f, fields, lineterminator="\n")
       w.writeheader()
       w.writerows(rows)

@@ -20,6 +20,7 @@ import csv
 import os
 
 from resnorm_jax.config import cli
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.hardware import population_compile as pc
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware import tpu_target
@@ -125,7 +126,7 @@ def _order(r: dict) -> tuple:
 def _write(path: str, rows: list[dict]) -> None:
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   tmp = path + ".tmp"
-  with open(tmp, "w", newline="") as f:
+  with open_nofollow(tmp, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)

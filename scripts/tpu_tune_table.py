@@ -21,6 +21,8 @@ import csv
 import os
 import time
 
+from resnorm_jax.config.nofollow import open_nofollow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The :paper configs by results.csv's labels (scripts/tpu_compile_table.py's CONFIGS): there is
 # no prenorm_1000L file, Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
@@ -226,7 +228,7 @@ def with_columns(path: str, fields: tuple[str, ...]) -> None:
 def write_all(path: str, fields, rows: list[dict]) -> None:
   """`rows` under the header `fields` in place of `path` (a temporary file, then renamed)."""
   tmp = f"{path}.tmp"
-  with open(tmp, "w", newline="") as f:
+  with open_nofollow(tmp, "w", newline="") as f:
     w = csv.DictWriter(f, fields, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
@@ -361,7 +363,7 @@ def main() -> None:
       rows = [r for r in rows if r["program"] and r["program"] == current_program(r)]
     done = {(r["config"], r["topology"]) for r in rows}
   else:
-    with open(args.out, "w", newline="") as f:
+    with open_nofollow(args.out, "w", newline="") as f:
       csv.DictWriter(f, FIELDS, lineterminator="\n").writeheader()
   winners = {}
   for topology, labels in PLAN:

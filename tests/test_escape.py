@@ -189,3 +189,58 @@ def test_the_escape_is_judged_against_the_eval_sets_own_plateau():
   assert curve_fields(records, whole, 256)["escape_step"] is None
   own = {**whole, "periodic_eval_no_context_loss": 3.30}
   assert curve_fields(records, own, 256)["escape_step"] == 100
+
+
+def test_a_blow_up_above_the_ceiling_is_diverged_whatever_came_before():
+  """The issue's cases: Muon at lr 1.0 ends at 77 nats, at lr 10 at 11,510, neither ever below
+  ln V, and both were labelled stuck (the armed rule never fired)."""
+  d, bound, uniform = outcome.diverged_step, outcome.divergence_bound(256), math.log(256)
+  ceiling = outcome.divergence_ceiling(256)
+  assert math.isclose(ceiling, 2 * math.log(256))
+  assert d([(10, 30.6), (20, 76.8), (30, 114.4)], bound, uniform, ceiling) == 10
+  assert d([(10, 6.0), (20, 7.0), (30, 11.2)], bound, uniform, ceiling) == 30
+  # Every committed start is far below it: DeepNorm's 8.18 falling is not diverged.
+  assert d([(10, 8.18), (20, 6.0), (30, 3.0)], bound, uniform, ceiling) is None
+  # The verdict: a completed run ending above the ceiling is diverged with the vocabulary
+  # known, stuck without it (no ceiling to judge by), and a plateau is never diverged.
+  blown = {"status": "completed", "final_eval_loss": 76.8, "unigram_entropy": BASE}
+  assert outcome.classify(blown, vocab_size=256) == "diverged"
+  assert outcome.classify(
+    {**blown, "final_eval_loss": 9.0, "final_train_loss": 12.0}, 0.1, 256
+  ) == ("diverged")
+  assert outcome.classify(blown) == "stuck"
+  assert outcome.classify({**blown, "final_eval_loss": 3.31}, vocab_size=256) == "stuck"
+
+
+def test_the_sweep_table_labels_a_blow_up_diverged(tmp_path):
+  run = tmp_path / "muon-lr1"
+  rows = [{"step": 10, "train/loss": 30.6}, {"step": 30, "train/loss": 114.4, "eval/loss": 83.6}]
+  _write_run(str(run), rows, {"final_eval_loss": 86.5, "final_train_loss": 114.4, "steps": 30})
+  row = sweep_results.run_row(str(run))
+  assert row["outcome"] == "diverged"
+  assert escape.summary_fields(str(run / "metrics.jsonl"), {"steps": 30}, 256) == {
+    "escape_step": None,
+    "diverged_step": 10,
+  }
+
+
+@pytest.mark.parametrize("lr", ["1.0", "10.0"])
+def test_muon_blow_ups_end_diverged_not_stuck(tmp_path, run_script, lr):
+  work = tmp_path / "w"
+  proc = run_script(
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=configs/postnorm_96L.py:smoke",
+      f"--workdir={work}",
+      "--config.train.steps=30",
+      "--config.opt.name=muon",
+      f"--config.opt.lr={lr}",
+    ]  # fmt: skip
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.loads((work / "summary.json").read_text())
+  assert summary["outcome"] == "diverged", summary
+  assert summary["diverged_step"] is not None
+  assert "(diverged)" in proc.stdout

@@ -18,6 +18,8 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
+from resnorm_jax.config.nofollow import open_nofollow
+
 Section = tuple[str, str, str, Callable[[], str]]
 Fact = tuple[str, Callable[[], str]]  # (the file it is stated in, its text from the data)
 Resolver = Callable[[str], "str | None"]  # a fact's text from its name alone; None: unknown
@@ -63,7 +65,7 @@ def write(path: str, sections: Sequence[Section]) -> None:
     if have is None:
       raise ValueError(f"{path}: add the markers {begin!r} and {end!r} where the section goes")
     text = text.replace(have, render())
-  with open(path, "w") as f:
+  with open_nofollow(path, "w") as f:
     f.write(text)
 
 
@@ -107,5 +109,5 @@ def write_facts(path: str, facts: dict[str, Fact], resolve: Resolver | None = No
     want = _want(name, facts, resolve)
     return m.group(0) if want is None else f"<!-- fact:{name} -->{want}<!-- /fact -->"
 
-  with open(path, "w") as f:
+  with open_nofollow(path, "w") as f:
     f.write(FACT.sub(fill, text))

@@ -29,6 +29,7 @@ from resnorm_jax.analysis.style import (
   variant_color,
   variant_label,
 )
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
@@ -106,7 +107,7 @@ def finished_runs(runs_dir: str) -> list[str]:
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> str:
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)

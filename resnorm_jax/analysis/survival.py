@@ -39,6 +39,7 @@ from resnorm_jax.analysis.style import (
   save_figure,
   variant_color,
 )
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.outcome import STUCK_MARGIN, escape_step, is_finite_number
@@ -260,7 +261,7 @@ def compare_kept(cells: Sequence[dict[str, Any]], baselines: set[str]) -> None:
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str, columns: Sequence[str]) -> str:
   """rows as CSV with `columns` (missing values empty)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
     w.writeheader()
     for r in rows:

@@ -38,10 +38,10 @@ def refuse_symlink(path: str | os.PathLike) -> None:
     )
 
 
-def open_nofollow(path: str | os.PathLike, mode: str = "w"):
-  """open(path, mode) for writing ('w', 'a', 'wb', 'ab', 'r+b'), never through a symbolic
-  link: O_NOFOLLOW, so a link made at `path` is refused (SymlinkRefused), not followed; a new
-  file is made 0644 less the umask, as open() makes it."""
+def open_nofollow(path: str | os.PathLike, mode: str = "w", **kwargs):
+  """open(path, mode, **kwargs) for writing ('w', 'a', 'wb', 'ab', 'r+b'; kwargs: newline=,
+  encoding=), never through a symbolic link: O_NOFOLLOW, so a link made at `path` is refused
+  (SymlinkRefused), not followed; a new file is made 0644 less the umask, as open() makes it."""
   path = os.fspath(path)
   refuse_symlink(path)
   flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}
@@ -53,4 +53,4 @@ def open_nofollow(path: str | os.PathLike, mode: str = "w"):
     if e.errno == errno.ELOOP:  # a link made since the check
       refuse_symlink(path)
     raise
-  return os.fdopen(fd, mode)
+  return os.fdopen(fd, mode, **kwargs)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from etils import epath
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import fs
 
 LLMC_MAGIC = 20240520
@@ -61,7 +62,7 @@ def write_shard(path: str, tokens: np.ndarray, version: int) -> str:
   header[:3] = (LLMC_MAGIC, version, len(tokens))
   digest = hashlib.sha256()
   tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
+  with open_nofollow(tmp, "wb") as f:
     for part in (header.tobytes(), np.asarray(tokens, dtype=dtype).tobytes()):
       digest.update(part)
       f.write(part)
@@ -203,7 +204,7 @@ def write_manifest(folder: str, manifest: dict) -> dict:
   manifest = {**manifest, "format": MANIFEST_FORMAT}
   manifest["fingerprint"] = fingerprint(manifest)
   tmp = os.path.join(folder, MANIFEST + ".tmp")
-  with open(tmp, "w") as f:
+  with open_nofollow(tmp, "w") as f:
     json.dump(manifest, f, indent=2, sort_keys=True)
   os.replace(tmp, os.path.join(folder, MANIFEST))
   return manifest
@@ -267,7 +268,7 @@ def _copy_checked(src: str, dest: str, sha256: str) -> None:
   tmp = f"{dest}.{fs.unique_suffix()}.tmp"
   digest = hashlib.sha256()
   try:
-    with epath.Path(src).open("rb") as f, open(tmp, "wb") as g:
+    with epath.Path(src).open("rb") as f, open_nofollow(tmp, "wb") as g:
       while block := f.read(fs.COPY_CHUNK):
         digest.update(block)
         g.write(block)

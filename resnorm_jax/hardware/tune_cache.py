@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 
+from resnorm_jax.config.nofollow import open_nofollow
+
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
 
 
@@ -89,6 +91,6 @@ class Cache:
     self.entries[key] = {**dataclasses.asdict(r), "cached": False}
     os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
     tmp = f"{self.path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with open_nofollow(tmp, "w") as f:
       json.dump(self.entries, f, indent=1, sort_keys=True)
     os.replace(tmp, self.path)

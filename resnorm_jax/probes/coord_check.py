@@ -37,6 +37,7 @@ import numpy as np
 from flax import nnx
 from ml_collections import ConfigDict
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
@@ -234,7 +235,7 @@ def write_csv(path: str, rows: Sequence[Row]) -> str:
   keys: list[str] = []
   for r in rows:
     keys += [k for k in r if k not in keys]
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=keys)
     w.writeheader()
     w.writerows(rows)
@@ -312,6 +313,6 @@ def write(rows: Sequence[Row], outdir: str, command: str) -> list[str]:
   kinds = {r.get("width_param") for r in rows} - {None}
   width_param = kinds.pop() if len(kinds) == 1 else None
   paths.append(plot(summary, os.path.join(outdir, "coord_check.png"), width_param))
-  with open(os.path.join(outdir, "COMMAND"), "w") as f:
+  with open_nofollow(os.path.join(outdir, "COMMAND"), "w") as f:
     f.write(command + "\n")
   return [*paths, os.path.join(outdir, "COMMAND")]

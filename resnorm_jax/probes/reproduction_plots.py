@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.analysis import style
+from resnorm_jax.config.nofollow import open_nofollow
 
 Row = dict[str, Any]
 # Runs of one config at several depths: one colour (the variant's), a line style per depth.
@@ -26,7 +27,7 @@ RESET_MARKERS = ("o", "s", "^", "v", "D", "P")
 def write_csv(path: str, rows: Sequence[Row]) -> str:
   """Rows (dicts with the same keys) to a CSV file; returns the path."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
     writer.writeheader()
     writer.writerows({k: (float(v) if _is_np_float(v) else v) for k, v in r.items()} for r in rows)

@@ -41,20 +41,30 @@ def baseline(summary: Mapping[str, Any]) -> float | None:
   return None
 
 
-def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) -> str:
+def classify(
+  summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN, vocab_size: int | None = None
+) -> str:
   """trained | stuck | diverged | interrupted | stopped_early | pending | unknown, from a
   summary.json: the verdict at budget_steps (the run's last step, summary["steps"]), from its
   final eval loss; stopped_early (train.stop_when ended it at its rule's step) has none.
 
+  Diverged: the loop said so (a non-finite loss or gradient), a final loss is not finite, or,
+  with `vocab_size` known, the final train or eval loss is above `divergence_ceiling` (a run
+  that blew up and trained on: lr 1.0 under Muon ends at 77 nats, far above any plateau).
   Stuck: the final eval loss is not `margin` nats below the no-context baseline (`baseline`),
-  i.e. the model learned (almost) nothing about context by then; it is not a NaN. When the
-  run left the plateau for good, or blew up, over its whole curve: `curve_fields`.
+  i.e. the model learned (almost) nothing about context by then. When the run left the
+  plateau for good, or blew up, over its whole curve: `curve_fields`.
   """
   if not summary:
     return "pending"
   status = summary.get("status")
   loss, plateau = summary.get("final_eval_loss"), baseline(summary)
   if status == "diverged" or (loss is not None and not is_finite_number(loss)):
+    return "diverged"
+  if vocab_size and any(
+    is_finite_number(v) and v > divergence_ceiling(vocab_size)
+    for v in (loss, summary.get("final_train_loss"))
+  ):
     return "diverged"
   if status in ("interrupted", "stopped_early"):  # no verdict: it did not reach its budget
     return status
@@ -77,6 +87,13 @@ def classify(summary: Mapping[str, Any] | None, margin: float = STUCK_MARGIN) ->
 # below ln 256) the 10-step mean train loss moves a median 0.03 nats between logged steps, at
 # most 0.9: a healthy or stuck run does not cross the bound by noise.
 DIVERGED_MARGIN = 1.0
+# And a run has diverged once a logged train loss (or its final loss) is above CEILING_FACTOR x
+# ln(V), whatever it did before: the armed rule above never fires for a run that blows up
+# before it ever comes below ln(V) (Muon at lr 1.0: 76.8 nats at step 30, lr 10: 11,510). Twice
+# the uniform loss is a mean probability of 1/V^2 on the next token; the highest train loss of
+# the 985 curves committed under docs/ is 8.18 nats (a DeepNorm run's first logged step, V =
+# 256: ceiling 11.09), so no committed start or plateau comes within 2.9 nats of it.
+CEILING_FACTOR = 2.0
 
 
 def escape_step(
@@ -99,11 +116,19 @@ def divergence_bound(vocab_size: int, margin: float = DIVERGED_MARGIN) -> float:
   return math.log(vocab_size) + margin
 
 
+def divergence_ceiling(vocab_size: int) -> float:
+  """The loss above which a run has diverged whatever came before: CEILING_FACTOR x ln(V)."""
+  return CEILING_FACTOR * math.log(vocab_size)
+
+
 def diverged_step(
-  train_curve: Sequence[tuple[int, float]], bound: float, armed_below: float | None = None
+  train_curve: Sequence[tuple[int, float]],
+  bound: float,
+  armed_below: float | None = None,
+  ceiling: float = math.inf,
 ) -> int | None:
-  """The first logged step whose train loss is non-finite, or above `bound` after an earlier
-  logged loss came below `armed_below` (default: `bound`), else None.
+  """The first logged step whose train loss is non-finite, above `ceiling`, or above `bound`
+  after an earlier logged loss came below `armed_below` (default: `bound`), else None.
 
   Why armed: a run may start above the bound and fall through it (the first logged loss of
   committed runs reaches 7.8 nats for DeepNorm and 6.2 for Post-LN, ln 256 = 5.55); only a
@@ -115,7 +140,7 @@ def diverged_step(
   armed_below = bound if armed_below is None else armed_below
   armed = False
   for step, loss in sorted(train_curve):
-    if not is_finite_number(loss) or (armed and loss > bound):
+    if not is_finite_number(loss) or loss > ceiling or (armed and loss > bound):
       return step
     armed = armed or loss < armed_below
   return None
@@ -172,7 +197,8 @@ def curve_fields(
   summary.
 
   diverged_step: `diverged_step` of the train loss against `divergence_bound(vocab_size)`
-  (armed below ln(V); only non-finite losses count when vocab_size is unknown), else the
+  (armed below ln(V)) and `divergence_ceiling(vocab_size)` (always; only non-finite losses
+  count when vocab_size is unknown), else the
   summary's last step when `classify` calls the run diverged (a status or a final eval loss
   no curve point shows). escape_step: `escape_step` of the periodic eval curve (`eval/loss`,
   not the end-of-run `eval/final_loss`) against that eval set's own no-context loss
@@ -184,10 +210,11 @@ def curve_fields(
   train, evals = _curve(records, "train/loss"), _curve(records, "eval/loss")
   if vocab_size:
     bound, uniform = divergence_bound(vocab_size), math.log(vocab_size)
-    diverged = diverged_step(train, bound, armed_below=uniform)
+    ceiling = divergence_ceiling(vocab_size)
+    diverged = diverged_step(train, bound, armed_below=uniform, ceiling=ceiling)
   else:
     diverged = diverged_step(train, math.inf)
-  if diverged is None and classify(summary, margin) == "diverged":
+  if diverged is None and classify(summary, margin, vocab_size) == "diverged":
     diverged = summary.get("steps") or (train[-1][0] if train else None)
   plateau = curve_baseline(summary)
   after = [(s, v) for s, v in evals if diverged is None or s > diverged]

@@ -14,10 +14,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs import workdir as workdir_lib
-from resnorm_jax.runs.escape import stored_fields
+from resnorm_jax.runs.escape import stored_fields, vocab_size
 from resnorm_jax.runs.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
 from resnorm_jax.runs.sweep_point import POINT_FILE
 
@@ -59,7 +60,7 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
   config = read_json(os.path.join(workdir, record_files.CONFIG))
   if not isinstance(config, dict):  # lost: the config its newest checkpoint recorded
     config = workdir_lib.recorded_config(workdir)[0]
-  status = classify(summary, margin)
+  status = classify(summary, margin, vocab_size(config))
   if status == "pending" and point.get("returncode") not in (None, 0):
     status = "failed"
   if config is None and isinstance(summary, dict):
@@ -166,7 +167,7 @@ def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
     return []
   cols = [k for k in rows[0] if not k.startswith("_")]
   paths = [os.path.join(sweep_dir, "results.csv"), os.path.join(sweep_dir, "results.md")]
-  with open(paths[0], "w", newline="") as f:
+  with open_nofollow(paths[0], "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
@@ -176,12 +177,12 @@ def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
   groups = seed_groups(rows)
   if groups:
     paths.append(os.path.join(sweep_dir, "results_seeds.csv"))
-    with open(paths[-1], "w", newline="") as f:
+    with open_nofollow(paths[-1], "w", newline="") as f:
       writer = csv.DictWriter(f, fieldnames=list(groups[0]))
       writer.writeheader()
       writer.writerows(groups)
     md += "\n## Over seeds (final eval loss)\n\n" + markdown_table(groups)
-  with open(paths[1], "w") as f:
+  with open_nofollow(paths[1], "w") as f:
     f.write(md)
   return paths
 
@@ -192,7 +193,7 @@ def write_rows(rows: Sequence[dict[str, str]], path: str) -> str:
   columns = list(dict.fromkeys(k for r in rows for k in r))
   if os.path.islink(path):
     os.remove(path)
-  with open(path, "w", newline="") as f:
+  with open_nofollow(path, "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=columns or ["variant"], restval="")
     writer.writeheader()
     writer.writerows(rows)

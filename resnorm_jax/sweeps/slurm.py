@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 
 from resnorm_jax.config import cli
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs.sweep_point import POINT_FILE
 from resnorm_jax.sweeps.grid import ROOT
@@ -188,7 +189,7 @@ def submit(
   slurm_dir = os.path.join(sweep_dir, SLURM_DIR)
   os.makedirs(slurm_dir, exist_ok=True)  # SLURM does not create the --output folder
   path = os.path.join(slurm_dir, f"array-{time.strftime('%Y%m%d-%H%M%S')}.sbatch")
-  with open(path, "w") as f:
+  with open_nofollow(path, "w") as f:
     f.write(script)
   job = _sbatch(path, sbatch)
   tasks = [[point.name for point, _ in _runs(j)] for j in jobs]

@@ -47,6 +47,7 @@ from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import model_keys
+from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import fs
 from resnorm_jax.model import config_types as ct
 from resnorm_jax.runs import outcome
@@ -222,7 +223,7 @@ def _replace_bytes(path: str, blob: bytes) -> None:
     return
   tmp = os.path.join(os.path.dirname(path), f".hparams.{fs.unique_suffix()}.tmp")
   try:
-    with open(tmp, "wb") as f:
+    with open_nofollow(tmp, "wb") as f:
       f.write(blob)
       f.flush()
       os.fsync(f.fileno())

@@ -166,7 +166,7 @@ def add_outcome(summary: dict, workdir: str, vocab: int) -> None:
   left the plateau for good and when the run blew up; `escape_step_partial: true` (with
   `metrics_lost_from_step`) when the curve lost its first rows, so that both steps are
   computed from the rows left and escape_step may be later than the run's."""
-  summary["outcome"] = classify(summary)
+  summary["outcome"] = classify(summary, vocab_size=vocab)
   path = os.path.join(workdir, record_files.METRICS)
   summary.update(escape.summary_fields(path, summary, vocab))
   # Rows lost from the start (metrics.jsonl deleted, then resumed): computed from what is left.

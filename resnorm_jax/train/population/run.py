@@ -224,7 +224,7 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
     m.summary = {"status": "failed", "steps": m.start, **m.resumed, "provenance": m.provenance}
   with contextlib.redirect_stdout(m.out):
     io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
-  m.summary["outcome"] = classify(m.summary)
+  m.summary["outcome"] = classify(m.summary, vocab_size=shared.run_setup.mcfg.vocab_size)
   try:
     cli.write_json(os.path.join(m.workdir, record_files.SUMMARY), m.summary)
   except OSError as e:
