@@ -70,6 +70,7 @@ FROZEN = (
   "data.source",
   "data.path",
   "data.sampling",
+  "data.seed",
   "data_fingerprint",  # a prepared token folder's manifest fingerprint (loop.py adds it)
   "train.batch_size",
   "train.seq_len",
@@ -77,7 +78,7 @@ FROZEN = (
 # Keys added to the frozen config after checkpoints were written: the core model keys declared
 # added=True (model_keys.py), and these (besides every variant's own model.<key>: a run that
 # predates a variant never selected it).
-CHECKPOINT_ADDED = (*model_keys.added(), "data.sampling", "data_fingerprint")
+CHECKPOINT_ADDED = (*model_keys.added(), "data.sampling", "data.seed", "data_fingerprint")
 # Recorded keys outside the schema, with the value of the runs that predate them.
 OUTSIDE_SCHEMA = {"data_fingerprint": None}  # None: not a prepared token folder
 

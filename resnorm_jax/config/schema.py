@@ -91,6 +91,9 @@ def get_config() -> config_dict.ConfigDict:
   # random: window starts drawn with replacement (every committed CPU result) | epoch: each
   # epoch a fresh order of non-overlapping windows, every token seen once per epoch
   d.sampling = "random"
+  # The data order's seed (which windows each step draws), apart from `seed` (the parameters'
+  # init); unset: `seed`, so one seed sets both (every run before this key)
+  d.seed = placeholder(int)
 
   mesh = c.mesh = config_dict.ConfigDict()
   mesh.data = -1  # data-parallel axis size; -1: the rest of the devices

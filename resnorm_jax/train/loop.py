@@ -80,6 +80,12 @@ def check_seed(config: ConfigDict) -> None:
   seed = config.seed
   if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
     raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
+  data = config.data.get("seed")
+  if data is not None and (isinstance(data, bool) or not 0 <= data <= SEED_MAX):
+    raise ValueError(
+      f"data.seed={data!r} must be an integer in [0, {SEED_MAX}], or unset (the data order of "
+      "`seed`)"
+    )
 
 
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:

@@ -294,6 +294,12 @@ def build(
   )
 
 
+def data_seed(config: ConfigDict) -> int:
+  """The seed of the data order: data.seed when set, else `seed` (init and data alike)."""
+  seed = config.data.get("seed")
+  return config.seed if seed is None else seed
+
+
 @dataclasses.dataclass(frozen=True)
 class Batches:
   """The run's batch source: training batch of step n and held-out batch i, placed as
@@ -308,7 +314,7 @@ class Batches:
     t = self.config.train
     rows = batches_lib.get_batch(
       self.corpus.train,
-      seed=self.config.seed,
+      seed=data_seed(self.config),
       step=step,
       batch_size=t.batch_size,
       seq_len=t.seq_len,
