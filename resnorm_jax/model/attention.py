@@ -67,6 +67,21 @@ def _softmax_bwd(y, g):
 softmax.defvjp(_softmax_fwd, _softmax_bwd)
 
 
+def attention_shape(probs_BxHxTxS: jax.Array) -> dict[str, jax.Array]:
+  """How a layer's attention is spread, from its probabilities (float32, rows over the keys,
+  masked keys at 0), averaged over batch, heads and queries; no gradient:
+
+  attn_entropy    -sum_s p log p (nats): 0 when each query looks at one key
+  attn_sink_mass  the probability on the first token, the attention sink (Xiao et al. 2023)
+  """
+  p = jax.lax.stop_gradient(probs_BxHxTxS.astype(jnp.float32))
+  plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
+  return {
+    "attn_entropy": -jnp.mean(jnp.sum(plogp, axis=-1)),
+    "attn_sink_mass": jnp.mean(p[..., 0]),
+  }
+
+
 class Attention(nnx.Module):
   """softmax(Q K^T / sqrt(K) + causal mask) V (1/K under muP), then the output projection."""
 
@@ -155,7 +170,7 @@ class Attention(nnx.Module):
     else:
       ctx_BxTxHxK = self._dense_context(q, k, v, stats)
     if self.gate is not None:
-      ctx_BxTxHxK = self.gate(ctx_BxTxHxK, x_BxTxD)
+      ctx_BxTxHxK = self.gate(ctx_BxTxHxK, x_BxTxD, stats=stats)
     # One tail for every implementation: Sub-LN's norm is part of the model, not of a path.
     ctx_BxTxD = ctx_BxTxHxK.reshape(b, t, d)
     if self.sub_norm is not None:
@@ -212,12 +227,14 @@ class Attention(nnx.Module):
       # the logits already formed, so every run can log it
       stats["attn_logit_max"] = jax.lax.stop_gradient(jnp.max(scores_BxHxTxS))
     if self.sink is None:
-      probs = softmax(scores_BxHxTxS).astype(v.dtype)
+      probs = softmax(scores_BxHxTxS)
     else:  # a column of the sink's logit per head; its probability is dropped
       b, h = scores_BxHxTxS.shape[:2]
       column = jnp.broadcast_to(self.sink().astype(jnp.float32)[None, :, None, None], (b, h, t, 1))
-      probs = softmax(jnp.concatenate([scores_BxHxTxS, column], -1))[..., :t].astype(v.dtype)
-    return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs, v), 1, 2)
+      probs = softmax(jnp.concatenate([scores_BxHxTxS, column], -1))[..., :t]
+    if stats is not None:
+      stats.update(attention_shape(probs))
+    return jnp.swapaxes(jnp.einsum("bhts,bhsk->bhtk", probs.astype(v.dtype), v), 1, 2)
 
   def _sink_fused_context(self, q, k, v) -> jax.Array:
     """jax.nn.dot_product_attention with the sink's column: one more key and value of zeros

@@ -119,4 +119,6 @@ class Block(nnx.Module):
       x = self._sublayer("ffn", x, ffn, stats, index)
     x = stream_sharding.constrain(x)  # rows over the data-parallel axes, when jitted so
     stats["stream_rms"] = rms(x)
+    # the largest activation of the stream (massive activations, Sun et al. 2024)
+    stats["stream_max"] = jax.lax.stop_gradient(jnp.max(jnp.abs(x.astype(jnp.float32))))
     return x, stats

@@ -135,6 +135,10 @@ def train_step(
     metrics["grad_norm_layer"] = per_layer_norm(layer_grads)
     metrics["ffn_in_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_in"])
     metrics["ffn_out_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_out"])
+    # each layer's update against its parameters (||dW|| / ||W|| over the layer's leaves)
+    metrics["update_ratio_layer"] = per_layer_norm(updates["layers"]) / per_layer_norm(
+      state.params["layers"]
+    )
   return new_state, metrics
 
 

@@ -180,8 +180,9 @@ class Feature(Variant):
     mask (logit softcapping); None: nothing.
   attn_sink(cfg): a module whose call () returns one logit per head [H], a column added to
     every softmax's denominator (attention sinks); None: nothing.
-  attn_output(cfg, rule, rngs): a module gate(ctx_BxTxHxK, x_BxTxD) on the heads' outputs
-    before the output projection, x the attention's input (gated attention); None: nothing.
+  attn_output(cfg, rule, rngs): a module gate(ctx_BxTxHxK, x_BxTxD, stats=) on the heads'
+    outputs before the output projection, x the attention's input, stats the layer's
+    statistics dict (or None) for what it measures (gated attention); None: nothing.
   out_logits(cfg): a module on the model's output logits [B, T, V]; None: nothing.
   matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
   frozen(cfg): a test on a parameter's path (jax.tree_util.keystr of the params tree) for the

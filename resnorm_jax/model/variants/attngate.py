@@ -61,12 +61,19 @@ class Gate(nnx.Module):
       nnx.Param(jnp.full((width,), bias, jnp.float32), out_sharding=("heads",)) if bias else None
     )
 
-  def __call__(self, ctx_BxTxHxK: jax.Array, x_BxTxD: jax.Array) -> jax.Array:
+  def __call__(
+    self, ctx_BxTxHxK: jax.Array, x_BxTxD: jax.Array, stats: dict | None = None
+  ) -> jax.Array:
+    """The gated heads' output; `stats` (the layer's, or None) gets the gate's mean and
+    spread over batch, time and units (`attn_gate_mean`, `attn_gate_std`; no gradient)."""
     b, t, h, k = ctx_BxTxHxK.shape
     scores = self.proj(x_BxTxD).astype(jnp.float32)
     if self.bias is not None:
       scores = scores + self.bias[...]
     gate = jax.nn.sigmoid(scores.reshape(b, t, h, k if self.elementwise else 1))
+    if stats is not None:
+      g = jax.lax.stop_gradient(gate)
+      stats["attn_gate_mean"], stats["attn_gate_std"] = jnp.mean(g), jnp.std(g)
     return (ctx_BxTxHxK.astype(jnp.float32) * gate).astype(ctx_BxTxHxK.dtype)
 
 
