@@ -157,3 +157,33 @@ def test_the_defaults_build_the_same_model_as_before():
   same = tiny_model(SHAPE, norm_position="post", attn_out_scale=1.0, attn_gate_bias=0.0)
   with jax.disable_jit():
     np.testing.assert_array_equal(np.asarray(plain(TOKENS)[0]), np.asarray(same(TOKENS)[0]))
+
+
+def test_attention_shape_is_entropy_and_first_token_mass_as_numpy():
+  from resnorm_jax.model.attention import attention_shape
+
+  t = 5
+  causal = np.tril(np.ones((t, t)))
+  uniform = causal / causal.sum(-1, keepdims=True)  # query i spreads over its i + 1 keys
+  got = attention_shape(jnp.asarray(uniform[None, None], jnp.float32))
+  np.testing.assert_allclose(float(got["attn_entropy"]), np.mean(np.log(np.arange(1, t + 1))), 1e-6)
+  np.testing.assert_allclose(float(got["attn_sink_mass"]), np.mean(1 / np.arange(1, t + 1)), 1e-6)
+  sink = np.zeros((t, t))
+  sink[:, 0] = 1.0  # every query on the first token
+  got = attention_shape(jnp.asarray(sink[None, None], jnp.float32))
+  assert float(got["attn_entropy"]) == 0.0 and float(got["attn_sink_mass"]) == 1.0
+
+
+def test_layer_stats_hold_the_gate_and_stream_extremes_as_numpy():
+  model = tiny_model(SHAPE, norm_position="pre", attn_gate="elementwise", attn_gate_bias=1.0)
+  layer = _layer(model, 1)
+  stats = {}
+  with jax.disable_jit():
+    layer.attn(jnp.asarray(X), stats=stats)
+  gate = layer.attn.gate
+  g = 1 / (1 + np.exp(-(_np(X) @ _np(gate.proj.kernel[...]) + _np(gate.bias[...]))))
+  np.testing.assert_allclose(float(stats["attn_gate_mean"]), g.mean(), rtol=1e-5)
+  np.testing.assert_allclose(float(stats["attn_gate_std"]), g.std(), rtol=1e-4)
+  with jax.disable_jit():
+    y, st = layer(jnp.asarray(X), None, jnp.int32(1))
+  np.testing.assert_allclose(float(st["stream_max"]), np.abs(np.asarray(y)).max(), rtol=1e-6)
