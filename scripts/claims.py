@@ -22,12 +22,13 @@ def main() -> None:
   parser.add_argument("--write", action="store_true", help="rewrite the sections from the data")
   args = parser.parse_args()
   if args.write:
-    for path in readme.PATHS:
-      try:
+    try:
+      for path in readme.PATHS:
         readme.write(path)
-      except ValueError as e:
-        sys.exit(str(e))
-  problems = [p for path in readme.PATHS for p in readme.check(path)]
+      readme.write_docs()
+    except ValueError as e:
+      sys.exit(str(e))
+  problems = [p for path in readme.PATHS for p in readme.check(path)] + readme.check_docs()
   if problems:
     print("\n".join(problems))
     sys.exit(1)

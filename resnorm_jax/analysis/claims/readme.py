@@ -88,6 +88,19 @@ SECTIONS = (
   (RESULTS_MD, survival_section.BEGIN, survival_section.END, render_survival),
 )
 PATHS = (README, RESULTS_MD)
+# The docs READMEs' generated sections (each module's DOC_SECTIONS), checked against their
+# own file only: their name (README.md) is the top README's.
+DOC_SECTIONS = tuple(s for m in row_modules() for s in getattr(m, "DOC_SECTIONS", ()))
+
+
+def check_docs() -> list[str]:
+  """The differences between the docs READMEs' generated sections and their data."""
+  return [p for s in DOC_SECTIONS for p in doc_sections.check(s[0], [s])]
+
+
+def write_docs() -> None:
+  for s in DOC_SECTIONS:
+    doc_sections.write(s[0], [s])
 
 
 def check(path: str = README) -> list[str]:

@@ -17,6 +17,9 @@ BASE = "postnorm"  # the variant every stabilizer's cell is Post-LN plus one key
 KEY_LABELS = {
   "qknorm": "qk-norm", "zloss": "z-loss", "adamatan2": "Adam-atan2", "muon": "Muon",
   "muon-sp": "Muon (sp)", "muon-completep": "Muon (CompleteP)",
+  # gated attention's controls (claims/gate.py)
+  "attnscale": "branch x 0.5 (no gate)", "gatebias": "gate from ~0.93",
+  "gatefrozen": "frozen gate", "gatehead": "headwise gate",
 }  # fmt: skip
 # Optimizers whose edge cells run at their own best lr (configs/sweeps/stabilizers.py's
 # MUON_LRS), not at plain Post-LN's: their cells are read against plain Post-LN's odds at the
@@ -80,8 +83,12 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
   return out
 
 
+# The gate's controls have their row and section (claims/gate.py), not a stabilizer's.
+CONTROLS = ("attnscale", "gatebias", "gatefrozen", "gatehead")
+
+
 def row_stabilizers() -> list[str] | None:
-  cells = [c for c in optional(CELLS) if stabilizer_of(c["variant"])]
+  cells = [c for c in optional(CELLS) if stabilizer_of(c["variant"]) not in (None, *CONTROLS)]
   if not cells:
     return None
   horizon = int(cells[0]["horizon"])

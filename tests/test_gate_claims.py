@@ -1,0 +1,53 @@
+"""The gate's controls (resnorm_jax/analysis/claims/gate.py): the conclusion is a rule on the
+cells' odds, not typed; the generated section of docs/stabilizers/README.md fails its check
+when the cells change under it."""
+
+from resnorm_jax.analysis.claims import gate, readme
+
+
+def _cell(variant, kept, seeds):
+  return {"variant": variant, "num_layers": "12", "lr": "1e-3", "escaped_for_good": str(kept),
+          "seeds": str(seeds), "first_passages": ""}  # fmt: skip
+
+
+PLAIN, GATE = _cell("postnorm", 0, 12), _cell("postnorm-attngate", 12, 12)
+
+
+def test_a_halving_that_keeps_like_the_gate_is_a_smaller_branch():
+  have = {"postnorm": PLAIN, "postnorm-attngate": GATE,
+          "postnorm-attnscale": _cell("postnorm-attnscale", 11, 12)}  # fmt: skip
+  assert gate.verdict(have).startswith("**A smaller attention branch at init is enough.**")
+
+
+def test_a_halving_that_keeps_like_plain_leaves_the_gate():
+  have = {"postnorm": PLAIN, "postnorm-attngate": GATE,
+          "postnorm-attnscale": _cell("postnorm-attnscale", 1, 12)}  # fmt: skip
+  assert gate.verdict(have).startswith("**The gate, not its scale.**")
+
+
+def test_between_the_two_is_both_and_the_other_controls_add_clauses():
+  have = {
+    "postnorm": PLAIN, "postnorm-attngate": GATE,
+    "postnorm-attnscale": _cell("postnorm-attnscale", 6, 12),
+    "postnorm-gatefrozen": _cell("postnorm-gatefrozen", 5, 12),
+  }  # fmt: skip
+  text = gate.verdict(have)
+  assert text.startswith("**Both, in part.**")
+  assert "frozen at its init" in text and "5/12" in text
+
+
+def test_too_few_seeds_decide_nothing():
+  have = {"postnorm": PLAIN, "postnorm-attngate": GATE,
+          "postnorm-attnscale": _cell("postnorm-attnscale", 3, 3)}  # fmt: skip
+  assert gate.verdict(have) == "Not decided: the 0.5-scale control needs 4 seeds."
+  no_effect = {"postnorm": PLAIN, "postnorm-attngate": _cell("postnorm-attngate", 1, 12)}
+  assert gate.verdict(no_effect).startswith("Not decided: gated attention's odds")
+
+
+def test_the_docs_section_is_checked_against_its_cells(monkeypatch):
+  assert readme.check_docs() == []
+  real = gate.cells()
+  changed = dict(real, **{"postnorm-attngate": {**real["postnorm-attngate"], "seeds": "5"}})
+  monkeypatch.setattr(gate, "cells", lambda: changed)
+  problems = readme.check_docs()
+  assert problems and any("stabilizers/README.md" in p for p in problems)
