@@ -71,6 +71,11 @@ VARIANT_COLORS = {
   "parallel": "#f7b6d2",
   "deepnorm_frozen": "#98df8a",
   "postnorm_deepinit": "#ff9896",
+  # gated attention's controls (docs/stabilizers): the gate's own colour is its config's
+  "attnscale": "#c000e0",
+  "gatebias": "#800000",
+  "gatefrozen": "#0000e0",
+  "gatehead": "#60e000",
 }
 # A variant not named above: a fixed colour from its name (the same in every figure and run).
 _OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
