@@ -8,6 +8,8 @@ docs/survival) and 1e-3 (0/12), where the odds should be near one half; 12-layer
 3-4x cheaper than the 24-layer edge cells. The diagonal (data seed = init seed: the runs
 `seed` alone would give) runs first, so a stopped sweep has told the cell's odds; then the
 other 12 points, init-seed-major. INIT_SEEDS / DATA_SEEDS=N (default 4) widen it (8 x 8).
+REVERSE=1 gives the points from the other end: a second sweep on the same folder (another
+core) meets the first in the middle; a point one holds is skipped or waited for by the other.
 
   python scripts/sweep.py --grid=configs/sweeps/init_or_data.py --jobs=auto \
       --sweep_dir=docs/early_warning/init_or_data
@@ -46,4 +48,6 @@ def _point(init: int, data: int) -> dict:
 
 PAIRS = [(i, i) for i in INIT_SEEDS if i in DATA_SEEDS]
 PAIRS += [(i, d) for i in INIT_SEEDS for d in DATA_SEEDS if (i, d) not in PAIRS]
+if os.environ.get("REVERSE"):
+  PAIRS = PAIRS[::-1]
 GRID = [_point(i, d) for i, d in PAIRS]
