@@ -1,0 +1,211 @@
+"""At Post-LN's edge, is a run's fate set by its initialization or by its data order? The
+factorial of init seeds (`seed`) x data seeds (`data.seed`) of configs/sweeps/init_or_data.py,
+read from its run folders, and what each factor explains of the fate:
+
+- the fate: kept (an escape that lasts to the end: the run's summary `escape_step`, the
+  survival protocol's kept) and the first passage (the first periodic eval 0.1 nats below its
+  eval set's no-context loss, censored at the horizon);
+- a two-way analysis of variance without replication (one run per cell of the factorial): the
+  share of the total sum of squares of each factor's main effect, the rest (interaction and
+  noise together, which one run per pair cannot tell apart) as the residual;
+- a permutation test per factor: its sum of squares against the same with its labels shuffled
+  within each level of the other factor (the other factor's effect kept), `PERMUTATIONS` draws;
+- a logistic model with both factors as categorical effects (ridge `L2` for separation): the
+  deviance each factor removes beside the other;
+- init-time scores (experiments/init_predictors.py) and the early-warning rule's features at k
+  (resnorm_jax/runs/stop_features.py), each scored by its leave-one-run-out AUC within the cell.
+No JAX here.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from resnorm_jax.analysis.early_warning import auc, fit_logistic
+from resnorm_jax.data.fs import read_json
+from resnorm_jax.runs import record_files, stop_features
+from resnorm_jax.runs.metrics_file import read_metrics
+from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
+
+NAME = re.compile(r"-i(?P<init>\d+)-d(?P<data>\d+)$")
+PERMUTATIONS = 20000
+L2 = 0.1
+RULE_KS = (25, 50, 100)
+Run = dict[str, Any]
+
+
+def first_passage(records: Sequence[Mapping[str, Any]], baseline: float | None) -> int | None:
+  """The first periodic eval `STUCK_MARGIN` below the eval set's no-context loss."""
+  if baseline is None:
+    return None
+  for r in records:
+    loss = r.get("eval/loss")
+    if isinstance(loss, (int, float)) and loss <= baseline - STUCK_MARGIN:
+      return r["step"]
+  return None
+
+
+def read_runs(sweep_dir: str) -> list[Run]:
+  """The factorial's completed runs: init, data seed, kept, first passage, horizon, metrics."""
+  out = []
+  for name in sorted(os.listdir(sweep_dir)):
+    m, run_dir = NAME.search(name), os.path.join(sweep_dir, name)
+    summary = read_json(os.path.join(run_dir, record_files.SUMMARY))
+    metrics = os.path.join(run_dir, record_files.METRICS)
+    if not m or not isinstance(summary, dict) or summary.get("status") != "completed":
+      continue
+    if not os.path.isfile(metrics):
+      continue
+    records = read_metrics(metrics)
+    out.append(
+      {
+        "name": name,
+        "init": int(m["init"]),
+        "data": int(m["data"]),
+        "kept": int(summary.get("escape_step") is not None),
+        "first_passage": first_passage(records, curve_baseline(summary)),
+        "horizon": int(summary["steps"]),
+        "final_eval_loss": summary.get("final_eval_loss"),
+        "entropy": float(summary.get("unigram_entropy") or 0.0),
+        "records": records,
+      }
+    )
+  return out
+
+
+def complete_grid(runs: Sequence[Run]) -> tuple[list[int], list[int]] | None:
+  """(init seeds, data seeds) when every pair of them has run, else None."""
+  inits, datas = sorted({r["init"] for r in runs}), sorted({r["data"] for r in runs})
+  have = {(r["init"], r["data"]) for r in runs}
+  if (
+    len(inits) < 2 or len(datas) < 2 or any(p not in have for p in itertools.product(inits, datas))
+  ):
+    return None
+  return inits, datas
+
+
+def _matrix(runs: Sequence[Run], value: str, inits: list[int], datas: list[int]) -> np.ndarray:
+  by = {(r["init"], r["data"]): r[value] for r in runs}
+  return np.array([[float(by[(i, d)]) for d in datas] for i in inits])
+
+
+def anova(y: np.ndarray) -> dict[str, float]:
+  """Shares of the total sum of squares of a two-way table y[init, data] (one run a cell):
+  init, data and the residual (interaction and noise); NaN shares when y is constant."""
+  grand = y.mean()
+  ss_total = float(((y - grand) ** 2).sum())
+  ss_init = float(y.shape[1] * ((y.mean(axis=1) - grand) ** 2).sum())
+  ss_data = float(y.shape[0] * ((y.mean(axis=0) - grand) ** 2).sum())
+  share = (lambda ss: ss / ss_total) if ss_total > 0 else (lambda ss: math.nan)
+  return {
+    "ss_total": ss_total,
+    "init": share(ss_init),
+    "data": share(ss_data),
+    "residual": share(ss_total - ss_init - ss_data),
+  }
+
+
+def permutation_p(y: np.ndarray, axis: int, draws: int = PERMUTATIONS, seed: int = 0) -> float:
+  """P-value of a factor's sum of squares (axis 0: init, rows; 1: data, columns) against its
+  labels shuffled within each level of the other factor; (count + 1) / (draws + 1)."""
+  if not np.ptp(y):
+    return math.nan
+  rng = np.random.default_rng(seed)
+  stat = lambda m: float(((m.mean(axis=1 - axis) - m.mean()) ** 2).sum())  # noqa: E731
+  observed = stat(y)
+  count = 0
+  for _ in range(draws):
+    z = y.copy()
+    if axis == 0:  # shuffle the rows' labels within each column
+      for j in range(z.shape[1]):
+        z[:, j] = rng.permutation(z[:, j])
+    else:
+      for i in range(z.shape[0]):
+        z[i, :] = rng.permutation(z[i, :])
+    count += stat(z) >= observed - 1e-12
+  return (count + 1) / (draws + 1)
+
+
+def _deviance(x: np.ndarray, y: np.ndarray) -> float:
+  w = fit_logistic(x, y, L2) if x.shape[1] else fit_logistic(np.zeros((len(y), 0)), y, L2)
+  xb = np.hstack([x, np.ones((len(y), 1))])
+  p = np.clip(1 / (1 + np.exp(-np.clip(xb @ w, -30, 30))), 1e-12, 1 - 1e-12)
+  return float(-2 * np.sum(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def logistic_deviance(runs: Sequence[Run], inits: list[int], datas: list[int]) -> dict[str, float]:
+  """Deviances of logistic models of kept: null, init only, data only, both (dummy coded,
+  ridge L2): what each factor removes beside the other is deviance(other) - deviance(both)."""
+  y = np.array([r["kept"] for r in runs], float)
+  dummies = (
+    lambda key, levels: np.array(  # noqa: E731
+      [[float(r[key] == lv) for lv in levels[1:]] for r in runs]
+    ).reshape(len(runs), -1)
+  )
+  xi, xd = dummies("init", inits), dummies("data", datas)
+  null = _deviance(np.zeros((len(y), 0)), y)
+  init, data = _deviance(xi, y), _deviance(xd, y)
+  both = _deviance(np.hstack([xi, xd]), y)
+  return {"null": null, "init": init, "data": data, "both": both,
+          "init_beside_data": data - both, "data_beside_init": init - both}  # fmt: skip
+
+
+def loo_auc(values: Sequence[float], labels: Sequence[int]) -> float:
+  """Leave-one-run-out AUC of one score: each run's held-out score is its value signed by the
+  direction (a 1-D logistic fit's slope) the other runs give; NaN with one class."""
+  v, y = np.asarray(values, float), np.asarray(labels, int)
+  if len(set(y.tolist())) < 2 or not np.all(np.isfinite(v)):
+    return math.nan
+  z = (v - v.mean()) / (v.std() or 1.0)
+  held = []
+  for i in range(len(v)):
+    rest = np.arange(len(v)) != i
+    if len(set(y[rest].tolist())) < 2:
+      return math.nan
+    w = fit_logistic(z[rest][:, None], y[rest], 1.0)
+    held.append(w[0] * z[i])
+  return auc(held, y)
+
+
+def rule_scores(runs: Sequence[Run], k: int) -> dict[str, list[float]]:
+  """The early-warning rule's features at step k of every run: {feature: [value per run]};
+  an empty dict when a run did not log to k."""
+  feats = [stop_features.features(r["records"], k, r["entropy"]) for r in runs]
+  if any(f is None for f in feats):
+    return {}
+  return {c: [f[c] for f in feats] for c in feats[0]}
+
+
+def predictors(runs: Sequence[Run], init_scores: Mapping[str, Mapping[str, float]]) -> list[dict]:
+  """Rows (kind, k, score, loo_auc): each init-time score of `init_scores` ({run name: {score:
+  value}}), and the rule's features at each of RULE_KS (the rule's own logistic on all of them
+  too, leave-one-run-out)."""
+  labels = [r["kept"] for r in runs]
+  rows = []
+  names = sorted({s for v in init_scores.values() for s in v})
+  for s in names:
+    values = [init_scores.get(r["name"], {}).get(s, math.nan) for r in runs]
+    rows.append({"kind": "init", "k": 0, "score": s, "loo_auc": loo_auc(values, labels)})
+  for k in RULE_KS:
+    feats = rule_scores(runs, k)
+    for s, values in feats.items():
+      rows.append({"kind": "rule feature", "k": k, "score": s, "loo_auc": loo_auc(values, labels)})
+  return rows
+
+
+def read_init_scores(path: str) -> dict[str, dict[str, float]]:
+  if not os.path.isfile(path):
+    return {}
+  with open(path, newline="") as f:
+    return {
+      r["name"]: {k: float(v) for k, v in r.items() if k not in ("name", "seed", "data_seed")}
+      for r in csv.DictReader(f)
+    }

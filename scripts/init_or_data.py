@@ -1,0 +1,176 @@
+"""At Post-LN's edge, init or data order? The factorial of configs/sweeps/init_or_data.py ->
+docs/early_warning/init_or_data.md (the page), init_or_data.csv (one row per run) and
+init_or_data_predictors.csv (each score's leave-one-run-out AUC within the cell), every number
+from the run folders and experiments/init_predictors.py's CSV
+(resnorm_jax/analysis/init_or_data.py). No JAX here.
+
+python scripts/init_or_data.py [--runs=docs/early_warning/init_or_data] \
+    [--init_scores=docs/early_warning/init_predictors.csv] [--out_dir=docs/early_warning]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+
+from resnorm_jax.analysis import init_or_data as iod
+from resnorm_jax.config.nofollow import open_nofollow
+
+ALPHA = 0.05
+SEEDS = 4  # the grid's init and data seeds (configs/sweeps/init_or_data.py's default)
+
+
+def _fate(r: dict) -> str:
+  if r["kept"]:
+    return f"kept ({r['first_passage']})"
+  if r["first_passage"] is not None:
+    return f"fell back ({r['first_passage']})"
+  return "stuck"
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+  return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def verdict(kept_share: dict, p_init: float, p_data: float, n_kept: int, n: int) -> str:
+  """What the factorial says, by rule (ALPHA on each factor's permutation test)."""
+  if n_kept in (0, n):
+    return (
+      f"Not decided: {n_kept} of {n} runs kept an escape, so the cell is not at the edge and "
+      "there is no fate to explain."
+    )
+  init_on, data_on = p_init < ALPHA, p_data < ALPHA
+  if init_on and not data_on:
+    head = "**The initialization decides.**"
+  elif data_on and not init_on:
+    head = "**The data order decides.**"
+  elif init_on and data_on:
+    head = "**Both decide.**"
+  else:
+    head = "**Neither factor alone is told apart from chance.**"
+  return (
+    f"{head} Of the variance of kept, the init seed explains {_fmt(kept_share['init'])} "
+    f"(permutation p {_fmt(p_init, 3)}), the data seed {_fmt(kept_share['data'])} (p "
+    f"{_fmt(p_data, 3)}), and {_fmt(kept_share['residual'])} is left to their interaction and "
+    f"noise, which one run per pair cannot tell apart; {n_kept} of {n} runs kept an escape."
+  )
+
+
+def page(runs, grid, init_scores, preds) -> str:
+  lines = [
+    "# At the edge, init or data order?",
+    "",
+    "Post-LN at 12 layers, lr 7e-4, no warmup, the survival protocol (1,500 steps, an eval "
+    "every 25 on 8,192 tokens, stdlib corpus), run as a factorial of init seeds (`seed`: the "
+    "parameters) x data seeds (`data.seed`: the batches). Written by `python "
+    "scripts/init_or_data.py` from the run folders under `init_or_data/`; the grid is "
+    "configs/sweeps/init_or_data.py, the init-time scores experiments/init_predictors.py's.",
+    "",
+  ]
+  inits = sorted({r["init"] for r in runs} | set(range(SEEDS)))
+  datas = sorted({r["data"] for r in runs} | set(range(SEEDS)))
+  by = {(r["init"], r["data"]): r for r in runs}
+  lines += [
+    "Fate of each run (kept: an escape that lasts to step 1,500; the step of its first eval "
+    "0.1 below the no-context loss in brackets):",
+    "",
+    "| init \\ data | " + " | ".join(f"data seed {d}" for d in datas) + " |",
+    "| --- |" + " --- |" * len(datas),
+  ]
+  for i in inits:
+    cells = [_fate(by[(i, d)]) if (i, d) in by else "not run" for d in datas]
+    lines.append(f"| init seed {i} | " + " | ".join(cells) + " |")
+  lines.append("")
+  if grid is None:
+    lines.append(
+      f"{len(runs)} runs have finished; the analysis of variance needs every pair of the "
+      "factorial (configs/sweeps/init_or_data.py: 16)."
+    )
+    return "\n".join(lines) + "\n"
+  ys = iod._matrix(runs, "kept", *grid)
+  horizon = max(r["horizon"] for r in runs)
+  passage = [dict(r, fp=r["first_passage"] or horizon + 25) for r in runs]
+  yp = iod._matrix(passage, "fp", *grid)
+  share_k, share_p = iod.anova(ys), iod.anova(yp)
+  pk = (iod.permutation_p(ys, 0), iod.permutation_p(ys, 1))
+  pp = (iod.permutation_p(yp, 0), iod.permutation_p(yp, 1))
+  dev = iod.logistic_deviance(runs, *grid)
+  n_kept, n = int(ys.sum()), ys.size
+  lines += [
+    verdict(share_k, *pk, n_kept, n),
+    "",
+    "| outcome | init seed's share | p | data seed's share | p | residual share |",
+    "| --- | --- | --- | --- | --- | --- |",
+    f"| kept (0/1) | {_fmt(share_k['init'])} | {_fmt(pk[0], 3)} | {_fmt(share_k['data'])} | "
+    f"{_fmt(pk[1], 3)} | {_fmt(share_k['residual'])} |",
+    f"| first passage (never: {horizon + 25}) | {_fmt(share_p['init'])} | {_fmt(pp[0], 3)} | "
+    f"{_fmt(share_p['data'])} | {_fmt(pp[1], 3)} | {_fmt(share_p['residual'])} |",
+    "",
+    f"Shares: a two-way analysis of variance with one run per pair; p: {iod.PERMUTATIONS:,} "
+    "permutations of a factor's labels within each level of the other. A logistic model of "
+    f"kept with both factors (ridge {iod.L2}): deviance {_fmt(dev['null'])} with neither, "
+    f"{_fmt(dev['both'])} with both; the init seed removes {_fmt(dev['init_beside_data'])} "
+    f"beside the data seed, the data seed {_fmt(dev['data_beside_init'])} beside the init seed.",
+    "",
+  ]
+  if preds:
+    init_rows = [p for p in preds if p["kind"] == "init" and not math.isnan(p["loo_auc"])]
+    best = max(init_rows, key=lambda p: abs(p["loo_auc"] - 0.5), default=None)
+    lines += [
+      "Can a score tell the fate within the cell? Leave-one-run-out AUC over the "
+      f"{n} runs (0.5: chance; a direction fitted on the other runs, so below 0.5 is worse "
+      "than chance):",
+      "",
+      "| score | at | AUC |",
+      "| --- | --- | --- |",
+    ]
+    for p in preds:
+      at = "init" if p["kind"] == "init" else f"step {p['k']}"
+      lines.append(f"| {p['score']} | {at} | {_fmt(p['loo_auc'])} |")
+    if best is not None:
+      lines += [
+        "",
+        f"The best init-time score within the cell is `{best['score']}` (AUC "
+        f"{_fmt(best['loo_auc'])}, {n} runs).",
+      ]
+  return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--runs", default="docs/early_warning/init_or_data")
+  parser.add_argument("--init_scores", default="docs/early_warning/init_predictors.csv")
+  parser.add_argument("--out_dir", default="docs/early_warning")
+  args = parser.parse_args()
+  if not os.path.isdir(args.runs):
+    sys.exit(f"--runs={args.runs}: no such folder")
+  runs = iod.read_runs(args.runs)
+  if not runs:
+    sys.exit(f"no finished run of configs/sweeps/init_or_data.py under {args.runs}")
+  grid = iod.complete_grid(runs)
+  scores = iod.read_init_scores(args.init_scores)
+  preds = iod.predictors(runs, scores) if grid else []
+  os.makedirs(args.out_dir, exist_ok=True)
+  table = os.path.join(args.out_dir, "init_or_data.csv")
+  with open_nofollow(table, "w", newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["name", "init_seed", "data_seed", "kept", "first_passage", "final_eval_loss"])
+    for r in runs:
+      w.writerow([r["name"], r["init"], r["data"], r["kept"], r["first_passage"] or "",
+                  f"{r['final_eval_loss']:.4f}"])  # fmt: skip
+  if preds:
+    with open_nofollow(os.path.join(args.out_dir, "init_or_data_predictors.csv"), "w") as f:
+      w = csv.writer(f, lineterminator="\n")
+      w.writerow(["kind", "k", "score", "loo_auc"])
+      for p in preds:
+        w.writerow([p["kind"], p["k"], p["score"], _fmt(p["loo_auc"], 4)])
+  with open_nofollow(os.path.join(args.out_dir, "init_or_data.md"), "w") as f:
+    f.write(page(runs, grid, scores, preds))
+  print(f"{len(runs)} runs ({'complete' if grid else 'incomplete'} grid) -> {args.out_dir}")
+
+
+if __name__ == "__main__":
+  main()
