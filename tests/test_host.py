@@ -85,3 +85,23 @@ def test_import_jax_quietly_is_a_no_op_where_the_host_needs_no_choice():
 
   assert not host.import_jax_quietly(**_probes())  # no CUDA plugin
   assert not host.import_jax_quietly(**_probes(plugins={"jax_plugins.xla_cuda12"}))
+
+
+def test_libtpu_without_a_tpu_is_left_out_and_quiet():
+  """requirements-dev.txt installs libtpu on a CPU host: without a TPU's device files the
+  commands run on the CPU (JAX would start libtpu and print its E0000 trace on each)."""
+  assert host.platforms(**_probes(plugins={"libtpu"})) == "cpu"
+  cuda_and_tpu = {"jax_plugins.xla_cuda12", "libtpu"}
+  assert host.platforms(**_probes(plugins=cuda_and_tpu, files={"/dev/nvidiactl"})) == "cuda,cpu"
+  assert host.platforms(**_probes(plugins=cuda_and_tpu)) == "cpu"
+
+
+def test_a_command_on_this_host_prints_no_libtpu_noise(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  proc = subprocess.run(
+    [sys.executable, "-c", "import experiments, jax; print(jax.devices()[0].platform)"],
+    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr
+  for noise in ("Failed to find host bounds", "InitGoogle", "E0000", "libtpu"):
+    assert noise not in proc.stderr, proc.stderr

@@ -1,6 +1,8 @@
 """The platform JAX may start on this host, chosen before JAX starts a backend.
 
-Left to choose, JAX starts every platform whose plugin is installed. With the CUDA plugin
+Left to choose, JAX starts every platform whose plugin is installed. With libtpu installed
+(the test tools' requirements-dev.txt pins it for deviceless TPU compiles) on a host without a
+TPU, every command prints libtpu's start-up errors; with the CUDA plugin
 installed (requirements-gpu.txt, requirements-gpu-compile.txt) on a host without an NVIDIA
 driver, it prints a traceback ("Unable to load CUDA. Is it installed?") and falls back to the
 CPU, and the plugin's loader logs "Could not find cuda drivers" lines (no logging flag turns
@@ -40,14 +42,19 @@ def platforms(
   exists: Callable[[str], bool] = os.path.exists,
   matches: Callable[[str], list] = glob.glob,
 ) -> str | None:
-  """JAX_PLATFORMS for this host: 'cpu' (or 'tpu,cpu' on a TPU host) where the CUDA plugin
-  is installed but no NVIDIA driver is present; None (JAX chooses) elsewhere."""
-  if not any(installed(p) for p in CUDA_PLUGINS):
+  """JAX_PLATFORMS for this host where an installed plugin has no device to run on: the CUDA
+  plugin without an NVIDIA driver, or libtpu (requirements-dev.txt and -tpu.txt install it
+  for deviceless TPU compiles) without a TPU's device files, whose start-up otherwise prints
+  "Failed to find host bounds", "Logging before InitGoogle()" and an E0000 INVALID_ARGUMENT
+  trace on every command. The platforms that have their device, then 'cpu' ('cpu', 'tpu,cpu',
+  'cuda,cpu'); None (JAX chooses) where every installed plugin has its device."""
+  cuda_installed = any(installed(p) for p in CUDA_PLUGINS)
+  cuda = cuda_installed and any(exists(f) for f in NVIDIA_DRIVER_FILES)
+  tpu_installed = installed("libtpu")
+  tpu = tpu_installed and any(matches(g) for g in TPU_DEVICE_GLOBS)
+  if cuda == cuda_installed and tpu == tpu_installed:
     return None
-  if any(exists(f) for f in NVIDIA_DRIVER_FILES):
-    return None
-  tpu = any(matches(g) for g in TPU_DEVICE_GLOBS) and installed("libtpu")
-  return "tpu,cpu" if tpu else "cpu"
+  return ",".join([*(["cuda"] if cuda else []), *(["tpu"] if tpu else []), "cpu"])
 
 
 def choose(environ: dict | None = None, **probes) -> str | None:
