@@ -308,7 +308,9 @@ def _tokenize_into(
   start = last = time.time()
   n_docs = capped = 0
   init = (tokenizer.name, tokenizer.json)
-  pool = multiprocessing.Pool(workers, _init_worker, init) if workers > 1 else None
+  # Spawned, not forked: a process that has started JAX (its threads) must not fork.
+  spawn = multiprocessing.get_context("spawn")
+  pool = spawn.Pool(workers, _init_worker, init) if workers > 1 else None
   try:
     if pool is None:
       _init_worker(*init)
