@@ -66,6 +66,7 @@ import sys
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
 from resnorm_jax.config.nofollow import SymlinkRefused
+from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
 from resnorm_jax.runs.sweep_results import collect, write_results
@@ -79,7 +80,14 @@ from resnorm_jax.sweeps.grid import (
   run_state,
   train_command,
 )
-from resnorm_jax.sweeps.jobs import Job, estimated_cost, missing_data, population_jobs
+from resnorm_jax.sweeps.jobs import (
+  Job,
+  dry_run_total,
+  estimated_cost,
+  missing_data,
+  population_jobs,
+  seconds_per_cost,
+)
 from resnorm_jax.sweeps.runner import INTERRUPTED, run_points
 from resnorm_jax.sweeps.slots import ACCELERATORS, make_slots
 
@@ -218,9 +226,16 @@ def main(argv: list[str]) -> int:
         f"({', '.join(p.name for p, _ in missing)}); nothing was started"
       )
     todo, conflicts = [], []  # todo: (job, overrides, resolved config) per point to run
+    states, timed = [], []  # every point's state; (cost, wall seconds) of the finished ones
     for p, (overrides, expected) in zip(points, resolved, strict=True):
       workdir = os.path.join(sweep_dir, p.name)
       state = run_state(workdir, expected)
+      states.append(state)
+      if state == "done":
+        summary = read_json(os.path.join(workdir, "summary.json")) or {}
+        wall = summary.get("wall_seconds")
+        if isinstance(wall, (int, float)) and wall > 0:
+          timed.append((estimated_cost(expected), float(wall)))
       if state == "todo" and p.name in queued:  # its task of an earlier submission is waiting
         state = f"queued (SLURM task {queued[p.name]})"
       cmd = train_command(p, workdir, overrides)
@@ -250,6 +265,8 @@ def main(argv: list[str]) -> int:
     if f.submit:
       return _submit(jobs, sweep_dir, conflicts)
     if f.dry_run:
+      costs = [job.cost for job, _, _ in todo]
+      print(dry_run_total(states, costs, seconds_per_cost(timed)))
       return 1 if conflicts else 0
     print(
       f"{len(todo)} points in {len(jobs)} jobs to run on {len(slots)} slots: "

@@ -217,3 +217,18 @@ def test_a_sweep_with_a_point_named_dotdot_exits_2_before_anything_runs(tmp_path
   (line,) = proc.stderr.strip().splitlines()
   assert line.startswith("error: grid.py: GRID[0]: point name='..' is not a folder name"), line
   assert sorted(os.listdir(tmp_path)) == ["grid.py"]  # nothing written, in or above the sweep
+
+
+def test_a_dry_run_ends_with_its_total_and_the_cost_of_what_is_left():
+  from resnorm_jax.sweeps.jobs import dry_run_total, seconds_per_cost
+
+  # Two finished runs took 2 s and 4 s a unit of cost: the median rate is 3 s.
+  assert seconds_per_cost([(100.0, 200.0), (100.0, 400.0), (50.0, 0.0)]) == 3.0
+  assert seconds_per_cost([]) is None
+  line = dry_run_total(["done", "todo", "todo", "queued (SLURM task 3)"], [600.0, 600.0], 3.0)
+  assert line == (
+    "4 points: 1 done, 2 todo, 1 queued. The 2 to run: about 1.0 core-hours at the rate of the "
+    "finished runs here (a point a core)."
+  )
+  assert dry_run_total(["todo"], [1.0], None).endswith("no estimate of the cost.")
+  assert dry_run_total(["done"], [], 3.0) == "1 points: 1 done. Nothing to run."

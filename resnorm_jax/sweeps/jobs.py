@@ -68,6 +68,38 @@ def estimated_cost(config: Mapping[str, Any]) -> float:
   return float(t.get("steps", 1) * t.get("batch_size", 1) * seq * per_token)
 
 
+def seconds_per_cost(timed: Sequence[tuple[float, float]]) -> float | None:
+  """The median of wall seconds over estimated_cost of finished runs [(cost, seconds)]: what a
+  unit of cost took on the machine that ran them; None without a timed run."""
+  ratios = sorted(sec / cost for cost, sec in timed if cost > 0 and sec and sec > 0)
+  if not ratios:
+    return None
+  mid = len(ratios) // 2
+  return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+
+def dry_run_total(
+  states: Sequence[str], todo_costs: Sequence[float], per_cost: float | None
+) -> str:
+  """The line a dry run ends with: how many points each state holds and what the pending ones
+  would cost (in core-hours at one core a point, the rate of the finished runs)."""
+  counts: dict[str, int] = {}
+  for s in states:
+    key = s.split(" ")[0]  # 'queued (SLURM task 3)' counts as queued
+    counts[key] = counts.get(key, 0) + 1
+  told = ", ".join(f"{n} {k}" for k, n in counts.items())
+  line = f"{len(states)} points: {told}."
+  if not todo_costs:
+    return line + " Nothing to run."
+  if per_cost is None:
+    return line + " No finished run here to time a point by: no estimate of the cost."
+  hours = sum(todo_costs) * per_cost / 3600
+  return (
+    line + f" The {len(todo_costs)} to run: about {hours:.1f} core-hours at the rate of the "
+    "finished runs here (a point a core)."
+  )
+
+
 @dataclasses.dataclass
 class Job:
   """A point to run: its workdir, command and estimated cost (for order and ETA).
