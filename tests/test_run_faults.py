@@ -369,3 +369,24 @@ def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
   rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert rows == [5, 10, 15, 20]
   assert len([f for f in os.listdir(tmp_path) if f.endswith(".hparams")]) == 1
+
+
+def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
+  """--workdir=$PWD from the repository's root wrote the run into the repository; a sweep
+  folder given as a workdir mixed a run's files with its points."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with pytest.raises(ValueError, match=r"holds what no run writes \(.* and \d+ more\)"):
+    loop._workdir(smoke.get_config(), root, {})
+  sweep = tmp_path / "sweep"
+  (sweep / "point-s0").mkdir(parents=True)
+  (sweep / "results.csv").write_text("name\n")
+  with pytest.raises(ValueError, match=r"holds what no run writes \(point-s0, results\.csv\)"):
+    loop._workdir(smoke.get_config(), str(sweep), {})
+  # A run's own folder, a new one and a remote one are accepted.
+  run = tmp_path / "run"
+  (run / "ckpt").mkdir(parents=True)
+  for name in ("config.json", "summary.json", "metrics.jsonl", "train.log", "sweep_point.json",
+               "summary.json.tmp", "events.out.tfevents.1.vm", ".lock"):  # fmt: skip
+    (run / name).write_text("")
+  for ok in (run, tmp_path / "new", "gs://bucket/run"):
+    assert loop._workdir(smoke.get_config(), str(ok), {}) == str(ok)

@@ -56,14 +56,45 @@ def not_writable(workdir: str, e: OSError) -> NotWritable:
   return NotWritable(f"--workdir={workdir} cannot be written: {e.strerror or e}{where}")
 
 
+# What a run's folder may hold: the files and folders a run, its sweep point and its
+# population write (record_files), their temporary files, TensorBoard's event files, and the
+# curve excerpt docs/runs/ keeps of a run too long to commit.
+RUN_ENTRIES = {
+  record_files.CONFIG, record_files.SUMMARY, record_files.METRICS, record_files.LOG,
+  record_files.POINT, record_files.LOCK, record_files.CHECKPOINTS, record_files.EVENTS,
+  "curve.jsonl", "population_points.json",
+}  # fmt: skip
+
+
+def foreign_entries(workdir: str) -> list[str]:
+  """The entries of an existing local `workdir` that no run writes, sorted (none for a
+  missing folder, a remote one, or a run's own)."""
+  if fs.is_remote(workdir) or not os.path.isdir(workdir):
+    return []
+  return sorted(
+    n
+    for n in os.listdir(workdir)
+    if n not in RUN_ENTRIES and not n.endswith(".tmp") and not n.startswith("events.out.tfevents")
+  )
+
+
 def check_workdir(workdir: str, what: str = "--workdir") -> None:
   """ValueError for a workdir that names no folder of its own: empty or the current folder
-  (`--workdir=` wrote the run's files among whatever the current folder holds)."""
+  (`--workdir=` wrote the run's files among whatever the current folder holds), or a folder
+  holding anything but a run's files (the repository's root, a sweep's folder of points: the
+  run's files would be mixed with them)."""
   if not workdir.strip() or os.path.normpath(workdir) == ".":
     raise ValueError(
       f"{what}={workdir!r} names no run folder (the run would be written into the current "
       "folder): give a folder of its own, or leave --workdir out for "
       "runs/<name>-<overrides>-<time>"
+    )
+  foreign = foreign_entries(workdir)
+  if foreign:
+    shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+    raise ValueError(
+      f"{what}={workdir!r} holds what no run writes ({shown}): a run's files would be mixed "
+      "with them; give a folder of its own (a new one, or one a run wrote)"
     )
 
 
