@@ -181,3 +181,50 @@ def test_a_sweep_passes_a_rule_from_the_repository_root_and_vmap_runs_it_alone(t
     todo.append((job, o, expected))
   jobs = sweep_jobs.population_jobs(todo, write=False)
   assert [j.command for j in jobs] == [job.command for job, _, _ in todo]  # no population
+
+
+@pytest.mark.slow  # trains smoke runs in this process
+def test_a_stop_survives_a_lost_summary(tmp_path, capsys):
+  """A run the rule stopped whose summary.json is lost: the same command (the rule still set)
+  has nothing to do (the stop is in the checkpoint), not a run trained on to `completed`; the
+  rule off resumes it to the end, with no stop field carried over."""
+  stops = _rule(tmp_path, k=15, threshold=1e9)
+  workdir = str(tmp_path / "run")
+  first = loop.run(_config(stops), workdir)
+  assert first["status"] == "stopped_early"
+  os.remove(os.path.join(workdir, "summary.json"))
+  again = loop.run(_config(stops), workdir)
+  assert "already stopped early at step 15: nothing to do" in capsys.readouterr().out
+  assert again["status"] == "stopped_early" and again["steps"] == 15
+  assert again["stop_step"] == 15 and again["stop_rule"] == stops
+  assert max(ckpt_lib.saved_steps(os.path.join(workdir, "ckpt"))) == 15
+  resumed = loop.run(_config(""), workdir)
+  assert resumed["status"] == "completed" and resumed["steps"] == 20
+  assert not any(k.startswith("stop_") for k in resumed)
+  # Completed past the stop: a rule set again finds the completed run, not the old stop.
+  assert loop.run(_config(stops), workdir)["status"] == "completed"
+
+
+def test_a_stopped_point_resumed_without_the_rule_then_killed_is_not_done(tmp_path):
+  """The sweep counted it done (its summary.json still said stopped_early at step k) after a
+  resume without the rule was killed past k: the newest checkpoint, later than the stop, says
+  the run went on."""
+  from resnorm_jax.runs import workdir as workdir_lib
+
+  run = tmp_path / "run"
+
+  def checkpoint(step, summary):
+    meta = run / "ckpt" / str(step) / "meta"
+    meta.mkdir(parents=True)
+    (meta / "metadata").write_text(json.dumps({"step": step, "summary": summary}))
+    (run / "ckpt" / str(step) / "commit_success.txt").write_text("")
+
+  stop = {"status": "stopped_early", "stop_step": 100, "stop_rule": "r.json"}
+  checkpoint(100, stop)
+  (run / "summary.json").write_text(json.dumps({**stop, "steps": 100}))
+  assert workdir_lib.stopped_early_summary(str(run))["steps"] == 100
+  checkpoint(150, {"best_eval_loss": 3.0})  # resumed without the rule, killed after 150
+  assert workdir_lib.stopped_early_summary(str(run)) is None
+  ruled = _config("rule.json").to_dict()
+  (run / "config.json").write_text(json.dumps(ruled))
+  assert sweep_grid.run_state(str(run), ruled) == "todo"

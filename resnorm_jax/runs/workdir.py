@@ -347,3 +347,25 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
       "as it is; to train again from step 0, use a new --workdir."
     )
   return None  # extended from its checkpoint
+
+
+STOPPED_EARLY = "stopped_early"  # the status a stop rule's stop ends a run with (stop_rule.py)
+
+
+def stopped_early_summary(workdir: str) -> dict | None:
+  """The summary of the run in `workdir` when a stop rule stopped it and nothing ran since:
+  summary.json's, or, when that is lost or older than the newest checkpoint, the checkpoint's
+  (the stop saves its status and stop_* fields in the checkpoint's meta, Trainer.save). None
+  when the run was not stopped, or went on from a later checkpoint (resumed without the rule,
+  then killed)."""
+  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
+  summary = summary if isinstance(summary, dict) else None
+  record = checkpoint_record(workdir)
+  if record is not None:
+    step, meta = record
+    if summary is None or summary.get("steps") != step:  # summary.json lost, or behind
+      saved = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+      return {**saved, "steps": step} if saved.get("status") == STOPPED_EARLY else None
+  if summary is not None and summary.get("status") == STOPPED_EARLY:
+    return summary
+  return None

@@ -222,7 +222,10 @@ def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   status = summary.get("status") if isinstance(summary, dict) else None
   ruled = bool(dotted_key(expected_config, "train.stop_when"))
-  finished = status in ("completed", "diverged") or (status == "stopped_early" and ruled)
+  # stopped early and nothing ran since (its summary, or its checkpoint when the summary is
+  # lost or behind: resumed without the rule, then killed, it is not done)
+  stopped = workdir_lib.stopped_early_summary(workdir) is not None
+  finished = status in ("completed", "diverged") or (stopped and ruled)
   config, _ = workdir_lib.recorded_config(workdir)  # config.json, else its checkpoint's
   if not finished:  # never started, interrupted or killed: (re)run, resuming its checkpoint
     steps = (config or {}).get("train.steps")

@@ -90,6 +90,10 @@ def resumed_run(
   save), its later wall time is kept, so the time spent saving and closing that segment is
   not lost."""
   summary = dict(meta.get("summary", {}))
+  # How the saved segment ended (a stop rule's stop: its status and stop_* fields) is the
+  # saved run's, not the resumed run's.
+  for key in [k for k in summary if k == "status" or k.startswith("stop_")]:
+    del summary[key]
   written = None
   if workdir and step is not None:  # local or gs://; missing or damaged: None
     written = read_json(os.path.join(workdir, record_files.SUMMARY))

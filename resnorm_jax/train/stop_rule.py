@@ -42,7 +42,6 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs import stop_features as early_warning
 
@@ -162,10 +161,12 @@ def stopped_line(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] |
 
 def stopped_run(config: ConfigDict, workdir: str) -> dict | None:
   """The summary of a run in `workdir` that a stop rule stopped, while this run sets one too
-  (it was stopped on purpose: nothing to do), else None (no rule: it resumes to the end)."""
+  (it was stopped on purpose: nothing to do), else None (no rule: it resumes to the end).
+  The stop is read from summary.json, or, when that is lost or older than the newest
+  checkpoint, from the checkpoint the stop saved (its meta records the status and the stop_*
+  fields: Trainer.save)."""
   if not path_of(config.train):
     return None
-  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
-  if isinstance(summary, dict) and summary.get("status") == STATUS:
-    return summary
-  return None
+  from resnorm_jax.runs import workdir as workdir_lib  # (no JAX)
+
+  return workdir_lib.stopped_early_summary(workdir)

@@ -60,6 +60,10 @@ class Trainer:
   def save(self, state) -> None:
     """Saves the state (its step already logged); blocking time is not training time."""
     results = {**self.log.results(), **self.log.totals()}
+    rule = self.stop_rule
+    if rule is not None and rule.fields:  # stopped by it: the stop is in the checkpoint too,
+      # so a resume that lost summary.json still knows (stop_rule.stopped_run)
+      results.update(status=stop_rule_lib.STATUS, **rule.fields)
     meta = resume_policy.run_meta(
       self.config_dict, self.log.interval_losses, results, self.data_files
     )
