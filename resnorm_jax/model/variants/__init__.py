@@ -278,9 +278,16 @@ def features(cfg: Any) -> tuple[Feature, ...]:
 
 def feature_module(cfg: Any, hook: str, *args: Any) -> Any:
   """The module hook `hook` (attn_logits, attn_sink, attn_output, out_logits) of the feature
-  `cfg` turns on that makes one, or None (at most one feature declares each hook)."""
-  made = [m for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
-  return made[0] if made else None
+  `cfg` turns on that makes one, or None. Two features that both make one for the same hook
+  are refused (ValueError naming both): one would silently replace the other, and the model
+  built would not be the one named."""
+  made = [(f.name, m) for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
+  if len(made) > 1:
+    names = " and ".join(n for n, _ in made)
+    raise ValueError(
+      f"{names} both act on attention's {hook} hook and do not compose: turn one of them off"
+    )
+  return made[0][1] if made else None
 
 
 def frozen_paths(cfg: Any) -> tuple[Callable[[str], bool], ...]:
