@@ -178,5 +178,60 @@ def row_gate() -> list[str] | None:
   ]
 
 
+MECHANISM = "docs/stabilizers/mechanism.csv"  # scripts/gate_mechanism.py's
+MECH_BEGIN = (
+  "<!-- gate mechanism: written by scripts/claims.py from docs/stabilizers/mechanism.csv -->"
+)
+MECH_END = "<!-- end of gate mechanism -->"
+MECH_ARMS = (("postnorm", "plain"), ("postnorm-attngate", "gate"), ("postnorm-attnscale", "x 0.5"))
+MECH_STEPS = (1, 25, 50, 300)
+MECH_COLUMNS = (
+  ("attn_branch_rms", "attention branch RMS", 3),
+  ("attn_norm_in_rms", "RMS into the norm (skip + branch)", 3),
+  ("attn_entropy", "attention entropy (nats)", 3),
+  ("attn_sink_mass", "mass on the first token", 4),
+  ("stream_max", "largest activation", 2),
+  ("attn_gate_mean", "gate mean", 3),
+  ("update_ratio_layer", "update / parameters", 5),
+  ("grad_norm_layer", "grad norm first / last layer", 3),
+)
+
+
+def render_mechanism() -> str:
+  """The mechanism table: each quantity's mean over an arm's seeds at MECH_STEPS."""
+  rows = optional(MECHANISM)
+  lines = [MECH_BEGIN]
+  if not rows:
+    return "\n".join([*lines, "Not run yet (configs/sweeps/gate_mechanism.py).", MECH_END])
+  seeds = {a: sorted({r["seed"] for r in rows if r["arm"] == a}) for a, _ in MECH_ARMS}
+  firsts = {
+    a: sorted({r["first_passage"] or "none" for r in rows if r["arm"] == a}) for a, _ in MECH_ARMS
+  }
+  lines += [
+    "Each quantity is the layers' mean (the largest activation: their max; the gradient: the "
+    "first layer's over the last's) at the step, averaged over the arm's seeds: "
+    + "; ".join(
+      f"{lab} {len(seeds[a])} seeds (first passage by step 300: {', '.join(firsts[a])})"
+      for a, lab in MECH_ARMS
+    )  # fmt: skip
+    + ". `mechanism.csv` has every seed at more steps; `mechanism.png` every step.",
+    "",
+    "| quantity | step | " + " | ".join(lab for _, lab in MECH_ARMS) + " |",
+    "| --- | --- |" + " --- |" * len(MECH_ARMS),
+  ]
+  for key, label, digits in MECH_COLUMNS:
+    for step in MECH_STEPS:
+      cells = []
+      for arm, _ in MECH_ARMS:
+        vals = [
+          float(r[key]) for r in rows if r["arm"] == arm and int(r["step"]) == step and r[key]
+        ]
+        cells.append(f"{sum(vals) / len(vals):.{digits}g}" if vals else "")
+      if any(cells):
+        lines.append(f"| {label} | {step} | " + " | ".join(cells) + " |")
+  lines.append(MECH_END)
+  return "\n".join(lines)
+
+
 README_ROWS = {29: row_gate}
-DOC_SECTIONS = ((README, BEGIN, END, render),)
+DOC_SECTIONS = ((README, BEGIN, END, render), (README, MECH_BEGIN, MECH_END, render_mechanism))
