@@ -5,6 +5,7 @@ is a run-control key for the resume and the sweep, and the sweep's tables show t
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -228,3 +229,24 @@ def test_a_stopped_point_resumed_without_the_rule_then_killed_is_not_done(tmp_pa
   ruled = _config("rule.json").to_dict()
   (run / "config.json").write_text(json.dumps(ruled))
   assert sweep_grid.run_state(str(run), ruled) == "todo"
+
+
+@pytest.mark.parametrize(
+  "change, message",
+  [
+    (dict(features=["no/such:level"] * 12), "its feature 'no/such:level' is none a run logs"),
+    (dict(weights=[0.1] * 5), "its weights has 5 values, not 13"),
+    (dict(threshold=float("nan")), "its threshold=nan is not a finite number"),
+    (dict(mean=[float("inf")] * 12), "its mean holds a value that is not a finite number"),
+  ],
+)
+def test_a_rule_is_checked_whole_when_the_run_starts(tmp_path, change, message):
+  """Unknown features decided on the bias alone; a wrong weights length failed with a numpy
+  error at step k (no summary.json); a NaN threshold was accepted."""
+  with open(COMMITTED) as f:
+    rule = {**json.load(f), **change}
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps(rule))
+  c = _config(str(path))
+  with pytest.raises(ValueError, match=re.escape(message)):
+    stop_rule.check(c.train)

@@ -111,4 +111,40 @@ def load_rule(path: str) -> dict[str, Any]:
       f"train.stop_when={path!r}: not a stop rule of version {RULE_VERSION} "
       f"(needs {', '.join(sorted(need))}; scripts/early_warning.py writes one)"
     )
+  problem = rule_problem(rule)
+  if problem:
+    raise ValueError(f"train.stop_when={path!r}: {problem}")
   return rule
+
+
+def _finite(x: Any) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def rule_problem(rule: dict[str, Any]) -> str | None:
+  """What makes a loaded rule unusable, checked whole when the run starts (not at step k):
+  a feature no run logs, lengths that disagree, a weight, mean, deviation or threshold that is
+  not a finite number; None when it is usable."""
+  features = rule["features"]
+  known = {f"{s}:{k}" for s in SIGNALS for k in KINDS}
+  if not isinstance(features, list) or not features:
+    return "its features must be a non-empty list"
+  unknown = [f for f in features if f not in known]
+  if unknown:
+    return (
+      f"its feature {unknown[0]!r} is none a run logs (valid: signal:kind, signals "
+      f"{', '.join(SIGNALS)}; kinds {', '.join(KINDS)})"
+    )
+  n = len(features)
+  for key, length in (("mean", n), ("std", n), ("weights", n + 1)):
+    values = rule[key]
+    if not isinstance(values, list) or len(values) != length:
+      got = len(values) if isinstance(values, list) else type(values).__name__
+      return (
+        f"its {key} has {got} values, not {length} ({n} features{' + a bias' * (key == 'weights')})"
+      )
+    if not all(_finite(v) for v in values):
+      return f"its {key} holds a value that is not a finite number"
+  if not _finite(rule["threshold"]):
+    return f"its threshold={rule['threshold']!r} is not a finite number"
+  return None
