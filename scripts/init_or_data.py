@@ -19,7 +19,6 @@ import sys
 from resnorm_jax.analysis import init_or_data as iod
 from resnorm_jax.config.nofollow import open_nofollow
 
-ALPHA = 0.05
 SEEDS = 4  # the grid's init and data seeds (configs/sweeps/init_or_data.py's default)
 
 
@@ -29,34 +28,6 @@ def _fate(r: dict) -> str:
   if r["first_passage"] is not None:
     return f"fell back ({r['first_passage']})"
   return "stuck"
-
-
-def _fmt(x: float, digits: int = 2) -> str:
-  return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def verdict(kept_share: dict, p_init: float, p_data: float, n_kept: int, n: int) -> str:
-  """What the factorial says, by rule (ALPHA on each factor's permutation test)."""
-  if n_kept in (0, n):
-    return (
-      f"Not decided: {n_kept} of {n} runs kept an escape, so the cell is not at the edge and "
-      "there is no fate to explain."
-    )
-  init_on, data_on = p_init < ALPHA, p_data < ALPHA
-  if init_on and not data_on:
-    head = "**The initialization decides.**"
-  elif data_on and not init_on:
-    head = "**The data order decides.**"
-  elif init_on and data_on:
-    head = "**Both decide.**"
-  else:
-    head = "**Neither factor alone is told apart from chance.**"
-  return (
-    f"{head} Of the variance of kept, the init seed explains {_fmt(kept_share['init'])} "
-    f"(permutation p {_fmt(p_init, 3)}), the data seed {_fmt(kept_share['data'])} (p "
-    f"{_fmt(p_data, 3)}), and {_fmt(kept_share['residual'])} is left to their interaction and "
-    f"noise, which one run per pair cannot tell apart; {n_kept} of {n} runs kept an escape."
-  )
 
 
 def page(runs, grid, init_scores, preds) -> str:
@@ -90,30 +61,26 @@ def page(runs, grid, init_scores, preds) -> str:
       "factorial (configs/sweeps/init_or_data.py: 16)."
     )
     return "\n".join(lines) + "\n"
-  ys = iod._matrix(runs, "kept", *grid)
-  horizon = max(r["horizon"] for r in runs)
-  passage = [dict(r, fp=r["first_passage"] or horizon + 25) for r in runs]
-  yp = iod._matrix(passage, "fp", *grid)
-  share_k, share_p = iod.anova(ys), iod.anova(yp)
-  pk = (iod.permutation_p(ys, 0), iod.permutation_p(ys, 1))
-  pp = (iod.permutation_p(yp, 0), iod.permutation_p(yp, 1))
+  d = iod.decide(runs)
+  share_k, share_p, pk, pp = d["share_kept"], d["share_passage"], d["p_kept"], d["p_passage"]
+  horizon, n = d["horizon"], d["n"]
   dev = iod.logistic_deviance(runs, *grid)
-  n_kept, n = int(ys.sum()), ys.size
   lines += [
-    verdict(share_k, *pk, n_kept, n),
+    d["verdict"],
     "",
     "| outcome | init seed's share | p | data seed's share | p | residual share |",
     "| --- | --- | --- | --- | --- | --- |",
-    f"| kept (0/1) | {_fmt(share_k['init'])} | {_fmt(pk[0], 3)} | {_fmt(share_k['data'])} | "
-    f"{_fmt(pk[1], 3)} | {_fmt(share_k['residual'])} |",
-    f"| first passage (never: {horizon + 25}) | {_fmt(share_p['init'])} | {_fmt(pp[0], 3)} | "
-    f"{_fmt(share_p['data'])} | {_fmt(pp[1], 3)} | {_fmt(share_p['residual'])} |",
+    f"| kept (0/1) | {iod.fmt(share_k['init'])} | {iod.fmt(pk[0], 3)} | "
+    f"{iod.fmt(share_k['data'])} | {iod.fmt(pk[1], 3)} | {iod.fmt(share_k['residual'])} |",
+    f"| first passage (never: {horizon + 25}) | {iod.fmt(share_p['init'])} | "
+    f"{iod.fmt(pp[0], 3)} | "
+    f"{iod.fmt(share_p['data'])} | {iod.fmt(pp[1], 3)} | {iod.fmt(share_p['residual'])} |",
     "",
     f"Shares: a two-way analysis of variance with one run per pair; p: {iod.PERMUTATIONS:,} "
     "permutations of a factor's labels within each level of the other. A logistic model of "
-    f"kept with both factors (ridge {iod.L2}): deviance {_fmt(dev['null'])} with neither, "
-    f"{_fmt(dev['both'])} with both; the init seed removes {_fmt(dev['init_beside_data'])} "
-    f"beside the data seed, the data seed {_fmt(dev['data_beside_init'])} beside the init seed.",
+    f"kept with both factors (ridge {iod.L2}): deviance {iod.fmt(dev['null'])} with neither, "
+    f"{iod.fmt(dev['both'])} with both; the init seed removes {iod.fmt(dev['init_beside_data'])} "
+    f"beside the data seed, the data seed {iod.fmt(dev['data_beside_init'])} beside the init seed.",
     "",
   ]
   if preds:
@@ -129,12 +96,12 @@ def page(runs, grid, init_scores, preds) -> str:
     ]
     for p in preds:
       at = "init" if p["kind"] == "init" else f"step {p['k']}"
-      lines.append(f"| {p['score']} | {at} | {_fmt(p['loo_auc'])} |")
+      lines.append(f"| {p['score']} | {at} | {iod.fmt(p['loo_auc'])} |")
     if best is not None:
       lines += [
         "",
         f"The best init-time score within the cell is `{best['score']}` (AUC "
-        f"{_fmt(best['loo_auc'])}, {n} runs).",
+        f"{iod.fmt(best['loo_auc'])}, {n} runs).",
       ]
   return "\n".join(lines) + "\n"
 
@@ -157,16 +124,16 @@ def main() -> None:
   table = os.path.join(args.out_dir, "init_or_data.csv")
   with open_nofollow(table, "w", newline="") as f:
     w = csv.writer(f, lineterminator="\n")
-    w.writerow(["name", "init_seed", "data_seed", "kept", "first_passage", "final_eval_loss"])
+    w.writerow(iod.CSV_COLUMNS)
     for r in runs:
       w.writerow([r["name"], r["init"], r["data"], r["kept"], r["first_passage"] or "",
-                  f"{r['final_eval_loss']:.4f}"])  # fmt: skip
+                  r["horizon"], f"{r['final_eval_loss']:.4f}"])  # fmt: skip
   if preds:
     with open_nofollow(os.path.join(args.out_dir, "init_or_data_predictors.csv"), "w") as f:
       w = csv.writer(f, lineterminator="\n")
       w.writerow(["kind", "k", "score", "loo_auc"])
       for p in preds:
-        w.writerow([p["kind"], p["k"], p["score"], _fmt(p["loo_auc"], 4)])
+        w.writerow([p["kind"], p["k"], p["score"], iod.fmt(p["loo_auc"], 4)])
   with open_nofollow(os.path.join(args.out_dir, "init_or_data.md"), "w") as f:
     f.write(page(runs, grid, scores, preds))
   print(f"{len(runs)} runs ({'complete' if grid else 'incomplete'} grid) -> {args.out_dir}")

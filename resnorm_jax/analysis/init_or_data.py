@@ -37,6 +37,16 @@ from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
 
 NAME = re.compile(r"-i(?P<init>\d+)-d(?P<data>\d+)$")
 PERMUTATIONS = 20000
+ALPHA = 0.05  # each factor's permutation test's level the verdict reads
+CSV_COLUMNS = (
+  "name",
+  "init_seed",
+  "data_seed",
+  "kept",
+  "first_passage",
+  "horizon",
+  "final_eval_loss",
+)  # init_or_data.csv's (scripts/init_or_data.py)
 L2 = 0.1
 RULE_KS = (25, 50, 100)
 Run = dict[str, Any]
@@ -209,3 +219,59 @@ def read_init_scores(path: str) -> dict[str, dict[str, float]]:
       r["name"]: {k: float(v) for k, v in r.items() if k not in ("name", "seed", "data_seed")}
       for r in csv.DictReader(f)
     }
+
+
+def fmt(x: float, digits: int = 2) -> str:
+  return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def verdict(kept_share: dict, p_init: float, p_data: float, n_kept: int, n: int) -> str:
+  """What the factorial says, by rule (ALPHA on each factor's permutation test)."""
+  if n_kept in (0, n):
+    return (
+      f"Not decided: {n_kept} of {n} runs kept an escape, so the cell is not at the edge and "
+      "there is no fate to explain."
+    )
+  init_on, data_on = p_init < ALPHA, p_data < ALPHA
+  if init_on and not data_on:
+    head = "**The initialization decides.**"
+  elif data_on and not init_on:
+    head = "**The data order decides.**"
+  elif init_on and data_on:
+    head = "**Both decide.**"
+  else:
+    head = "**Neither factor alone is told apart from chance.**"
+  return (
+    f"{head} Of the variance of kept, the init seed explains {fmt(kept_share['init'])} "
+    f"(permutation p {fmt(p_init, 3)}), the data seed {fmt(kept_share['data'])} (p "
+    f"{fmt(p_data, 3)}), and {fmt(kept_share['residual'])} is left to their interaction and "
+    f"noise, which one run per pair cannot tell apart; {n_kept} of {n} runs kept an escape."
+  )
+
+
+def from_csv(rows: Sequence[Mapping[str, str]]) -> list[Run]:
+  """init_or_data.csv's rows as runs (no curves): what the README's row reads."""
+  return [
+    {"name": r["name"], "init": int(r["init_seed"]), "data": int(r["data_seed"]),
+     "kept": int(r["kept"]), "horizon": int(r["horizon"]),
+     "first_passage": int(r["first_passage"]) if r["first_passage"] else None}
+    for r in rows
+  ]  # fmt: skip
+
+
+def decide(runs: Sequence[Run]) -> dict[str, Any] | None:
+  """The factorial's answer from its runs: shares, permutation p-values and the verdict; None
+  while a pair is missing."""
+  grid = complete_grid(runs)
+  if grid is None:
+    return None
+  ys = _matrix(runs, "kept", *grid)
+  horizon = max(r["horizon"] for r in runs)
+  yp = _matrix([dict(r, fp=r["first_passage"] or horizon + 25) for r in runs], "fp", *grid)
+  share_k, share_p = anova(ys), anova(yp)
+  pk = (permutation_p(ys, 0), permutation_p(ys, 1))
+  pp = (permutation_p(yp, 0), permutation_p(yp, 1))
+  n_kept, n = int(ys.sum()), ys.size
+  return {"grid": grid, "share_kept": share_k, "share_passage": share_p, "p_kept": pk,
+          "p_passage": pp, "kept": n_kept, "n": n, "horizon": horizon,
+          "verdict": verdict(share_k, *pk, n_kept, n)}  # fmt: skip

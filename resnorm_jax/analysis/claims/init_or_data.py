@@ -1,0 +1,39 @@
+"""The README's row of the init-or-data factorial at Post-LN's edge (docs/early_warning/
+init_or_data.csv, scripts/init_or_data.py's; the grid is configs/sweeps/init_or_data.py): the
+verdict its rule gives, or how far the factorial has run. No JAX."""
+
+from __future__ import annotations
+
+from resnorm_jax.analysis import init_or_data as iod
+from resnorm_jax.analysis.claims.docs_data import optional
+
+CSV = "docs/early_warning/init_or_data.csv"
+PAIRS = 16  # the grid's 4 x 4
+
+
+def row_init_or_data() -> list[str] | None:
+  runs = iod.from_csv(optional(CSV))
+  if not runs:
+    return None
+  d = iod.decide(runs)
+  kept = sum(r["kept"] for r in runs)
+  if d is None:
+    result = f"not decided yet: {len(runs)} of {PAIRS} runs, {kept} kept an escape"
+  else:
+    head = d["verdict"].split("**")[1] if "**" in d["verdict"] else d["verdict"].split(":")[0]
+    s = d["share_kept"]
+    result = (
+      f"{head} Shares of the variance of kept: init {iod.fmt(s['init'])} (p "
+      f"{iod.fmt(d['p_kept'][0], 3)}), data {iod.fmt(s['data'])} (p "
+      f"{iod.fmt(d['p_kept'][1], 3)}); {d['kept']} of {d['n']} kept"
+    )
+  return [
+    "At the edge, init or data order?",
+    result,
+    "Post-LN 12L, lr 7e-4, 1,500 steps, no warmup; 4 init x 4 data seeds, one run each; "
+    "permutation tests; stdlib",
+    "[page](docs/early_warning/init_or_data.md), `docs/early_warning/init_or_data.csv`",
+  ]
+
+
+README_ROWS = {195: row_init_or_data}
