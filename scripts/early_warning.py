@@ -3,10 +3,11 @@ leave the plateau and keep its escape, evaluated on cells it never saw.
 
 python scripts/early_warning.py [--out_dir=docs/early_warning] [--replicates=1000]
 
-Reads committed runs (no training): the survival runs (docs/survival/runs.csv: label = a first
-passage with no relapse), the stdlib loss-vs-lr runs (docs/lr_sensitivity/runs,
-docs/depth_transfer/runs, docs/width/runs: label = trained at the end) and, held out, the
-Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs shakespeare-*). Writes into
+Reads committed runs (no training): the survival runs (docs/survival/runs.csv: label = an
+escape that lasts to the end, docs/survival's kept), the stdlib loss-vs-lr runs
+(docs/lr_sensitivity/runs, docs/depth_transfer/runs, docs/width/runs: label = trained at the
+end) and, held out, the Shakespeare runs (docs/second_corpus/runs, docs/xiong_rescue/runs
+shakespeare-*). Writes into
 --out_dir:
   results.csv   per data set, k and predictor: held-out AUC (whole cells held out) with a
                 cluster-bootstrap 95% interval; set 'shakespeare' is the model fitted on
@@ -34,6 +35,8 @@ from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis.style import pyplot, save_figure
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, stop_features
+from resnorm_jax.runs.metrics_file import read_metrics as read_all_metrics
+from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
 
 STDLIB_GRIDS = ("docs/lr_sensitivity/runs", "docs/depth_transfer/runs", "docs/width/runs")
 HELD_OUT = ("docs/second_corpus/runs/shakespeare-*", "docs/xiong_rescue/runs/shakespeare-*")
@@ -63,18 +66,34 @@ def run_record(run_dir: str, label: int | None = None, escape_at: int | None = N
     "name": name,
     "group": re.sub(r"-s\d+$", "", name),
     "label": int(s.get("outcome") == "trained") if label is None else label,
-    "escape_at": s.get("escape_step") if label is None else escape_at,
+    # On the plateau at k is what is known at k, for every run: its first passage (the first
+    # periodic eval 0.1 below the eval set's no-context loss), not its lasting escape.
+    "escape_at": first_passage(run_dir, s) if label is None else escape_at,
     "wall_seconds": float(s.get("wall_seconds") or 0.0),
     "steps": int(s.get("steps") or 0),
     "features": {k: stop_features.features(rows, k, entropy) for k in stop_features.KS},
   }
 
 
+def first_passage(run_dir: str, summary: dict) -> int | None:
+  """The step of a run's first periodic eval STUCK_MARGIN below its eval set's no-context
+  loss (what a rule at step k can know), None when there is none."""
+  base = curve_baseline(summary)
+  if base is None:
+    return None
+  for r in read_all_metrics(os.path.join(run_dir, record_files.METRICS)):
+    loss = r.get("eval/loss")
+    if isinstance(loss, (int, float)) and loss <= base - STUCK_MARGIN:
+      return r["step"]
+  return None
+
+
 def survival_runs() -> list[dict]:
   out = []
   with open("docs/survival/runs.csv", newline="") as f:
     for r in csv.DictReader(f):
-      kept = int(bool(r["first_passage"]) and int(r["relapses"] or 0) == 0)
+      # docs/survival's kept: an escape that lasts to the end (escape_step), relapses or not
+      kept = int(bool(r["escape_step"]))
       first = int(float(r["first_passage"])) if r["first_passage"] else None
       rec = run_record(os.path.join("docs/survival/runs", r["name"]), kept, first)
       if rec:
@@ -145,7 +164,9 @@ Written by `python scripts/early_warning.py` from the committed runs (no trainin
 are `resnorm_jax/analysis/early_warning.py`'s. Regenerate after new runs land.
 
 A run's **label** is 1 when its escape from the no-context plateau lasted to its end (survival
-runs: a first passage and no relapse within 1,500 steps; loss-vs-lr runs: trained at the end).
+runs: an escape that lasts to step 1,500, docs/survival's kept; loss-vs-lr runs: trained at the
+end). A run counts as on the plateau at k when its first passage (the first periodic eval 0.1
+below the no-context loss, known at k) comes after k, for every run alike.
 Its **features at step k** are, for each logged signal (train loss as a gap to the corpus's
 unigram entropy, gradient, update and parameter norms, attention-logit max, output-logit RMS),
 the level at k, the slope over [k/2, k] and the change since step 10. Predictors: one signal

@@ -1,10 +1,11 @@
 """Tell a doomed run early: from the metrics a run logged up to step k, predict whether it will
 leave the no-context plateau and stay off it to the end. No JAX here (numpy only).
 
-A run's label is 1 when its escape lasted to its end: for a survival run (docs/survival/), a
-first passage with no relapse; for a loss-vs-lr run, the end-of-run verdict `trained` (its eval
-0.1 nats below the held-out no-context loss at the last step). Its features at step k are read
-from metrics.jsonl (logged every 10 steps), for each signal (SIGNALS):
+A run's label is 1 when its escape lasted to its end: for a survival run (docs/survival/), an
+escape that lasts to the end (docs/survival's kept); for a loss-vs-lr run, the end-of-run
+verdict `trained` (its eval 0.1 nats below the held-out no-context loss at the last step).
+Its features at step k are read from metrics.jsonl (logged every 10 steps), for each
+signal (SIGNALS):
   level  the mean of the last 3 logged values at or before k (the loss as a gap to the
          corpus's own unigram entropy, so a corpus with another plateau reads the same),
   slope  the least-squares slope over the logged values in [k/2, k], per 1,000 steps,
