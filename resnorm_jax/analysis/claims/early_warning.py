@@ -41,7 +41,7 @@ def row_early_warning() -> list[str] | None:
   if save:
     r = min(save, key=lambda r: int(r["k"]))
     text += (
-      f"; a stop at {r['k']} saves {float(r['core_hours_saved']):.1f} of the grid's "
+      f"; a stop at {r['k']} saves {float(r['core_hours_saved']):.1f} of "
       f"{float(r['core_hours_total']):.1f} core-hours ({r['stopped_that_would_have_escaped']} "
       f"of {r['escaped']} trained lost)"
     )
