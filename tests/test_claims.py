@@ -27,10 +27,24 @@ def test_a_changed_number_is_caught(tmp_path):
   shutil.copy(readme.README, copy)
   text = copy.read_text()
   body = readme.section(text)
-  assert body is not None and "2e-3 at 6" in body
-  copy.write_text(text.replace(body, body.replace("2e-3 at 6", "4e-3 at 6")))
+  assert body is not None and "5e-4 (11/12 kept; 1e-3: 0/12) at 12" in body
+  copy.write_text(text.replace(body, body.replace("(11/12 kept;", "(12/12 kept;")))
   problems = readme.check(str(copy))
-  assert any("4e-3 at 6" in p for p in problems) and any("2e-3 at 6" in p for p in problems)
+  assert any("12/12 kept" in p for p in problems) and any("11/12 kept" in p for p in problems)
+
+
+def test_the_answer_states_an_edge_only_where_the_rule_admits_it():
+  """One protocol, >= 4 seeds on each side of a bracketed edge: 3 seeds, or a kept lr with no
+  failing lr above it on as many seeds, leave the depth to the table."""
+  from resnorm_jax.analysis.claims import lr_sensitivity as ls
+
+  four_kept, four_stuck = ["trained", "stuck", "trained", "trained"], ["stuck"] * 4
+  survival = {("postnorm", 12, 5e-4): four_kept, ("postnorm", 12, 1e-3): four_stuck}
+  grid = {("postnorm", 6, 2e-3): ["trained"] * 3, ("postnorm", 6, 4e-3): ["stuck"] * 3}
+  assert ls.ruled_edge((survival, grid), "postnorm", 12) == "5e-4 (3/4 kept; 1e-3: 0/4)"
+  assert ls.ruled_edge((survival, grid), "postnorm", 6) is None  # 3 seeds each
+  unbracketed = {("postnorm", 24, 2.5e-4): ["trained"] + ["stuck"] * 11}
+  assert ls.ruled_edge((unbracketed,), "postnorm", 24) is None  # nothing above it fails
 
 
 def test_missing_markers_are_named(tmp_path):
