@@ -18,6 +18,8 @@ and CompleteP (does its best lr drift with depth?).
   python scripts/survival.py --runs=docs/stabilizers/runs --out_dir=docs/stabilizers \
       --baseline='docs/survival/runs:^postnorm-L12-lr0.001-s'
 
+WHERE: where the gate moves the edge, beside plain Post-LN in the same cells (above WHERE).
+
 Cost on one pinned core of the 2-core CPU these were planned on (measured for the survival and
 loss-vs-lr grids, Pre-LN's shape; gated attention adds ~8% and Muon ~0% at d_model 64, a
 100-step 12-layer point side by side): ~6 min a 12-layer edge point (idle core; ~2.5x that
@@ -116,6 +118,38 @@ EDGE += [
   for name, overrides in CONTROLS.items()
   for lr in CONTROL_LRS
 ]
+# Where the gate moves the edge (docs/stabilizers, issue "why the gate"): gated attention and
+# plain Post-LN in the same cells, survival protocol. 12 layers at 2e-3 and 4e-3 (the EDGE
+# cells above hold 2e-3), 24 layers at 5e-4 and 1e-3, the gate with DeepNorm at 24 layers and
+# 4e-3 (DeepNorm alone kept 6/12 there, docs/survival), and the 12-layer 1e-3 cell on
+# Shakespeare (docs/second_corpus's corpus) with and without the gate.
+SHAKESPEARE = {"data.source": "text", "data.path": "data/tinyshakespeare.txt"}
+GATE = STABILIZERS["attngate"]
+
+
+def _cell(name: str, config: str, n: int, lr: float, seed: int, **extra) -> dict:
+  return constant_lr_point(
+    f"{name}-L{n}-lr{lr:g}-s{seed}", config, n, lr, seed, 1500, eval_every=25,
+    **{"train.eval_batches": 4, "train.checkpoint_every": 250}, **extra,
+  )  # fmt: skip
+
+
+WHERE = [
+  point
+  for s in SEEDS
+  for point in (
+    _cell("postnorm-attngate", "configs/postnorm_96L.py", 12, 4e-3, s, **GATE),
+    _cell("postnorm", "configs/postnorm_96L.py", 12, 4e-3, s),
+    _cell("postnorm", "configs/postnorm_96L.py", 12, 2e-3, s),
+    *(_cell("postnorm-attngate", "configs/postnorm_96L.py", 24, lr, s, **GATE)
+      for lr in (5e-4, 1e-3)),
+    *(_cell("postnorm", "configs/postnorm_96L.py", 24, lr, s) for lr in (5e-4, 1e-3)),
+    _cell("deepnorm-attngate", "configs/deepnorm_96L.py", 24, 4e-3, s, **GATE),
+    _cell("shakespeare-postnorm-attngate", "configs/postnorm_96L.py", 12, 1e-3, s,
+          **GATE, **SHAKESPEARE),
+    _cell("shakespeare-postnorm", "configs/postnorm_96L.py", 12, 1e-3, s, **SHAKESPEARE),
+  )
+]  # fmt: skip
 CURVES = [_curve(name, 6, lr) for name in STABILIZERS for lr in CURVE_LRS]
 CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in PARTED.items() for lr in lrs]
 CURVES += [_curve(name, 6, lr, s) for s in (1, 2) for name, lrs in AT_BEST.items() for lr in lrs]
@@ -126,4 +160,4 @@ CURVES += [
   for n in (12, 24)
   for lr in CURVE_LRS
 ]
-GRID = EDGE + CURVES
+GRID = EDGE + WHERE + CURVES
