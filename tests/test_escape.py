@@ -14,6 +14,7 @@ from resnorm_jax.runs import escape, outcome, sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = 3.3  # the no-context baseline of the fake runs
+BASE_SUMMARY = {"status": "completed", "heldout_unigram_entropy": BASE}
 
 
 def _write_run(run_dir, rows, summary, vocab=256, curve="metrics.jsonl"):
@@ -244,3 +245,16 @@ def test_muon_blow_ups_end_diverged_not_stuck(tmp_path, run_script, lr):
   assert summary["outcome"] == "diverged", summary
   assert summary["diverged_step"] is not None
   assert "(diverged)" in proc.stdout
+
+
+def test_an_escape_step_from_a_curve_that_lost_its_first_rows_is_left_blank(tmp_path):
+  """A point whose metrics.jsonl was lost showed escape_step 123 (true 102) with no mark."""
+  run = tmp_path / "run"
+  rows = [{"step": 150, "train/loss": 2.0, "eval/loss": 2.5}]
+  summary = {"final_eval_loss": 2.5, "steps": 150, "escape_step": 150, "diverged_step": None,
+             "escape_step_partial": True, "metrics_lost_from_step": 10}  # fmt: skip
+  _write_run(str(run), rows, summary)
+  assert escape.stored_fields(str(run), {**BASE_SUMMARY, **summary})["escape_step"] is None
+  assert sweep_results.run_row(str(run))["escape_step"] is None
+  whole = {**summary, "escape_step_partial": False}
+  assert escape.stored_fields(str(run), {**BASE_SUMMARY, **whole})["escape_step"] == 150

@@ -73,10 +73,16 @@ def run_fields(run_dir: str) -> dict[str, int | None]:
 
 def stored_fields(run_dir: str, summary: Mapping[str, Any] | None) -> dict[str, int | None]:
   """escape_step and diverged_step as the summary records them, computed from the curve when
-  it predates them; both None for a run without a summary (pending)."""
+  it predates them; both None for a run without a summary (pending); escape_step None when
+  the summary says it was computed from a curve whose first rows were lost
+  (`escape_step_partial`: the step may be later than the run's)."""
   if not summary:
     return dict.fromkeys(FIELDS)
   if all(k in summary for k in FIELDS):
-    return {k: summary[k] for k in FIELDS}
-  fields = run_fields(run_dir)
-  return {k: fields[k] for k in FIELDS}
+    fields = {k: summary[k] for k in FIELDS}
+  else:
+    computed = run_fields(run_dir)
+    fields = {k: computed[k] for k in FIELDS}
+  if summary.get("escape_step_partial"):  # computed from a curve that lost its first rows:
+    fields["escape_step"] = None  # possibly later than the run's, so not told (left blank)
+  return fields
