@@ -29,8 +29,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from resnorm_jax.config.nofollow import open_nofollow
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")  # shipped: data/README.md
 
@@ -39,7 +37,7 @@ def write_json(path: str, obj: dict) -> None:
   """Indented, key-sorted JSON renamed into place, as the project's own result files; kept
   here so that the script needs nothing but torch and numpy."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open_nofollow(path + ".tmp", "w") as f:
+  with open(path + ".tmp", "w") as f:
     json.dump(obj, f, indent=2, sort_keys=True, default=str)
   os.replace(path + ".tmp", path)
 

@@ -11,19 +11,15 @@ import sys
 import pytest
 
 from conftest import ROOT
+from resnorm_jax.analysis import results_build
 
 # The survival cells and the claims written from them: the steps a survival run reaches.
 STEPS = "survival,claims"
 
 
 def _copy(tmp_path):
-  sys.path.insert(0, os.path.join(ROOT, "scripts"))
-  try:
-    import results
-  finally:
-    sys.path.pop(0)
   copy = str(tmp_path / "repo")
-  results.copy_tree(ROOT, copy)
+  results_build.copy_tree(ROOT, copy)
   return copy
 
 
