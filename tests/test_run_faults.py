@@ -390,3 +390,19 @@ def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
     (run / name).write_text("")
   for ok in (run, tmp_path / "new", "gs://bucket/run"):
     assert loop._workdir(smoke.get_config(), str(ok), {}) == str(ok)
+
+
+def test_a_misspelt_key_is_named_even_after_another_config_flag(run_script):
+  """--config.train.steps=6 --config.model.num_layerz=3 blamed --config.train.steps."""
+  proc = run_script(
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=configs/smoke.py",
+      "--config.train.steps=6",
+      "--config.model.num_layerz=3",
+    ]  # fmt: skip
+  )
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.startswith("error: unknown config key in '--config.model.num_layerz'")

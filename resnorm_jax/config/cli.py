@@ -272,11 +272,18 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     if "Traceback" in msg:  # config_flags wraps errors raised by get_config(arg)
       msg = msg.split("Traceback")[0].strip() + " " + msg.strip().splitlines()[-1]
     if isinstance(e, (KeyError, AttributeError)):  # a misspelt --config.a.b key
-      key = next((a.split("=")[0] for a in argv if a.startswith("--config.")), "")
       msg = msg.replace("\\n", " ").replace("\\'", "").strip("'")
+      keys = [a.split("=")[0] for a in argv if a.startswith("--config.")]
+      # the flag whose misspelt part the message names (not the first --config flag)
+      named = [k for k in keys if any(_word_in(p, msg) for p in k[len("--config.") :].split("."))]
+      key = (named or keys or [""])[0]
       msg = f"unknown config key in {key!r}: {msg}"
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def _word_in(word: str, text: str) -> bool:
+  return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text) is not None
 
 
 def run_app(main, module_name: str) -> None:
