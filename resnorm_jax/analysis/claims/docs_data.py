@@ -90,11 +90,22 @@ def tokens_note(run: str) -> str:
 
 def run_fact(name: str) -> str | None:
   """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
-  never escaped), `loss:<run>` (its final eval loss, 3 decimals); None for other names."""
+  never escaped), `loss:<run>` (its final eval loss, 3 decimals), `gap:<run>` (its last
+  periodic eval minus that eval set's no-context loss, signed, 4 decimals: survival.py's
+  final_eval_gap); None for other names."""
   kind, _, run = name.partition(":")
-  if kind not in ("escape", "loss") or not exists(os.path.join(run, record_files.SUMMARY)):
+  kinds = ("escape", "loss", "gap")
+  if kind not in kinds or not exists(os.path.join(run, record_files.SUMMARY)):
     return None
   summary = run_summary(run)
   if kind == "escape":
     return step_text(summary.get("escape_step"))
+  if kind == "gap":
+    from resnorm_jax.runs.metrics_file import read_metrics
+    from resnorm_jax.runs.outcome import curve_baseline
+
+    evals = [r["eval/loss"] for r in read_metrics(os.path.join(ROOT, run, record_files.METRICS))
+             if "eval/loss" in r]  # fmt: skip
+    base = curve_baseline(summary)
+    return None if not evals or base is None else f"{round(evals[-1] - base, 4):+.4f}"
   return f"{float(summary['final_eval_loss']):.3f}"

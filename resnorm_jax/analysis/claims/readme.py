@@ -93,14 +93,23 @@ PATHS = (README, RESULTS_MD)
 DOC_SECTIONS = tuple(s for m in row_modules() for s in getattr(m, "DOC_SECTIONS", ()))
 
 
+# The docs READMEs whose prose states run facts (`<!-- fact:gap:<run> -->`...: docs_data.run_fact).
+DOC_FACT_FILES = (os.path.join(docs_data.ROOT, "docs", "stabilizers", "README.md"),)
+
+
 def check_docs() -> list[str]:
-  """The differences between the docs READMEs' generated sections and their data."""
-  return [p for s in DOC_SECTIONS for p in doc_sections.check(s[0], [s])]
+  """The differences between the docs READMEs' generated sections and facts and their data."""
+  problems = [p for s in DOC_SECTIONS for p in doc_sections.check(s[0], [s])]
+  for path in DOC_FACT_FILES:
+    problems += doc_sections.check_facts(path, {}, docs_data.run_fact)
+  return problems
 
 
 def write_docs() -> None:
   for s in DOC_SECTIONS:
     doc_sections.write(s[0], [s])
+  for path in DOC_FACT_FILES:
+    doc_sections.write_facts(path, {}, docs_data.run_fact)
 
 
 def check(path: str = README) -> list[str]:
