@@ -37,6 +37,9 @@ class Step:
 
 
 STEPS = (
+  # What the results are built from: every run folder's summary, digested (an added, removed
+  # or edited run fails --check here, whichever table reads it).
+  Step("runs manifest", ("scripts/run_manifest.py",)),
   # Every committed run's outcome under today's rules (a relabelled run fails --check here).
   Step("outcomes", ("scripts/rederive_outcomes.py", "docs",
                     "--out=docs/verdict/outcomes_rederived.csv")),
