@@ -160,6 +160,7 @@ def plot(runs: Sequence[Mapping[str, Any]], out: str) -> str:
       ax.set_yscale("log")
   for ax in axes[:panels]:
     ax.set_xlabel("step")
+    ax.set_xlim(1, 320)  # one step axis for every panel (the eval's starts at 25)
   for ax in axes[panels:]:
     ax.axis("off")
   handles = [
