@@ -206,3 +206,23 @@ def test_two_features_on_one_hook_are_refused_not_one_dropped(monkeypatch):
   with pytest.raises(ValueError, match=r"softcap and temperature both act on attention's "
                      r"attn_logits hook"):  # fmt: skip
     variants.feature_module(cfg, "attn_logits")
+
+
+@pytest.mark.parametrize(
+  "key, value, message",
+  [
+    ("attn_sinks", 1, r"model\.attn_sinks=1 must be true or false"),
+    ("attn_gate_frozen", "yes", r"model\.attn_gate_frozen='yes' must be true or false"),
+    ("attn_gate_bias", True, r"model\.attn_gate_bias=True must be a finite number"),
+    ("attn_gate_bias", float("inf"), r"model\.attn_gate_bias=inf must be a finite number"),
+    ("attn_gate", 3, r"model\.attn_gate=3 must be a str"),
+  ],
+)
+def test_a_variant_key_checks_its_type_from_its_default(key, value, message):
+  """Key knew its type from its default and did not check it (four copies of a bool check):
+  a value read back from a config.json, or a ModelConfig built in code, is checked too."""
+  from resnorm_jax.model import variants
+
+  with pytest.raises(ValueError, match=message):
+    variants.keys()[key].validate(key, value)
+  variants.keys()[key].validate(key, variants.keys()[key].default)  # its default passes

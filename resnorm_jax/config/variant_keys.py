@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -49,8 +50,24 @@ class Key:
     """The key's type: its default's (ModelConfig's field, the cast of a JSON value)."""
     return type(self.default)
 
+  def type_problem(self, value: Any) -> str | None:
+    """What is wrong with `value`'s type against the default's ('must be true or false'),
+    None when it is of the key's type: a bool for a bool key, an int (not a bool) for an int
+    key, a finite int or float for a float key, a str for a str key."""
+    t = self.type
+    if t is bool:
+      return None if isinstance(value, bool) else "must be true or false"
+    if t is int:
+      ok = isinstance(value, int) and not isinstance(value, bool)
+      return None if ok else "must be an integer"
+    if t is float:
+      ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+      return None if ok and math.isfinite(value) else "must be a finite number"
+    return None if isinstance(value, t) else f"must be a {t.__name__}"
+
   def validate(self, key: str, value: Any) -> None:
-    complaint = self.invalid(value)
+    """The key's type (from its default), then its own check: ValueError naming both."""
+    complaint = self.type_problem(value) or self.invalid(value)
     if complaint:
       raise ValueError(f"model.{key}={value!r} {complaint}")
 

@@ -75,17 +75,13 @@ def check(cfg) -> None:
     )
 
 
-def _bool(v) -> str | None:
-  return None if isinstance(v, bool) else "must be true or false"
-
-
 VARIANTS = (
   Placement(
     "hybridnorm",
     "HybridNorm: QKV-norm attention without a pre-norm, Post-Norm around the FFN",
     keys={
       "hybridnorm_first_pre": Key(
-        False, "HybridNorm*: the first layer Pre-Norm (attention and FFN)", _bool
+        False, "HybridNorm*: the first layer Pre-Norm (attention and FFN)"
       ),
     },
     check=check,

@@ -139,10 +139,6 @@ def _positive_int(v) -> str | None:
   return None if ok else "must be a positive integer"
 
 
-def _bool(v) -> str | None:
-  return None if isinstance(v, bool) else "must be true or false"
-
-
 VARIANTS = (
   Residual(
     "mhc",
@@ -152,9 +148,7 @@ VARIANTS = (
       "mhc_sinkhorn_iters": Key(
         20, "Sinkhorn-Knopp iterations projecting H_res (the paper's t_max)", _positive_int
       ),
-      "mhc_dynamic": Key(
-        True, "per-token coefficients from the flattened stream (the paper's)", _bool
-      ),
+      "mhc_dynamic": Key(True, "per-token coefficients from the flattened stream (the paper's)"),
     },
     check=check,
     make=make,

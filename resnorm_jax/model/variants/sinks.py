@@ -42,10 +42,6 @@ class Sink(nnx.Module):
     return self.logits[...]
 
 
-def _bool(value) -> str | None:
-  return None if isinstance(value, bool) else "must be true or false"
-
-
 def check(cfg) -> None:
   if cfg.attention not in ("dense", "xla", "splash"):
     raise ValueError(
@@ -58,7 +54,7 @@ VARIANTS = (
   Feature(
     "sinks",
     "learned attention sinks: one logit per head in every softmax's denominator (gpt-oss)",
-    keys={"attn_sinks": Key(False, "a learned sink logit per head in the softmax", _bool)},
+    keys={"attn_sinks": Key(False, "a learned sink logit per head in the softmax")},
     on=lambda cfg: cfg.attn_sinks,
     check=check,
     attn_sink=lambda cfg: Sink(cfg.num_heads) if cfg.attn_sinks else None,
