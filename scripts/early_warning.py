@@ -163,6 +163,10 @@ PAGE = """# Early warning: can the first steps tell a doomed run?
 Written by `python scripts/early_warning.py` from the committed runs (no training); the rules
 are `resnorm_jax/analysis/early_warning.py`'s. Regenerate after new runs land.
 
+Within one cell at the edge, whether a run's fate is set by its initialization or by its data
+order, and whether any score at init can tell it: [init_or_data.md](init_or_data.md) (a
+factorial of init seeds x data seeds, `data.seed`).
+
 A run's **label** is 1 when its escape from the no-context plateau lasted to its end (survival
 runs: an escape that lasts to step 1,500, docs/survival's kept; loss-vs-lr runs: trained at the
 end). A run counts as on the plateau at k when its first passage (the first periodic eval 0.1
