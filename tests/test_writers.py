@@ -480,7 +480,15 @@ def test_an_hparams_write_error_keeps_the_earlier_session(tmp_path, monkeypatch,
       raise OSError(28, "No space left on device", str(file))
     return real_open(file, mode, *args, **kwargs)
 
+  real_os_open = os.open
+
+  def full_disk_os_open(path, flags, *args, **kwargs):  # the writer's open_nofollow
+    if flags & os.O_WRONLY and ".hparams." in os.path.basename(str(path)):
+      raise OSError(28, "No space left on device", str(path))
+    return real_os_open(path, flags, *args, **kwargs)
+
   monkeypatch.setattr("builtins.open", full_disk_open)
+  monkeypatch.setattr(os, "open", full_disk_os_open)
   _segment(tmp_path, 20, 40, resume=True)
   assert hparams.write_run(str(tmp_path), config, {"status": "completed", "steps": 40}) is None
   monkeypatch.undo()

@@ -175,8 +175,13 @@ def _reporting_thread():
         try:
           super().run()
           return
-        except Exception as e:  # any error would end the thread unseen
-          self._on_error(e)
+        except BaseException as e:  # noqa: BLE001 - anything would end the thread unseen,
+          # and a writer would then block for ever on its full queue (seen in the suite: a
+          # run's Queue.put waiting on a thread that had died)
+          try:
+            self._on_error(e)
+          except BaseException:  # noqa: BLE001 - the report itself failed: keep draining
+            pass
 
   return ReportingThread
 
