@@ -130,3 +130,19 @@ def test_a_resume_keeps_the_wall_time_its_workdir_summary_ended_the_same_step_wi
   assert resumed(json.dumps({"steps": 8, "wall_seconds": 12.0})) == 20.0  # never less
   assert resumed("{not json") == 20.0
   assert resume_policy.resumed_run(meta, str(tmp_path), 8)[1] == [1.5]
+
+
+def test_a_summary_wall_time_the_files_cannot_carry_is_not_taken(tmp_path):
+  """wall_seconds=1e9 hand-edited into summary.json was trusted on resume: a summary's wall
+  time is taken only as far past the checkpoint's as the summary was written after it (the
+  files' times, plus a minute), and only when finite."""
+  meta = {"summary": {"wall_seconds": 20.0}, "interval_losses": []}
+  (tmp_path / "ckpt" / "8").mkdir(parents=True)
+
+  def resumed(wall):
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 8, "wall_seconds": wall}))
+    return resume_policy.resumed_run(meta, str(tmp_path), 8)[0]["wall_seconds"]
+
+  assert resumed(22.5) == 22.5  # written just after the save: its later time is kept
+  assert resumed(1e9) == 20.0
+  assert resumed(float("inf")) == 20.0

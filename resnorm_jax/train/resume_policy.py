@@ -5,6 +5,7 @@ changed data."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -99,12 +100,29 @@ def resumed_run(
     written = read_json(os.path.join(workdir, record_files.SUMMARY))
   written = written if isinstance(written, dict) else {}
   wall = written.get("wall_seconds")
+  saved = summary.get("wall_seconds") or 0.0
   if (
     written.get("steps") == step
-    and isinstance(wall, int | float) and wall > (summary.get("wall_seconds") or 0.0)
+    and isinstance(wall, int | float) and math.isfinite(wall) and wall > saved
+    and wall - saved <= _summary_lag(workdir, step)
   ):  # fmt: skip
     summary["wall_seconds"] = float(wall)
   return summary, list(meta.get("interval_losses", []))
+
+
+def _summary_lag(workdir: str | None, step: int | None, slack: float = 60.0) -> float:
+  """How much later than the checkpoint of `step` the workdir's summary.json could have been
+  written (their files' times, plus `slack`): a summary's wall time further past the
+  checkpoint's is not the run's (hand-edited: 1e9 was trusted) and is not taken. Infinite
+  where the times cannot be read locally (a gs:// workdir): the summary is trusted as before."""
+  if not workdir or step is None or "://" in workdir:
+    return math.inf
+  try:
+    summary = os.path.getmtime(os.path.join(workdir, record_files.SUMMARY))
+    ckpt = os.path.getmtime(os.path.join(workdir, record_files.CHECKPOINTS, str(step)))
+  except OSError:
+    return math.inf
+  return max(0.0, summary - ckpt) + slack
 
 
 def continued_from(meta: dict, writer: Any, step: int, program: str) -> dict | None:
