@@ -406,3 +406,25 @@ def test_a_misspelt_key_is_named_even_after_another_config_flag(run_script):
   )
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert proc.stderr.startswith("error: unknown config key in '--config.model.num_layerz'")
+
+
+@pytest.mark.parametrize(
+  "body, message",
+  [
+    ("def get_config():\n  return None\n", "get_config() returned a NoneType"),
+    (
+      "import json\ndef get_config():\n  return json.loads('{bad')\n",
+      "failed at line 3: JSONDecodeError: Expecting property name",
+    ),
+  ],
+)
+def test_a_config_file_s_own_failure_is_its_line(run_script, tmp_path, body, message):
+  """get_config() returning None said "--config=FILE is required"; one raising a
+  JSONDecodeError lost its message."""
+  path = tmp_path / "c.py"
+  path.write_text(body)
+  proc = run_script([sys.executable, "-m", "experiments.train", f"--config={path}",
+                     f"--workdir={tmp_path / 'w'}"])  # fmt: skip
+  assert proc.returncode == 2
+  (line,) = proc.stderr.strip().splitlines()[-1:]
+  assert line.startswith(f"error: --config={path}: ") and message in line, line

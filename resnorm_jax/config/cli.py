@@ -127,13 +127,14 @@ def load_config_file(spec: str) -> ConfigDict:
   module = importlib.util.module_from_spec(module_spec)
   try:
     module_spec.loader.exec_module(module)
-    get_config = getattr(module, "get_config", None)
-    if get_config is None:
-      raise ValueError(f"{spec}: config file {path!r} defines no get_config()")
-    config = get_config(arg) if arg else get_config()
-  except ValueError:
-    raise
   except Exception as e:  # noqa: BLE001 - a config file is Python: whatever it raises
+    raise ValueError(config_file_error(spec, e)) from None
+  get_config = getattr(module, "get_config", None)
+  if get_config is None:
+    raise ValueError(f"--config={spec}: config file {path!r} defines no get_config()")
+  try:
+    config = get_config(arg) if arg else get_config()
+  except Exception as e:  # noqa: BLE001 - its own ValueError (a JSONDecodeError) included
     raise ValueError(config_file_error(spec, e)) from None
   check_config_type(spec, config)
   config.lock()
@@ -254,6 +255,10 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
       a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")
     )
     _refuse_missing_config_file(argv)
+    spec = _config_spec(argv)
+    if spec is not None:  # run the file once ourselves: its own error, in one line (config_flags
+      # turns get_config() -> None into "--config is required" and loses a JSONDecodeError's)
+      load_config_file(spec)
     try:
       rest = flags.FLAGS(argv)
     except flags.Error:
