@@ -20,11 +20,12 @@ def row_init_or_data() -> list[str] | None:
   if d is None:
     result = f"not decided yet: {len(runs)} of {PAIRS} runs, {kept} kept an escape"
   else:
-    head = d["verdict"].split("**")[1] if "**" in d["verdict"] else d["verdict"].split(":")[0]
-    s = d["share_kept"]
+    s, f = d["share_kept"], d["share_passage"]
     result = (
-      f"{head} Shares of the variance of kept: init {iod.fmt(s['init'])} (p "
-      f"{iod.fmt(d['p_kept'][0], 3)}), data {iod.fmt(s['data'])} (p "
+      f"share of the variance explained by the init / data seed: first passage "
+      f"{iod.fmt(f['init'])} (p {iod.fmt(d['p_passage'][0], 3)}) / {iod.fmt(f['data'])} (p "
+      f"{iod.fmt(d['p_passage'][1], 3)}); kept {iod.fmt(s['init'])} (p "
+      f"{iod.fmt(d['p_kept'][0], 3)}) / {iod.fmt(s['data'])} (p "
       f"{iod.fmt(d['p_kept'][1], 3)}); {d['kept']} of {d['n']} kept"
     )
   return [
