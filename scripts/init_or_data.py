@@ -140,6 +140,16 @@ def main() -> None:
       for p in preds:
         w.writerow([p["kind"], p["k"], p["score"], iod.fmt(p["loo_auc"], 4),
                     iod.fmt(p["separation"], 4)])  # fmt: skip
+  if grid:
+    d = iod.decide(runs)
+    with open_nofollow(os.path.join(args.out_dir, "init_or_data_analysis.csv"), "w") as f:
+      w = csv.writer(f, lineterminator="\n")
+      w.writerow(["outcome", "factor", "share", "permutation_p"])
+      for outcome, share, p in (("first_passage", d["share_passage"], d["p_passage"]),
+                                ("kept", d["share_kept"], d["p_kept"])):  # fmt: skip
+        for i, factor in enumerate(("init_seed", "data_seed")):
+          w.writerow([outcome, factor, iod.fmt(share[factor.split("_")[0]]), iod.fmt(p[i], 3)])
+        w.writerow([outcome, "residual", iod.fmt(share["residual"]), ""])
   with open_nofollow(os.path.join(args.out_dir, "init_or_data.md"), "w") as f:
     f.write(page(runs, grid, scores, preds))
   print(f"{len(runs)} runs ({'complete' if grid else 'incomplete'} grid) -> {args.out_dir}")

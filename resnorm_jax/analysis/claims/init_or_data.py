@@ -33,7 +33,8 @@ def row_init_or_data() -> list[str] | None:
     result,
     "Post-LN 12L, lr 7e-4, 1,500 steps, no warmup; 4 init x 4 data seeds, one run each; "
     "permutation tests; stdlib",
-    "[page](docs/early_warning/init_or_data.md), `docs/early_warning/init_or_data.csv`",
+    "[page](docs/early_warning/init_or_data.md), `docs/early_warning/init_or_data.csv`, "
+    "`docs/early_warning/init_or_data_analysis.csv`",
   ]
 
 
