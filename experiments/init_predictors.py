@@ -94,7 +94,7 @@ def main(argv: list[str]) -> None:
       for p in parents:
         node = node[p]
       node[leaf] = value
-    config.diag.per_layer = True
+    config.diag.per_layer = config.diag.mechanism = True
     run = run_setup.build(config, jax.devices()[:1])
     batches = run_setup.batches(run, corpus)
     corpus = batches.corpus  # the same corpus for every point: loaded once

@@ -43,6 +43,7 @@ def _point(name: str, seed: int) -> dict:
       "train.checkpoint_every": 100,
       "train.log_every": 1,
       "diag.per_layer": True,
+      "diag.mechanism": True,
       **ARMS[name],
     },
   )

@@ -111,6 +111,10 @@ def get_config() -> config_dict.ConfigDict:
 
   diag = c.diag = config_dict.ConfigDict()
   diag.per_layer = True  # log per-layer stream RMS, norm-input RMS and grad norms
+  # with per_layer: also each layer's attention entropy and mass on the first token (dense
+  # attention) and its update over its parameters (configs/sweeps/gate_mechanism.py's); off
+  # by default: keeping the update beside the new parameters costs step memory
+  diag.mechanism = False
   # The per-layer statistics' depth images (TensorBoard train_depth/*): eval: redrawn at each
   # evaluation and at the end | end: at the end only | none: never (the chosen layers'
   # scalars stay). A drawing takes about 0.2 CPU-seconds per statistic (matplotlib, 2-core CPU).

@@ -283,7 +283,12 @@ def build(
   bsh = shard_lib.batch_sharding(mesh, config.mesh.rules)
   per_layer = bool(config.diag.per_layer)
   step = functools.partial(
-    ts.train_step, model_def, optimizer, per_layer=per_layer, z_loss_weight=t.get("z_loss", 0.0)
+    ts.train_step,
+    model_def,
+    optimizer,
+    per_layer=per_layer,
+    z_loss_weight=t.get("z_loss", 0.0),
+    mechanism=per_layer and bool(config.diag.get("mechanism", False)),
   )
   step_fn = shard_lib.jit_train_step(step, shardings, bsh)
   eval_fn = shard_lib.jit_model_fn(

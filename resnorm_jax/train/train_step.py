@@ -79,6 +79,11 @@ def per_layer_norm(tree: PyTree) -> jax.Array:
   return jnp.sqrt(sum(sq))
 
 
+# The per-layer statistics of the attention probabilities' shape (model/attention.py
+# attention_shape), logged only with diag.mechanism.
+ATTENTION_SHAPE = ("attn_entropy", "attn_sink_mass")
+
+
 def train_step(
   model_def: ModelDef,
   optimizer: optax.GradientTransformation,
@@ -87,6 +92,7 @@ def train_step(
   *,
   per_layer: bool = True,
   z_loss_weight: float = 0.0,
+  mechanism: bool = False,
 ):
   """One optimizer update; a non-finite loss or gradient leaves the state unchanged. The
   gradient is of the cross entropy plus `z_loss_weight` x z_loss; the reported loss is the
@@ -123,6 +129,9 @@ def train_step(
   # layer under per_layer) and the output logits' RMS, beside the loss.
   layer_stats = dict(stats["layers"])
   logit_max_L = layer_stats.pop("attn_logit_max", None)  # absent on the fused paths
+  if not mechanism:  # diag.mechanism off: not returned, so XLA drops their pass
+    for key in ATTENTION_SHAPE:
+      layer_stats.pop(key, None)
   if logit_max_L is not None:
     metrics["attn_logit_max"] = jnp.max(logit_max_L)
   if z_loss_weight:
@@ -135,6 +144,7 @@ def train_step(
     metrics["grad_norm_layer"] = per_layer_norm(layer_grads)
     metrics["ffn_in_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_in"])
     metrics["ffn_out_grad_norm"] = per_layer_norm(layer_grads["mlp"]["ffn_out"])
+  if per_layer and mechanism:
     # each layer's update against its parameters (||dW|| / ||W|| over the layer's leaves)
     metrics["update_ratio_layer"] = per_layer_norm(updates["layers"]) / per_layer_norm(
       state.params["layers"]
