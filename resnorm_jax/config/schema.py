@@ -91,9 +91,7 @@ def get_config() -> config_dict.ConfigDict:
   # random: window starts drawn with replacement (every committed CPU result) | epoch: each
   # epoch a fresh order of non-overlapping windows, every token seen once per epoch
   d.sampling = "random"
-  # The data order's seed (which windows each step draws), apart from `seed` (the parameters'
-  # init); unset: `seed`, so one seed sets both (every run before this key)
-  d.seed = placeholder(int)
+  d.seed = placeholder(int)  # the data order's seed apart from `seed` (init); unset: `seed`
 
   mesh = c.mesh = config_dict.ConfigDict()
   mesh.data = -1  # data-parallel axis size; -1: the rest of the devices
@@ -111,10 +109,7 @@ def get_config() -> config_dict.ConfigDict:
 
   diag = c.diag = config_dict.ConfigDict()
   diag.per_layer = True  # log per-layer stream RMS, norm-input RMS and grad norms
-  # with per_layer: also each layer's attention entropy and mass on the first token (dense
-  # attention) and its update over its parameters (configs/sweeps/gate_mechanism.py's); off
-  # by default: keeping the update beside the new parameters costs step memory
-  diag.mechanism = False
+  diag.mechanism = False  # + attention entropy, first-token mass, update ratio: step memory
   # The per-layer statistics' depth images (TensorBoard train_depth/*): eval: redrawn at each
   # evaluation and at the end | end: at the end only | none: never (the chosen layers'
   # scalars stay). A drawing takes about 0.2 CPU-seconds per statistic (matplotlib, 2-core CPU).
