@@ -16,7 +16,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data import data_fingerprint
-from resnorm_jax.data.fs import read_json
+from resnorm_jax.data.fs import is_remote, read_json
 from resnorm_jax.model import variants
 from resnorm_jax.runs import record_files
 from resnorm_jax.train.optimizers.schedules import make_schedule
@@ -115,7 +115,7 @@ def _summary_lag(workdir: str | None, step: int | None, slack: float = 60.0) -> 
   written (their files' times, plus `slack`): a summary's wall time further past the
   checkpoint's is not the run's (hand-edited: 1e9 was trusted) and is not taken. Infinite
   where the times cannot be read locally (a gs:// workdir): the summary is trusted as before."""
-  if not workdir or step is None or "://" in workdir:
+  if not workdir or step is None or is_remote(workdir):
     return math.inf
   try:
     summary = os.path.getmtime(os.path.join(workdir, record_files.SUMMARY))

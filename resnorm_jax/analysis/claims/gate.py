@@ -132,9 +132,7 @@ def table(have: dict[str, dict[str, str]]) -> list[str]:
     k, n = kept(c)
     lo, hi = clopper_pearson(k, n)
     vs_plain = f"{fisher(c, plain):.2g}" if plain and variant != "postnorm" else ""
-    vs_gate = f"{fisher(c, gate):.2g}" if gate and variant not in ("postnorm-attngate",) else ""
-    if variant == "postnorm":
-      vs_gate = f"{fisher(c, gate):.2g}" if gate else ""
+    vs_gate = f"{fisher(c, gate):.2g}" if gate and variant != "postnorm-attngate" else ""
     passages = c.get("first_passages", "").replace(" ", ", ")
     lines.append(
       f"| {what} | {takes} | {n} | {k}/{n} | {lo:.2f}-{hi:.2f} | {passages} | {vs_plain} | "
