@@ -52,3 +52,34 @@ def test_the_docs_section_is_checked_against_its_cells(monkeypatch):
   monkeypatch.setattr(gate, "cells", lambda: changed)
   problems = readme.check_docs()
   assert problems and any("stabilizers/README.md" in p for p in problems)
+
+
+def _at(lr, kept, seeds):
+  return {"escaped_for_good": str(kept), "seeds": str(seeds)}
+
+
+def test_the_edge_is_the_largest_lr_kept_on_half_its_seeds_and_says_what_brackets_it():
+  assert gate.edge({5e-4: _at(5e-4, 11, 12), 1e-3: _at(1e-3, 0, 12)}) == (
+    "5e-4 (bracketed by 1e-3)"
+  )
+  # 2 of 4 is half: it holds; nothing larger ran
+  assert gate.edge({1e-3: _at(1e-3, 5, 5), 2e-3: _at(2e-3, 2, 4)}) == (
+    "2e-3 (open above: no larger lr run)"
+  )
+  # a cell under 4 seeds is not read, either way
+  assert gate.edge({1e-3: _at(1e-3, 4, 4), 4e-3: _at(4e-3, 3, 3)}) == (
+    "1e-3 (open above: no larger lr run)"
+  )
+  assert gate.edge({1e-3: _at(1e-3, 1, 12)}) == "below every lr run"
+  assert gate.edge({1e-3: _at(1e-3, 1, 2)}) == "not run on 4 seeds"
+
+
+def test_the_where_table_pairs_each_cell_and_tests_it(monkeypatch):
+  plain, gated = _cell("postnorm", 0, 12), _cell("postnorm-attngate", 5, 5)
+  cells = {(12, 1e-3): {"plain": plain, "gate": gated},
+           (12, 4e-3): {"gate": _cell("postnorm-attngate", 1, 4)}}  # fmt: skip
+  monkeypatch.setattr(gate, "where_cells", lambda: cells)
+  text = gate.render_where()
+  assert "| 12 | 1e-3 | 0/12 | 0.00-0.26 | 5/5 | 0.48-1.00 | 0.00016 |" in text
+  assert "| 12 | 4e-3 | not run |  | 1/4 | 0.01-0.81 |  |" in text
+  assert "- 12 layers, gated attention: 1e-3 (bracketed by 4e-3)" in text

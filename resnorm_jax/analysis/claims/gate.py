@@ -12,6 +12,7 @@ import os
 from resnorm_jax.analysis.claims.docs_data import ROOT, optional
 from resnorm_jax.analysis.claims.edges import survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson, fisher_exact
+from resnorm_jax.analysis.style import lr_label
 
 CELLS = "docs/stabilizers/cells.csv"
 README = os.path.join(ROOT, "docs", "stabilizers", "README.md")
@@ -231,5 +232,72 @@ def render_mechanism() -> str:
   return "\n".join(lines)
 
 
+WHERE_BEGIN = "<!-- gate where: written by scripts/claims.py from docs/*/cells.csv -->"
+WHERE_END = "<!-- end of gate where -->"
+WHERE_DEPTHS = (12, 24)
+
+
+def where_cells() -> dict[tuple[int, float], dict[str, dict[str, str]]]:
+  """{(depth, lr): {"plain": cell, "gate": cell}} at every Post-LN cell either has run on the
+  survival protocol: plain Post-LN from docs/stabilizers (the WHERE cells) or docs/survival,
+  gated attention from docs/stabilizers."""
+  out: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
+  for source, variant, arm in (
+    (survival_cells(), "postnorm", "plain"),
+    (optional(CELLS), "postnorm", "plain"),  # the gate's own cells' plain runs win
+    (optional(CELLS), "postnorm-attngate", "gate"),
+  ):
+    for c in source:
+      if c["variant"] == variant and int(c["num_layers"]) in WHERE_DEPTHS:
+        out.setdefault((int(c["num_layers"]), float(c["lr"])), {})[arm] = c
+  return out
+
+
+def edge(by_lr: dict[float, dict[str, str]]) -> str:
+  """An arm's edge at one depth, by rule: the largest lr run whose cell keeps the escape on at
+  least half of its seeds (>= MIN_SEEDS of them), and whether a larger lr run on as many seeds
+  keeps it on fewer (bracketed) or no larger lr has run (open above)."""
+  ready = {lr: c for lr, c in by_lr.items() if kept(c)[1] >= MIN_SEEDS}
+  holds = [lr for lr, c in ready.items() if 2 * kept(c)[0] >= kept(c)[1]]
+  if not holds:
+    return "below every lr run" if ready else "not run on 4 seeds"
+  top = max(holds)
+  above = [lr for lr in ready if lr > top]
+  where = f"bracketed by {lr_label(min(above), 4)}" if above else "open above: no larger lr run"
+  return f"{lr_label(top, 4)} ({where})"
+
+
+def render_where() -> str:
+  """Gated attention against plain Post-LN cell by cell, and each arm's edge by `edge`'s rule."""
+  cells_ = where_cells()
+  lines = [
+    WHERE_BEGIN,
+    "| layers | lr | plain Post-LN kept | 95% interval | gated attention kept | 95% interval | "
+    "Fisher p |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+  ]
+  for (depth, lr), arms in sorted(cells_.items()):
+    row = [str(depth), lr_label(lr, 4)]
+    for arm in ("plain", "gate"):
+      c = arms.get(arm)
+      row += [f"{_odds(c)}", "{:.2f}-{:.2f}".format(*clopper_pearson(*kept(c)))] if c else [
+        "not run", ""]  # fmt: skip
+    both = "plain" in arms and "gate" in arms
+    row.append(f"{fisher(arms['gate'], arms['plain']):.2g}" if both else "")
+    lines.append("| " + " | ".join(row) + " |")
+  lines += ["", "The edge, by rule (the largest lr whose cell keeps the escape on at least half "
+            f"of >= {MIN_SEEDS} seeds):"]  # fmt: skip
+  for depth in WHERE_DEPTHS:
+    for arm, name in (("plain", "plain Post-LN"), ("gate", "gated attention")):
+      by_lr = {lr: a[arm] for (d, lr), a in cells_.items() if d == depth and arm in a}
+      lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
+  lines.append(WHERE_END)
+  return "\n".join(lines)
+
+
 README_ROWS = {29: row_gate}
-DOC_SECTIONS = ((README, BEGIN, END, render), (README, MECH_BEGIN, MECH_END, render_mechanism))
+DOC_SECTIONS = (
+  (README, BEGIN, END, render),
+  (README, MECH_BEGIN, MECH_END, render_mechanism),
+  (README, WHERE_BEGIN, WHERE_END, render_where),
+)

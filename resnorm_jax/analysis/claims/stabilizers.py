@@ -4,7 +4,9 @@ escape kept to the end beside plain Post-LN's in the same cell (docs/survival/).
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import optional
+import os
+
+from resnorm_jax.analysis.claims.docs_data import ROOT, optional
 from resnorm_jax.analysis.claims.edges import survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson
 from resnorm_jax.analysis.style import lr_label, variant_label
@@ -285,6 +287,47 @@ def row_stabilizer_seeds() -> list[str] | None:
 
 
 # The README's Results rows this module states, by their place in the table.
+README = os.path.join(ROOT, "docs", "stabilizers", "README.md")
+EDGE_BEGIN = "<!-- stabilizers at the edge: written by scripts/claims.py from cells.csv -->"
+EDGE_END = "<!-- end of stabilizers at the edge -->"
+
+
+def render_edge_table() -> str:
+  """docs/stabilizers/README.md's table of every stabilizer's cell at 12 layers (at 1e-3, or
+  its own lr), plain Post-LN's (docs/survival) first."""
+  lines = [
+    EDGE_BEGIN,
+    "| cell | lr | seeds | escaped | kept to the end | 95% interval | first passages | "
+    "kept_p_vs_baseline |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ]
+  plain = [c for c in survival_cells() if c["variant"] == BASE and int(c["num_layers"]) == 12]
+  mine = [
+    c
+    for c in optional(CELLS)
+    if (part := stabilizer_of(c["variant"])) not in (None, *CONTROLS)
+    and int(c["num_layers"]) == 12
+    and (float(c["lr"]) == 1e-3 or part in OWN_LR)
+  ]
+  rows = [("plain Post-LN (docs/survival)", c) for c in plain if float(c["lr"]) == 1e-3]
+  rows += [(label(stabilizer_of(c["variant"])), c) for c in sorted(mine, key=_by_label)]
+  for name, c in rows:
+    lo, hi = interval(c)
+    lines.append(
+      f"| {name} | {lr_label(float(c['lr']), 4)} | {c['seeds']} | {c['escaped']} | "
+      f"{kept_odds(c)} | {lo:.2f}-{hi:.2f} | {c['first_passages']} | "
+      f"{c.get('kept_p_vs_baseline', '')} |"
+    )
+  lines.append(EDGE_END)
+  return "\n".join(lines)
+
+
+def _by_label(cell: dict[str, str]) -> tuple[bool, str]:
+  part = stabilizer_of(cell["variant"]) or ""
+  return part in OWN_LR, label(part)
+
+
+DOC_SECTIONS = ((README, EDGE_BEGIN, EDGE_END, render_edge_table),)
 README_ROWS = {
   25: row_stabilizers,
   26: row_stabilizer_curves,
