@@ -13,7 +13,10 @@ commands the docs give. A step reads runs and the tables of the steps before it,
 number typed by hand: scripts/claims.py comes last and writes the README's Results,
 docs/results.md's generated section and the docs READMEs' generated sections from the
 tables. Text artefacts are compared line by line (tables row by row); a figure by the tables
-it is drawn from, not by its bytes. No JAX here: every step reads files.
+it is drawn from, not by its bytes. Each step runs traced (resnorm_jax/analysis/traced_step.py)
+and docs/provenance.csv records, for every derived table, the step that wrote it and the run
+folders behind it: how many, and a digest of their files, so an added or edited run shows in
+the table it reaches. No JAX here: every step reads files.
 """
 
 from __future__ import annotations

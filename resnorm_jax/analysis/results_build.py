@@ -14,11 +14,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+
+from resnorm_jax.config.nofollow import open_nofollow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # What a run folder keeps locally and the build never reads (.gitignore's), and the caches.
@@ -87,20 +91,84 @@ def _digest(path: str) -> str:
 
 
 def run_steps(root: str, steps=STEPS, quiet: bool = False) -> list[str]:
-  """Runs every step from `root`; returns the failures ('step: exit status, last line')."""
-  failures = []
-  for step in steps:
-    start = time.time()
-    proc = subprocess.run(
-      [sys.executable, *step.argv], cwd=root, capture_output=True, text=True, env=_env(root)
-    )
-    took = time.time() - start
-    if not quiet:
-      print(f"  {step.name}: {'ok' if proc.returncode == 0 else 'FAILED'} ({took:.0f} s)")
-    if proc.returncode != 0:
-      last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-      failures.append(f"{step.name} ({' '.join(step.argv)}): exit {proc.returncode}: {last}")
+  """Runs every step from `root`, each traced (traced_step.py); returns the failures ('step:
+  exit status, last line'). Then writes docs/provenance.csv from the traces."""
+  failures, traces = [], {}
+  with tempfile.TemporaryDirectory(prefix="results-traces-") as tmp:
+    for i, step in enumerate(steps):
+      trace = os.path.join(tmp, f"{i}.json")
+      start = time.time()
+      proc = subprocess.run(
+        [sys.executable, "-m", "resnorm_jax.analysis.traced_step", trace, *step.argv],
+        cwd=root, capture_output=True, text=True, env=_env(root),
+      )  # fmt: skip
+      took = time.time() - start
+      if not quiet:
+        print(f"  {step.name}: {'ok' if proc.returncode == 0 else 'FAILED'} ({took:.0f} s)")
+      if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        failures.append(f"{step.name} ({' '.join(step.argv)}): exit {proc.returncode}: {last}")
+      if os.path.exists(trace):
+        with open(trace) as f:
+          traces[step.name] = json.load(f)
+  write_provenance(root, traces)
   return failures
+
+
+PROVENANCE = os.path.join("docs", "provenance.csv")
+PROVENANCE_COLUMNS = ("table", "step", "runs", "run_files", "run_files_sha256")
+RUN_FILES = ("summary.json", "metrics.jsonl", "config.json", "sweep_point.json")
+
+
+def _is_run_file(path: str) -> bool:
+  """A run folder's committed file (a folder of runs: INPUT_DIRS)."""
+  parts = path.split(os.sep)
+  return parts[-1] in RUN_FILES and bool(set(parts[:-2]) & INPUT_DIRS)
+
+
+def provenance(root: str, traces: dict[str, dict[str, list[str]]]) -> list[dict[str, str]]:
+  """One row per derived table (.csv under docs/, run folders' own files aside): the step that
+  wrote it, the run folders whose files (RUN_FILES) that step read, directly or through the
+  tables of the steps before it that it read, how many files, and a digest of those files
+  (each path with its bytes' sha256, in path order). Steps in build order (`traces` keeps
+  it). A step writing several tables gives each everything it read."""
+  made_from: dict[str, set[str]] = {}  # a table -> the run files behind it
+  rows = []
+  for step, trace in traces.items():
+    read = {p for p in trace["read"] if _is_run_file(p)}
+    for p in trace["read"]:
+      read |= made_from.get(p, set())
+    for p in trace["written"]:
+      made_from[p] = read
+      if p.endswith(".csv") and p.startswith("docs" + os.sep) and p != PROVENANCE:
+        if not set(p.split(os.sep)[:-1]) & INPUT_DIRS:
+          rows.append({
+            "table": p, "step": step, "runs": str(len({os.path.dirname(f) for f in read})),
+            "run_files": str(len(read)), "run_files_sha256": _files_digest(root, read),
+          })  # fmt: skip
+  return sorted(rows, key=lambda r: r["table"])
+
+
+def _files_digest(root: str, paths: set[str]) -> str:
+  h = hashlib.sha256()
+  for p in sorted(paths):
+    h.update(f"{p} {_digest(os.path.join(root, p))}\n".encode())
+  return h.hexdigest()[:16]
+
+
+def write_provenance(root: str, traces: dict[str, dict[str, list[str]]]) -> None:
+  """docs/provenance.csv from the traces of the steps run; the rows of steps not run this time
+  (scripts/results.py --only) kept as committed."""
+  path = os.path.join(root, PROVENANCE)
+  kept = []
+  if os.path.exists(path):
+    with open(path, newline="") as f:
+      kept = [r for r in csv.DictReader(f) if r["step"] not in traces]
+  rows = sorted(kept + provenance(root, traces), key=lambda r: r["table"])
+  with open_nofollow(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=PROVENANCE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
 
 
 def _env(root: str) -> dict[str, str]:
