@@ -31,6 +31,7 @@ import sys
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
 from resnorm_jax.analysis.claims.stabilizers import PARAMETRIZED, label  # the README's names
+from resnorm_jax.analysis.style import variant_color
 from resnorm_jax.config.nofollow import open_nofollow
 
 NAME = re.compile(
@@ -183,8 +184,7 @@ def plot(rows: list[dict], out: str) -> str:
   # CompleteP dashed.
   names = list(dict.fromkeys(r["stabilizer"] for r in rows if r["stabilizer"] != "none"))
   family = {n: "muon" if n in PARAMETRIZED else n for n in names}
-  palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  colour = {f: palette[i % len(palette)] for i, f in enumerate(dict.fromkeys(family.values()))}
+  colour = {f: variant_color(f) for f in family.values()}  # style.py's, as in every figure
   fig, axes = plt.subplots(1, len(depths), figsize=(6.5 * len(depths), 4.6), squeeze=False)
   for ax, depth in zip(axes[0], depths, strict=True):
     pts = sorted((lr, loss) for (d, lr, s), loss in base.items() if d == depth and s == 0)

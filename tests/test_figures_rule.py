@@ -285,3 +285,17 @@ def test_each_corpus_baseline_is_named_and_mup_is_drawn_beside_sp():
   assert "d_model 64" in texts and "d_model 128" in texts
   assert "other seeds" not in texts and "diverged" not in texts  # none drawn
   style.pyplot().close(fig)
+
+
+def test_each_stabilizer_has_one_colour_in_every_figure():
+  """A stabilizer's cell (postnorm-<stabilizer>, prenorm-muon-sp) is drawn in its stabilizer's
+  palette colour, in the survival figures and the curves alike; no two stabilizers share one."""
+  from configs.sweeps import stabilizers
+
+  names = [*stabilizers.STABILIZERS, *stabilizers.CONTROLS]
+  colours = {n: style.variant_color(n) for n in names}
+  assert set(names) <= set(style.palette()), set(names) - set(style.palette())
+  assert len(set(colours.values())) == len(names), colours
+  for n in names:
+    assert style.variant_color(f"postnorm-{n}") == colours[n]
+  assert style.variant_color("prenorm-muon-completep") == colours["muon"]

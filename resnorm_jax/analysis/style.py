@@ -76,7 +76,16 @@ VARIANT_COLORS = {
   "gatebias": "#800000",
   "gatefrozen": "#0000e0",
   "gatehead": "#60e000",
+  # the stabilizers that are keys, not named configs (docs/stabilizers; softcapping, sinks and
+  # gated attention take their configs' colours)
+  "qknorm": "#6010f0",
+  "zloss": "#00f000",
+  "adamatan2": "#405000",
+  "muon": "#000080",
 }
+# The cells of docs/stabilizers are named <base>-<stabilizer> (postnorm-attngate, prenorm-muon-sp):
+# the stabilizer is what such a figure tells apart, so the cell takes its stabilizer's colour.
+STABILIZER_BASES = ("postnorm", "prenorm", "deepnorm")
 # A variant not named above: a fixed colour from its name (the same in every figure and run).
 _OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 
@@ -117,6 +126,11 @@ def variant_color(name: str) -> str:
   colours = palette()
   if name in colours:
     return colours[name]
+  base, _, rest = name.partition("-")
+  if base in STABILIZER_BASES and rest:
+    for part in (rest, rest.split("-")[0]):  # muon-sp, muon-completep: Muon's
+      if part in colours:
+        return colours[part]
   return _OTHER_COLORS[zlib.crc32(name.encode()) % len(_OTHER_COLORS)]
 
 

@@ -38,6 +38,7 @@ from resnorm_jax.analysis.style import (
   pyplot,
   save_figure,
   variant_color,
+  variant_label,
 )
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
@@ -270,9 +271,14 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: str, columns: Sequence[st
 
 
 def cell_title(variant: str, n_layers: int, lr: float) -> str:
+  """'Post-LN, 12 layers, lr 1e-3'; a stabilizer's cell (postnorm-<part>) 'Post-LN + <its
+  label>' as the docs' tables name it."""
+  from resnorm_jax.analysis.claims.stabilizers import BASE, label, stabilizer_of
   from resnorm_jax.analysis.style import VARIANT_LABELS
 
-  return f"{VARIANT_LABELS.get(variant, variant)}, {n_layers} layers, lr {lr_label(lr)}"
+  part = stabilizer_of(variant)
+  name = f"{VARIANT_LABELS[BASE]} + {label(part)}" if part else variant_label(variant)
+  return f"{name}, {n_layers} layers, lr {lr_label(lr)}"
 
 
 # How a run's escape ended, in survival.png: kept (below the margin from its escape step to the
@@ -319,6 +325,9 @@ def kept_times(rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[bool]
   return times, kept
 
 
+WRAP = 4  # cells a row in the survival figure
+
+
 def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
   """The figure of plot_survival (matplotlib Figure, not saved)."""
   from matplotlib.lines import Line2D
@@ -328,11 +337,19 @@ def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
   for r in rows:
     groups.setdefault(cell_key(r), []).append(r)
   n = max(len(groups), 1)
-  fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 7.0), squeeze=False, sharex="col")
+  cols = min(n, WRAP)  # cells wrap at WRAP a row: the figure stays readable at page width
+  rows_of_cells = -(-n // cols)
+  fig, axes = plt.subplots(
+    2 * rows_of_cells, cols, figsize=(3.6 * cols, 3.5 * 2 * rows_of_cells + 0.8), squeeze=False
+  )
+  for j in range(n, rows_of_cells * cols):  # the last row's empty places
+    axes[2 * (j // cols)][j % cols].axis("off")
+    axes[2 * (j // cols) + 1][j % cols].axis("off")
   drawn: set[str] = set()
   for j, (key, members) in enumerate(groups.items()):
     color = variant_color(key[0])
-    top, bottom = axes[0][j], axes[1][j]
+    top, bottom = axes[2 * (j // cols)][j % cols], axes[2 * (j // cols) + 1][j % cols]
+    bottom.sharex(top)
     for r in sorted(members, key=lambda r: FATES.index(fate(r)), reverse=True):
       steps, losses = eval_curve(r.get("_dir") or os.path.join(runs_dir, r["name"]))
       gaps = [v - r["periodic_baseline"] for v in losses]
@@ -357,8 +374,9 @@ def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
     bottom.set_xlabel("step")
     k, kept = sum(events), sum(kept_times(members)[1])
     bottom.set_title(f"escaped {k} of {len(members)}, kept to the end {kept}", fontsize=9)
-  axes[0][0].set_ylabel("periodic eval - its no-context loss")
-  axes[1][0].set_ylabel("fraction not yet escaped (KM, 95%)")
+  for i in range(rows_of_cells):
+    axes[2 * i][0].set_ylabel("periodic eval - its no-context loss")
+    axes[2 * i + 1][0].set_ylabel("fraction not yet escaped (KM, 95%)")
   runs = []
   for f in FATES:
     if f in drawn:
@@ -381,7 +399,8 @@ def draw_survival(runs_dir: str, rows: Sequence[Mapping[str, Any]]):
     "its 95% band: first passage; dashed: the escape kept to the end, a fell-back run censored)",
     fontsize=10,
   )
-  fig.tight_layout(rect=(0, 1.0 / fig.get_figheight(), 1, 1))
+  height = fig.get_figheight()
+  fig.tight_layout(rect=(0, 1.0 / height, 1, 1 - 0.55 / height))  # the legend; the title
   return fig
 
 
