@@ -17,6 +17,7 @@ import os
 import sys
 
 from resnorm_jax.analysis import init_or_data as iod
+from resnorm_jax.analysis.stats import clopper_pearson
 from resnorm_jax.config.nofollow import open_nofollow
 
 SEEDS = 4  # the grid's init and data seeds (configs/sweeps/init_or_data.py's default)
@@ -30,7 +31,20 @@ def _fate(r: dict) -> str:
   return "stuck"
 
 
-def page(runs, grid, init_scores, preds) -> str:
+BEST_DRAWS = 400  # permutations of the best-of-the-init-scores test
+
+
+def seed_table(runs) -> list[str]:
+  """Kept per init seed and per data seed, with exact 95% intervals."""
+  lines = ["| factor | seed | kept | 95% interval |", "| --- | --- | --- | --- |"]
+  for factor in ("init", "data"):
+    for s, k, n in iod.seed_odds(runs, factor):
+      lo, hi = clopper_pearson(k, n)
+      lines.append(f"| {factor} seed | {s} | {k}/{n} | {lo:.2f}-{hi:.2f} |")
+  return lines
+
+
+def page(runs, grid, init_scores, preds, best_p=float("nan")) -> str:
   lines = [
     "# At the edge, init or data order?",
     "",
@@ -76,6 +90,11 @@ def page(runs, grid, init_scores, preds) -> str:
     f"{iod.fmt(pp[0], 3)} | "
     f"{iod.fmt(share_p['data'])} | {iod.fmt(pp[1], 3)} | {iod.fmt(share_p['residual'])} |",
     "",
+    "Each seed's runs (exact binomial intervals, 4 runs a seed: they say how little one seed's "
+    "4 runs pin down):",
+    "",
+    *seed_table(runs),
+    "",
     f"Shares: a two-way analysis of variance with one run per pair; p: {iod.PERMUTATIONS:,} "
     "permutations of a factor's labels within each level of the other. A logistic model of "
     f"kept with both factors (ridge {iod.L2}): deviance {iod.fmt(dev['null'])} with neither, "
@@ -93,20 +112,30 @@ def page(runs, grid, init_scores, preds) -> str:
       "the in-sample separation max(AUC, 1 - AUC), an upper bound (its direction chosen on "
       "the same runs):",
       "",
-      "| score | at | AUC held out | separation in sample |",
-      "| --- | --- | --- | --- |",
+      "| score | at | AUC held out | 95% interval | separation in sample |",
+      "| --- | --- | --- | --- | --- |",
     ]
     for p in preds:
       at = "init" if p["kind"] == "init" else f"step {p['k']}"
+      inside = 0 < p["loo_auc"] < 1  # the standard error vanishes at 0 and 1: no interval
+      band = f"{iod.fmt(p['auc_lo'])}-{iod.fmt(p['auc_hi'])}" if inside else "-"
       lines.append(
-        f"| {p['score']} | {at} | {iod.fmt(p['loo_auc'])} | {iod.fmt(p['separation'])} |"
+        f"| {p['score']} | {at} | {iod.fmt(p['loo_auc'])} | {band} | {iod.fmt(p['separation'])} |"
       )
+    n_kept = sum(r["kept"] for r in runs)
+    lines += ["", "Intervals: the AUC's standard error from the counts of each class (Hanley "
+              f"and McNeil 1982; {n_kept} kept, {n - n_kept} not); none at an AUC of 0 or 1, "
+              "where it vanishes."]  # fmt: skip
     if best is not None:
       lines += [
         "",
         f"The best init-time score within the cell is `{best['score']}`: held-out AUC "
-        f"{iod.fmt(best['loo_auc'])} over {n} runs (in-sample separation "
-        f"{iod.fmt(best['separation'])}).",
+        f"{iod.fmt(best['loo_auc'])} (95% {iod.fmt(best['auc_lo'])}-{iod.fmt(best['auc_hi'])}) "
+        f"over {n} runs (in-sample separation {iod.fmt(best['separation'])}). Picked as the "
+        f"best of {len(init_rows)} init-time scores, it is paid for by a permutation test of "
+        f"the best: with the runs' kept labels permuted {BEST_DRAWS:,} times and every "
+        f"init-time score refitted, the best held-out AUC reaches it with p "
+        f"{iod.fmt(best_p, 3)}.",
       ]
   return "\n".join(lines) + "\n"
 
@@ -125,6 +154,8 @@ def main() -> None:
   grid = iod.complete_grid(runs)
   scores = iod.read_init_scores(args.init_scores)
   preds = iod.predictors(runs, scores) if grid else []
+  labels = [r["kept"] for r in runs]
+  best_p = iod.best_of_p(iod.init_columns(runs, scores), labels, BEST_DRAWS) if preds else None
   os.makedirs(args.out_dir, exist_ok=True)
   table = os.path.join(args.out_dir, "init_or_data.csv")
   with open_nofollow(table, "w", newline="") as f:
@@ -136,10 +167,14 @@ def main() -> None:
   if preds:
     with open_nofollow(os.path.join(args.out_dir, "init_or_data_predictors.csv"), "w") as f:
       w = csv.writer(f, lineterminator="\n")
-      w.writerow(["kind", "k", "score", "loo_auc", "separation"])
+      w.writerow(["kind", "k", "score", "loo_auc", "separation", "auc_lo", "auc_hi",
+                  "best_init_p"])  # fmt: skip
+      top = max((p["loo_auc"] for p in preds if p["kind"] == "init"), default=None)
       for p in preds:
+        is_best = p["kind"] == "init" and p["loo_auc"] == top
         w.writerow([p["kind"], p["k"], p["score"], iod.fmt(p["loo_auc"], 4),
-                    iod.fmt(p["separation"], 4)])  # fmt: skip
+                    iod.fmt(p["separation"], 4), iod.fmt(p["auc_lo"], 4), iod.fmt(p["auc_hi"], 4),
+                    iod.fmt(best_p, 4) if is_best else ""])  # fmt: skip
   if grid:
     d = iod.decide(runs)
     with open_nofollow(os.path.join(args.out_dir, "init_or_data_analysis.csv"), "w") as f:
@@ -151,7 +186,7 @@ def main() -> None:
           w.writerow([outcome, factor, iod.fmt(share[factor.split("_")[0]]), iod.fmt(p[i], 3)])
         w.writerow([outcome, "residual", iod.fmt(share["residual"]), ""])
   with open_nofollow(os.path.join(args.out_dir, "init_or_data.md"), "w") as f:
-    f.write(page(runs, grid, scores, preds))
+    f.write(page(runs, grid, scores, preds, best_p))
   print(f"{len(runs)} runs ({'complete' if grid else 'incomplete'} grid) -> {args.out_dir}")
 
 

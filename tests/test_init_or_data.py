@@ -78,3 +78,31 @@ def test_the_page_from_a_planted_factorial(tmp_path):
   assert "**The initialization decides.**" in text
   assert "the init seed explains 1.00" in text and "kept (50)" in text
   assert os.path.isfile(out / "init_or_data_predictors.csv")
+
+
+def test_the_auc_interval_is_hanley_mcneils():
+  # Hanley and McNeil 1982's worked case: AUC 0.8 with 10 of each class, SE ~0.1000
+  lo, hi = iod.auc_interval(0.8, 10, 10)
+  q1, q2 = 0.8 / 1.2, 2 * 0.64 / 1.8
+  se = math.sqrt((0.8 * 0.2 + 9 * (q1 - 0.64) + 9 * (q2 - 0.64)) / 100)
+  assert math.isclose(lo, 0.8 - 1.96 * se) and math.isclose(hi, min(1.0, 0.8 + 1.96 * se))
+  assert 0.09 < se < 0.11
+  assert iod.auc_interval(0.99, 3, 3)[1] == 1.0  # clipped
+  assert all(math.isnan(x) for x in iod.auc_interval(math.nan, 5, 5))
+
+
+def test_the_best_of_several_scores_pays_for_being_picked():
+  rng = np.random.default_rng(1)
+  labels = [1] * 7 + [0] * 9
+  perfect = [float(y) + 0.01 * i for i, y in enumerate(labels)]
+  assert iod.best_of_p([perfect], labels, draws=200) < 0.02
+  noise = [rng.normal(size=16).tolist() for _ in range(6)]
+  p = iod.best_of_p(noise, labels, draws=200)
+  assert p > 0.05  # the best of 6 noise scores is what chance gives
+
+
+def test_seed_odds_count_each_seeds_runs():
+  runs = [{"init": i, "data": d, "kept": int(i == 2 or (i, d) == (0, 3))}
+          for i in range(4) for d in range(4)]  # fmt: skip
+  assert iod.seed_odds(runs, "init") == [(0, 1, 4), (1, 0, 4), (2, 4, 4), (3, 0, 4)]
+  assert iod.seed_odds(runs, "data")[3] == (3, 2, 4)

@@ -195,9 +195,9 @@ def rule_scores(runs: Sequence[Run], k: int) -> dict[str, list[float]]:
 
 
 def predictors(runs: Sequence[Run], init_scores: Mapping[str, Mapping[str, float]]) -> list[dict]:
-  """Rows (kind, k, score, loo_auc): each init-time score of `init_scores` ({run name: {score:
-  value}}), and the rule's features at each of RULE_KS (the rule's own logistic on all of them
-  too, leave-one-run-out)."""
+  """Rows (kind, k, score, loo_auc, separation, auc_lo, auc_hi: auc_interval's): each
+  init-time score of `init_scores` ({run name: {score: value}}), and the rule's features at
+  each of RULE_KS, leave-one-run-out."""
   labels = [r["kept"] for r in runs]
   rows = []
   names = sorted({s for v in init_scores.values() for s in v})
@@ -211,7 +211,16 @@ def predictors(runs: Sequence[Run], init_scores: Mapping[str, Mapping[str, float
       rows.append({"kind": "rule feature", "k": k, "score": s,
                    "loo_auc": loo_auc(values, labels),
                    "separation": separation(values, labels)})  # fmt: skip
+  n_pos = sum(labels)
+  for row in rows:
+    row["auc_lo"], row["auc_hi"] = auc_interval(row["loo_auc"], n_pos, len(labels) - n_pos)
   return rows
+
+
+def init_columns(runs: Sequence[Run], init_scores: Mapping[str, Mapping[str, float]]) -> list:
+  """Each init-time score's values over the runs, in predictors()' order (for best_of_p)."""
+  names = sorted({s for v in init_scores.values() for s in v})
+  return [[init_scores.get(r["name"], {}).get(s, math.nan) for r in runs] for s in names]
 
 
 def separation(values: Sequence[float], labels: Sequence[int]) -> float:
@@ -301,3 +310,40 @@ def passage_sentence(share: dict, p_init: float, p_data: float) -> str:
     f"explains {fmt(share['init'])} of the first passage's variance (p {fmt(p_init, 3)}), the "
     f"data seed {fmt(share['data'])} (p {fmt(p_data, 3)})."
   )
+
+
+def auc_interval(a: float, n_pos: int, n_neg: int, z: float = 1.96) -> tuple[float, float]:
+  """The 95% interval of an AUC from its standard error (Hanley and McNeil 1982: the AUC's
+  variance from the counts of each class alone), clipped to [0, 1]; NaN for a NaN AUC."""
+  if math.isnan(a) or not n_pos or not n_neg:
+    return math.nan, math.nan
+  q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+  var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
+  se = math.sqrt(max(var, 0.0))
+  return max(0.0, a - z * se), min(1.0, a + z * se)
+
+
+def best_of_p(
+  columns: Sequence[Sequence[float]], labels: Sequence[int], draws: int = 1000, seed: int = 0
+) -> float:
+  """The chance of a best held-out AUC as high as the observed best among several scores: the
+  runs' kept labels permuted `draws` times, every score's loo_auc recomputed and the best
+  taken, so picking the best of many is paid for (add-one permutation p)."""
+  y = np.asarray(labels, int)
+  best = lambda ys: max((a for c in columns if not math.isnan(a := loo_auc(c, ys))),  # noqa: E731
+                        default=math.nan)  # fmt: skip
+  seen = best(y)
+  if math.isnan(seen):
+    return math.nan
+  rng = np.random.default_rng(seed)
+  hits = sum(best(rng.permutation(y)) >= seen - 1e-12 for _ in range(draws))
+  return (hits + 1) / (draws + 1)
+
+
+def seed_odds(runs: Sequence[Run], factor: str) -> list[tuple[int, int, int]]:
+  """(seed, kept, runs) per seed of a factor ('init' or 'data'), the seeds in order."""
+  seeds = sorted({r[factor] for r in runs})
+  return [
+    (s, sum(r["kept"] for r in runs if r[factor] == s), sum(r[factor] == s for r in runs))
+    for s in seeds
+  ]
