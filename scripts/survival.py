@@ -29,7 +29,7 @@ import argparse
 import os
 import sys
 
-from resnorm_jax.analysis import survival  # (no JAX)
+from resnorm_jax.analysis import survival, survival_figure  # (no JAX)
 
 
 def main() -> None:
@@ -71,7 +71,7 @@ def main() -> None:
   paths = [
     survival.write_csv(rows, os.path.join(args.out_dir, "runs.csv"), survival.RUN_COLUMNS),
     survival.write_csv(cells, os.path.join(args.out_dir, "cells.csv"), columns),
-    survival.plot_survival(args.runs, rows, os.path.join(args.out_dir, "survival.png")),
+    survival_figure.plot_survival(args.runs, rows, os.path.join(args.out_dir, "survival.png")),
   ]
   for c in cells:
     print(

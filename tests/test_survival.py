@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import write_run_folder
-from resnorm_jax.analysis import stats, style, survival
+from resnorm_jax.analysis import stats, style, survival, survival_figure
 
 
 def test_passages_first_relapse_fraction_and_escape():
@@ -133,7 +133,7 @@ def test_cell_from_run_folders(tmp_path):
   assert cell["escaped_for_good"] == 2 and cell["relapsed_runs"] == 1
   assert cell["km_escape_by_longest"] == pytest.approx(0.5)
   assert cell["never_flat"] == 2
-  out = survival.plot_survival(str(tmp_path), rows, str(tmp_path / "s.png"))
+  out = survival_figure.plot_survival(str(tmp_path), rows, str(tmp_path / "s.png"))
   assert os.path.getsize(out) > 10_000
 
 
@@ -144,18 +144,18 @@ def test_survival_figure_draws_kept_and_fell_back_escapes_apart(tmp_path):
   for seed, curve in enumerate([kept, fell_back]):
     _fake_run(tmp_path, f"postnorm-L12-lr0.0005-s{seed}", seed, curve)
   rows = survival.finished_runs(str(tmp_path))
-  assert [survival.fate(r) for r in rows] == ["kept", "fell back"]
-  fig = survival.draw_survival(str(tmp_path), rows)
+  assert [survival_figure.fate(r) for r in rows] == ["kept", "fell back"]
+  fig = survival_figure.draw_survival(str(tmp_path), rows)
   top = fig.axes[0]
   curves = [line for line in top.get_lines() if len(line.get_xdata()) == n]
   styles = {(line.get_linestyle(), line.get_color()) for line in curves}
-  red, black = style.variant_color("postnorm"), survival.FATE_STYLES["fell back"]["color"]
+  red, black = style.variant_color("postnorm"), survival_figure.FATE_STYLES["fell back"]["color"]
   assert styles == {("-", red), ("-.", black)}
   # The legend names the fates plotted and no other ("never escaped" is not plotted here).
   texts = [t.get_text() for t in fig.legends[0].get_texts()]
-  assert any(survival.FATE_LABELS["kept"] in t for t in texts)
-  assert any(survival.FATE_LABELS["fell back"] in t for t in texts)
-  assert not any(survival.FATE_LABELS["never"] in t for t in texts)
+  assert any(survival_figure.FATE_LABELS["kept"] in t for t in texts)
+  assert any(survival_figure.FATE_LABELS["fell back"] in t for t in texts)
+  assert not any(survival_figure.FATE_LABELS["never"] in t for t in texts)
   # Below: the first-passage curve reaches 0 (both passed), the kept-escape curve 0.5.
   bottom = fig.axes[1]
   kept_curve = [line for line in bottom.get_lines() if line.get_linestyle() == "--"]
@@ -188,7 +188,7 @@ def test_a_baseline_cell_from_another_folder_joins_the_tables_and_the_figure(tmp
     ("postnorm-attngate", 1),
   ]
   # each curve is read from its own folder, not from the first folder's
-  fig = survival.draw_survival(str(ours), rows)
+  fig = survival_figure.draw_survival(str(ours), rows)
   assert len([a for a in fig.axes if a.get_title()]) >= 4
 
 
