@@ -180,16 +180,22 @@ def _seed_mean_contrast() -> dict[str, str] | None:
   return next((r for r in optional(CONTRASTS) if r["kind"] == "seed mean"), None)
 
 
-def valueres_contrast() -> str | None:
-  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': the SEED_CONTRAST's difference over the
-  seeds each ran, with its Welch interval (contrasts.csv); None before 2 seeds each."""
+def _valueres_parts() -> tuple[str, str] | None:
+  """('-0.077 (95% -0.101 to -0.053', 'seeds 0-4 each'): valueres_contrast's two parts."""
   r = _seed_mean_contrast()
   if r is None:
     return None
   a, b = ([int(x) for x in side.split()] for side in r["seeds"].split(" / "))
   seeds = f"seeds {seeds_text(a)} each" if a == b else f"seeds {seeds_text(a)} and {seeds_text(b)}"
   d, lo, hi = (float(r[k]) for k in ("difference", "lo", "hi"))
-  return f"{d:+.3f} (95% {lo:+.3f} to {hi:+.3f}; {seeds})"
+  return f"{d:+.3f} (95% {lo:+.3f} to {hi:+.3f}", seeds
+
+
+def valueres_contrast() -> str | None:
+  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': the SEED_CONTRAST's difference over the
+  seeds each ran, with its Welch interval (contrasts.csv); None before 2 seeds each."""
+  parts = _valueres_parts()
+  return None if parts is None else f"{parts[0]}; {parts[1]})"
 
 
 def valueres_seed0_below() -> str:
@@ -207,7 +213,7 @@ def row_valueres() -> Claim | None:
     return None
   lo, hi = float(r["lo"]), float(r["hi"])
   verdict = "beat" if hi < 0 else ("trail" if lo > 0 else "do not clearly beat")
-  loss, seeds = diff.rstrip(")").split("; ")
+  loss, seeds = _valueres_parts()
   return Claim(
     f"Value residuals {verdict} Pre-LN at 24 layers, over seeds",
     f"final eval loss, value residuals minus Pre-LN, at lr 4e-3: {diff}; seed 0 alone at "
