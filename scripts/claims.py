@@ -1,12 +1,14 @@
-"""The README's Results section, written from the committed data: every number in it is
-computed from a CSV under docs/, so a number and its sentence cannot disagree.
+"""The README's Results section (the answer, a short row per claim) and docs/results.md's full
+row of each claim, written from the committed data: every number in them is computed from a
+CSV under docs/, so a number and its sentence cannot disagree.
 
 python scripts/claims.py           # check: exit 1, naming the difference, when README.md's
                                    # Results section is not what the data say
 python scripts/claims.py --write   # rewrite the section between its markers from the data
 
 tests/test_claims.py runs the check. The rows are resnorm_jax/analysis/claims/'s: a new claim
-is a row function in the module of its axis there, declared in its README_ROWS. No JAX here.
+is a row function (returning a Claim: in full and in a few words) in the module of its axis
+there, declared in its README_ROWS. No JAX here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The README's Results section says what the committed data say (resnorm_jax/analysis/claims/;
 scripts/claims.py is its command line)."""
 
+import os
+import re
 import shutil
 
 import pytest
@@ -65,11 +67,66 @@ def test_edge_counts_seeds_and_says_none():
 
 
 def test_results_cells_are_short():
-  """Each results cell is at most about 250 characters; the rest is in docs/results.md."""
-  for row in readme.ROWS:
-    cells = row()
-    if cells:
-      assert all(len(c) <= 260 for c in cells), [len(c) for c in cells]
+  """Each full cell (docs/results.md) is at most about 250 characters; each README cell is a
+  headline of about 20 words at most, its seeds and budget a few more."""
+  for claim in readme.claims():
+    assert all(len(c) <= 260 for c in claim.full()), [len(c) for c in claim.full()]
+    assert len(claim.headline.split()) <= 32, claim.headline
+    assert len(claim.seeds.split()) <= 16, claim.seeds
+    assert claim.data(), f"{claim.claim}: its links cite no data file"
+
+
+def _claims_in(text: str, begin: str, end: str) -> list[str]:
+  """The first cell of each table row between the markers, an anchor before it dropped."""
+  body = readme.section(text, begin, end)
+  rows = [line for line in body.splitlines() if line.startswith("| ")][2:]  # after the head
+  return [re.sub(r"<a id=[^>]*></a>", "", row.split(" | ")[0][2:]) for row in rows]
+
+
+def test_the_short_and_the_full_rows_name_the_same_claims_in_the_same_order():
+  """The README's short rows and docs/results.md's full rows: one claim each, in one order,
+  each short row linking to its full row's anchor."""
+  readme_text = open(readme.README).read()
+  results_text = open(readme.RESULTS_MD).read()
+  short = _claims_in(readme_text, readme.BEGIN, readme.END)
+  full = _claims_in(results_text, readme.FULL_BEGIN, readme.FULL_END)
+  assert short == full == [c.claim for c in readme.claims()]
+  for claim in readme.claims():
+    a = readme.anchor(claim)
+    assert f"]({readme.RESULTS_LINK}#{a})" in readme_text
+    assert f'<a id="{a}"></a>{claim.claim} |' in results_text
+
+
+def _tree_with(tmp_path, changed: str) -> str:
+  """A checkout whose docs/ links to the committed one's, but for its own copy of `changed`."""
+  root = tmp_path / "root"
+  src, dst = docs_data.ROOT, root
+  for part in os.path.dirname(changed).split("/"):
+    src, dst = os.path.join(src, part), dst / part
+    dst.mkdir(parents=True)
+    for name in os.listdir(src):
+      if name not in changed.split("/"):
+        (dst / name).symlink_to(os.path.join(src, name))
+  shutil.copy(os.path.join(docs_data.ROOT, changed), root / changed)
+  return str(root)
+
+
+def test_a_changed_csv_value_fails_the_check_of_both_files(tmp_path, monkeypatch):
+  """One value of a committed CSV changed (1000-layer Pre-LN's final eval loss): the check
+  of the README (its short row) and of docs/results.md (its full row) each name it."""
+  path = "docs/runs/results.csv"
+  row = next(r for r in docs_data.read(path) if r["name"] == "prenorm-L1000-lr0.0002-w50")
+  old = f"trained ({float(row['final_eval_loss']):.3f})"
+  root = _tree_with(tmp_path, path)
+  text = open(os.path.join(root, path)).read()
+  assert text.count(row["final_eval_loss"]) == 1
+  with open(os.path.join(root, path), "w") as f:
+    f.write(text.replace(row["final_eval_loss"], "2.4001"))
+  monkeypatch.setattr(docs_data, "ROOT", root)
+  for doc in (readme.README, readme.RESULTS_MD):
+    problems = readme.check(doc)
+    assert any(p.startswith("-") and old in p for p in problems), (doc, problems)
+    assert any(p.startswith("+") and "trained (2.400)" in p for p in problems), (doc, problems)
 
 
 def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path, monkeypatch):
@@ -99,7 +156,8 @@ def test_width_row_tells_a_width_not_run_from_one_where_nothing_trained(tmp_path
   ]
   (width / "results.csv").write_text("\n".join(lines) + "\n")
   monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
-  _, claim, budget, _ = width_claims.row_width()
+  got = width_claims.row_width()
+  claim, budget = got.result, got.budget
   assert "best (seed 0)/largest lr trained (k/n) at d_model 64, 128, 256: " in claim
   # 1e-3 trained on 1 of its 3 seeds at 64; nothing trained at 256; a best lr that is the
   # smallest lr run at its width is marked <= (the seed-0 rule of the muP row)
@@ -130,7 +188,8 @@ def test_width_mup_row_best_lr_on_its_own_lrs_edge_on_shared_lrs(tmp_path, monke
   for path, runs in ((width / "mup" / "results.csv", mup), (width / "results.csv", sp)):
     path.write_text("\n".join([head] + [",".join(map(str, r)) for r in runs]) + "\n")
   monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
-  _, claim, budget, _ = width_claims.row_width_mup()
+  got = width_claims.row_width_mup()
+  claim, budget = got.result, got.budget
   assert claim.startswith("at d_model 64/128: ")
   # seed 1's 1e-3 at 64 (trained) is not seed 0's; nothing of sp's trained at 128
   assert "Post-LN's best lr muP 5e-4/<=5e-4, sp <=2.5e-4/none," in claim
@@ -198,7 +257,7 @@ def test_the_reviewed_sentences_say_what_their_data_say():
   """The review's corrections, computed from the committed data: 'reduces', not 'bounds'; the
   FFN gradient's growth at 24 layers only; no 'stuck' at 200 steps; one best-lr rule (seed 0)
   for the width and muP rows; the 12-layer edge on kept escapes; the depth fits named."""
-  rows = {row()[0]: row() for row in readme.ROWS if row()}
+  rows = {c.claim: c.full() for c in readme.claims()}
   assert "DeepNet: DeepNorm reduces the model update's growth with depth" in rows
   grad = next(r for t, r in rows.items() if t.startswith("Xiong: at init"))
   assert grad[0].endswith("2x or more at 24 layers only") and "0.92x at 48, 1.10x at 96" in grad[1]

@@ -161,8 +161,11 @@ def slug(heading: str) -> str:
 
 
 def anchors(text: str) -> set[str]:
+  """A page's link targets: its headings' slugs and its explicit `<a id="...">` anchors (the
+  generated table of claims in docs/results.md)."""
   body = re.sub(r"```.*?```", "", text, flags=re.S)  # a `# comment` in a code block is no heading
-  return {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", body, flags=re.M)}
+  headings = {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", body, flags=re.M)}
+  return headings | set(re.findall(r'<a id="([^"]+)"></a>', body))
 
 
 def broken_links(doc: str, text: str, exists, read) -> list[str]:
@@ -182,10 +185,16 @@ def broken_links(doc: str, text: str, exists, read) -> list[str]:
 
 
 def test_the_link_check_finds_a_missing_file_and_anchor():
-  pages = {"README.md": "# T\n## Quick start\n", "docs/a.md": "# A\n```\n# not a heading\n```\n"}
-  text = "[q](#quick-start) [a](docs/a.md#a) [x](docs/x.md) [n](docs/a.md#not-a-heading)"
+  pages = {
+    "README.md": "# T\n## Quick start\n",
+    "docs/a.md": '# A\n```\n# not a heading\n```\n| <a id="row-1"></a>one |\n',
+  }
+  text = (
+    "[q](#quick-start) [a](docs/a.md#a) [x](docs/x.md) [n](docs/a.md#not-a-heading) "
+    "[r](docs/a.md#row-1) [s](docs/a.md#row-2)"
+  )
   got = broken_links("README.md", text, pages.__contains__, pages.__getitem__)
-  assert got == ["docs/x.md", "docs/a.md#not-a-heading"]
+  assert got == ["docs/x.md", "docs/a.md#not-a-heading", "docs/a.md#row-2"]
   assert (
     broken_links("docs/a.md", "[r](../README.md#t)", pages.__contains__, pages.__getitem__) == []
   )

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import collections
 
-from resnorm_jax.analysis.claims.docs_data import exists, optional, read, tokens_note
-from resnorm_jax.analysis.claims.edges import edge, kept_cells, lr_cells_of
+from resnorm_jax.analysis.claims.docs_data import Claim, exists, optional, read, tokens_note
+from resnorm_jax.analysis.claims.edges import edge, edge_lr, kept_cells, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 
 
-def row_depth_transfer() -> list[str] | None:
+def row_depth_transfer() -> Claim | None:
   """Each parametrization's slope of log2(best lr) on log2(L) as the range over three fits of
   the same best lrs (weighted 5-point vertex, its OLS, the 3-point vertex), and the
   CompleteP-minus-sp difference with its OLS standard error and seed bootstrap."""
@@ -51,7 +51,7 @@ def row_depth_transfer() -> list[str] | None:
       f"{float(c['difference']):+.2f} ({float(c['boot_lo']):+.2f} to "
       f"{float(c['boot_hi']):+.2f})"
     )
-  return [
+  return Claim(
     "Depth transfer of Pre-LN's best lr",
     text,
     f"0 = transfer; 1,000 steps, 7 lrs ({len(depths)} depths; 3 lrs, a 3-point vertex, at 48 "
@@ -59,10 +59,12 @@ def row_depth_transfer() -> list[str] | None:
     + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
     "`docs/depth_transfer/contrast.csv`",
-  ]
+    "slope of log2(best lr) on log2(depth), 0 = transfer: " + ", ".join(parts),
+    f"1,000 steps, 7 lrs, {depths[0]}-{depths[-1]} layers; seed 0",
+  )
 
 
-def row_completep_loss() -> list[str] | None:
+def row_completep_loss() -> Claim | None:
   """CompleteP's and sp's best Pre-LN loss at each depth, and at 24 layers the seed-mean
   contrast on the lrs both ran with every seed (docs/depth_transfer/contrast.csv)."""
   best = [r for r in optional("docs/depth_transfer/best_lr.csv") if r["variant"] == "prenorm"]
@@ -95,15 +97,21 @@ def row_completep_loss() -> list[str] | None:
     seq = [by[(p, d)] for d in depths]
     return "falls" if all(b < a for a, b in zip(seq, seq[1:], strict=False)) else "does not fall"
 
-  return [
+  ends = ", ".join(
+    f"{name} {by[(p, depths[0])]:.3f} to {by[(p, depths[-1])]:.3f}"
+    for p, name in (("completep", "CompleteP"), ("sp", "sp"))
+  )
+  return Claim(
     f"CompleteP's best loss {falls('completep')} with depth, sp's {falls('sp')}",
     text,
     budget + "; stdlib; " + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "`docs/depth_transfer/best_lr.csv`, `docs/depth_transfer/contrast.csv`",
-  ]
+    f"best loss from {depths[0]} to {depths[-1]} layers: {ends}",
+    budget.split(" (")[0],
+  )
 
 
-def row_param_edges() -> list[str] | None:
+def row_param_edges() -> Claim | None:
   """Post-LN's and DeepNorm's edge (largest lr that trains on some seed) under sp and under
   CompleteP, at the depths CompleteP was run, and the best loss there."""
   path = "docs/depth_transfer/results.csv"
@@ -114,7 +122,7 @@ def row_param_edges() -> list[str] | None:
     (r["variant"], r["depth_param"], int(r["num_layers"])): r
     for r in read("docs/depth_transfer/best_lr.csv")
   }
-  parts, all_depths = [], set()
+  parts, short, all_depths = [], [], set()
   for variant in ("postnorm", "deepnorm"):
     cp = [r for r in rows if r["variant"] == variant and r["depth_param"] == "completep"]
     # above the base depth (at 6 layers CompleteP's runs are sp's)
@@ -122,12 +130,13 @@ def row_param_edges() -> list[str] | None:
     if not depths:
       continue
     all_depths |= set(depths)
-    text = []
+    text, lrs = [], {}
     for param, name in (("sp", "sp"), ("completep", "CompleteP")):
       cells = lr_cells_of([r for r in rows if r["depth_param"] == param])
       # sp's survival cells (12 seeds) stand for the grid's in the edge: kept escapes
       kept = kept_cells(cells) if param == "sp" else cells
       edges = " / ".join(edge(kept, variant, d) for d in depths)
+      lrs[name] = " / ".join(edge_lr(edge(kept, variant, d)) for d in depths)
       losses = []
       for d in depths:
         b = best.get((variant, param, d))
@@ -136,16 +145,24 @@ def row_param_edges() -> list[str] | None:
         losses.append(f"{float(b['grid_best_loss']):.3f}" if trained else "-")
       text.append(f"{name} {edges} (best loss {' / '.join(losses)})")
     parts.append(f"{variant_label(variant)}: " + ", ".join(text))
+    short.append(
+      f"{variant_label(variant)} {lrs['sp']} under both"
+      if len(set(lrs.values())) == 1
+      else f"{variant_label(variant)} " + ", ".join(f"{n} {t}" for n, t in lrs.items())
+    )
   if not parts:
     return None
   at = " / ".join(str(d) for d in sorted(all_depths))
-  return [
+  seeds = "seed 0, 0-2 at some cells"
+  return Claim(
     "CompleteP moves Post-LN's edge",
     f"largest lr whose escape lasts on some seed at {at} layers: " + "; ".join(parts),
-    "1,000 steps, no warmup, constant lr 2.5e-4 to 1.6e-2; seed 0, 0-2 at some cells; stdlib; "
+    f"1,000 steps, no warmup, constant lr 2.5e-4 to 1.6e-2; {seeds}; stdlib; "
     + tokens_note("docs/depth_transfer/runs/postnorm-completep-L24-lr0.002-s0"),
     "[figure](docs/depth_transfer/postnorm.png), `docs/depth_transfer/results.csv`",
-  ]
+    f"largest lr that trains at {at} layers: " + "; ".join(short),
+    f"1,000 steps; {seeds}",
+  )
 
 
 # The README's Results rows this module states, by their place in the table.

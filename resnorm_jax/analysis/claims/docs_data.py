@@ -5,8 +5,10 @@ checkout (ROOT). No JAX."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
+import re
 
 import resnorm_jax
 from resnorm_jax.analysis.style import lr_label
@@ -15,6 +17,34 @@ from resnorm_jax.runs import record_files
 ROOT = resnorm_jax.ROOT
 MAIN = ("postnorm", "prenorm", "deepnorm")
 RESULTS_MD_NAME = "results.md"  # a fact stated in docs/results.md's prose
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """One claim of Results, in full and in a few words, both from one computation on the data.
+
+  docs/results.md's table states it in full (`full()`: the claim, what the runs show, the
+  budget, seeds and corpus, the figure and data); the README's table in short (`short()`):
+  the claim, the result as a headline, its seeds and budget, and the data files `links`
+  cites (beside a link to the full row). A row function builds both from the same numbers,
+  so neither types a number the other computes."""
+
+  claim: str
+  result: str  # what the runs show, in full
+  budget: str  # budget, seeds, corpus, in full
+  links: str  # '[figure](docs/...png), `docs/.../results.csv`': the data in backticks
+  headline: str  # the result in a few words (about 20 at most)
+  seeds: str  # its seeds and budget in a few words
+
+  def full(self) -> list[str]:
+    return [self.claim, self.result, self.budget, self.links]
+
+  def short(self) -> list[str]:
+    return [self.claim, self.headline, self.seeds]
+
+  def data(self) -> list[str]:
+    """The data files and folders the row cites: `links`' backticked docs/ paths."""
+    return re.findall(r"`(docs/[^`]+)`", self.links)
 
 
 def exists(path: str) -> bool:

@@ -3,10 +3,10 @@ resnorm_jax/analysis/early_warning.py): can the first steps tell a doomed run?""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import optional
+from resnorm_jax.analysis.claims.docs_data import Claim, optional
 
 
-def row_early_warning() -> list[str] | None:
+def row_early_warning() -> Claim | None:
   """Held-out AUC of the pre-specified all-core-signals predictor on runs still on the
   plateau at step k, per data set; the earliest k at AUC >= 0.9; the replayed stop rule."""
   rows = optional("docs/early_warning/results.csv")
@@ -20,7 +20,7 @@ def row_early_warning() -> list[str] | None:
     ("shakespeare, on the plateau at k", "Shakespeare", "auc"),
   )
   ks = sorted({int(r["k"]) for r in rows})
-  parts, early = [], []
+  parts, early, first_k = [], [], []
   for key, name, column in sets:
     got = {
       int(r["k"]): float(r[column])
@@ -30,6 +30,8 @@ def row_early_warning() -> list[str] | None:
     if not got:
       continue
     parts.append(f"{name} " + "/".join(f"{got[k]:.2f}" if k in got else "-" for k in ks))
+    if ks[0] in got:
+      first_k.append(f"{name} {got[ks[0]]:.2f}")
     first = next((k for k in ks if got.get(k, 0) >= 0.9), None)
     early.append(f"{name.split(' ')[0]} at {first}" if first else f"{name.split(' ')[0]} never")
   save = [r for r in optional("docs/early_warning/savings.csv") if r["sweep"] == "stdlib grid"]
@@ -45,13 +47,15 @@ def row_early_warning() -> list[str] | None:
       f"{float(r['core_hours_total']):.1f} core-hours ({r['stopped_that_would_have_escaped']} "
       f"of {r['escaped']} trained lost)"
     )
-  return [
+  return Claim(
     "Early warning: can the first steps tell a doomed run?",
     text,
     "runs on the plateau at k (survival: AUC within a cell's seeds); logistic regression on "
     "loss, gradient, update, parameter norms; cells held out; fit on stdlib; committed runs",
     "[figure](docs/early_warning/auc_vs_k.png), `docs/early_warning/results.csv`",
-  ]
+    f"held-out AUC at step {ks[0]}: " + ", ".join(first_k),
+    "committed runs on the plateau at k; cells held out",
+  )
 
 
 # The README's Results rows this module states, by their place in the table.

@@ -36,6 +36,18 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int, unit: str = " 
   return lr_text(lr) + ("" if k == n else f" ({k}/{n}{unit})")
 
 
+def edge_lr(text: str) -> str:
+  """The lr of an edge() or kept_edge() text alone: '5e-4 (11/12 seeds; ...)' -> '5e-4'."""
+  return text.split(" (")[0]
+
+
+def across(values: list[str], at: list, unit: str = "layers") -> str:
+  """'4e-3 at every depth' when the values agree, '2e-3 / 5e-4 at 6 / 12 layers' otherwise."""
+  if len(set(values)) == 1:
+    return f"{values[0]} at every {'depth' if unit == 'layers' else 'width'}"
+  return f"{' / '.join(values)} at {' / '.join(map(str, at))} {unit}"
+
+
 def kept_cells(
   cells: dict[tuple, list[str]], surv: list[dict[str, str]] | None = None
 ) -> dict[tuple, list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from resnorm_jax.analysis.claims.docs_data import ROOT, optional
+from resnorm_jax.analysis.claims.docs_data import ROOT, Claim, optional
 from resnorm_jax.analysis.claims.edges import survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson, fisher_exact
 from resnorm_jax.analysis.style import lr_label
@@ -160,21 +160,24 @@ def render() -> str:
   )
 
 
-def row_gate() -> list[str] | None:
+def row_gate() -> Claim | None:
   have = cells()
   gate, scale = have.get("postnorm-attngate"), have.get("postnorm-attnscale")
   if gate is None or scale is None:
     return None
   arms = [f"{SHORT[v]} {_odds(have[v])}" for v, *_ in ARMS if v in have]
   sentence = verdict(have).split("**")[1] if "**" in verdict(have) else verdict(have)
-  return [
+  seeds = sorted(kept(c)[1] for c in have.values())
+  return Claim(
     "Why gated attention moves Post-LN's edge",
     f"{sentence} Kept, k/n seeds: " + ", ".join(arms),
     "Post-LN 12L, lr 1e-3, 1,500 steps, no warmup; seeds per cell as listed; Fisher's exact "
     "test; stdlib",
     "[controls](docs/stabilizers/README.md#why-the-gate-the-controls), "
     "`docs/stabilizers/cells.csv`",
-  ]
+    f"{sentence} Kept: " + ", ".join(arms),
+    f"Post-LN {DEPTH}L at {lr_label(LR)}, 1,500 steps; {seeds[0]}-{seeds[-1]} seeds per cell",
+  )
 
 
 MECHANISM = "docs/stabilizers/mechanism.csv"  # scripts/gate_mechanism.py's

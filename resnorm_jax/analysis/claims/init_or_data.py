@@ -5,13 +5,13 @@ verdict its rule gives, or how far the factorial has run. No JAX."""
 from __future__ import annotations
 
 from resnorm_jax.analysis import init_or_data as iod
-from resnorm_jax.analysis.claims.docs_data import optional
+from resnorm_jax.analysis.claims.docs_data import Claim, optional
 
 CSV = "docs/early_warning/init_or_data.csv"
 PAIRS = 16  # the grid's 4 x 4
 
 
-def row_init_or_data() -> list[str] | None:
+def row_init_or_data() -> Claim | None:
   runs = iod.from_csv(optional(CSV))
   if not runs:
     return None
@@ -19,6 +19,7 @@ def row_init_or_data() -> list[str] | None:
   kept = sum(r["kept"] for r in runs)
   if d is None:
     result = f"not decided yet: {len(runs)} of {PAIRS} runs, {kept} kept an escape"
+    headline = result
   else:
     s, f = d["share_kept"], d["share_passage"]
     result = (
@@ -28,14 +29,20 @@ def row_init_or_data() -> list[str] | None:
       f"{iod.fmt(d['p_kept'][0], 3)}) / {iod.fmt(s['data'])} (p "
       f"{iod.fmt(d['p_kept'][1], 3)}); {d['kept']} of {d['n']} kept"
     )
-  return [
+    headline = (
+      f"the init seed explains {iod.fmt(f['init'])} of the first passage's variance (p "
+      f"{iod.fmt(d['p_passage'][0], 3)}), the data seed {iod.fmt(f['data'])}"
+    )
+  return Claim(
     "At the edge, init or data order?",
     result,
     "Post-LN 12L, lr 7e-4, 1,500 steps, no warmup; 4 init x 4 data seeds, one run each; "
     "permutation tests; stdlib",
     "[page](docs/early_warning/init_or_data.md), `docs/early_warning/init_or_data.csv`, "
     "`docs/early_warning/init_or_data_analysis.csv`",
-  ]
+    headline,
+    "Post-LN 12L at 7e-4, 1,500 steps; 4 init x 4 data seeds",
+  )
 
 
 README_ROWS = {195: row_init_or_data}

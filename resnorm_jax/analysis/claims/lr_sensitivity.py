@@ -12,6 +12,7 @@ import resnorm_jax
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import (
   RESULTS_MD_NAME,
+  Claim,
   lr_text,
   optional,
   read,
@@ -19,7 +20,9 @@ from resnorm_jax.analysis.claims.docs_data import (
   tokens_note,
 )
 from resnorm_jax.analysis.claims.edges import (
+  across,
   edge,
+  edge_lr,
   kept_cells,
   kept_edge,
   lr_cells,
@@ -31,20 +34,23 @@ from resnorm_jax.analysis.survival_section import odds_by_cell
 from resnorm_jax.config import pysource
 
 
-def row_edges() -> list[str]:
+def row_edges() -> Claim:
   cells = kept_cells(lr_cells())
   depths = sorted({d for (_, d, _) in cells})
   # the grid: the lrs every Pre-LN curve has; an lr run for some Post-LN curves only (the left
   # edge) is named apart
   grid = sorted({lr for (v, _, lr) in cells if v == "prenorm"})
   extra = sorted({lr for (_, _, lr) in cells} - set(grid))
-  parts = [
-    f"{variant_label(v)} " + " / ".join(kept_edge(cells, v, d) for d in depths)
-    for v in ("postnorm", "deepnorm")
-  ]
+  reach = {v: [kept_edge(cells, v, d) for d in depths] for v in ("postnorm", "deepnorm")}
+  parts = [f"{variant_label(v)} " + " / ".join(texts) for v, texts in reach.items()]
+  headline = "; ".join(
+    f"{variant_label(v)}'s edge " + across([edge_lr(t) for t in texts], depths)
+    for v, texts in reach.items()
+  )
   pre = {k: o for k, o in cells.items() if k[0] == "prenorm"}
   if all(o.count("trained") == len(o) for o in pre.values()):
     parts.append(f"Pre-LN all {len({lr for (_, _, lr) in pre})} lrs at each")
+    headline += f"; Pre-LN trains at all {len({lr for (_, _, lr) in pre})} lrs"
   at = " / ".join(str(d) for d in depths)
   budget = f"1,000 steps, no warmup, constant lr {lr_text(grid[0])} to {lr_text(grid[-1])}"
   if extra:
@@ -57,27 +63,32 @@ def row_edges() -> list[str]:
       f" (Post-LN at {where} layers also {lrs}: {trained} of {len(rows)} trained, "
       f"{falling} still falling)"
     )
-  return [
+  seeds = "seed 0, 0-2 next to edges, 12 at the survival cells"
+  return Claim(
     "Post-LN's usable lr shrinks with depth, DeepNorm's hardly, Pre-LN's not at all",
     f"largest lr whose escape lasts to the end on some seed, at {at} layers: " + "; ".join(parts),
-    f"{budget}; seed 0, 0-2 next to edges, 12 at the survival cells (1,500 steps); stdlib; "
+    f"{budget}; {seeds} (1,500 steps); stdlib; "
     + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[curves](docs/lr_sensitivity/curves.png), `docs/lr_sensitivity/results.csv`",
-  ]
+    headline,
+    f"1,000 steps, no warmup; {seeds}",
+  )
 
 
-def row_prenorm() -> list[str]:
+def row_prenorm() -> Claim:
   cells = {k: o for k, o in lr_cells().items() if k[0] == "prenorm"}
   runs = sum(len(o) for o in cells.values())
   trained = sum(o.count("trained") for o in cells.values())
   depths = sorted({d for (_, d, _) in cells})
-  return [
+  return Claim(
     "Xiong: Pre-LN needs no warmup",
     f"without warmup Pre-LN trained on {trained} of {runs} runs of the loss-vs-lr grid "
     f"({depths[0]}-{depths[-1]} layers)",
     "as the first row",
     "`docs/lr_sensitivity/results.csv`",
-  ]
+    f"trained on {trained} of {runs} runs without warmup, {depths[0]}-{depths[-1]} layers",
+    "as the first row",
+  )
 
 
 # The 2025-26 variants as their sweep grid names them; each one's name is its named config's LABEL.
@@ -98,7 +109,7 @@ def grid_variants(path: str = LITERATURE_GRID) -> tuple[str, ...]:
 LITERATURE = {v: variant_label(v) for v in grid_variants()}
 
 
-def _literature_row(depth: int) -> list[str] | None:
+def _literature_row(depth: int) -> Claim | None:
   """The 2025-26 variants on the loss-vs-lr grid at `depth` layers: each one's best lr and
   loss (seed 0) and the largest lr that trains among those run, beside Pre-LN's on the same
   lrs; the variants with lrs not run yet named."""
@@ -109,7 +120,7 @@ def _literature_row(depth: int) -> list[str] | None:
   grid = sorted(float(lr) for lr in ran)
   rows = [r for r in rows if r["opt.lr"] in ran and r["seed"] == "0"]
   cells = lr_cells_of(rows)
-  parts, partial = [], []
+  parts, partial, by_best = [], [], {}
   for v, name in (*LITERATURE.items(), ("prenorm", "Pre-LN")):
     mine = [r for r in rows if r["variant"] == v]
     if not mine:
@@ -118,6 +129,9 @@ def _literature_row(depth: int) -> list[str] | None:
     best = min(mine, key=lambda r: float(r["capped_loss"]))
     blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
     reach = edge(cells, v, depth)
+    by_best.setdefault("stuck" if reach == "none" else lr_text(float(best["opt.lr"])), []).append(
+      name
+    )
     text = (  # no best lr to name when every run is on the plateau
       "stuck at every lr run"
       if reach == "none"
@@ -132,21 +146,29 @@ def _literature_row(depth: int) -> list[str] | None:
     if len(grid) > 3
     else "lr " + ", ".join(lr_text(lr) for lr in grid)
   )
-  return [
+  headline = "; ".join(
+    f"{', '.join(names)} stuck at every lr"
+    if lr == "stuck"
+    else f"best lr {lr}: {', '.join(names)}"
+    for lr, names in sorted(by_best.items(), key=lambda kv: -len(kv[1]))
+  )
+  return Claim(
     f"The 2025-26 variants at {depth} layers",
     "best lr (loss) / largest that trains: " + "; ".join(parts),
     f"1,000 steps, no warmup, constant {lrs}; seed 0{run}; stdlib; "
     + tokens_note(f"docs/lr_sensitivity/runs/prenorm-L{depth}-lr0.004-s0"),
     "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/results.csv`",
-  ]
+    headline,
+    f"1,000 steps, {len(grid)} lrs; seed 0",
+  )
 
 
-def row_literature() -> list[str] | None:
+def row_literature() -> Claim | None:
   """The 2025-26 variants at 6 layers (the grid's 9 lrs)."""
   return _literature_row(6)
 
 
-def row_literature_24() -> list[str] | None:
+def row_literature_24() -> Claim | None:
   """The 2025-26 variants at 24 layers (the 3 lrs around Pre-LN's best)."""
   return _literature_row(24)
 
@@ -158,16 +180,22 @@ def _seed_mean_contrast() -> dict[str, str] | None:
   return next((r for r in optional(CONTRASTS) if r["kind"] == "seed mean"), None)
 
 
-def valueres_contrast() -> str | None:
-  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': the SEED_CONTRAST's difference over the
-  seeds each ran, with its Welch interval (contrasts.csv); None before 2 seeds each."""
+def _valueres_parts() -> tuple[str, str] | None:
+  """('-0.077 (95% -0.101 to -0.053', 'seeds 0-4 each'): valueres_contrast's two parts."""
   r = _seed_mean_contrast()
   if r is None:
     return None
   a, b = ([int(x) for x in side.split()] for side in r["seeds"].split(" / "))
   seeds = f"seeds {seeds_text(a)} each" if a == b else f"seeds {seeds_text(a)} and {seeds_text(b)}"
   d, lo, hi = (float(r[k]) for k in ("difference", "lo", "hi"))
-  return f"{d:+.3f} (95% {lo:+.3f} to {hi:+.3f}; {seeds})"
+  return f"{d:+.3f} (95% {lo:+.3f} to {hi:+.3f}", seeds
+
+
+def valueres_contrast() -> str | None:
+  """'-0.077 (95% -0.101 to -0.053; seeds 0-4 each)': the SEED_CONTRAST's difference over the
+  seeds each ran, with its Welch interval (contrasts.csv); None before 2 seeds each."""
+  parts = _valueres_parts()
+  return None if parts is None else f"{parts[0]}; {parts[1]})"
 
 
 def valueres_seed0_below() -> str:
@@ -178,21 +206,24 @@ def valueres_seed0_below() -> str:
   return " / ".join(f"{float(r['difference']):+.3f}" for r in rows) or "not run"
 
 
-def row_valueres() -> list[str] | None:
+def row_valueres() -> Claim | None:
   """Value residuals against Pre-LN at 24 layers and 4e-3 (both curves' best) over seeds."""
   diff, r = valueres_contrast(), _seed_mean_contrast()
   if diff is None or r is None:
     return None
   lo, hi = float(r["lo"]), float(r["hi"])
   verdict = "beat" if hi < 0 else ("trail" if lo > 0 else "do not clearly beat")
-  return [
+  loss, seeds = _valueres_parts()
+  return Claim(
     f"Value residuals {verdict} Pre-LN at 24 layers, over seeds",
     f"final eval loss, value residuals minus Pre-LN, at lr 4e-3: {diff}; seed 0 alone at "
     f"2e-3 / 4e-3 / 8e-3: {valueres_seed0_below()}",
     "1,000 steps, no warmup, constant lr; Welch interval; stdlib; "
     + tokens_note("docs/lr_sensitivity/runs/valueres-L24-lr0.004-s0"),
     "[curves](docs/lr_sensitivity/literature.png), `docs/lr_sensitivity/contrasts.csv`",
-  ]
+    f"final eval loss minus Pre-LN's at lr 4e-3: {loss})",
+    f"1,000 steps; {seeds}",
+  )
 
 
 # A clause of the answer about one cell rests on at least this many seeds (a survival cell's

@@ -1,7 +1,10 @@
-"""The README's Results section and docs/results.md's generated parts: the rows every module of
-this package declares (`README_ROWS`, in the order of their places), the answer on top, the
-survival section, the facts in prose (`FACTS`); checked against the files, or written into
-them. scripts/claims.py is the command line; tests/test_claims.py runs the check. No JAX.
+"""The README's Results section and docs/results.md's generated parts, checked against the
+files or written into them: the claims every module of this package declares (`README_ROWS`:
+{place: row function returning a docs_data.Claim}, in the order of their places), each once in
+a few words in the README under the answer (`render`) and once in full in docs/results.md's
+"Every claim in full" (`render_full`), the short row linking to its full row's anchor; the
+survival section; the facts in prose (`FACTS`). scripts/claims.py is the command line;
+tests/test_claims.py runs the check. No JAX.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable
 from types import ModuleType
 
@@ -18,12 +22,15 @@ from resnorm_jax.analysis.claims import docs_data
 from resnorm_jax.analysis.claims.lr_sensitivity import answer
 from resnorm_jax.analysis.claims.survival import render_survival
 
-Row = Callable[[], list[str] | None]
+Row = Callable[[], docs_data.Claim | None]
 
 README = os.path.join(docs_data.ROOT, "README.md")
 RESULTS_MD = os.path.join(docs_data.ROOT, "docs", docs_data.RESULTS_MD_NAME)
+RESULTS_LINK = f"docs/{docs_data.RESULTS_MD_NAME}"  # from the README
 BEGIN = "<!-- results: written by scripts/claims.py from docs/ data; edit there -->"
 END = "<!-- end of results -->"
+FULL_BEGIN = "<!-- claims in full: written by scripts/claims.py from docs/ data; edit there -->"
+FULL_END = "<!-- end of claims in full -->"
 
 
 def row_modules() -> list[ModuleType]:
@@ -60,21 +67,55 @@ ROWS = _rows()
 FACTS = _facts()
 
 
-def render() -> str:
-  """The Results section's body between the markers."""
-  lines = [
-    BEGIN,
-    answer(),
-    "",
-    "| claim | what the runs show | budget, seeds, corpus | figure / data |",
-    "| --- | --- | --- | --- |",
+def claims() -> list[docs_data.Claim]:
+  """The claims the data support now, in the order of their places (a row function returns
+  None while its sweep has not run)."""
+  return [c for make in ROWS if (c := make()) is not None]
+
+
+def anchor(claim: docs_data.Claim) -> str:
+  """The id of a claim's full row in docs/results.md: its words, lower case, joined by '-'."""
+  return re.sub(r"[^a-z0-9]+", "-", claim.claim.lower()).strip("-")
+
+
+def _data_link(path: str) -> str:
+  """'[results.csv](docs/lr_sensitivity/results.csv)'; a folder by its name: 'xiong_rescue/'."""
+  name = os.path.basename(path.rstrip("/")) + ("/" if path.endswith("/") else "")
+  return f"[{name}]({path})"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+  return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + [
+    "| " + " | ".join(r) + " |" for r in rows
   ]
-  for make in ROWS:
-    row = make()
-    if row:
-      lines.append("| " + " | ".join(row) + " |")
-  lines.append(END)
-  return "\n".join(lines)
+
+
+def render() -> str:
+  """The README's Results section between its markers: the answer, then a short row per
+  claim (claim, headline, seeds and budget, its full row and its data)."""
+  found = claims()
+  anchors = [anchor(c) for c in found]
+  if len(set(anchors)) < len(anchors):
+    raise ValueError(f"two claims share an anchor: {anchors}")
+  rows = [
+    c.short() + [f"[in full]({RESULTS_LINK}#{a}), " + ", ".join(_data_link(p) for p in c.data())]
+    for c, a in zip(found, anchors, strict=True)
+  ]
+  head = ["claim", "result", "seeds, budget", "details"]
+  return "\n".join([BEGIN, answer(), "", *_table(head, rows), END])
+
+
+def render_full() -> str:
+  """docs/results.md's "Every claim in full" between its markers: each claim's full row,
+  anchored for the README's link, its links relative to docs/."""
+  rows = []
+  for c in claims():
+    claim, result, budget, links = c.full()
+    rows.append(
+      [f'<a id="{anchor(c)}"></a>{claim}', result, budget, links.replace("](docs/", "](")]
+    )
+  head = ["claim", "what the runs show", "budget, seeds, corpus", "figure / data"]
+  return "\n".join([FULL_BEGIN, *_table(head, rows), FULL_END])
 
 
 def section(text: str, begin: str = BEGIN, end: str = END) -> str | None:
@@ -85,6 +126,7 @@ def section(text: str, begin: str = BEGIN, end: str = END) -> str | None:
 # (file, begin marker, end marker, renderer): every generated section
 SECTIONS = (
   (README, BEGIN, END, render),
+  (RESULTS_MD, FULL_BEGIN, FULL_END, render_full),
   (RESULTS_MD, survival_section.BEGIN, survival_section.END, render_survival),
 )
 PATHS = (README, RESULTS_MD)

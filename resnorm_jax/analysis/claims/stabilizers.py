@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from resnorm_jax.analysis.claims.docs_data import ROOT, optional
-from resnorm_jax.analysis.claims.edges import survival_cells
+from resnorm_jax.analysis.claims.docs_data import ROOT, Claim, optional
+from resnorm_jax.analysis.claims.edges import across, survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson
 from resnorm_jax.analysis.style import lr_label, variant_label
 
@@ -89,14 +89,19 @@ def odds_at_edge(cells: list[dict[str, str]], base: list[dict[str, str]]) -> lis
 CONTROLS = ("attnscale", "gatebias", "gatefrozen", "gatehead")
 
 
-def row_stabilizers() -> list[str] | None:
+def row_stabilizers() -> Claim | None:
   cells = [c for c in optional(CELLS) if stabilizer_of(c["variant"]) not in (None, *CONTROLS)]
   if not cells:
     return None
   horizon = int(cells[0]["horizon"])
   seeds = sorted({int(c["seeds"]) for c in cells})
   n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-  return [
+  frac = lambda c: int(c["escaped_for_good"]) / int(c["seeds"])  # noqa: E731
+  best = max(cells, key=frac)
+  rest = [c for c in cells if c is not best]
+  plain = [c for c in survival_cells() if (c["variant"], c["num_layers"], float(c["lr"])) == (
+    BASE, best["num_layers"], float(best["lr"]))]  # fmt: skip
+  return Claim(
     "What practitioners reach for, at Post-LN's edge",
     f"kept to step {horizon:,}, k/n seeds: "
     + " / ".join(odds_at_edge(cells, survival_cells()))
@@ -105,7 +110,12 @@ def row_stabilizers() -> list[str] | None:
     f"{n_seeds} seed{'s' if seeds != [1] else ''} per stabilizer cell, 12 for plain Post-LN; "
     "stdlib",
     "[stabilizers](docs/stabilizers/survival.png), `docs/stabilizers/cells.csv`",
-  ]
+    f"Post-LN {best['num_layers']}L at {lr_label(float(best['lr']), 4)}: "
+    f"{label(stabilizer_of(best['variant']))} keeps the escape on {kept_odds(best)} seeds"
+    + (f", plain on {kept_odds(plain[0])}" if plain else "")
+    + (f"; the other {len(rest)} at most {kept_odds(max(rest, key=frac))}" if rest else ""),
+    f"{horizon:,} steps; {n_seeds} seeds per cell, 12 for plain",
+  )
 
 
 CURVES = "docs/stabilizers/curves.csv"  # scripts/stabilizer_curves.py's
@@ -203,39 +213,56 @@ def muon_depth_bests(rows: list[dict[str, str]]) -> dict[str, list[tuple[int, fl
   return out
 
 
-def row_muon_depth() -> list[str] | None:
+def row_muon_depth() -> Claim | None:
   bests = muon_depth_bests(optional(CURVES))
   if not any(depth > 6 for found in bests.values() for depth, *_ in found):
     return None
-  parts = []
+  parts, short = [], []
   for param, found in bests.items():
+    short.append(
+      f"{param} {across([lr_label(lr) for _, lr, _, _ in found], [d for d, *_ in found])}"
+    )
     lrs = " / ".join(f"{lr_label(lr)}{'+' if edge else ''}" for _, lr, _, edge in found)
     depths = " / ".join(str(depth) for depth, *_ in found)
     losses = " / ".join(f"{loss:.4f}" for *_, loss, _ in found)
     parts.append(f"{param} {lrs} at {depths}L ({losses})")
-  return [
+  return Claim(
     "Muon's best lr across depth, under sp and CompleteP",
     "best lr (final eval loss), Pre-LN with Muon, seed 0: " + "; ".join(parts),
     "1,000 steps, no warmup, constant lr: 9 lrs at 6L, 4e-3 / 8e-3 / 1.6e-2 deeper; CompleteP "
     "against base depth 6 (6L: the same model as sp); one seed; +: best at an end of the lrs "
     "run; stdlib",
     "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
-  ]
+    "Pre-LN with Muon's best lr: " + "; ".join(short),
+    "1,000 steps; seed 0",
+  )
 
 
-def row_stabilizer_curves() -> list[str] | None:
+def row_stabilizer_curves() -> Claim | None:
   rows = [r for r in optional(CURVES) if r["seed"] == "0" and r["stabilizer"] not in PARAMETRIZED]
   if not any(r["stabilizer"] != "none" for r in rows):
     return None
   depths = sorted({int(r["num_layers"]) for r in rows if r["stabilizer"] != "none"})
-  return [
+  short = []
+  for d in depths:
+    bests = curve_bests(rows, d)
+    plain = next((lr for who, lr, *_ in bests if who == "plain"), None)
+    same = sum(lr == plain for who, lr, *_ in bests if who != "plain")
+    apart = [f"{who} {lr_label(lr)}" for who, lr, *_ in bests if lr != plain]
+    short.append(
+      f"{d}L: plain and {same} of {len(bests) - 1} at {lr_label(plain)}"
+      + (f" ({', '.join(apart)})" if apart else "")
+    )
+  return Claim(
     "What practitioners reach for, on Pre-LN's loss-vs-lr curve",
     "best lr (final eval loss), seed 0: " + " / ".join(curves_text(rows, d) for d in depths),
     "1,000 steps, no warmup, constant lr; "
     + " / ".join(f"{d}L: {lrs_run(rows, d)}" for d in depths)
     + "; one seed; +: best at an end of the lrs run, or the one lr run; stdlib",
     "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
-  ]
+    "best lr, Pre-LN with each: " + "; ".join(short),
+    "1,000 steps; seed 0",
+  )
 
 
 def seeds_apart(rows: list[dict[str, str]], min_seeds: int = 3) -> list[tuple]:
@@ -271,19 +298,29 @@ def seeds_text(found: list[tuple]) -> str:
   )
 
 
-def row_stabilizer_seeds() -> list[str] | None:
+def row_stabilizer_seeds() -> Claim | None:
   found = seeds_apart(optional(CURVES))
   if not found:
     return None
   ns = sorted({f[3] for f in found} | {f[5] for f in found})  # its seeds, Pre-LN's
-  return [
+  sides: dict[str, dict[str, list[str]]] = {"below": {}, "above": {}}
+  for depth, lr, who, _, (lo, _), _, (_, bhi) in found:
+    sides["above" if lo > bhi else "below"].setdefault(f"{depth}L {lr_label(lr)}", []).append(who)
+  short = [
+    f"{side} plain on every seed: " + "; ".join(f"{', '.join(w)} at {at}" for at, w in g.items())
+    for side, g in sides.items()
+    if g
+  ]
+  return Claim(
     "What practitioners reach for, where every seed is apart from plain Pre-LN's",
     "final eval loss, each seed: " + seeds_text(found),
     "1,000 steps, no warmup, constant lr; "
     + "/".join(str(n) for n in ns)
     + " seeds each, the same seeds as plain Pre-LN's; stdlib",
     "[curves](docs/stabilizers/curves.png), `docs/stabilizers/curves.csv`",
-  ]
+    "; ".join(short),
+    "1,000 steps; " + "/".join(str(n) for n in ns) + " seeds each",
+  )
 
 
 # The README's Results rows this module states, by their place in the table.

@@ -3,12 +3,12 @@ resnorm_jax/analysis/width.py): the edges across width in sp, muP against sp."""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import exists, lr_text, read, tokens_note
-from resnorm_jax.analysis.claims.edges import edge, lr_cells_of
+from resnorm_jax.analysis.claims.docs_data import Claim, exists, lr_text, read, tokens_note
+from resnorm_jax.analysis.claims.edges import edge, edge_lr, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 
 
-def row_width() -> list[str] | None:
+def row_width() -> Claim | None:
   """Each variant's best lr and largest lr that trains on some seed ('(k/n)' where not every
   seed did) at every width run, and how many runs above the narrowest width diverged."""
   path = "docs/width/edges.csv"
@@ -21,9 +21,11 @@ def row_width() -> list[str] | None:
   by = {(r["variant"], int(r["d_model"])): r for r in edges}
   results = read("docs/width/results.csv")
   cells = lr_cells_of(results, axis="d_model")
-  parts = []
+  parts, short = [], []
   for variant in ("postnorm", "deepnorm", "prenorm"):
     texts = []
+    reach = [edge_lr(edge(cells, variant, d)) for d in (widths[0], widths[-1])]
+    short.append(f"{variant_label(variant)} {' to '.join(reach)}")
     for d in widths:
       r = by.get((variant, d))
       # the best lr by muP's row's rule: seed 0's lowest loss, '<=' at its smallest lr run
@@ -42,7 +44,7 @@ def row_width() -> list[str] | None:
   seed_text = (
     f"seed 0 (d_model {', '.join(map(str, more))}: 0-{top} next to edges)" if more else "seed 0"
   )
-  return [
+  return Claim(
     "Width moves the edges down in sp",
     f"best (seed 0)/largest lr trained (k/n) at d_model {at}: "
     + "; ".join(parts)
@@ -50,7 +52,9 @@ def row_width() -> list[str] | None:
     f"12 layers, 1,000 steps, no warmup, constant lr; head dim 16; {seed_text}; <=: best at "
     "the smallest lr run; stdlib; " + tokens_note("docs/width/runs/deepnorm-L12-d256-lr0.0005-s0"),
     "[figure](docs/width/curves.png), `docs/width/edges.csv`, `docs/width/results.csv`",
-  ]
+    f"largest lr trained from d_model {widths[0]} to {widths[-1]}: " + ", ".join(short),
+    f"12 layers, 1,000 steps; {seed_text}",
+  )
 
 
 def _seed0(rows: list[dict[str, str]], variant: str, d_model: int) -> list[dict[str, str]]:
@@ -82,7 +86,7 @@ def _best_and_reach(
   return best_text, reach
 
 
-def row_width_mup() -> list[str] | None:
+def row_width_mup() -> Claim | None:
   """muP against sp at each width muP ran: each variant's seed-0 best lr on its own lrs, and
   the largest lr that trained on the lrs both ran there (the two sweeps' results.csv; the
   losses are in docs/width/README.md)."""
@@ -106,7 +110,7 @@ def row_width_mup() -> list[str] | None:
     return f"muP {m}, sp {s}"
 
   # what each variant's width question turns on: Pre-LN's best lr, Post-LN's edge (as well)
-  return [
+  return Claim(
     "muP against sp across width",
     f"at d_model {'/'.join(map(str, widths))}: Pre-LN's best lr {both_ways('prenorm', 0)}; "
     f"Post-LN's best lr {both_ways('postnorm', 0)}, its largest lr trained "
@@ -116,7 +120,10 @@ def row_width_mup() -> list[str] | None:
     "constant lr; base width "
     "64, head dim 16; stdlib; " + tokens_note("docs/width/runs/postnorm-L12-d256-mup-lr0.00025-s0"),
     "[figure](docs/width/mup/curves.png), `docs/width/mup/results.csv`",
-  ]
+    f"at d_model {'/'.join(map(str, widths))}: Pre-LN's best lr {both_ways('prenorm', 0)}; "
+    f"Post-LN's largest trained {both_ways('postnorm', 1)}",
+    "12 layers, 1,000 steps; seed 0",
+  )
 
 
 # The README's Results rows this module states, by their place in the table.
