@@ -28,7 +28,7 @@ import sys
 
 from configs.sweeps import depth_transfer as grid
 from resnorm_jax.analysis import depth_transfer as dt  # (no JAX)
-from resnorm_jax.analysis import lr_sweep_rows
+from resnorm_jax.analysis import depth_transfer_figure, lr_sweep_rows
 
 
 def main() -> None:
@@ -62,7 +62,7 @@ def main() -> None:
     mine = [r for r in rows if r["variant"] == variant]
     out = os.path.join(args.out_dir, f"{variant}.png")
     mine_table = [t for t in table if t["variant"] == variant]
-    paths.append(dt.plot_transfer(mine, mine_table, variant, out))
+    paths.append(depth_transfer_figure.plot_transfer(mine, mine_table, variant, out))
   print("\n".join(dt.describe(table, slopes)))
   print("\n".join(paths))
 

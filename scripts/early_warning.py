@@ -10,11 +10,14 @@ end) and, held out, the Shakespeare runs (docs/second_corpus/runs, docs/xiong_re
 shakespeare-*). Writes into
 --out_dir:
   results.csv   per data set, k and predictor: held-out AUC (whole cells held out) with a
-                cluster-bootstrap 95% interval; set 'shakespeare' is the model fitted on
-                every stdlib run and scored on Shakespeare
+                cluster-bootstrap 95% interval (auc_lo, auc_hi), and the AUC within cells
+                with a bootstrap of seeds within each cell (within_cell_auc_lo, _hi), both
+                seeded; set 'shakespeare' is the model fitted on every stdlib run and
+                scored on Shakespeare
   savings.csv   per k: the stop rule replayed on every committed stdlib loss-vs-lr run
                 (threshold: stop no training-set run that kept its escape)
-  auc_vs_k.png  AUC against k per signal, a panel per data set
+  auc_vs_k.png  AUC against k with 95% intervals: on top the README's quoted points
+                (resnorm_jax/analysis/early_warning_figure.py), below each signal per data set
   README.md     the page: what was measured, how, the tables above and what they say
   stop_rule_k<K>.json  the stop rule at step K fitted on every stdlib run, as data with its
                 provenance: what train.stop_when reads
@@ -32,7 +35,8 @@ import os
 import re
 
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
-from resnorm_jax.analysis.style import pyplot, save_figure
+from resnorm_jax.analysis import early_warning_figure
+from resnorm_jax.analysis.style import save_figure
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, stop_features
 from resnorm_jax.runs.metrics_file import read_metrics as read_all_metrics
@@ -122,42 +126,6 @@ def write_csv(rows: list[dict], path: str) -> str:
   return path
 
 
-def plot(rows: list[dict], path: str) -> str:
-  plt = pyplot()
-  order = (
-    "survival",
-    "stdlib grid",
-    "survival, on the plateau at k",
-    "stdlib grid, on the plateau at k",
-  )
-  sets = [s for s in order if any(r["set"] == s for r in rows)]
-  fig, axes = plt.subplots(2, 2, figsize=(13, 9.6), sharey=True)
-  axes = list(axes.flat)[: len(sets)]
-  signals = [*ew.SIGNALS, "all core signals"]
-  for ax, name in zip(axes, sets, strict=True):
-    for signal in signals:
-      pts = [
-        (r["k"], r["auc"]) for r in rows
-        if r["set"] == name and r["predictor"] == signal and math.isfinite(r["auc"])
-      ]  # fmt: skip
-      if pts:
-        together = signal == "all core signals"
-        ax.plot(*zip(*pts, strict=True), "-o", color="black" if together else None,
-                lw=2.5 if together else 1.3, ms=4, label=signal)  # fmt: skip
-    ax.axhline(0.5, color="grey", ls=":", lw=1)
-    ax.axhline(0.9, color="grey", ls="--", lw=1)
-    n = max((r["runs"] for r in rows if r["set"] == name), default=0)
-    ax.set(xscale="log", xlabel="step k (metrics up to k)", title=f"{name} (up to {n} runs)")
-    ax.set_xticks(stop_features.KS, [str(k) for k in stop_features.KS])
-    ax.minorticks_off()
-    ax.grid(alpha=0.3)
-  for ax in axes[::2]:
-    ax.set_ylabel("AUC of held-out cells' scores")
-  axes[-1].legend(fontsize="small", loc="lower right")
-  fig.suptitle("Which signal warns first that a run will stay on the plateau? (dashed: AUC 0.9)")
-  return save_figure(fig, path)
-
-
 PAGE = """# Early warning: can the first steps tell a doomed run?
 
 Written by `python scripts/early_warning.py` from the committed runs (no training); the rules
@@ -176,7 +144,9 @@ unigram entropy, gradient, update and parameter norms, attention-logit max, outp
 the level at k, the slope over [k/2, k] and the change since step 10. Predictors: one signal
 (its feature and direction chosen on the training folds) and a logistic regression on the
 four signals every run logs. **Whole cells (variant, depth, lr, corpus) are held out**: a cell
-never trains the model that scores it. AUC intervals: 95% percentile bootstrap over cells.
+never trains the model that scores it. AUC intervals: 95% percentile bootstrap over cells
+(1,000 replicates, seeded); the AUC within cells: 95% percentile bootstrap over the seeds
+within each cell (the cells kept).
 *On the plateau at k*: only the runs that had not escaped by step k, the runs a stop rule has
 to judge (a run already off the plateau at k is no decision).
 
@@ -188,6 +158,11 @@ to judge (a run already off the plateau at k is no decision).
   docs/second_corpus and docs/xiong_rescue (a corpus it never saw).
 
 ![AUC against k](auc_vs_k.png)
+
+The figure's top row is the README's Results row: the all-core-signals predictor on the runs
+still on the plateau at k, the AUC within a cell's seeds for survival (the pooled AUC beside
+it, grey) and the pooled AUC for the grid and Shakespeare, each value written above its 95%
+interval, and the stop at k = 50 whose savings the row quotes. Below, each signal alone.
 
 {tables}
 
@@ -204,16 +179,23 @@ def _table(rows: list[dict], name: str) -> str:
   mine = [r for r in rows if r["set"] == name]
   if not mine:
     return ""
-  head = "| k | predictor | runs (escaped) | cells | AUC (95%) | AUC within cells |"
+  head = "| k | predictor | runs (escaped) | cells | AUC (95%) | AUC within cells (95%) |"
   lines = [f"**{name}**", "", head, "| --- | --- | --- | --- | --- | --- |"]
   for r in mine:
     fmt = lambda v: "-" if not math.isfinite(v) else f"{v:.2f}"
     lines.append(
       f"| {r['k']} | {r['predictor']} | {r['runs']} ({r['positives']}) | {r['cells']} | "
       f"{fmt(r['auc'])} ({fmt(r['auc_lo'])}-{fmt(r['auc_hi'])}) | "
-      f"{fmt(r.get('within_cell_auc', math.nan))} |"
+      f"{fmt(r.get('within_cell_auc', math.nan))}"
+      f"{_interval(r, 'within_cell_auc', fmt)} |"
     )
   return "\n".join(lines) + "\n"
+
+
+def _interval(r: dict, column: str, fmt) -> str:
+  """' (low-high)' of a column's interval where it has one, else ''."""
+  lo, hi = r.get(f"{column}_lo", math.nan), r.get(f"{column}_hi", math.nan)
+  return f" ({fmt(lo)}-{fmt(hi)})" if math.isfinite(lo) and math.isfinite(hi) else ""
 
 
 def page(rows: list[dict], savings: list[dict]) -> str:
@@ -267,7 +249,11 @@ def main() -> None:
   paths = [
     write_csv(rows, os.path.join(args.out_dir, "results.csv")),
     write_csv(savings, os.path.join(args.out_dir, "savings.csv")),
-    plot(rows, os.path.join(args.out_dir, "auc_vs_k.png")),
+    save_figure(
+      early_warning_figure.draw(rows, savings),
+      os.path.join(args.out_dir, "auc_vs_k.png"),
+      tight=False,
+    ),
   ]
   for k in (100, 200):
     rule = ew.fit_rule(

@@ -110,3 +110,34 @@ def test_seeded_contrast_uses_only_the_lrs_every_seed_ran():
            if r["num_layers"] == 24 and r["opt.lr"] == 4e-3 and r["seed"] == 0]  # fmt: skip
   again, _ = dt.seeded_contrast(rows + extra, 24, replicates=50)
   assert again["seeds"] == "0 1 2" and again["difference"] == pytest.approx(lr_row["difference"])
+
+
+def test_the_3_point_best_lr_is_drawn_on_its_grid_resolution_not_an_error_bar():
+  """The 3-point vertex has no estimated error: its figure draws the grid's best lr +- half a
+  grid step (where the vertex lies) as a shaded box; only the 5-point fit, whose standard error
+  is estimated from its residuals, gets an error bar."""
+  import math
+
+  from resnorm_jax.analysis import depth_transfer_figure as fig_mod
+  from resnorm_jax.analysis.style import pyplot
+
+  low, high = fig_mod.grid_half_step([1e-3, 2e-3, 4e-3], 2e-3)
+  assert math.isclose(low, 2**0.5 * 1e-3) and math.isclose(high, 2**1.5 * 1e-3)
+  low, high = fig_mod.grid_half_step([1e-3, 2e-3], 1e-3)  # no lower lr: the best itself
+  assert low == 1e-3 and math.isclose(high, 2**0.5 * 1e-3)
+  rows = [{"depth_param": "sp", "num_layers": d, "opt.lr": lr}
+          for d in (6, 12) for lr in (1e-3, 2e-3, 4e-3, 8e-3)]  # fmt: skip
+  table = [{"depth_param": "sp", "num_layers": d, "grid_best_lr": 2e-3, "best_lr_3pt": 2.4e-3,
+            "best_lr_3pt_se_log2": 0.5, "best_lr_5pt": b5, "best_lr_5pt_se_log2": 0.2}
+           for d, b5 in ((6, 2.2e-3), (12, None))]  # fmt: skip
+  fig, ax = pyplot().subplots()
+  fig_mod.draw_best_lrs(ax, rows, table, ["sp"])
+  assert len(ax.containers) == 1  # one error bar series: the 5-point fit's
+  boxes = [p for p in ax.patches if p.get_height() > 0]
+  assert len(boxes) == 2
+  for box in boxes:
+    assert math.isclose(box.get_y(), 2**0.5 * 1e-3)
+    assert math.isclose(box.get_y() + box.get_height(), 2**1.5 * 1e-3)
+  texts = " ".join(t.get_text() for t in ax.get_legend().get_texts()).replace("\n", " ")
+  assert "no error estimated" in texts and "estimated from the fit's residuals" in texts
+  pyplot().close(fig)

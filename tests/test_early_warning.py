@@ -105,3 +105,46 @@ def test_a_stop_rule_is_data_that_scores_a_run_as_the_fitted_model_does(tmp_path
   (tmp_path / "bad.json").write_text('{"k": 100}')
   with pytest.raises(ValueError, match="not a stop rule of version 1"):
     stop_features.load_rule(str(tmp_path / "bad.json"))
+
+
+def test_the_within_cell_interval_is_a_seeded_bootstrap_over_seeds_in_each_cell():
+  rng = np.random.default_rng(1)
+  groups = [f"cell{i // 12}" for i in range(36)]
+  y = np.asarray([i % 3 == 0 for i in range(36)], int)
+  scores = y + rng.normal(scale=0.8, size=36)
+  lo, hi = ew.within_cell_bootstrap(scores, y, groups, replicates=300)
+  assert lo < ew.within_cell_auc(scores, y, groups) < hi
+  assert (lo, hi) == ew.within_cell_bootstrap(scores, y, groups, replicates=300)  # seeded
+  assert all(math.isnan(v) for v in ew.within_cell_bootstrap(scores, np.ones(36, int), groups))
+
+
+def test_the_figure_draws_the_numbers_the_readme_quotes_with_their_intervals():
+  """auc_vs_k.png's top row: the Results row's AUCs, each written beside its point, each point
+  with a 95% interval from results.csv's bounds; the quoted stop written in the grid's panel."""
+  import csv
+  import os
+
+  from resnorm_jax.analysis import early_warning_figure as figure
+  from resnorm_jax.analysis.claims import early_warning as claim
+  from resnorm_jax.analysis.style import pyplot
+
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+  tables = {}
+  for name in ("results", "savings"):
+    with open(os.path.join(root, "early_warning", f"{name}.csv"), newline="") as f:
+      tables[name] = list(csv.DictReader(f))
+  rows = tables["results"]
+  assert {"auc_lo", "auc_hi", "within_cell_auc_lo", "within_cell_auc_hi"} <= set(rows[0])
+  fig = figure.draw(rows, tables["savings"])
+  quoted = claim.row_early_warning()[1]
+  for ax, (key, name, column) in zip(fig.axes, claim.QUOTED, strict=False):
+    pts = figure.points(rows, key, claim.QUOTED_PREDICTOR, column)
+    assert pts and all(lo <= v <= hi for _, v, lo, hi in pts), (name, pts)
+    values = [f"{v:.2f}" for _, v, _, _ in pts]
+    assert [t.get_text() for t in ax.texts if t.get_text()[:2] == "0."] == values
+    assert f"{name} {'/'.join(values)}" in quoted  # the README's numbers, drawn
+    assert len(ax.collections) >= 1  # the interval bars
+  stop = claim.quoted_stop(tables["savings"])
+  grid = fig.axes[[n for _, n, _ in claim.QUOTED].index("grid")]
+  assert any(f"stop at k = {stop['k']}" in t.get_text() for t in grid.texts)
+  pyplot().close(fig)

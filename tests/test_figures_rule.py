@@ -140,8 +140,72 @@ def test_lr_curves_draw_no_band_and_no_line_through_losses_no_run_had():
       assert all((x, y) in runs for x, y in points), points
     elif len(points) == 1 and line.get_marker() == "_":  # a mean: only where seeds are several
       assert any(math.isclose(points[0][1], m) and points[0][0] == x for x, m in means)
+  _assert_only_runs_losses_drawn(fig, rows)
   labels = [t.get_text() for t in ax.get_xticklabels()]
   assert labels == ["1e-3", "2e-3", "4e-3"]
+  style.pyplot().close(fig)
+
+
+def _assert_only_runs_losses_drawn(fig, rows) -> None:
+  """Every mark of an lr-curve figure is a loss some run had: no band; a line joining lrs runs
+  through seed 0's losses only; a seed-mean bar only where the seeds at that lr agree (all
+  trained or all not); anything else (markers, a bar spanning split seeds) at runs' losses."""
+  from matplotlib.collections import PolyCollection
+
+  def key(y):
+    return round(float(y), 6)
+
+  losses = {key(r["capped_loss"]) for r in rows if r["capped_loss"] is not None}
+  seed0 = {key(r["capped_loss"]) for r in rows if r["capped_loss"] is not None and r["seed"] == 0}
+  cells: dict[tuple, list] = {}
+  for r in rows:
+    if r["capped_loss"] is not None:
+      cell = (r.get("panel_row"), r["variant"], r.get("d_model"), r.get("data"), float(r["opt.lr"]))
+      cells.setdefault(cell, []).append(r)
+  agreed = {
+    key(sum(m["capped_loss"] for m in ms) / len(ms))
+    for ms in cells.values()
+    if len(ms) > 1 and style.seeds_agree([m["outcome"] == "trained" for m in ms])
+  }
+  for ax in fig.axes:
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    for line in ax.get_lines():
+      xs, ys = list(line.get_xdata()), [key(y) for y in line.get_ydata()]
+      if not xs or xs == [0, 1]:  # a legend handle or a baseline across the axes
+        continue
+      if line.get_marker() == "_":
+        assert all(y in agreed for y in ys), (ax.get_title(), ys)
+      elif len(set(xs)) > 1:
+        assert all(y in seed0 for y in ys), (ax.get_title(), ys)
+      else:
+        assert all(y in losses for y in ys), (ax.get_title(), ys)
+
+
+def test_width_curves_draw_seed_0_as_the_line_and_no_mean_of_split_seeds():
+  """docs/width's curves (sp, and muP beside sp) from the committed tables, whose cells at
+  Post-LN's and DeepNorm's edges split between trained and stuck seeds: each seed drawn, the
+  seed mean nowhere but where the seeds agree."""
+  from resnorm_jax.analysis import lr_axis, width
+
+  def table(path):
+    return lr_axis.grid_rows(os.path.join(ROOT, "docs", "width", path), width.VARIANTS, 12)
+
+  sp, mup = table("results.csv"), table(os.path.join("mup", "results.csv"))
+  split = {(r["variant"], r["d_model"], r["opt.lr"]) for r in sp if r["outcome"] == "trained"}
+  split &= {(r["variant"], r["d_model"], r["opt.lr"]) for r in sp if r["outcome"] == "stuck"}
+  assert len(split) >= 3, split  # Post-LN at 64 and 128, DeepNorm at 128
+  both = [*({**r, "panel_row": "mup"} for r in mup), *sp]  # the same cell in each is two cells
+  for fig, rows in ((width.draw_curves(sp), sp), (width.draw_curves(mup, "mup", sp), both)):
+    _assert_only_runs_losses_drawn(fig, rows)
+    texts = " ".join(_legend_texts(fig)).replace("\n", " ")
+    assert "seeds split trained / stuck: each seed, no mean" in texts
+    style.pyplot().close(fig)
+  # The rule bites: a mean of split seeds would fail it.
+  fig, cell = width.draw_curves(sp), sorted(split)[0]
+  at = [r["capped_loss"] for r in sp if (r["variant"], r["d_model"], r["opt.lr"]) == cell]
+  fig.axes[0].plot(cell[2], sum(at) / len(at), "_")
+  with pytest.raises(AssertionError):
+    _assert_only_runs_losses_drawn(fig, sp)
   style.pyplot().close(fig)
 
 

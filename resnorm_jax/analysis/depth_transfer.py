@@ -10,7 +10,11 @@ for every parametrization there.
 The best lr of a curve, two ways (the loss rises more steeply above the best lr than below,
 so a parabola's vertex depends on how many points it spans; both are reported):
   3-point: the parabola in log2(lr) through the lowest seed-mean point and its two
-    neighbours (exact); its resolution taken as half the grid spacing (0.5 in log2).
+    neighbours (exact). Its vertex lies within half a grid step of the grid's best lr (the
+    middle point is the lowest), so best_lr_3pt_se_log2 holds that half step (0.5 in log2):
+    a resolution, assigned, not an estimated error; it weighs the 3-point slope (equal
+    weights on a uniform grid). The figure draws it as the bracket it is
+    (depth_transfer_figure.py).
   5-point: the least-squares parabola through the lowest point and up to two neighbours on
     each side; a standard error from the fit's residuals (delta method).
 A curve whose lowest point is its smallest or largest lr has no fitted best lr: the grid does
@@ -27,16 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from resnorm_jax.analysis import lr_figures, lr_sweep_rows
 from resnorm_jax.analysis import lr_sensitivity as lrs
-from resnorm_jax.analysis.style import (
-  PARAM_LABELS,
-  lr_label,
-  param_color,
-  pyplot,
-  save_figure,
-  variant_label,
-)
+from resnorm_jax.analysis import lr_sweep_rows
+from resnorm_jax.analysis.style import lr_label
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 
@@ -173,66 +170,6 @@ def depth_slopes(table: Sequence[Row]) -> list[Row]:
     if ols:  # the same best lrs, unweighted, with the residual-scaled standard error
       out.append({**out[-1], "fit": f"{fit}-ols", "slope": ols[0], "slope_se": ols[1]})
   return out
-
-
-def plot_transfer(rows: Sequence[Row], table: Sequence[Row], variant: str, out: str) -> str:
-  """Loss against lr, a panel per parametrization, depth as colour, the fitted best lr a
-  vertical tick on each curve; a last panel: best lr against depth per parametrization."""
-  plt = pyplot()
-  params = [p for p in PARAMS if any(r["depth_param"] == p for r in rows)]
-  depths = sorted({int(r["num_layers"]) for r in rows})
-  cmap = plt.get_cmap("viridis")
-  color = {d: cmap(i / max(len(depths) - 1, 1)) for i, d in enumerate(depths)}
-  fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.3 * (len(params) + 1), 4.6))
-  kinds: set[str] = set()
-  for ax, param in zip(axes, params, strict=False):
-    ax.sharey(axes[0]) if ax is not axes[0] else None
-    for depth in depths:
-      curve = lrs.lr_curve(
-        [r for r in rows if r["depth_param"] == param and int(r["num_layers"]) == depth]
-      )
-      if not curve:
-        continue
-      # seed 0 joined; a seed mean only where the seeds agree, their span where they split
-      kinds |= lr_figures.draw_curve(ax, curve, color[depth], label=f"{depth} layers")
-      fit = next((t for t in table if (t["depth_param"], t["num_layers"]) == (param, depth)), None)
-      if fit and fit["best_lr_3pt"]:
-        ax.axvline(fit["best_lr_3pt"], color=color[depth], ls=":", lw=1.2)
-    ax.set(xscale="log", title=PARAM_LABELS[param], xlabel="peak lr (Adam)")
-    ax.grid(alpha=0.3)
-  axes[0].set_ylabel("final eval loss (capped at the baseline)")
-  handles, _ = axes[0].get_legend_handles_labels()
-  fig.legend(handles=handles + lr_figures.mark_handles(kinds), loc="lower center", ncol=5,
-             fontsize="small", title="dotted verticals: each depth's 3-point best lr",
-             title_fontsize="small", frameon=False)  # fmt: skip
-  ax = axes[-1]
-  for i, param in enumerate(params):
-    for fit, style in (("3pt", "o-"), ("5pt", "s--")):
-      key = f"best_lr_{fit}"
-      pts = [t for t in table if t["depth_param"] == param and t[key]]
-      if not pts:
-        continue
-      ls = [t["num_layers"] * (1 + 0.04 * (i - 1)) for t in pts]  # side by side, not hidden
-      best = [t[key] for t in pts]
-      se = [t[f"{key}_se_log2"] for t in pts]
-      err = [[b * (1 - 2**-e) for b, e in zip(best, se, strict=True)],
-             [b * (2**e - 1) for b, e in zip(best, se, strict=True)]]  # fmt: skip
-      ax.errorbar(ls, best, yerr=err, fmt=style, capsize=3, color=param_color(param), mfc="white" if
-                  fit == "5pt" else None, label=f"{PARAM_LABELS[param]}, {fit}")  # fmt: skip
-  ax.set(xscale="log", yscale="log", xlabel="layers", ylabel="fitted best lr (+-1 s.e.)",
-         title="best lr against depth")  # fmt: skip
-  ax.set_xticks(depths, [str(d) for d in depths])
-  ticks = sorted({float(r["opt.lr"]) for r in rows})
-  ax.set_yticks(ticks, [lr_label(t) for t in ticks])
-  ax.minorticks_off()
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize="small")
-  fig.suptitle(
-    f"{variant_label(variant)}: does the best lr transfer across depth? "
-    f"({lr_sweep_rows.setting_title(rows)})"
-  )
-  fig.tight_layout(rect=(0, 0.2, 1, 1))  # the legend below the panels, off the curves
-  return save_figure(fig, out, tight=False)
 
 
 def describe(table: Sequence[Row], slopes: Sequence[Row]) -> list[str]:

@@ -17,7 +17,10 @@ Two kinds of predictor, both inspectable:
     share (fitted by Newton's method).
 Evaluation holds out whole cells (variant, depth, lr, corpus): a test cell never trains the
 model, so what is measured is how the rule carries to a configuration it has not seen. AUC
-intervals are percentile intervals of a bootstrap over cells (runs of a cell move together).
+intervals are percentile intervals of a bootstrap over cells (runs of a cell move together);
+the AUC within cells (the mean over cells of the AUC among one cell's seeds) has a bootstrap
+over runs within each cell (the cells kept, their seeds redrawn). Both seeded: a rebuild
+writes the same bounds.
 """
 
 from __future__ import annotations
@@ -179,6 +182,29 @@ def cluster_bootstrap_auc(
   return float(lo), float(hi)
 
 
+def within_cell_bootstrap(
+  scores: np.ndarray, y: np.ndarray, groups: Sequence[str], replicates: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+  """Percentile 95% interval of within_cell_auc over runs resampled with replacement inside
+  each cell (the cells fixed: the question is which seeds of a configuration escape, and the
+  seeds are what was sampled). A replicate where no cell has both outcomes is left out."""
+  g = np.asarray(groups)
+  # a cell with one outcome has no AUC in any resample: only the cells with both count
+  idx = [np.flatnonzero(g == name) for name in sorted(set(groups))]
+  idx = [i for i in idx if 0 < y[i].sum() < i.size]
+  rng = np.random.default_rng(seed)
+  vals = []
+  for _ in range(replicates if idx else 0):
+    cells = [auc(scores[p], y[p]) for p in (rng.choice(i, size=i.size) for i in idx)]
+    cells = [a for a in cells if math.isfinite(a)]
+    if cells:
+      vals.append(float(np.mean(cells)))
+  if not vals:
+    return math.nan, math.nan
+  lo, hi = np.percentile(vals, [2.5, 97.5])
+  return float(lo), float(hi)
+
+
 def matrix(
   runs: Sequence[Row], k: int, columns: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, list[str], list[Row]]:
@@ -198,7 +224,8 @@ def matrix(
 def evaluate(runs: Sequence[Row], k: int, replicates: int = 1000, folds: int = 10) -> list[Row]:
   """Per predictor (each signal alone, its feature chosen on the training folds; all core
   signals together): the AUC of the held-out scores (whole cells held out) with its
-  cluster-bootstrap interval, and the mean AUC within cells, on the runs that logged to k."""
+  cluster-bootstrap interval, and the mean AUC within cells with its within-cell bootstrap
+  interval, on the runs that logged to k."""
   out = []
   core = [f"{s}:{kind}" for s in CORE for kind in KINDS]
   for name in [*SIGNALS, "all core signals"]:
@@ -215,9 +242,11 @@ def evaluate(runs: Sequence[Row], k: int, replicates: int = 1000, folds: int = 1
     kept_groups = [gg for gg, kk in zip(g, keep, strict=True) if kk]
     lo, hi = cluster_bootstrap_auc(scores[keep], y[keep], kept_groups, replicates)
     y_kept, s_kept = y[keep], scores[keep]
+    w_lo, w_hi = within_cell_bootstrap(s_kept, y_kept, kept_groups, replicates)
     out.append({"k": k, "predictor": name, "runs": int(keep.sum()), "positives": int(y_kept.sum()),
                 "cells": len(set(g)), "auc": auc(s_kept, y_kept), "auc_lo": lo, "auc_hi": hi,
-                "within_cell_auc": within_cell_auc(s_kept, y_kept, kept_groups)})  # fmt: skip
+                "within_cell_auc": within_cell_auc(s_kept, y_kept, kept_groups),
+                "within_cell_auc_lo": w_lo, "within_cell_auc_hi": w_hi})  # fmt: skip
   return out
 
 
@@ -225,7 +254,8 @@ def transfer(
   train: Sequence[Row], test: Sequence[Row], k: int, replicates: int = 1000
 ) -> Row | None:
   """The all-core-signals model fitted on `train` (one corpus) and scored on `test` (another):
-  AUC with its cluster-bootstrap interval over the test cells."""
+  AUC with its cluster-bootstrap interval over the test cells; the AUC within test cells with
+  its within-cell bootstrap interval."""
   core = [f"{s}:{kind}" for s in CORE for kind in KINDS]
   xa, ya, _, _ = matrix(train, k, core)
   xb, yb, gb, _ = matrix(test, k, core)
@@ -233,9 +263,11 @@ def transfer(
     return None
   scores = Standardised(xa, ya).score(xb)
   lo, hi = cluster_bootstrap_auc(scores, yb, gb, replicates)
+  w_lo, w_hi = within_cell_bootstrap(scores, yb, gb, replicates)
   return {"k": k, "predictor": "all core signals", "runs": len(yb), "positives": int(yb.sum()),
           "cells": len(set(gb)), "auc": auc(scores, yb), "auc_lo": lo, "auc_hi": hi,
-          "within_cell_auc": within_cell_auc(scores, yb, gb)}  # fmt: skip
+          "within_cell_auc": within_cell_auc(scores, yb, gb),
+          "within_cell_auc_lo": w_lo, "within_cell_auc_hi": w_hi}  # fmt: skip
 
 
 def replay(runs: Sequence[Row], k: int, folds: int = 10, max_lost: float = 0.0) -> Row | None:

@@ -90,6 +90,20 @@ STABILIZER_BASES = ("postnorm", "prenorm", "deepnorm")
 _OTHER_COLORS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 
 
+# The logged signals of docs/early_warning (runs/stop_features.SIGNALS), a colour each, and
+# the predictor on all core signals together in black. A signal is no variant: no figure
+# shows the two together.
+SIGNAL_COLORS = {
+  "train/loss": "#1b9e77",
+  "grad_norm": "#d95f02",
+  "update_norm": "#7570b3",
+  "param_norm": "#e7298a",
+  "attn_logit_max": "#66a61e",
+  "output_logit_rms": "#a6761d",
+  "all core signals": "#000000",
+}
+
+
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
 # what a named config may declare about how it is drawn: its colour and label, and optionally
 # its marker and the family of variants whose panel it joins in the loss-vs-lr figures
