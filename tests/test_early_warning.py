@@ -136,7 +136,7 @@ def test_the_figure_draws_the_numbers_the_readme_quotes_with_their_intervals():
   rows = tables["results"]
   assert {"auc_lo", "auc_hi", "within_cell_auc_lo", "within_cell_auc_hi"} <= set(rows[0])
   fig = figure.draw(rows, tables["savings"])
-  quoted = claim.row_early_warning()[1]
+  quoted = claim.row_early_warning().result
   for ax, (key, name, column) in zip(fig.axes, claim.QUOTED, strict=False):
     pts = figure.points(rows, key, claim.QUOTED_PREDICTOR, column)
     assert pts and all(lo <= v <= hi for _, v, lo, hi in pts), (name, pts)
