@@ -16,28 +16,15 @@ from ml_collections import ConfigDict
 from resnorm_jax.hardware import hlo_bytes
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware.tpu_target import GIB, Chip, TargetError
-from resnorm_jax.hardware.tune_cache import (  # noqa: F401 (tune.X names stay)
-  DEFAULT_CACHE,
-  Cache,
+from resnorm_jax.hardware.tune_cache import (
   Result,
-  cache_key,
   program_hash,
 )
-from resnorm_jax.hardware.tune_space import (  # noqa: F401 (tune.X names stay)
-  ATTENTIONS,
-  MESHES,
+from resnorm_jax.hardware.tune_space import (
   Candidate,
-  mesh_overrides,
   overrides,
-  own_candidate,
-  with_flags,
 )
-from resnorm_jax.hardware.xla_flags import (  # noqa: F401 (tune.X names stay)
-  FLAG_PARTS,
-  MAXTEXT_FLAGS,
-  NO_WINDOWED_EINSUM,
-  accepted_flags,
-  flag_parts,
+from resnorm_jax.hardware.xla_flags import (
   flags_of,
 )
 
