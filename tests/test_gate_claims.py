@@ -83,3 +83,15 @@ def test_the_where_table_pairs_each_cell_and_tests_it(monkeypatch):
   assert "| 12 | 1e-3 | 0/12 | 0.00-0.26 | 5/5 | 0.48-1.00 | 0.00016 |" in text
   assert "| 12 | 4e-3 | not run |  | 1/4 | 0.01-0.81 |  |" in text
   assert "- 12 layers, gated attention: 1e-3 (bracketed by 4e-3)" in text
+
+
+def test_the_shakespeare_cells_join_the_where_table_as_their_own_rows(monkeypatch):
+  planted = [
+    {**_cell("shakespeare-postnorm", 0, 4), "lr": "1e-3"},
+    {**_cell("shakespeare-postnorm-attngate", 4, 4), "lr": "1e-3"},
+    {**_cell("postnorm-attngate", 4, 4), "lr": "1e-3"},  # another corpus's: not this table's
+  ]
+  monkeypatch.setattr(gate, "optional", lambda path: planted if "shakespeare" in path else [])
+  assert gate.corpus_rows() == [
+    "| 12 (Shakespeare) | 1e-3 | 0/4 | 0.00-0.60 | 4/4 | 0.40-1.00 | 0.029 |"
+  ]

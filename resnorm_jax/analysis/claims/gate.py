@@ -270,6 +270,34 @@ def edge(by_lr: dict[float, dict[str, str]]) -> str:
   return f"{lr_label(top, 4)} ({where})"
 
 
+SHAKESPEARE_CELLS = "docs/stabilizers/shakespeare/cells.csv"  # the grid's shakespeare-* points
+
+
+def corpus_rows() -> list[str]:
+  """The where-table's rows of the same cells on tiny Shakespeare (docs/second_corpus's
+  corpus), gated against plain in each, when they have run."""
+  by: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
+  for c in optional(SHAKESPEARE_CELLS):
+    arm = {"shakespeare-postnorm": "plain", "shakespeare-postnorm-attngate": "gate"}.get(
+      c["variant"]
+    )
+    if arm:
+      by.setdefault((int(c["num_layers"]), float(c["lr"])), {})[arm] = c
+  return [pair_row(f"{d} (Shakespeare)", lr, arms) for (d, lr), arms in sorted(by.items())]
+
+
+def pair_row(layers: str, lr: float, arms: dict[str, dict[str, str]]) -> str:
+  """A where-table row: plain's and the gate's kept odds with intervals, and Fisher's p."""
+  row = [layers, lr_label(lr, 4)]
+  for arm in ("plain", "gate"):
+    c = arms.get(arm)
+    row += [_odds(c), "{:.2f}-{:.2f}".format(*clopper_pearson(*kept(c)))] if c else [
+      "not run", ""]  # fmt: skip
+  both = "plain" in arms and "gate" in arms
+  row.append(f"{fisher(arms['gate'], arms['plain']):.2g}" if both else "")
+  return "| " + " | ".join(row) + " |"
+
+
 def render_where() -> str:
   """Gated attention against plain Post-LN cell by cell, and each arm's edge by `edge`'s rule."""
   cells_ = where_cells()
@@ -279,15 +307,8 @@ def render_where() -> str:
     "Fisher p |",
     "| --- | --- | --- | --- | --- | --- | --- |",
   ]
-  for (depth, lr), arms in sorted(cells_.items()):
-    row = [str(depth), lr_label(lr, 4)]
-    for arm in ("plain", "gate"):
-      c = arms.get(arm)
-      row += [f"{_odds(c)}", "{:.2f}-{:.2f}".format(*clopper_pearson(*kept(c)))] if c else [
-        "not run", ""]  # fmt: skip
-    both = "plain" in arms and "gate" in arms
-    row.append(f"{fisher(arms['gate'], arms['plain']):.2g}" if both else "")
-    lines.append("| " + " | ".join(row) + " |")
+  lines += [pair_row(str(depth), lr, arms) for (depth, lr), arms in sorted(cells_.items())]
+  lines += corpus_rows()
   lines += ["", "The edge, by rule (the largest lr whose cell keeps the escape on at least half "
             f"of >= {MIN_SEEDS} seeds):"]  # fmt: skip
   for depth in WHERE_DEPTHS:
