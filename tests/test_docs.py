@@ -30,8 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".txt")
 DOCS = ("README.md", "docs/results.md")
 NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?|-?\d+[eE][-+]?\d+")
-# 3.249 and -0.779 (a sign is part of the number); not 1e-3, 2.5e-4, 3.125e-5 or 0.0625
-QUOTED = re.compile(r"(?<![\d.])-?\d+\.\d{3}(?!\d|[eE][-+]?\d)")
+# 3.249 and -0.779 (a sign is part of the number); not 1e-3, 2.5e-4, 3.125e-5 or 0.0625, nor
+# the lr in a run's name (postnorm-L12-lr0.001-s0)
+QUOTED = re.compile(r"(?<![\w.])-?\d+\.\d{3}(?!\d|[eE][-+]?\d)")
 CITED = re.compile(r"docs/[\w./*{},-]+")
 BACKTICKED = re.compile(r"`([\w./*{},-]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -153,6 +154,7 @@ def test_the_check_finds_a_number_its_section_does_not_back():
   # the sign is part of a number; a 3-decimal mantissa of an lr is no loss
   values = data_values(["-0.7791, 0.6982, 3.125e-05"])
   assert unbacked("slopes -0.779 and -0.698 at lr 3.125e-5", values) == [(1, "-0.698")]
+  assert unbacked("`postnorm-L12-lr0.001-s0` and L12-0.002", values) == []  # names
 
 
 def test_the_check_reads_citations_relative_to_the_doc_and_skips_generated_text():
