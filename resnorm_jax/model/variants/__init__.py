@@ -24,10 +24,13 @@ import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
+
+from flax import nnx
 
 from resnorm_jax.config import variant_keys
 from resnorm_jax.config.variant_keys import Key  # noqa: F401 (variant modules: variants.Key)
+from resnorm_jax.model import attention_paths
 
 AXES = ("residual", "norm_position", "norm")
 FEATURE = "feature"  # the Feature records' kind: no model.<axis> value selects them
@@ -170,33 +173,109 @@ class Norm(Variant):
   make: Callable[[int, str | None, float], Any] | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Hook:
+  """A place where features plug in, and how several features on it combine.
+
+  composes: True, the features' modules chain (each applied to the previous one's output) in
+    ascending Feature.order; False, one feature at most (a second is refused, naming both).
+  attention: attention applies it, so each attention path declares whether it does
+    (model/attention_paths.py); False: the model applies it whatever the path.
+  """
+
+  name: str
+  composes: bool
+  attention: bool
+  summary: str
+
+
+# Every Feature hook in the order the model applies them (attention's, then the output's).
+HOOKS = (
+  Hook("attn_logits", True, True, "maps on attention's scaled logits [B, H, T, S]"),
+  Hook(
+    "attn_cap",
+    False,
+    True,
+    "the cap c tanh(x / c) on attention's logits after every map (a LogitCap: a fused kernel "
+    "takes its c)",
+  ),
+  Hook("attn_sink", False, True, "a logit per head in every softmax's denominator"),
+  Hook("attn_output", False, True, "a gate on the heads' outputs before the output projection"),
+  Hook("out_logits", True, False, "maps on the model's output logits [B, T, V]"),
+  Hook("frozen", True, False, "tests of the parameters the optimizer holds still (any holds)"),
+)
+HOOK = {hook.name: hook for hook in HOOKS}
+
+
+class LogitCap(Protocol):
+  """What the attn_cap hook's module is: module(x) = cap * tanh(x / cap), and its `cap`,
+  which a path that caps inside its kernel (splash) takes instead of calling the module."""
+
+  cap: float
+
+  def __call__(self, x: Any) -> Any: ...
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Feature(Variant):
   """A change beside the three axes, turned on by its own keys (no model.<axis> value names
   it): it combines with any residual, placement and norm; `check` runs when it is on.
 
   on(cfg): whether the config turns it on (its keys away from their off values).
-  attn_logits(cfg): a module on attention's scaled logits [B, H, T, S] before the causal
-    mask (logit softcapping); None: nothing.
+  Its hooks (HOOKS says how several features on one combine; None from one: nothing):
+  attn_logits(cfg): a module on attention's scaled logits [B, H, T, S] before the cap and the
+    causal mask (a temperature).
+  attn_cap(cfg): a LogitCap on attention's logits after every attn_logits map (logit
+    softcapping); the splash kernel applies its `cap` itself.
   attn_sink(cfg): a module whose call () returns one logit per head [H], a column added to
-    every softmax's denominator (attention sinks); None: nothing.
+    every softmax's denominator (attention sinks).
   attn_output(cfg, rule, rngs): a module gate(ctx_BxTxHxK, x_BxTxD, stats=) on the heads'
     outputs before the output projection, x the attention's input, stats the layer's
-    statistics dict (or None) for what it measures (gated attention); None: nothing.
-  out_logits(cfg): a module on the model's output logits [B, T, V]; None: nothing.
-  matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
+    statistics dict (or None) for what it measures (gated attention).
+  out_logits(cfg): a module on the model's output logits [B, T, V].
   frozen(cfg): a test on a parameter's path (jax.tree_util.keystr of the params tree) for the
-    parameters the optimizer never moves (a gate held at its init); None: none.
+    parameters the optimizer never moves (a gate held at its init).
+  acts_on(cfg): the hooks it acts on under `cfg`, checked before anything is built (the
+    refusals, the attention path's contract); None: every hook it sets, whenever it is on.
+  order: its place in a composing hook's chain, lower first (two features at one order on one
+    hook are refused: their order would be undeclared).
+  turned_on: a setting of its keys that turns it and each of its hooks on (the tests build
+    every pair of features from these).
+  matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
   """
 
   axis: ClassVar[str] = FEATURE
   on: Callable[[Any], bool] = lambda cfg: False
   frozen: Callable[[Any], Callable[[str], bool] | None] = _nothing
   attn_logits: Callable[[Any], Any] = _nothing
+  attn_cap: Callable[[Any], LogitCap | None] = _nothing
   attn_sink: Callable[[Any], Any] = _nothing
   attn_output: Callable[..., Any] = _nothing
   out_logits: Callable[[Any], Any] = _nothing
+  acts_on: Callable[[Any], tuple[str, ...]] | None = None
+  order: int = 0
+  turned_on: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   matmul_params: Callable[[Any], int] = lambda cfg: 0
+
+  def hooks(self, cfg: Any) -> tuple[str, ...]:
+    """The hooks it acts on under `cfg` (none when it is off)."""
+    if not self.on(cfg):
+      return ()
+    if self.acts_on is not None:
+      return tuple(self.acts_on(cfg))
+    return tuple(h.name for h in HOOKS if getattr(self, h.name) is not _nothing)
+
+
+class Chain(nnx.Module):
+  """Several features' maps on one composing hook, applied in their declared order."""
+
+  def __init__(self, maps: list[Any]):
+    self.maps = nnx.List(maps)
+
+  def __call__(self, x: Any) -> Any:
+    for fn in self.maps:
+      x = fn(x)
+    return x
 
 
 @functools.cache
@@ -276,23 +355,71 @@ def features(cfg: Any) -> tuple[Feature, ...]:
   return tuple(f for f in _registry()[FEATURE].values() if f.on(cfg))
 
 
+def users(cfg: Any, hook: str) -> tuple[Feature, ...]:
+  """The features `cfg` turns on that act on `hook`, in their chain's order."""
+  return tuple(sorted((f for f in features(cfg) if hook in f.hooks(cfg)), key=lambda f: f.order))
+
+
+def _both(feats: Any) -> str:
+  names = [f.name for f in feats]
+  return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def check_hooks(cfg: Any) -> None:
+  """Refuses, before anything is built, features that do not compose and hooks the attention
+  path does not apply: two features on a hook that takes one, two at one order on a chain,
+  a feature on an attention hook model.attention's path lacks (it would be dropped)."""
+  for hook in HOOKS:
+    on = users(cfg, hook.name)
+    if len(on) > 1 and not hook.composes:
+      raise ValueError(
+        f"{_both(on)} both act on the {hook.name} hook ({hook.summary}), which takes one "
+        "feature: turn one of them off"
+      )
+    for a, b in zip(on, on[1:]):
+      if a.order == b.order:
+        raise ValueError(
+          f"{_both((a, b))} both act on the {hook.name} hook at order {a.order}, so their "
+          "chain's order is undeclared: give one of them another Feature.order"
+        )
+    for f in on if hook.attention else ():
+      if hook.name not in attention_paths.PATHS[cfg.attention]:
+        raise ValueError(
+          f"model.attention={cfg.attention!r} does not apply the {hook.name} hook that "
+          f"{f.name} turns on{_set_keys(f, cfg)}; valid values: "
+          + ", ".join(attention_paths.applying(hook.name))
+        )
+
+
+def _set_keys(feature: Feature, cfg: Any) -> str:
+  """` (model.<key>=<value>, ...)` of a feature's keys away from their defaults, or ''."""
+  keys = [
+    f"model.{k}={getattr(cfg, k)!r}"
+    for k, key in feature.keys.items()
+    if getattr(cfg, k) != key.default
+  ]
+  return f" ({', '.join(keys)})" if keys else ""
+
+
 def feature_module(cfg: Any, hook: str, *args: Any) -> Any:
-  """The module hook `hook` (attn_logits, attn_sink, attn_output, out_logits) of the feature
-  `cfg` turns on that makes one, or None. Two features that both make one for the same hook
-  are refused (ValueError naming both): one would silently replace the other, and the model
-  built would not be the one named."""
-  made = [(f.name, m) for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
+  """The module of hook `hook` (attn_logits, attn_cap, attn_sink, attn_output,
+  out_logits) from the features `cfg` turns on, or None: the one feature's, or on a composing
+  hook the chain of them (Chain, in their order). A second feature on a hook that takes one is
+  refused (check_hooks refuses the config first)."""
+  on = users(cfg, hook)
+  if len(on) > 1 and not HOOK[hook].composes:
+    check_hooks(cfg)
+  made = [m for f in on if (m := getattr(f, hook)(cfg, *args)) is not None]
+  if len(made) != len(on):
+    raise ValueError(f"a feature of {_both(on)} acts on the {hook} hook but made no module")
   if len(made) > 1:
-    names = " and ".join(n for n, _ in made)
-    raise ValueError(
-      f"{names} both act on attention's {hook} hook and do not compose: turn one of them off"
-    )
-  return made[0][1] if made else None
+    return Chain(made)
+  return made[0] if made else None
 
 
 def frozen_paths(cfg: Any) -> tuple[Callable[[str], bool], ...]:
   """The path tests of the parameters the features `cfg` turns on hold still (Feature.frozen)."""
-  return tuple(t for f in features(cfg) if (t := f.frozen(cfg)) is not None)
+  return tuple(t for f in users(cfg, "frozen") if (t := f.frozen(cfg)) is not None)
 
 
 def keys() -> dict[str, Key]:
@@ -310,3 +437,4 @@ def validate(cfg: Any) -> None:
     get("norm", cfg.norm).check(cfg)
   for feature in features(cfg):
     feature.check(cfg)
+  check_hooks(cfg)  # features that do not compose, hooks the attention path lacks
