@@ -21,7 +21,7 @@ from resnorm_jax.model import splash, variants, width_param
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.norms import RMSNorm, config_norm
+from resnorm_jax.model.norms import RMSNorm
 
 
 def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
@@ -101,12 +101,12 @@ class Attention(nnx.Module):
       self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
       self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
     elif placement.qkv_norm:  # the model's norm over each head's q, k (v below): HybridNorm
-      self.q_norm, self.k_norm = (config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
+      self.q_norm, self.k_norm = (variants.config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
     else:
       self.q_norm = self.k_norm = None
-    self.v_norm = config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None
+    self.v_norm = variants.config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None
     # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
-    self.sub_norm = config_norm(cfg, d) if placement.sub_norm else None
+    self.sub_norm = variants.config_norm(cfg, d) if placement.sub_norm else None
     # A residual variant's q, k transformation (after RoPE) and softmax scale: nGPT's unit q,
     # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
     combine = variants.residual(cfg.residual)

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 CHOICES = ("off", "elementwise", "headwise")
 

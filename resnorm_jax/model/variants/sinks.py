@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 SINK_INIT = 0.0
 

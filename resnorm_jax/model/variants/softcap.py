@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 
 class SoftCap(nnx.Module):
