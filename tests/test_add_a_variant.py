@@ -33,7 +33,7 @@ VARIANT = f'''
 """A throwaway residual for the recipe's test: x + s F, s = model.{KEY}."""
 
 from resnorm_jax.model import residual as residual_lib
-from resnorm_jax.model.variants import Key, Residual
+from resnorm_jax.model.variants.hooks import Key, Residual
 
 
 def _positive(value):

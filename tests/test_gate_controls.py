@@ -189,25 +189,6 @@ def test_layer_stats_hold_the_gate_and_stream_extremes_as_numpy():
   np.testing.assert_allclose(float(st["stream_max"]), np.abs(np.asarray(y)).max(), rtol=1e-6)
 
 
-def test_two_features_on_one_hook_are_refused_not_one_dropped(monkeypatch):
-  """variants.feature_module returned the first feature's module, silently: a second logits
-  feature turned softcapping off. Two modules for one hook now refuse the model."""
-  from resnorm_jax.model import variants
-
-  temperature = variants.Feature(
-    "temperature",
-    "a learnable attention temperature (a test's)",
-    on=lambda cfg: True,
-    attn_logits=lambda cfg: object(),
-  )
-  cfg = tiny_config(SHAPE, attn_softcap=50.0)
-  on = variants.features(cfg)
-  monkeypatch.setattr(variants, "features", lambda cfg: (*on, temperature))
-  with pytest.raises(ValueError, match=r"softcap and temperature both act on attention's "
-                     r"attn_logits hook"):  # fmt: skip
-    variants.feature_module(cfg, "attn_logits")
-
-
 @pytest.mark.parametrize(
   "key, value, message",
   [

@@ -82,6 +82,70 @@ def test_the_check_sees_a_lazy_import(tmp_path):
   assert _project_imports(str(src)) == [(2, "resnorm_jax.sweeps")]
 
 
+MODEL = os.path.join(PACKAGE, "model")
+REGISTRY = "resnorm_jax.model.variants"  # imports each module of its package by name (pkgutil)
+
+
+def _module_name(path: str) -> str:
+  rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+  return rel.removesuffix(".__init__")
+
+
+def _model_graph() -> dict[str, set[str]]:
+  """{module: the modules of resnorm_jax/model/ it imports} (lazy imports too; `from a import
+  b` is an import of a.b where that is a module, else of a), and the registry's import of
+  every module of its package, which it makes by name."""
+  modules = {_module_name(p): p for p in _modules(MODEL)}
+  graph = {}
+  for name, path in modules.items():
+    out = set()
+    for node in ast.walk(pysource.parse_file(path)):
+      if isinstance(node, ast.ImportFrom) and node.module in modules:
+        out |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                else node.module for a in node.names}  # fmt: skip
+      elif isinstance(node, ast.Import):
+        out |= {a.name for a in node.names if a.name in modules}
+    graph[name] = out - {name}
+  graph[REGISTRY] |= {m for m in modules if m.startswith(REGISTRY + ".")}
+  return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+  """One import cycle of `graph` ([a, b, ..., a]), or [] if there is none."""
+  state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+  def visit(node: str, path: list[str]) -> list[str]:
+    state[node] = 1
+    for nxt in sorted(graph.get(node, ())):
+      if state.get(nxt) == 1:
+        return [*path[path.index(nxt):], node, nxt] if nxt in path else [node, nxt]
+      if nxt not in state and (found := visit(nxt, [*path, node])):
+        return found
+    state[node] = 2
+    return []
+
+  for start in sorted(graph):
+    if start not in state and (found := visit(start, [])):
+      return found
+  return []
+
+
+def test_the_model_has_no_import_cycle():
+  """The model's modules import each other as a tree: the registry imports the variant
+  modules, they import hooks.py (the records) and the model modules below them, never the
+  registry; norms.py and width_param.py import no registry either."""
+  graph = _model_graph()
+  assert {"resnorm_jax.model.variants.hooks", "resnorm_jax.model.norms"} <= set(graph)
+  assert "resnorm_jax.model.variants.standard" in graph[REGISTRY]
+  assert _cycle(graph) == []
+
+
+def test_the_cycle_check_can_fail():
+  graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+  assert _cycle(graph) == ["a", "b", "c", "a"]
+  assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
 @pytest.mark.parametrize("sub", NO_JAX)
 def test_analysis_and_runs_import_no_jax(sub):
   """Every module of the no-JAX floors imported in a fresh process (the ones it imports too,

@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY
 from resnorm_jax.config import model_keys, same_experiment, schema, variant_keys
 from resnorm_jax.config.model_keys import KEYS, Registry
-from resnorm_jax.model import config_types, norms, variants
+from resnorm_jax.model import config_types, variants
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
 from resnorm_jax.model.depth_param import DEPTH_PARAMS
 from resnorm_jax.model.initializers import INITS
@@ -19,7 +19,7 @@ from resnorm_jax.train import hparams
 VARIANT_KEYS = variant_keys.declared()
 # Each registry the declarations name, as the model holds it.
 REGISTRIES = {
-  "norm": norms.names(),
+  "norm": variants.names("norm"),
   "norm_position": variants.names("norm_position"),
   "residual": variants.names("residual"),
   "init": INITS,

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from configs import base
-from resnorm_jax.model import norms
+from resnorm_jax.model import norms, variants
 from resnorm_jax.model.config_types import model_config_from
 from resnorm_jax.model.transformer import Transformer
 
@@ -54,7 +54,7 @@ def _set_affine(norm, dim, seed=1):
 
 
 def test_layernorm_worked_examples():
-  ln = norms.make_norm("layernorm", 4, eps=1e-5)
+  ln = variants.make_norm("layernorm", 4, eps=1e-5)
   y = np.asarray(ln(jnp.array([[[2.0, 4.0, 6.0, 8.0], [8.0, 2.0, 2.0, 4.0]]])))
   np.testing.assert_allclose(y[0, 0], [-1.342, -0.447, 0.447, 1.342], atol=1e-3)
   np.testing.assert_allclose(y[0, 1], [1.633, -0.816, -0.816, 0.0], atol=1e-3)
@@ -70,7 +70,7 @@ def test_layernorm_matches_numpy():
 
 
 def test_layernorm_has_2h_params_gamma_1_beta_0():
-  ln = norms.make_norm("layernorm", 12)
+  ln = variants.make_norm("layernorm", 12)
   np.testing.assert_array_equal(np.asarray(ln.scale[...]), np.ones(12))
   np.testing.assert_array_equal(np.asarray(ln.bias[...]), np.zeros(12))
   assert sum(p.size for p in _leaves(ln)) == 2 * 12
@@ -107,7 +107,7 @@ def test_rmsnorm_matches_numpy():
 
 
 def test_rmsnorm_has_h_params_and_no_bias():
-  rn = norms.make_norm("rmsnorm", 12)
+  rn = variants.make_norm("rmsnorm", 12)
   assert not hasattr(rn, "bias")
   assert sum(p.size for p in _leaves(rn)) == 12
 
@@ -156,8 +156,8 @@ def test_rmsnorm_bfloat16_input_computed_in_float32():
 def test_norm_returns_input_dtype_and_f32_value(name):
   x = _x(shape=(2, 4, 64), loc=0.5, scale=2.0)
   xb = jnp.asarray(x.astype(BF16))
-  y16 = norms.make_norm(name, 64)(xb)
-  y32 = norms.make_norm(name, 64)(xb.astype(jnp.float32))
+  y16 = variants.make_norm(name, 64)(xb)
+  y32 = variants.make_norm(name, 64)(xb.astype(jnp.float32))
   assert y16.dtype == jnp.bfloat16 and y32.dtype == jnp.float32
   # The same float32 computation, rounded once: within half a bfloat16 ulp.
   np.testing.assert_allclose(
@@ -219,7 +219,7 @@ def test_batchnorm_eval_mode_uses_running_averages():
 
 
 def test_dyt_formula_and_alpha_init():
-  dyt = norms.make_norm("dyt", 16)
+  dyt = variants.make_norm("dyt", 16)
   assert float(dyt.alpha[...]) == 0.5
   x = _x(scale=3.0)
   np.testing.assert_allclose(np.asarray(dyt(jnp.asarray(x))), np.tanh(0.5 * x), atol=1e-6)
@@ -243,7 +243,7 @@ def test_dyt_alpha_init_from_model_config():
 
 def test_none_is_identity():
   x = _x()
-  ident = norms.make_norm("none", 16)
+  ident = variants.make_norm("none", 16)
   np.testing.assert_array_equal(np.asarray(ident(jnp.asarray(x))), x)
   assert _leaves(ident) == []
 
@@ -251,13 +251,13 @@ def test_none_is_identity():
 def test_make_norm_passes_eps():
   # A large eps visibly shrinks LayerNorm's output: var / (var + eps).
   x = _x()
-  y = np.asarray(norms.make_norm("layernorm", 16, eps=0.5)(jnp.asarray(x)))
+  y = np.asarray(variants.make_norm("layernorm", 16, eps=0.5)(jnp.asarray(x)))
   np.testing.assert_allclose(y, _np_layernorm(x, 1.0, 0.0, 0.5), rtol=1e-5, atol=1e-5)
 
 
 def test_unknown_norm_raises_listing_valid_names():
   with pytest.raises(ValueError) as err:
-    norms.make_norm("groupnorm", 16)
+    variants.make_norm("groupnorm", 16)
   msg = str(err.value)
   assert "groupnorm" in msg
   for name in ("layernorm", "rmsnorm", "batchnorm", "dyt", "none"):
@@ -291,7 +291,7 @@ def test_hand_written_backward_matches_autodiff(name, dtype, eps):
   rng = np.random.default_rng(3)
   x = jnp.asarray(rng.normal(0.7, 2.0, (2, 5, d)), dtype)  # off-centre: mean-centering matters
   cot = jnp.asarray(rng.normal(0, 1, (2, 5, d)), dtype)
-  norm = norms.make_norm(name, d, eps=eps)
+  norm = variants.make_norm(name, d, eps=eps)
   gamma, beta = _set_affine(norm, d)
   has_bias = name == "layernorm"
 

@@ -18,7 +18,7 @@ from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax.model import variants
-from resnorm_jax.model.norms import make_norm, names
+from resnorm_jax.model.variants import make_norm
 from resnorm_jax.model.transformer import Transformer
 from resnorm_jax.model.variants.seednorm import SeeDNorm
 
@@ -126,7 +126,8 @@ def test_softcap_off_is_the_plain_model_and_on_changes_it_on_every_placement(pla
 def test_softcap_refusals_name_the_value_and_the_choices():
   with pytest.raises(
     ValueError,
-    match=r"model\.attn_softcap=50\.0 needs model\.attention='dense'.*valid values: dense",
+    match=r"model\.attention='xla' does not apply the attn_cap hook that softcap turns on "
+    r"\(model\.attn_softcap=50\.0\); valid values: dense, splash$",
   ):
     _cfg(attn_softcap=50.0, attention="xla")
   _cfg(final_softcap=30.0, attention="xla")  # the output cap holds on every path
@@ -194,7 +195,8 @@ def test_attention_sinks_get_the_same_gradient_on_both_paths_and_refuse_cudnn():
   c.model.update(SHAPE, d_model=16, attn_sinks=True, attention="cudnn", dtype="bfloat16")
   with pytest.raises(
     ValueError,
-    match=r"model\.attn_sinks=True with model\.attention='cudnn'.*valid values: dense, xla",
+    match=r"model\.attention='cudnn' does not apply the attn_sink hook that sinks turns on "
+    r"\(model\.attn_sinks=True\); valid values: dense, xla, splash$",
   ):
     model_config_from(c, platform="gpu")
 
@@ -209,7 +211,7 @@ def _np_seednorm(x, gamma, alpha, beta, eps=1e-5):
 
 
 def test_seednorm_matches_numpy_and_starts_as_rmsnorm():
-  assert "seednorm" in names() and "seednorm" in variants.names("norm")
+  assert "seednorm" in variants.names("norm")
   with nnx.use_eager_sharding(False):
     norm = make_norm("seednorm", 8, eps=1e-5)
   assert isinstance(norm, SeeDNorm)

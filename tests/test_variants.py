@@ -21,14 +21,13 @@ import pytest
 
 from conftest import tiny_config, tiny_model
 from resnorm_jax.model import config_types, initializers, variants
-from resnorm_jax.model import norms as norms_lib
 from resnorm_jax.model.transformer import Transformer
 
 # The axes' values as the library lists them (a value added to the library joins the grid).
 # The original values (configs/base.py's comments) run as their full product: a pairwise cover
 # in the fast tier, the rest in the long tier; every row with a later variant's value
 # (docs/variants.md) is in the slow tier.
-NORMS = norms_lib.names()
+NORMS = variants.names("norm")
 POSITIONS = variants.names("norm_position")
 RESIDUALS = variants.names("residual")
 BLOCKS = config_types.BLOCKS

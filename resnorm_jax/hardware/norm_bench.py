@@ -20,7 +20,7 @@ def norm_step(name: str, tokens: int, d: int, dtype: str):
   import jax.numpy as jnp
   from flax import nnx
 
-  from resnorm_jax.model.norms import make_norm
+  from resnorm_jax.model.variants import make_norm
 
   with nnx.use_eager_sharding(False):  # logical axis names only; no mesh here
     graphdef, params = nnx.split(make_norm(name, d))

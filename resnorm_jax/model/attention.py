@@ -21,7 +21,7 @@ from resnorm_jax.model import splash, variants, width_param
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.norms import RMSNorm, config_norm
+from resnorm_jax.model.norms import RMSNorm
 
 
 def rope_tables(seq_len: int, head_dim: int, base: float = 10000.0):
@@ -101,12 +101,12 @@ class Attention(nnx.Module):
       self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
       self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
     elif placement.qkv_norm:  # the model's norm over each head's q, k (v below): HybridNorm
-      self.q_norm, self.k_norm = (config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
+      self.q_norm, self.k_norm = (variants.config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
     else:
       self.q_norm = self.k_norm = None
-    self.v_norm = config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None
+    self.v_norm = variants.config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None
     # Sub-LN (Magneto): a norm on the heads' concatenated output, before the projection.
-    self.sub_norm = config_norm(cfg, d) if placement.sub_norm else None
+    self.sub_norm = variants.config_norm(cfg, d) if placement.sub_norm else None
     # A residual variant's q, k transformation (after RoPE) and softmax scale: nGPT's unit q,
     # k per head times s_qk and sqrt(K). The attribute keeps its name: checkpoints' path.
     combine = variants.residual(cfg.residual)
@@ -115,12 +115,14 @@ class Attention(nnx.Module):
     self.softmax_scale = width_param.softmax_scale(cfg, combine.softmax_scale(cfg.head_dim))
     # A residual variant's mixing of the values with another layer's (value residuals).
     self.value_mix = combine.value_mix(cfg)
-    # The features' modules (variants.Feature): a map on the scaled logits (softcapping),
-    # a learned logit per head in the softmax's denominator (sinks), a gate on the heads'
-    # output from the attention's input (gated attention). None: not turned on.
+    # The features' modules (variants.Feature, one per hook; None: not turned on): maps on
+    # the scaled logits, then a cap on them (softcapping), a learned logit per head in the
+    # softmax's denominator (sinks), a gate on the heads' output from the attention's input
+    # (gated attention). The config was refused if this path does not apply one of them
+    # (model/attention_paths.py): none is dropped here.
     self.logit_map = variants.feature_module(cfg, "attn_logits")
-    # the splash kernel caps the logits itself: the cap of the feature's module, if it has one
-    self.softcap = getattr(self.logit_map, "cap", None)
+    # a LogitCap: the dense path calls it, the splash kernel takes its `cap`
+    self.softcap = variants.feature_module(cfg, "attn_cap")
     self.sink = variants.feature_module(cfg, "attn_sink")
     self.gate = variants.feature_module(cfg, "attn_output", rule, rngs)
     # The splash kernel reads [B, H, T, K]: its path projects q, k, v straight to that layout
@@ -157,7 +159,7 @@ class Attention(nnx.Module):
     if self.implementation == "splash":  # the kernel takes the cap and the sinks itself
       sinks = None if self.sink is None else self.sink()
       ctx_BxTxHxK = splash.attention(
-        q, k, v, self.softmax_scale, sinks_H=sinks, softcap=self.softcap or None
+        q, k, v, self.softmax_scale, sinks_H=sinks, softcap=self._kernel_cap()
       )
     elif self.implementation != "dense" and self.sink is not None:
       ctx_BxTxHxK = self._sink_fused_context(q, k, v)
@@ -176,6 +178,10 @@ class Attention(nnx.Module):
     if self.sub_norm is not None:
       ctx_BxTxD = self.sub_norm(ctx_BxTxD)
     return self._scaled(self.out(ctx_BxTxD))
+
+  def _kernel_cap(self) -> float | None:
+    """The attn_cap hook's c for a kernel that caps its logits itself (splash)."""
+    return None if self.softcap is None else self.softcap.cap
 
   def _scaled(self, y_BxTxD: jax.Array) -> jax.Array:
     """The branch's output times model.attn_out_scale (nothing traced at 1.0)."""
@@ -206,7 +212,7 @@ class Attention(nnx.Module):
     if not fold:
       q = (q.astype(jnp.float32) * self.softmax_scale).astype(q.dtype)
     sinks = None if self.sink is None else self.sink()
-    ctx_BxHxTxK = splash.heads_major(q, k, v, sinks_H=sinks, softcap=self.softcap or None)
+    ctx_BxHxTxK = splash.heads_major(q, k, v, sinks_H=sinks, softcap=self._kernel_cap())
     w_HxKxD = self.out.kernel[...].astype(ctx_BxHxTxK.dtype).reshape(h, kd, d)
     return jnp.einsum("bhtk,hkd->btd", ctx_BxHxTxK, w_HxKxD)
 
@@ -221,6 +227,8 @@ class Attention(nnx.Module):
     scores_BxHxTxS = scores_BxHxTxS * self.softmax_scale
     if self.logit_map is not None:
       scores_BxHxTxS = self.logit_map(scores_BxHxTxS)
+    if self.softcap is not None:
+      scores_BxHxTxS = self.softcap(scores_BxHxTxS)
     causal_TxS = jnp.tril(jnp.ones((t, t), dtype=bool))
     scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     if stats is not None:  # attention-logit growth (Dehghani et al. 2023): one reduction of

@@ -30,7 +30,7 @@ from resnorm_jax.model.attention import Attention
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.mlp import MLP
-from resnorm_jax.model.norms import config_norm, rms
+from resnorm_jax.model.norms import rms
 
 
 class Block(nnx.Module):
@@ -46,7 +46,7 @@ class Block(nnx.Module):
     self.mlp = MLP(cfg, rule, rngs)
 
     def norm():
-      return config_norm(cfg, cfg.d_model)
+      return variants.config_norm(cfg, cfg.d_model)
 
     slots = ("block",) if self.parallel else ("attn", "ffn")
     combine = variants.residual(cfg.residual)

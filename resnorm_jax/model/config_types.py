@@ -7,7 +7,7 @@ from typing import Any
 
 from resnorm_jax.config import model_keys, same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
-from resnorm_jax.model import norms, variants
+from resnorm_jax.model import variants
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import width_param as width_param_lib
 from resnorm_jax.model.initializers import INITS, magneto_gamma
@@ -49,7 +49,7 @@ class _ModelConfigChecks:
 
   def __post_init__(self):
     # The keys whose choices are a model registry's names (model_keys.Registry).
-    _choice("model.norm", self.norm, norms.names())
+    variants.get("norm", self.norm)  # ValueError naming the valid norms
     variants.placement(self.norm_position)  # ValueError naming the valid placements
     variants.residual(self.residual)  # ValueError naming the valid residuals
     _choice("model.init", self.init, INITS)
@@ -86,7 +86,8 @@ class _ModelConfigChecks:
       raise ValueError(f"model.batchnorm_momentum={self.batchnorm_momentum!r} not in [0, 1)")
     variants.validate(self)  # every variant's own keys, the selected variants' checks
     depth_param_lib.check(self)  # the depth parametrization and what it refuses
-    width_param_lib.check(self)  # the width parametrization and what it refuses
+    # the width parametrization and what it refuses of the residual
+    width_param_lib.check(self, variants.residual(self.residual))
 
 
 # The core keys' fields, typed as declared (resnorm_jax/config/model_keys.py), in its order.

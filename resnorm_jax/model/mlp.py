@@ -12,7 +12,6 @@ from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.norms import config_norm
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -57,7 +56,7 @@ class MLP(nnx.Module):
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
     # Sub-LN (Magneto): a norm on the hidden units, before the second matrix.
     self.sub_norm = (
-      config_norm(cfg, f, "mlp") if variants.placement(cfg.norm_position).sub_norm else None
+      variants.config_norm(cfg, f, "mlp") if variants.placement(cfg.norm_position).sub_norm else None
     )
     # A residual variant's scaling of SwiGLU's (u, v): nGPT's u s_u, v s_v sqrt(D) (SwiGLU
     # only, its check refuses others). The attribute keeps its name: checkpoints' path.

@@ -1,5 +1,6 @@
-"""Normalization functions over the hidden dimension: the built-in norms layernorm, rmsnorm,
-batchnorm, dyt and none; a variant module may declare more (variants.Norm, found by `names`).
+"""Normalization functions over the hidden dimension: the modules of the built-in norms
+layernorm, rmsnorm, batchnorm, dyt and none. Every value of model.norm, these included, is a
+variants.Norm (the built-in ones in variants/standard.py): variants.config_norm builds one.
 
 Legend: B batch, T time, D hidden. Every norm computes in float32 whatever the activation
 dtype and returns the input dtype. Parameters carry logical axis names ("embed").
@@ -12,17 +13,6 @@ import functools
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-BUILT_IN = ("layernorm", "rmsnorm", "batchnorm", "dyt", "none")
-
-
-def names() -> tuple[str, ...]:
-  """Every valid value of model.norm: the built-in ones, then those the variant modules
-  declare (resnorm_jax/model/variants/, axis "norm")."""
-  from resnorm_jax.model import variants  # (its modules import this one)
-
-  return BUILT_IN + variants.names("norm")
-
 
 def rms(x: jax.Array) -> jax.Array:
   """Root mean square over every element, in float32 (the per-layer statistics)."""
@@ -179,42 +169,3 @@ class Identity(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     return x
-
-
-def make_norm(
-  name: str,
-  dim: int,
-  *,
-  eps: float = 1e-5,
-  batchnorm_momentum: float = 0.99,
-  dyt_alpha_init: float = 0.5,
-  axis: str | None = "embed",
-) -> nnx.Module:
-  """Builds the norm called `name`; raises ValueError on an unknown name."""
-  if name == "layernorm":
-    return LayerNorm(dim, eps, axis)
-  if name == "rmsnorm":
-    return RMSNorm(dim, eps, axis)
-  if name == "batchnorm":
-    return BatchNorm(dim, eps, batchnorm_momentum)
-  if name == "dyt":
-    return DyT(dim, dyt_alpha_init)
-  if name == "none":
-    return Identity()
-  from resnorm_jax.model import variants
-
-  if name in variants.names("norm"):
-    return variants.get("norm", name).make(dim, axis, eps)
-  raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(names())}")
-
-
-def config_norm(cfg, dim: int, axis: str | None = "embed") -> nnx.Module:
-  """make_norm(cfg.norm, dim) with the model config's eps and norm constants."""
-  return make_norm(
-    cfg.norm,
-    dim,
-    eps=cfg.norm_eps,
-    batchnorm_momentum=cfg.batchnorm_momentum,
-    dyt_alpha_init=cfg.dyt_alpha_init,
-    axis=axis,
-  )

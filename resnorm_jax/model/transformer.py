@@ -15,7 +15,7 @@ from resnorm_jax.model.block import Block
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.model.initializers import InitRule
 from resnorm_jax.model.layers import Dense, Embed
-from resnorm_jax.model.norms import config_norm, rms
+from resnorm_jax.model.norms import rms
 
 REMAT_POLICIES = {
   "full": None,  # save nothing inside a layer: recompute it all on the backward pass
@@ -74,7 +74,7 @@ class Transformer(nnx.Module):
 
       self.layers = make_layers(rngs, jnp.arange(cfg.num_layers, dtype=jnp.int32))
       _name_layer_axis(self.layers)
-      self.final_norm = config_norm(cfg, cfg.d_model) if cfg.final_norm else None
+      self.final_norm = variants.config_norm(cfg, cfg.d_model) if cfg.final_norm else None
       self.head = (
         None
         if cfg.tie_embeddings

@@ -67,8 +67,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from resnorm_jax.model import variants
-
 WIDTH_PARAMS = ("sp", "mup")
 
 
@@ -147,9 +145,9 @@ def _overrides(variant: Any, field: str) -> bool:
   return field in defaults and getattr(variant, field) is not defaults[field]
 
 
-def refusal(cfg: Any) -> str | None:
-  """Why the residual variant of `cfg` cannot take muP's width rules; None if it can."""
-  res = variants.residual(cfg.residual)
+def refusal(res: Any) -> str | None:
+  """Why the residual variant `res` (variants.Residual) cannot take muP's width rules; None if
+  it can. (The caller looks it up: the registry's standard.py imports this module.)"""
   if res.wraps_branch:
     return "mixes streams with weights that map the width to a few streams, outside the table"
   own = [f for f in ("softmax_scale", "logit_scale", "optimizer_transform") if _overrides(res, f)]
@@ -158,11 +156,11 @@ def refusal(cfg: Any) -> str | None:
   return None
 
 
-def check(cfg: Any) -> None:
+def check(cfg: Any, res: Any) -> None:
   """ValueError on a bad model.width_param / model.base_width or a refused combination."""
   check_name(cfg.width_param)
   check_base_width(cfg.base_width)
-  why = refusal(cfg) if is_mup(cfg) else None
+  why = refusal(res) if is_mup(cfg) else None
   if why:
     raise ValueError(
       f"model.width_param={cfg.width_param!r} with model.residual={cfg.residual!r}: the "

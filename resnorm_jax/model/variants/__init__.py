@@ -1,20 +1,13 @@
-"""The variant registry: what each value of `model.residual` and `model.norm_position` does.
+"""The variant registry: what each value of `model.residual`, `model.norm_position` and
+`model.norm` does, and the features.
 
-A variant is one module of this package. It declares a `VARIANTS` tuple of `Residual` and
-`Placement` records (below), whose hooks the model, optimizer, train step and loop call;
-nothing outside a variant's module compares its name. The package's modules are found and
-imported by name on first use (as big_vision dispatches `big_vision.models.<name>`), so
-adding a variant adds a file here, a named config and a test file (CONTRIBUTING.md: "Add a
-variant").
-
-  residual   how skip and branch combine, plus anything the variant adds around the layers
-             (nGPT's unit-norm weights and scales, hyper-connections' n streams, Admin's
-             profiled init) and to the optimizer (nGPT's projection onto the sphere)
-  placement  where the norms of a layer sit (model.norm_position)
-  norm       a value of model.norm beyond the built-in ones of norms.py: the module that
-             normalizes (or replaces the norm) wherever the placement puts one
-  feature    no axis: a change its own keys turn on (logit softcapping, gated attention,
-             attention sinks), combining with any residual, placement and norm
+A variant is one module of this package. It declares a `VARIANTS` tuple of the records of
+hooks.py (`Residual`, `Placement`, `Norm`, `Feature`), whose hooks the model, optimizer,
+train step and loop call; nothing outside a variant's module compares its name. The
+package's modules are found and imported by name on first use (as big_vision dispatches
+`big_vision.models.<name>`), so adding a variant adds a file here, a named config and a test
+file (CONTRIBUTING.md: "Add a variant"). The registry imports the variant modules; they
+import hooks.py, never this module.
 """
 
 from __future__ import annotations
@@ -23,180 +16,29 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any
 
 from resnorm_jax.config import variant_keys
-from resnorm_jax.config.variant_keys import Key  # noqa: F401 (variant modules: variants.Key)
+from resnorm_jax.model import attention_paths
+from resnorm_jax.model.variants.hooks import (  # noqa: F401 (the records, as variants.<name>)
+  AXES,
+  FEATURE,
+  HOOK,
+  HOOKS,
+  Chain,
+  Feature,
+  Hook,
+  Key,
+  LogitCap,
+  Norm,
+  Placement,
+  Residual,
+  Variant,
+)
 
-AXES = ("residual", "norm_position", "norm")
-FEATURE = "feature"  # the Feature records' kind: no model.<axis> value selects them
-
-
-def _nothing(*args: Any, **kwargs: Any) -> None:
-  return None
-
-
-def _no_record(*args: Any) -> dict:
-  return {}
-
-
-def _same(x: Any, *args: Any) -> Any:
-  return x
-
-
-def _default_embed_scale(rule: Any) -> float:
-  return rule.embed_scale()
-
-
-def _default_softmax_scale(head_dim: int) -> float:
-  return head_dim**-0.5
-
-
-def _run_layer(layer: Any, stream: Any, rope: Any, index: Any) -> tuple[Any, dict]:
-  return layer(stream, rope, index)
-
-
-def _every_slot(cfg: Any, slots: tuple[str, ...]) -> tuple[str, ...]:
-  return slots
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Variant:
-  """What every variant declares: its name, its own config keys and their checks.
-
-  keys: {name: Key} of the model.<name> keys only this variant reads: their one declaration,
-    which the schema and ModelConfig's fields read too (resnorm_jax/config/variant_keys.py).
-  check(cfg): raises ValueError on a combination the variant refuses (cfg: ModelConfig);
-    called when the config selects the variant.
-  record(cfg, init_params): extra entries for config.json's `resolved_model` (init_params()
-    returns the initial params; called only by variants whose init is worth recording).
-  """
-
-  axis: ClassVar[str]
-  name: str
-  summary: str
-  keys: Mapping[str, Key] = dataclasses.field(default_factory=dict)
-  check: Callable[[Any], None] = _nothing
-  record: Callable[[Any, Callable[[], Any]], dict] = _no_record
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Residual(Variant):
-  """A value of model.residual: how skip and branch combine, and what the model adds.
-
-  make(cfg, slot=, num_slots=, layer_index=, norm=, rngs=): the residual module of one
-    sub-layer; called as module(skip, branch), or module(skip, branch_fn) if wraps_branch.
-  stream_in(x, cfg) / stream_out(x): the stack's input and output stream (default: as is).
-  embed_scale(rule): the factor on token embeddings (default: the init rule's).
-  qk_scale(cfg), mlp_scale(cfg), logit_scale(cfg): modules the variant adds to attention
-    (applied to q, k after RoPE), to SwiGLU's (u, v) and to the logits; None: nothing.
-  softmax_scale(head_dim): the attention logits' factor (default 1/sqrt(K)).
-  init_stage(model, rngs): runs on the freshly built model (in place), e.g. a profiling pass.
-  optimizer_transform(model_def): an optax transformation chained after the optimizer.
-  check_opt_state(opt_state): refuses an optimizer state built without that transformation.
-  matmul_params(cfg): weights its module multiplies per token and sub-layer (FLOP counts).
-  layer_module(cfg, layer_index=, rngs=): a module each layer holds for the variant (kept in
-    the layer's `residuals` under "layer"; DenseFormer's averaging weights); None: nothing.
-  value_mix(cfg): a module attention applies to its values, value_mix(v, shared), where
-    `shared` is the dict run_layer passes to the layer (value residuals); None: nothing.
-  run_layer(layer, stream, rope, index) -> (stream, stats): one layer of the stack on the
-    stream (the scan's carry, as stream_in made it); default layer(stream, rope, index). A
-    variant that carries more than the residual stream across layers (DenseFormer's past
-    outputs, the first layer's values) unpacks it here and calls
-    layer(x, rope, index, shared).
-  """
-
-  axis: ClassVar[str] = "residual"
-  make: Callable[..., Any] | None = None
-  wraps_branch: bool = False
-  stream_in: Callable[[Any, Any], Any] = _same
-  stream_out: Callable[[Any], Any] = _same
-  embed_scale: Callable[[Any], float] = _default_embed_scale
-  qk_scale: Callable[[Any], Any] = _nothing
-  mlp_scale: Callable[[Any], Any] = _nothing
-  logit_scale: Callable[[Any], Any] = _nothing
-  softmax_scale: Callable[[int], float] = _default_softmax_scale
-  init_stage: Callable[[Any, Any], None] = _nothing
-  optimizer_transform: Callable[[Any], Any] = _nothing
-  check_opt_state: Callable[[Any], None] = _nothing
-  matmul_params: Callable[[Any], int] = lambda cfg: 0
-  layer_module: Callable[..., Any] = _nothing
-  value_mix: Callable[[Any], Any] = _nothing
-  run_layer: Callable[[Any, Any, Any, Any], tuple[Any, dict]] = _run_layer
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Placement(Variant):
-  """A value of model.norm_position: where a layer's norms sit.
-
-  Per sub-layer slot (attn, ffn; or block when parallel) the block runs
-    h = branch_input(block, slot, x, stats, index)      the branch's input
-    f = branch_output(block, slot, F(h), stats)          the branch's output
-    y = stream_output(block, slot, x, res(x, f), stats, index)
-  with block.norms[slot] (if norms) and block.out_norms[slot] (if out_norms) built for it;
-  `index` is the 0-based layer index (scan data). Hooks record `<slot>_norm_in_rms` (and
-  `<slot>_out_norm_in_rms`) in `stats` for every norm they apply.
-  pre_like: a norm in front of each branch, so `final_norm=auto` adds one before the head.
-  sub_norm: a norm inside each branch before its output projection (attention, MLP).
-  normalizes_stream: the residual stream itself passes through a norm (a single stream).
-  qkv_norm: attention normalizes its queries, keys and values per head (HybridNorm).
-  norm_slots(cfg, slots): the slots that get a norm in `norms` (default: every slot).
-  """
-
-  axis: ClassVar[str] = "norm_position"
-  norms: bool = True
-  out_norms: bool = False
-  pre_like: bool = False
-  sub_norm: bool = False
-  normalizes_stream: bool = False
-  qkv_norm: bool = False
-  norm_slots: Callable[[Any, tuple[str, ...]], tuple[str, ...]] = _every_slot
-  branch_input: Callable[..., Any] = lambda block, slot, x, stats, index: x
-  branch_output: Callable[..., Any] = lambda block, slot, f, stats: f
-  stream_output: Callable[..., Any] = lambda block, slot, x, y, stats, index: y
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Norm(Variant):
-  """A value of model.norm declared by a variant module (norms.py holds the built-in ones).
-
-  make(dim, axis, eps): the norm module over a hidden dimension `dim`, its per-channel
-    parameters carrying the logical axis name `axis` (None: unsharded), `eps` model.norm_eps
-    (for a norm that divides by a statistic); called as module(x) on [..., dim].
-  """
-
-  axis: ClassVar[str] = "norm"
-  make: Callable[[int, str | None, float], Any] | None = None
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Feature(Variant):
-  """A change beside the three axes, turned on by its own keys (no model.<axis> value names
-  it): it combines with any residual, placement and norm; `check` runs when it is on.
-
-  on(cfg): whether the config turns it on (its keys away from their off values).
-  attn_logits(cfg): a module on attention's scaled logits [B, H, T, S] before the causal
-    mask (logit softcapping); None: nothing.
-  attn_sink(cfg): a module whose call () returns one logit per head [H], a column added to
-    every softmax's denominator (attention sinks); None: nothing.
-  attn_output(cfg, rule, rngs): a module gate(ctx_BxTxHxK, x_BxTxD, stats=) on the heads'
-    outputs before the output projection, x the attention's input, stats the layer's
-    statistics dict (or None) for what it measures (gated attention); None: nothing.
-  out_logits(cfg): a module on the model's output logits [B, T, V]; None: nothing.
-  matmul_params(cfg): weights its modules multiply per token and layer (FLOP counts).
-  frozen(cfg): a test on a parameter's path (jax.tree_util.keystr of the params tree) for the
-    parameters the optimizer never moves (a gate held at its init); None: none.
-  """
-
-  axis: ClassVar[str] = FEATURE
-  on: Callable[[Any], bool] = lambda cfg: False
-  frozen: Callable[[Any], Callable[[str], bool] | None] = _nothing
-  attn_logits: Callable[[Any], Any] = _nothing
-  attn_sink: Callable[[Any], Any] = _nothing
-  attn_output: Callable[..., Any] = _nothing
-  out_logits: Callable[[Any], Any] = _nothing
-  matmul_params: Callable[[Any], int] = lambda cfg: 0
+# The package's modules that declare no variants: the records they declare.
+NOT_VARIANTS = ("hooks",)
 
 
 @functools.cache
@@ -204,15 +46,21 @@ def _registry() -> dict[str, dict[str, Variant]]:
   """{axis: {name: variant}} from every module of this package: the original axes' values
   (standard.py) first, then the other modules by name."""
   table: dict[str, dict[str, Variant]] = {axis: {} for axis in (*AXES, FEATURE)}
-  order = lambda m: (m.name != "standard", m.name)
-  for info in sorted(pkgutil.iter_modules(__path__), key=order):
-    module = importlib.import_module(f"{__name__}.{info.name}")
+  for name in modules():
+    module = importlib.import_module(f"{__name__}.{name}")
     for v in module.VARIANTS:  # every module declares it (tests/test_registry.py)
       if v.name in table[v.axis]:
-        raise ValueError(f"model.{v.axis}={v.name!r} is declared twice (variants/{info.name}.py)")
+        raise ValueError(f"model.{v.axis}={v.name!r} is declared twice (variants/{name}.py)")
       table[v.axis][v.name] = v
-    _check_declared(info.name, module)
+    _check_declared(name, module)
   return table
+
+
+def modules() -> tuple[str, ...]:
+  """The names of the package's variant modules, standard.py (the original axes) first, then
+  by name; hooks.py, the records, is none."""
+  found = [m.name for m in pkgutil.iter_modules(__path__) if m.name not in NOT_VARIANTS]
+  return tuple(sorted(found, key=lambda name: (name != "standard", name)))
 
 
 def _check_declared(name: str, module: Any) -> None:
@@ -229,9 +77,8 @@ def _check_declared(name: str, module: Any) -> None:
 
 
 def names(axis: str) -> tuple[str, ...]:
-  """The registered values of model.<axis> (`residual`, `norm_position`, or `norm`: those
-  beyond norms.py's built-in ones; norms.names() lists them all), or the features' names
-  (FEATURE)."""
+  """The registered values of model.<axis> (`residual`, `norm_position`, `norm`: the built-in
+  ones first), or the features' names (FEATURE)."""
   return tuple(_registry()[axis])
 
 
@@ -241,6 +88,37 @@ def get(axis: str, name: Any) -> Variant:
   if name not in table:
     raise ValueError(f"model.{axis}={name!r} is not valid; valid values: {', '.join(table)}")
   return table[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class NormConstants:
+  """The constants a norm reads, as a ModelConfig holds them (make_norm's defaults: the
+  schema's)."""
+
+  norm_eps: float = 1e-5
+  batchnorm_momentum: float = 0.99
+  dyt_alpha_init: float = 0.5
+
+
+def make_norm(
+  name: str,
+  dim: int,
+  *,
+  eps: float = 1e-5,
+  batchnorm_momentum: float = 0.99,
+  dyt_alpha_init: float = 0.5,
+  axis: str | None = "embed",
+) -> Any:
+  """Builds the norm model.norm=name over `dim`; ValueError naming the valid ones."""
+  if name not in names("norm"):
+    raise ValueError(f"model.norm={name!r} is not a norm; valid: {', '.join(names('norm'))}")
+  constants = NormConstants(eps, batchnorm_momentum, dyt_alpha_init)
+  return get("norm", name).make(constants, dim, axis)
+
+
+def config_norm(cfg: Any, dim: int, axis: str | None = "embed") -> Any:
+  """The norm cfg.norm (ModelConfig) over `dim`, with the config's eps and norm constants."""
+  return get("norm", cfg.norm).make(cfg, dim, axis)
 
 
 def residual(name: str) -> Residual:
@@ -276,23 +154,71 @@ def features(cfg: Any) -> tuple[Feature, ...]:
   return tuple(f for f in _registry()[FEATURE].values() if f.on(cfg))
 
 
+def users(cfg: Any, hook: str) -> tuple[Feature, ...]:
+  """The features `cfg` turns on that act on `hook`, in their chain's order."""
+  return tuple(sorted((f for f in features(cfg) if hook in f.hooks(cfg)), key=lambda f: f.order))
+
+
+def _both(feats: Any) -> str:
+  names = [f.name for f in feats]
+  return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def check_hooks(cfg: Any) -> None:
+  """Refuses, before anything is built, features that do not compose and hooks the attention
+  path does not apply: two features on a hook that takes one, two at one order on a chain,
+  a feature on an attention hook model.attention's path lacks (it would be dropped)."""
+  for hook in HOOKS:
+    on = users(cfg, hook.name)
+    if len(on) > 1 and not hook.composes:
+      raise ValueError(
+        f"{_both(on)} both act on the {hook.name} hook ({hook.summary}), which takes one "
+        "feature: turn one of them off"
+      )
+    for a, b in zip(on, on[1:]):
+      if a.order == b.order:
+        raise ValueError(
+          f"{_both((a, b))} both act on the {hook.name} hook at order {a.order}, so their "
+          "chain's order is undeclared: give one of them another Feature.order"
+        )
+    for f in on if hook.attention else ():
+      if hook.name not in attention_paths.PATHS[cfg.attention]:
+        raise ValueError(
+          f"model.attention={cfg.attention!r} does not apply the {hook.name} hook that "
+          f"{f.name} turns on{_set_keys(f, cfg)}; valid values: "
+          + ", ".join(attention_paths.applying(hook.name))
+        )
+
+
+def _set_keys(feature: Feature, cfg: Any) -> str:
+  """` (model.<key>=<value>, ...)` of a feature's keys away from their defaults, or ''."""
+  keys = [
+    f"model.{k}={getattr(cfg, k)!r}"
+    for k, key in feature.keys.items()
+    if getattr(cfg, k) != key.default
+  ]
+  return f" ({', '.join(keys)})" if keys else ""
+
+
 def feature_module(cfg: Any, hook: str, *args: Any) -> Any:
-  """The module hook `hook` (attn_logits, attn_sink, attn_output, out_logits) of the feature
-  `cfg` turns on that makes one, or None. Two features that both make one for the same hook
-  are refused (ValueError naming both): one would silently replace the other, and the model
-  built would not be the one named."""
-  made = [(f.name, m) for f in features(cfg) if (m := getattr(f, hook)(cfg, *args)) is not None]
+  """The module of hook `hook` (attn_logits, attn_cap, attn_sink, attn_output,
+  out_logits) from the features `cfg` turns on, or None: the one feature's, or on a composing
+  hook the chain of them (Chain, in their order). A second feature on a hook that takes one is
+  refused (check_hooks refuses the config first)."""
+  on = users(cfg, hook)
+  if len(on) > 1 and not HOOK[hook].composes:
+    check_hooks(cfg)
+  made = [m for f in on if (m := getattr(f, hook)(cfg, *args)) is not None]
+  if len(made) != len(on):
+    raise ValueError(f"a feature of {_both(on)} acts on the {hook} hook but made no module")
   if len(made) > 1:
-    names = " and ".join(n for n, _ in made)
-    raise ValueError(
-      f"{names} both act on attention's {hook} hook and do not compose: turn one of them off"
-    )
-  return made[0][1] if made else None
+    return Chain(made)
+  return made[0] if made else None
 
 
 def frozen_paths(cfg: Any) -> tuple[Callable[[str], bool], ...]:
   """The path tests of the parameters the features `cfg` turns on hold still (Feature.frozen)."""
-  return tuple(t for f in features(cfg) if (t := f.frozen(cfg)) is not None)
+  return tuple(t for f in users(cfg, "frozen") if (t := f.frozen(cfg)) is not None)
 
 
 def keys() -> dict[str, Key]:
@@ -306,7 +232,12 @@ def validate(cfg: Any) -> None:
     key.validate(name, getattr(cfg, name))
   placement(cfg.norm_position).check(cfg)
   residual(cfg.residual).check(cfg)
-  if cfg.norm in names("norm"):
-    get("norm", cfg.norm).check(cfg)
+  if residual(cfg.residual).multi_stream and placement(cfg.norm_position).normalizes_stream:
+    raise ValueError(
+      f"model.residual={cfg.residual} needs a branch-input placement (the layer reads a mix of "
+      f"the n streams); model.norm_position={cfg.norm_position!r} normalizes the stream"
+    )
+  get("norm", cfg.norm).check(cfg)
   for feature in features(cfg):
     feature.check(cfg)
+  check_hooks(cfg)  # features that do not compose, hooks the attention path lacks

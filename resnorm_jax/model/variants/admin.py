@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from resnorm_jax.model.variants import Residual
+from resnorm_jax.model.variants.hooks import Residual
 
 PROFILE_BATCH = 4  # sequences of the profiling pass
 

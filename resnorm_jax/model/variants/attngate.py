@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 CHOICES = ("off", "elementwise", "headwise")
 
@@ -118,6 +118,8 @@ VARIANTS = (
     check=check,
     attn_output=lambda cfg, rule, rngs: Gate(cfg, rule, rngs) if cfg.attn_gate != "off" else None,
     frozen=lambda cfg: is_gate if cfg.attn_gate_frozen else None,
+    acts_on=lambda cfg: ("attn_output",) + ("frozen",) * cfg.attn_gate_frozen,
+    turned_on={"attn_gate": "elementwise", "attn_gate_frozen": True},
     matmul_params=_gate_params,
   ),
 )

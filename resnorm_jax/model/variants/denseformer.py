@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax.model import residual as residual_lib
-from resnorm_jax.model.variants import Residual
+from resnorm_jax.model.variants.hooks import Residual
 
 
 class DepthWeights(nnx.Module):

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Norm
+from resnorm_jax.model.variants.hooks import Norm
 
 # The learnable scalars at init: the official code's defaults (zlab-princeton/Derf,
 # dynamic_erf.py: alpha_init_value=0.5, shift_init_value=0.0).
@@ -44,6 +44,6 @@ VARIANTS = (
   Norm(
     "derf",
     "dynamic erf in place of the norm, gamma * erf(alpha x + s) + beta (Chen et al. 2025)",
-    make=lambda dim, axis, eps: Derf(dim, axis=axis),
+    make=lambda c, dim, axis: Derf(dim, axis=axis),
   ),
 )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from resnorm_jax.model.norms import rms
-from resnorm_jax.model.variants import Key, Placement
+from resnorm_jax.model.variants.hooks import Key, Placement
 
 
 def _first(block, index):

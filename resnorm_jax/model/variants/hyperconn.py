@@ -33,8 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model import variants
-from resnorm_jax.model.variants import Key, Residual
+from resnorm_jax.model.variants.hooks import Key, Residual
 
 DYNAMIC_SCALE_INIT = 0.01  # the paper's s_alpha, s_beta at init
 
@@ -110,15 +109,6 @@ def make(cfg, *, slot: int, num_slots: int, layer_index, norm, **_) -> HyperConn
   )
 
 
-def check(cfg) -> None:
-  """The layer reads a mix of the n streams: a placement that normalizes the stream has none."""
-  if variants.placement(cfg.norm_position).normalizes_stream:
-    raise ValueError(
-      f"model.residual=hyperconn needs a branch-input placement (the layer reads a mix of "
-      f"the n streams); model.norm_position={cfg.norm_position!r} normalizes the stream"
-    )
-
-
 def _positive_int(v) -> str | None:
   ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
   return None if ok else "must be a positive integer"
@@ -132,7 +122,7 @@ VARIANTS = (
       "hyperconn_rate": Key(4, "n copies of the residual stream (expansion rate)", _positive_int),
       "hyperconn_dynamic": Key(False, "add the input-dependent (dynamic) weights"),
     },
-    check=check,
+    multi_stream=True,
     make=make,
     wraps_branch=True,
     stream_in=lambda x, cfg: expand(x, cfg.hyperconn_rate),

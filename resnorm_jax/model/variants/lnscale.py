@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from resnorm_jax.model.variants import Placement
+from resnorm_jax.model.variants.hooks import Placement
 from resnorm_jax.model.variants.standard import normalize_input
 
 

@@ -43,9 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from resnorm_jax.model import variants
 from resnorm_jax.model.norms import RMSNorm
-from resnorm_jax.model.variants import Key, Residual
+from resnorm_jax.model.variants.hooks import Key, Residual
 from resnorm_jax.model.variants.hyperconn import DYNAMIC_SCALE_INIT, collapse, expand
 
 
@@ -125,15 +124,6 @@ def make(cfg, *, slot: int, num_slots: int, layer_index, **_) -> ManifoldHyperCo
   )
 
 
-def check(cfg) -> None:
-  """The branch reads a mix of the n copies: a placement that normalizes the stream has none."""
-  if variants.placement(cfg.norm_position).normalizes_stream:
-    raise ValueError(
-      f"model.residual=mhc needs a branch-input placement (the layer reads a mix of the n "
-      f"streams); model.norm_position={cfg.norm_position!r} normalizes the stream"
-    )
-
-
 def _positive_int(v) -> str | None:
   ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
   return None if ok else "must be a positive integer"
@@ -150,7 +140,7 @@ VARIANTS = (
       ),
       "mhc_dynamic": Key(True, "per-token coefficients from the flattened stream (the paper's)"),
     },
-    check=check,
+    multi_stream=True,
     make=make,
     wraps_branch=True,
     stream_in=lambda x, cfg: expand(x, cfg.mhc_rate),

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from resnorm_jax.model.norms import rms
-from resnorm_jax.model.variants import Key, Placement
+from resnorm_jax.model.variants.hooks import Key, Placement
 
 
 def mixln_num_post(num_layers: int, fraction: float) -> int:

@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from resnorm_jax.model.variants import Key, Residual
+from resnorm_jax.model.variants.hooks import Key, Residual
 
 ALPHA_INIT = 0.05  # the paper's alpha_A,init = alpha_M,init (model.ngpt_alpha_init)
 SQK_INIT = SU_INIT = SV_INIT = SZ_INIT = 1.0

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Norm
+from resnorm_jax.model.variants.hooks import Norm
 
 ALPHA_INIT = 1.0
 BETA_INIT = 0.0
@@ -48,6 +48,6 @@ VARIANTS = (
   Norm(
     "seednorm",
     "SeeDNorm: RMSNorm with the scale [tanh(x . beta) alpha + gamma] (Cai et al. 2025)",
-    make=lambda dim, axis, eps: SeeDNorm(dim, eps, axis=axis),
+    make=lambda c, dim, axis: SeeDNorm(dim, c.norm_eps, axis=axis),
   ),
 )

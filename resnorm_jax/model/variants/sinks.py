@@ -18,7 +18,7 @@ logit q.0 = 0 plus a bias of s_h, never masked: exp(s_h) joins the denominator a
 adds nothing. The splash kernel (model.attention=splash) takes the sinks itself: its
 running max starts at s_h and its denominator at exp(s_h) (gradient included). cuDNN's
 kernel (model.attention=cudnn, or fused on a GPU in bfloat16) is refused: its sequence must
-keep its length and mask.
+keep its length and mask (model/attention_paths.py, the paths that apply the attn_sink hook).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 SINK_INIT = 0.0
 
@@ -42,21 +42,13 @@ class Sink(nnx.Module):
     return self.logits[...]
 
 
-def check(cfg) -> None:
-  if cfg.attention not in ("dense", "xla", "splash"):
-    raise ValueError(
-      f"model.attn_sinks=True with model.attention={cfg.attention!r}: the sink's column needs "
-      "the dense or xla path or the splash kernel's sinks; valid values: dense, xla, splash"
-    )
-
-
 VARIANTS = (
   Feature(
     "sinks",
     "learned attention sinks: one logit per head in every softmax's denominator (gpt-oss)",
     keys={"attn_sinks": Key(False, "a learned sink logit per head in the softmax")},
     on=lambda cfg: cfg.attn_sinks,
-    check=check,
+    turned_on={"attn_sinks": True},
     attn_sink=lambda cfg: Sink(cfg.num_heads) if cfg.attn_sinks else None,
   ),
 )

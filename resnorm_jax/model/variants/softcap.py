@@ -7,14 +7,16 @@ mask) and gemma/transformer.py (the output logits, `tanh(logits / final_logit_so
 final_logit_softcap`, the last step before the loss); its Gemma 2 configs set
 `attn_logits_soft_cap=50.0` and `final_logit_softcap=30.0`.
 
-  model.attn_softcap   c on attention's scaled logits q.k / sqrt(K), before the causal mask
-                       (0: off, the default). The dense path only: jax.nn.dot_product_attention
-                       (model.attention=xla, cudnn, fused) forms no logits to cap, so it is
-                       refused there; the splash kernel (model.attention=splash) caps them
-                       itself (its attn_logits_soft_cap, on the same scaled logits). The
+  model.attn_softcap   c on attention's scaled logits q.k / sqrt(K), after any other map on
+                       them (the attn_cap hook), before the causal mask (0: off, the
+                       default). The dense path and the splash kernel (model.attention=splash,
+                       its attn_logits_soft_cap on the same scaled logits) apply it;
+                       jax.nn.dot_product_attention (model.attention=xla, cudnn, fused) forms no
+                       logits to cap, so it is refused there (model/attention_paths.py). The
                        dense path's `attn_logit_max` is then the capped one.
   model.final_softcap  c on the model's output logits, after every other factor on them
-                       (muP's 1/m_d, nGPT's s_z) (0: off, the default); every attention path.
+                       (muP's 1/m_d, nGPT's s_z) and last of the out_logits hook's chain (0:
+                       off, the default); every attention path.
 
 Both are elementwise, so they hold on every placement, residual and norm: the attention and
 the head are the same module whichever the placement.
@@ -26,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants import Feature, Key
+from resnorm_jax.model.variants.hooks import Feature, Key
 
 
 class SoftCap(nnx.Module):
@@ -45,14 +47,9 @@ def _cap(value) -> str | None:
   return None if ok else "must be a number >= 0 (0: off; Gemma 2: 50 on attention, 30 on output)"
 
 
-def check(cfg) -> None:
-  """Attention's cap needs the logits formed: the dense path, or the splash kernel's own cap."""
-  if cfg.attn_softcap and cfg.attention not in ("dense", "splash"):
-    raise ValueError(
-      f"model.attn_softcap={cfg.attn_softcap!r} needs model.attention='dense' or 'splash' "
-      f"(jax.nn.dot_product_attention forms no logits to cap); here model.attention="
-      f"{cfg.attention!r}; valid values: dense, splash"
-    )
+def _hooks(cfg) -> tuple[str, ...]:
+  """Attention's cap when model.attn_softcap is set, the output's when model.final_softcap is."""
+  return ("attn_cap",) * bool(cfg.attn_softcap) + ("out_logits",) * bool(cfg.final_softcap)
 
 
 VARIANTS = (
@@ -64,8 +61,11 @@ VARIANTS = (
       "final_softcap": Key(0.0, "c of c tanh(x / c) on the output logits (0: off)", _cap),
     },
     on=lambda cfg: bool(cfg.attn_softcap or cfg.final_softcap),
-    check=check,
-    attn_logits=lambda cfg: SoftCap(cfg.attn_softcap) if cfg.attn_softcap else None,
+    attn_cap=lambda cfg: SoftCap(cfg.attn_softcap) if cfg.attn_softcap else None,
     out_logits=lambda cfg: SoftCap(cfg.final_softcap) if cfg.final_softcap else None,
+    acts_on=_hooks,
+    # Last on the output logits' chain: the cap bounds what reaches the loss.
+    order=100,
+    turned_on={"attn_softcap": 50.0, "final_softcap": 30.0},
   ),
 )

@@ -1,4 +1,5 @@
-"""The original axes' values: Post-LN, Pre-LN, sandwich (peri) and no norm.
+"""The original axes' values: Post-LN, Pre-LN, sandwich (peri) and no norm; the residual
+rules of residual.py; the built-in norms of norms.py.
 
 post: x = N(res(x, F(x)))          pre: x = res(x, F(N(x)))
 peri: x = res(x, N'(F(N(x))))      none: x = res(x, F(x))
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import width_param
+from resnorm_jax.model import norms
 from resnorm_jax.model.norms import rms
-from resnorm_jax.model.variants import Placement, Residual
+from resnorm_jax.model.variants.hooks import Norm, Placement, Residual
 
 
 def normalize_input(block, slot: str, x, stats: dict, index):
@@ -83,4 +85,25 @@ VARIANTS += tuple(
     ("gated", "x + sigmoid(W_g x + b_g) * F, a learnable gate", lambda cfg: cfg.d_model**2),
     ("none", "F alone: no skip path", _no_matmuls),
   )
+)
+
+# The built-in values of model.norm, in the order every "not valid" message lists them.
+VARIANTS += (
+  Norm("layernorm", "LayerNorm", make=lambda c, dim, axis: norms.LayerNorm(dim, c.norm_eps, axis)),
+  Norm(
+    "rmsnorm",
+    "RMSNorm: no centering, no bias",
+    make=lambda c, dim, axis: norms.RMSNorm(dim, c.norm_eps, axis),
+  ),
+  Norm(
+    "batchnorm",
+    "BatchNorm over batch and time (leaks later tokens in training)",
+    make=lambda c, dim, axis: norms.BatchNorm(dim, c.norm_eps, c.batchnorm_momentum),
+  ),
+  Norm(
+    "dyt",
+    "DyT: gamma tanh(alpha x) + beta, no statistics",
+    make=lambda c, dim, axis: norms.DyT(dim, c.dyt_alpha_init),
+  ),
+  Norm("none", "no norm: the identity", make=lambda c, dim, axis: norms.Identity()),
 )

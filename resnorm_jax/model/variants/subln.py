@@ -8,7 +8,7 @@ build it when the placement asks for `sub_norm`). Its init is model.init=magneto
 
 from __future__ import annotations
 
-from resnorm_jax.model.variants import Placement
+from resnorm_jax.model.variants.hooks import Placement
 from resnorm_jax.model.variants.standard import normalize_input
 
 VARIANTS = (

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax.model import residual as residual_lib
-from resnorm_jax.model.variants import Key, Residual
+from resnorm_jax.model.variants.hooks import Key, Residual
 
 
 class ValueMix(nnx.Module):
