@@ -16,6 +16,7 @@ redo all). est_* columns: the TPU compiler's cost-model estimates, not measureme
 flops_ratio: the compiled FLOPs over the analytic model FLOPs (above 2: the partitioned
 step repeats work on several chips, and the estimates are of that program). A file written
 before a column was added is rewritten with it (derived from the other columns, or empty).
+The table's configs, slices, reading and markdown: resnorm_jax/hardware/compile_table.py.
 """
 
 import argparse
@@ -23,73 +24,9 @@ import csv
 import os
 import time
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.hardware import compile_table as ct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# (label, config spec, overrides): Post-LN, Pre-LN, DeepNorm at 96 and 1000 layers. There is
-# no prenorm_1000L file: Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
-CONFIGS = (
-  ("postnorm_96L", "configs/postnorm_96L.py:paper", {}),
-  ("prenorm_96L", "configs/prenorm_96L.py:paper", {}),
-  ("deepnorm_96L", "configs/deepnorm_96L.py:paper", {}),
-  ("postnorm_1000L", "configs/postnorm_1000L.py:paper", {}),
-  ("prenorm_1000L", "configs/prenorm_96L.py:paper", {"model.num_layers": 1000}),
-  ("deepnorm_1000L", "configs/deepnorm_1000L.py:paper", {}),
-)
-# v5e 16 and 64 chips, v5p 8 and 128 chips (v5p-16, v5p-256), v4 16 chips (v4-32), v6e 16.
-TOPOLOGIES = ("v5e:4x4", "v5p:2x2x2", "v4:2x2x4", "v5e:8x8", "v5p:4x4x8", "v6e:4x4")
-
-
-def derived(row: dict[str, str], key: str) -> str:
-  """A column an older file lacks, where its other columns give it: flops_ratio."""
-  if key == "flops_ratio" and row.get("flops_per_step") and row.get("model_flops_per_step"):
-    return f"{float(row['flops_per_step']) / float(row['model_flops_per_step']):.2f}"
-  return ""
-
-
-VARIANT_NAMES = {"postnorm": "Post-LN", "prenorm": "Pre-LN", "deepnorm": "DeepNorm"}
-
-
-def cell(row: dict[str, str] | None) -> str:
-  """One (config, topology)'s result in words: fits or not, per-chip GiB, the estimates."""
-  if row is None:
-    return "not compiled"
-  if row["fits"] != "yes":
-    return f"does not fit ({float(row['per_chip_gib']):.2f} GiB)"
-  if not row["est_step_s"]:  # a GPU: the compiler gives memory only, no cost model
-    return f"fits ({float(row['per_chip_gib']):.2f} GiB)"
-  return (
-    f"fits ({float(row['per_chip_gib']):.2f} GiB; est {float(row['est_step_s']):.3g} s/step, "
-    f"MFU {100 * float(row['est_mfu']):.0f}%; {float(row['flops_ratio']):.2f}x FLOPs)"
-  )
-
-
-def markdown(rows: list[dict[str, str]], depth: str, settings: str = ":paper") -> str:
-  """The rows of `settings` (`:paper`, or `:paper model.attention=cudnn` as --set writes it)
-  at one depth ("96L", "1000L") as a markdown table: topologies down (those with a row at
-  this depth, in the file's order), variants across (CONFIGS' order)."""
-  paper = {(r["config"], r["topology"]): r for r in rows if r["settings"] == settings}
-  labels = [c[0] for c in CONFIGS if c[0].endswith("_" + depth)]
-  hbm = {r["topology"]: (r["chips"], r["hbm_gib"]) for r in rows}
-  layers = depth[:-1]
-  head = [f"{VARIANT_NAMES[label.split('_')[0]]} {layers}" for label in labels]
-  lines = [
-    "| topology (chips, usable HBM) | " + " | ".join(head) + " |",
-    "| --- " * (len(head) + 1) + "|",
-  ]
-  for t in dict.fromkeys(r["topology"] for r in rows):
-    if not any((label, t) in paper for label in labels):
-      continue
-    chips, gib = hbm[t]
-    cells = [cell(paper.get((label, t))) for label in labels]
-    lines.append(f"| {t} ({chips}, {gib} GiB) | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
-
-
-def read(path: str) -> list[dict[str, str]]:
-  with open(path) as f:
-    return list(csv.DictReader(f))
 
 
 def main() -> None:
@@ -118,32 +55,12 @@ def main() -> None:
     p.error(str(e))
   paper = " ".join([":paper", *(f"{k}={v}" for k, v in extra.items())])
   if args.markdown:
-    rows = read(args.out)
-    tables = [f"{len(rows)} rows"]
-    for settings in dict.fromkeys(
-      r["settings"] for r in rows if r["settings"].startswith(":paper")
-    ):
-      depths = [d for d in ("96L", "1000L") if any(
-        r["settings"] == settings and r["config"].endswith("_" + d) for r in rows
-      )]  # fmt: skip
-      tables += [f"{settings}:", *(markdown(rows, d, settings) for d in depths)]
-    print("\n\n".join(tables))
+    print(ct.tables(ct.read(args.out)))
     return
   fields = ("config", "settings", *target_report.CSV_FIELDS[1:], "recommended")
-  rows, header = [], ()
-  if os.path.exists(args.out):
-    with open(args.out) as f:
-      reader = csv.DictReader(f)
-      rows, header = list(reader), tuple(reader.fieldnames or ())
-    if header != fields:  # a file from before a new column: rewritten with it
-      rows = [{k: r.get(k) or derived(r, k) for k in fields} for r in rows]
-  if header != fields:
-    with open_nofollow(args.out, "w", newline="") as f:
-      w = csv.DictWriter(f, fields, lineterminator="\n")
-      w.writeheader()
-      w.writerows(rows)
+  rows = ct.with_columns(args.out, fields)
   done = {(r["config"], r["topology"], r["settings"]) for r in rows}
-  topologies = args.only.split(",") if args.only else TOPOLOGIES
+  topologies = args.only.split(",") if args.only else ct.TOPOLOGIES
   labels = set(args.configs.split(",")) if args.configs else None
 
   def write(report, label: str, settings: str, recommended: str) -> None:
@@ -154,9 +71,9 @@ def main() -> None:
 
   # Post-LN at both depths on every slice first (the memory of the other variants differs
   # little at the same shape), then the rest.
-  first = [c for c in CONFIGS if c[0].startswith("postnorm")]
+  first = [c for c in ct.CONFIGS if c[0].startswith("postnorm")]
   order = [(t, c) for t in topologies for c in first]
-  order += [(t, c) for t in topologies for c in CONFIGS if c not in first]
+  order += [(t, c) for t in topologies for c in ct.CONFIGS if c not in first]
   for topology, (label, spec, overrides) in order:
     if (labels and label not in labels) or (label, topology, paper) in done:
       continue

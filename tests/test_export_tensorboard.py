@@ -1,24 +1,20 @@
-"""scripts/export_tensorboard.py: committed runs (metrics.jsonl, config.json, summary.json)
-into TensorBoard events, HParams and the Custom Scalars layout, read back as TensorBoard
-reads them; a second export replaces the first; a live run's own events are left alone."""
+"""resnorm_jax/train/tb_export.py (scripts/export_tensorboard.py's export): committed runs
+(metrics.jsonl, config.json, summary.json) into TensorBoard events, HParams and the Custom
+Scalars layout, read back as TensorBoard reads them; a second export replaces the first; a
+live run's own events are left alone."""
 
 import glob
-import importlib.util
 import json
 import os
 import shutil
 
 import pytest
 
+from resnorm_jax.train import tb_export
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PANEL = os.path.join(ROOT, "docs", "deepnet_panel", "runs")
 RUN = "postnorm-L96-invsqrt-w200"  # stuck on the plateau: its curve sits on the baseline
-
-_spec = importlib.util.spec_from_file_location(
-  "export_tensorboard", os.path.join(ROOT, "scripts", "export_tensorboard.py")
-)
-export = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(export)
 
 
 def _board(folder) -> dict:
@@ -42,7 +38,7 @@ def _files(folder) -> list[str]:
 
 def test_export_a_committed_run_into_a_logdir(tmp_path):
   logdir = tmp_path / "tb"
-  assert export.main([os.path.join(PANEL, RUN), f"--logdir={logdir}"]) == 0
+  assert tb_export.export([os.path.join(PANEL, RUN)], str(logdir)) == 0
   target = logdir / RUN
   files = _files(target)
   assert len(files) == 2 and files[0].endswith(".export") and files[1].endswith(".hparams")
@@ -64,7 +60,7 @@ def test_export_a_committed_run_into_a_logdir(tmp_path):
   assert board["plugins"]["custom_scalars__config__"] == "custom_scalars"
   assert board["plugins"]["_hparams_/session_start_info"] == "hparams"
   # Again: the first export's files are replaced, the values the same.
-  assert export.main([os.path.join(PANEL, RUN), f"--logdir={logdir}"]) == 0
+  assert tb_export.export([os.path.join(PANEL, RUN)], str(logdir)) == 0
   assert len(_files(target)) == 2
   assert _board(target)["scalars"]["eval/loss"] == got
 
@@ -77,7 +73,7 @@ def test_export_a_sweep_folder_in_place_and_skip_a_live_run(tmp_path, capsys):
     shutil.copytree(os.path.join(PANEL, name), sweep / name)
   live = sweep / "prenorm-L96-invsqrt-w200"
   (live / "events.out.tfevents.1.host").write_bytes(b"")
-  assert export.main([str(sweep)]) == 0
+  assert tb_export.export([str(sweep)]) == 0
   out = capsys.readouterr().out
   assert "skipped, it has its own TensorBoard events" in out and "1 runs exported" in out
   assert len(_files(sweep / RUN)) == 2
@@ -85,11 +81,11 @@ def test_export_a_sweep_folder_in_place_and_skip_a_live_run(tmp_path, capsys):
 
 
 def test_a_folder_without_runs_is_an_error(tmp_path, capsys):
-  assert export.main([str(tmp_path)]) == 2
+  assert tb_export.export([str(tmp_path)]) == 2
   assert "no run folder" in capsys.readouterr().err
 
 
 def test_walltimes_follow_step_seconds():
   rows = [{"step": 10, "step_seconds": 0.5}, {"step": 20, "step_seconds": 1.0}, {"step": 25}]
   # 10 steps of 0.5 s, 10 of 1 s, then a row without a time: 15 s before the end
-  assert export._walltimes(rows, 100.0) == [90.0, 100.0, 100.0]
+  assert tb_export.walltimes(rows, 100.0) == [90.0, 100.0, 100.0]

@@ -1,10 +1,7 @@
-"""scripts/suite_durations.py: the per-file and slowest tables from JUnit XML, skipped tests
-counted apart."""
+"""resnorm_jax/analysis/suite_durations.py (scripts/suite_durations.py's tables): the per-file
+and slowest tables from JUnit XML, skipped tests counted apart."""
 
-import importlib.util
-import os
-
-from conftest import ROOT
+from resnorm_jax.analysis import suite_durations
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -16,30 +13,17 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 
-def _module():
-  spec = importlib.util.spec_from_file_location(
-    "suite_durations", os.path.join(ROOT, "scripts", "suite_durations.py")
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def test_tables_time_the_tests_that_ran_and_count_the_skipped(
-  tmp_path, read_csv, monkeypatch, capsys
-):
+def test_tables_time_the_tests_that_ran_and_count_the_skipped(tmp_path, read_csv):
   junit = tmp_path / "suite.xml"
   junit.write_text(JUNIT)
-  module = _module()
-  times, skipped = module.test_times([str(junit)])
+  times, skipped = suite_durations.case_times([str(junit)])
   assert times == {
     ("tests/test_a.py", "test_one"): 12.5,
     ("tests/test_a.py", "test_two"): 0.5,
     ("tests/test_b.py", "test_three"): 3.0,
   }
   assert skipped == {("tests/test_b.py", "test_long")}
-  monkeypatch.setattr("sys.argv", ["suite_durations.py", str(junit), f"--out_dir={tmp_path}"])
-  module.main()
+  suite_durations.write_tables(times, str(tmp_path))
   assert read_csv(tmp_path / "by_file.csv") == [
     {"file": "tests/test_a.py", "tests": "2", "seconds": "13.0"},
     {"file": "tests/test_b.py", "tests": "1", "seconds": "3.0"},
@@ -48,6 +32,6 @@ def test_tables_time_the_tests_that_ran_and_count_the_skipped(
     "test": "tests/test_a.py::test_one",
     "seconds": "12.5",
   }
-  out = capsys.readouterr().out
-  assert out.startswith("3 tests run, 1 skipped: 16 s (0.3 min)")
-  assert "1 tests over 10 s: 12 s (78% of the time)" in out
+  lines = suite_durations.totals(times, skipped)
+  assert lines[0].startswith("3 tests run, 1 skipped: 16 s (0.3 min)")
+  assert lines[1] == "1 tests over 10 s: 12 s (78% of the time)"

@@ -1,19 +1,12 @@
-"""scripts/tpu_compile_table.py's markdown: the README's TPU tables are the committed file's."""
+"""resnorm_jax/hardware/compile_table.py's markdown (scripts/tpu_compile_table.py --markdown):
+the README's TPU tables are the committed file's."""
 
 import csv
-import importlib.util
 import os
 
+from resnorm_jax.hardware import compile_table as t
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _script():
-  spec = importlib.util.spec_from_file_location(
-    "tpu_compile_table", os.path.join(ROOT, "scripts/tpu_compile_table.py")
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _row(config, topology, fits="yes", gib="4.30", **kw):
@@ -23,7 +16,6 @@ def _row(config, topology, fits="yes", gib="4.30", **kw):
 
 
 def test_markdown_places_each_row_and_says_what_is_missing():
-  t = _script()
   rows = [_row("postnorm_96L", "v5e:4x4"), _row("deepnorm_96L", "v5e:4x4", fits="no", gib="19.73")]
   table = t.markdown(rows, "96L").splitlines()
   assert table[0] == "| topology (chips, usable HBM) | Post-LN 96 | Pre-LN 96 | DeepNorm 96 |"
@@ -36,7 +28,6 @@ def test_markdown_places_each_row_and_says_what_is_missing():
 
 
 def test_the_readme_shows_the_committed_table():
-  t = _script()
   with open(os.path.join(ROOT, "docs/tpu_compile/results.csv")) as f:
     rows = list(csv.DictReader(f))
   with open(os.path.join(ROOT, "docs/tpu_compile/README.md")) as f:

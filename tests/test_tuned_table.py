@@ -1,9 +1,10 @@
 """The tuned table read back (resnorm_jax/hardware/tuned_table.py): which row a launch gets, the
-keys and flags it adds, and its one-line answers."""
+keys and flags it adds, and its one-line answers; and its rows as the tuner writes them
+(resnorm_jax/hardware/tuned_rows.py)."""
 
 import pytest
 
-from resnorm_jax.hardware import target_compile, tpu_target, tune, tuned_table
+from resnorm_jax.hardware import target_compile, tpu_target, tune, tuned_rows, tuned_table
 
 PAPER = "configs/postnorm_96L.py:paper"
 
@@ -80,46 +81,34 @@ def test_a_missing_table_is_no_rows(tmp_path):
   assert tuned_table.read(str(tmp_path / "tuned.csv")) == []
 
 
-def _table_script():
-  import importlib.util
-  import os
-
-  path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts/tpu_tune_table.py")
-  spec = importlib.util.spec_from_file_location("tpu_tune_table", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def test_a_table_gains_the_program_column_and_a_retuned_row_takes_the_old_ones_place(tmp_path):
   """A tuned.csv written before the `program` column is rewritten with it (empty: the old
   code); a row tuned again (--replace) is put where its (config, topology) was, the others
   kept as they were, in their order."""
   import csv
 
-  script = _table_script()
   path = str(tmp_path / "tuned.csv")
-  old = [c for c in script.FIELDS if c != "program"]
+  old = [c for c in tuned_rows.FIELDS if c != "program"]
   pairs = [("postnorm_96L", "v5p:2x2x2"), ("postnorm_96L", "v5e:4x4"), ("prenorm_96L", "v5e:4x4")]
   rows = [{**dict.fromkeys(old, "x"), "config": c, "topology": t} for c, t in pairs]
   with open(path, "w", newline="") as f:
     w = csv.DictWriter(f, old, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-  script.with_columns(path, script.FIELDS)
-  got = script.read(path)
-  assert list(got[0]) == list(script.FIELDS) and all(r["program"] == "" for r in got)
-  script.with_columns(path, script.FIELDS)  # already there: unchanged
-  assert script.read(path) == got
+  tuned_rows.with_columns(path, tuned_rows.FIELDS)
+  got = tuned_rows.read(path)
+  assert list(got[0]) == list(tuned_rows.FIELDS) and all(r["program"] == "" for r in got)
+  tuned_rows.with_columns(path, tuned_rows.FIELDS)  # already there: unchanged
+  assert tuned_rows.read(path) == got
   new = {**got[1], "est_step_s": "0.2606", "program": "0123456789abcdef"}
-  script.put_row(path, new)
-  after = script.read(path)
+  tuned_rows.put_row(path, new)
+  after = tuned_rows.read(path)
   assert [(r["config"], r["topology"]) for r in after] == [
     (r["config"], r["topology"]) for r in got
   ]
   assert after[1] == new and after[0] == got[0] and after[2] == got[2]
-  script.put_row(path, {**new, "topology": "v6e:4x4"})  # a pair not in the table: appended
-  assert [r["topology"] for r in script.read(path)][-1] == "v6e:4x4"
+  tuned_rows.put_row(path, {**new, "topology": "v6e:4x4"})  # a pair not in the table: appended
+  assert [r["topology"] for r in tuned_rows.read(path)][-1] == "v6e:4x4"
 
 
 def test_a_reevaluated_row_keeps_its_tune_and_takes_the_new_compiles_numbers():
@@ -128,17 +117,16 @@ def test_a_reevaluated_row_keeps_its_tune_and_takes_the_new_compiles_numbers():
   the untuned estimate recomputed."""
   import types
 
-  script = _table_script()
-  old = {**dict.fromkeys(script.FIELDS, "old"), "untuned_est_step_s": "0.8951"}
+  old = {**dict.fromkeys(tuned_rows.FIELDS, "old"), "untuned_est_step_s": "0.8951"}
   r = types.SimpleNamespace(
     per_chip_bytes=4.5 * 2**30, hbm_limit=15.75 * 2**30, step_s=0.2609, source="roofline",
     mfu=0.3616, bound="bytes", flops=2.123e13, bytes=1.9996e11, attributed_bytes=1.560e11,
     attributed_step_s=0.1905, attributed_mfu=0.4952, program="6263220603bd978d",
   )  # fmt: skip
-  new = script.reevaluated(old, r)
+  new = tuned_rows.reevaluated(old, r)
   assert list(new) == list(old)
-  kept = set(script.FIELDS) - set(script.RESULT_FIELDS)
+  kept = set(tuned_rows.FIELDS) - set(tuned_rows.RESULT_FIELDS)
   assert {k: new[k] for k in kept} == {k: old[k] for k in kept}
-  assert all(new[k] != "old" for k in script.RESULT_FIELDS)
+  assert all(new[k] != "old" for k in tuned_rows.RESULT_FIELDS)
   assert (new["est_step_s"], new["speedup"], new["program"]) == ("0.2609", "3.43", r.program)
   assert (new["per_chip_gib"], new["attributed_bytes"]) == ("4.50", "1.56e+11")
