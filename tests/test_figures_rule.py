@@ -100,7 +100,23 @@ def test_every_named_variant_has_its_own_colour_told_apart_from_the_others():
   named = {os.path.basename(p)[: -len("_96L.py")] for p in configs}
   assert len(named) >= 20 and named <= set(colours), named - set(colours)
   for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):
-    assert math.dist(_rgb(ca), _rgb(cb)) >= 50, (a, ca, b, cb)
+    assert math.dist(_rgb(ca), _rgb(cb)) >= style.VARIANT_DISTANCE, (
+      f"{a} {ca} and {b} {cb} are too close to tell apart; a free colour: "
+      f"{style.propose_color([c for n, c in colours.items() if n != b])}"
+    )
+
+
+def test_a_proposed_colour_is_free_far_from_every_taken_one_and_no_grey():
+  taken = list(style.palette().values())
+  proposal = style.propose_color()
+  assert proposal not in taken
+  assert min(math.dist(_rgb(proposal), _rgb(t)) for t in taken) >= style.VARIANT_DISTANCE
+  r, g, b = _rgb(proposal)
+  assert max(r, g, b) - min(r, g, b) >= 96  # saturated: no status grey
+  # with the proposal taken, the next one is another colour, as free
+  again = style.propose_color([*taken, proposal])
+  assert again != proposal
+  assert min(math.dist(_rgb(again), _rgb(t)) for t in [*taken, proposal]) >= 50
 
 
 def _lr_rows():

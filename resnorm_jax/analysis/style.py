@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import glob
+import math
 import os
 import zlib
 from collections.abc import Sequence
@@ -133,6 +134,35 @@ def palette() -> dict[str, str]:
   """{variant: colour}: VARIANT_COLORS, then the colours the named configs declare."""
   own = {n: d["COLOR"] for n, d in _named_configs().items() if "COLOR" in d}
   return {**VARIANT_COLORS, **{n: c for n, c in own.items() if n not in VARIANT_COLORS}}
+
+
+VARIANT_DISTANCE = 50.0  # RGB (0-255): the least distance between two variants' colours
+
+
+def _rgb(color: str) -> tuple[int, int, int]:
+  return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
+
+
+def propose_color(taken: Sequence[str] | None = None, step: int = 16) -> str:
+  """A free colour for a new variant: of an RGB grid (`step` apart), the saturated one that
+  lies farthest from every colour `taken` (the palette's by default), and at least
+  STATUS_DISTANCE from the statuses' greys. What CONTRIBUTING's recipe and the palette test's
+  message offer a new config's COLOR."""
+  taken = list(palette().values()) if taken is None else list(taken)
+  greys = [*STATUS_COLORS.values(), SPLIT_COLOR]
+  best, far = "#000000", -1.0
+  for r in range(0, 256, step):
+    for g in range(0, 256, step):
+      for b in range(0, 256, step):
+        c = (r, g, b)
+        if max(c) - min(c) < 96:  # a grey or a washed-out tint reads as a status, not a variant
+          continue
+        if min(math.dist(c, _rgb(s)) for s in greys) < STATUS_DISTANCE:
+          continue
+        d = min((math.dist(c, _rgb(t)) for t in taken), default=math.inf)
+        if d > far:
+          best, far = "#{:02x}{:02x}{:02x}".format(*c), d
+  return best
 
 
 def variant_color(name: str) -> str:
