@@ -89,6 +89,12 @@ def check_workdir(workdir: str, what: str = "--workdir") -> None:
       "folder): give a folder of its own, or leave --workdir out for "
       "runs/<name>-<overrides>-<time>"
     )
+  package = fs.missing_filesystem(workdir)
+  if package:
+    raise ValueError(
+      f"{what}={workdir!r}: a {workdir.split('://')[0]}:// folder needs {package}, which is not "
+      f"installed (pip install {package})"
+    )
   foreign = foreign_entries(workdir)
   if foreign:
     shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
