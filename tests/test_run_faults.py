@@ -144,6 +144,27 @@ def test_a_completed_run_on_a_read_only_folder_has_nothing_to_do(tmp_path, monke
     loop.run(config, str(tmp_path / "new"))  # nothing completed there: bad input, exit 2
 
 
+@pytest.mark.parametrize("text", ["Infinity", "NaN", "-3.0", '"10s"'])
+def test_a_finished_run_s_hand_edited_time_is_refused_naming_the_key(tmp_path, text):
+  """summary.json's wall_seconds=Infinity ended a rerun of the completed run in an
+  OverflowError traceback (the end line's duration); now one line naming the file and key."""
+  path = tmp_path / "summary.json"
+  for status in ("completed", "stopped_early"):
+    body = f'{{"status": "{status}", "steps": 4, "wall_seconds": {text}, "stop_step": 4}}'
+    path.write_text(body)
+    with pytest.raises(ValueError, match=r"summary.json: wall_seconds=.* is not a number >= 0"):
+      if status == "completed":
+        workdir_lib.completed_summary(str(tmp_path), 4, has_checkpoint=True)
+      else:
+        config = smoke.get_config()
+        config.train.stop_when = "configs/stop_rules/x.json"
+        from resnorm_jax.train import stop_rule
+
+        stop_rule.stopped_run(config, str(tmp_path))
+  path.write_text('{"status": "completed", "steps": 4, "wall_seconds": 12.5}')
+  assert workdir_lib.completed_summary(str(tmp_path), 4, has_checkpoint=True)["steps"] == 4
+
+
 def test_a_signal_while_the_program_starts_stops_it_in_one_line(capsys):
   """A Ctrl-C while JAX imports is recorded, not raised (a traceback, or lost in a callback):
   the entry point stops before writing anything (exit 130), or the run's StopSignals takes it
