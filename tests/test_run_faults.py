@@ -392,7 +392,7 @@ def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
   assert len([f for f in os.listdir(tmp_path) if f.endswith(".hparams")]) == 1
 
 
-def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
+def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path, monkeypatch):
   """--workdir=$PWD from the repository's root wrote the run into the repository; a sweep
   folder given as a workdir mixed a run's files with its points."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -403,7 +403,8 @@ def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
   (sweep / "results.csv").write_text("name\n")
   with pytest.raises(ValueError, match=r"holds what no run writes \(point-s0, results\.csv\)"):
     loop._workdir(smoke.get_config(), str(sweep), {})
-  # A run's own folder, a new one and a remote one are accepted.
+  # A run's own folder, a new one and a remote one (gcsfs taken as installed) are accepted.
+  monkeypatch.setattr(workdir_lib.fs, "missing_filesystem", lambda path: None)
   run = tmp_path / "run"
   (run / "ckpt").mkdir(parents=True)
   for name in ("config.json", "summary.json", "metrics.jsonl", "train.log", "sweep_point.json",
