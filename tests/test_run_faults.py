@@ -365,6 +365,51 @@ def test_a_metrics_write_error_fails_the_run_in_one_line_and_it_resumes(
   assert rows == [5, 10, 15, 20]
 
 
+def _full_disk_for(name):
+  """cli.write_json that fails with ENOSPC for files called `name` (a full disk there)."""
+  write_json = cli.write_json
+
+  def write(path, obj, *args, **kwargs):
+    if os.path.basename(path) == name:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return write_json(path, obj, *args, **kwargs)
+
+  return write
+
+
+@pytest.mark.slow  # trains twice (in this process)
+def test_a_summary_the_full_disk_refused_is_never_named_as_written(tmp_path, monkeypatch, capsys):
+  """The end line named summary.json after the disk refused it (the run's fault said,
+  then `summary: <path>` of a file that was never written); and a disk that fills at the
+  summary itself ended in a traceback. Now the end line says it could not be written, and
+  the second is one RunFailed line naming the file, the status and how to write it."""
+  config = smoke.get_config()  # 20 steps, rows every 5, checkpoints at 10 and 20
+  write = MetricWriter.write
+
+  def full_disk(self, step, metrics):
+    if step >= 15:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    write(self, step, metrics)
+
+  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  monkeypatch.setattr(cli, "write_json", _full_disk_for("summary.json"))
+  summary = loop.run(config, str(tmp_path / "a"))
+  out = capsys.readouterr().out
+  assert summary["status"] == "failed" and not (tmp_path / "a" / "summary.json").exists()
+  assert f"summary: {tmp_path / 'a' / 'summary.json'} could not be written" in out
+  monkeypatch.setattr(MetricWriter, "write", write)  # the disk fills at the summary only
+  with pytest.raises(io_faults.RunFailed) as e:
+    loop.run(config, str(tmp_path / "b"))
+  where = tmp_path / "b" / "summary.json"
+  assert str(e.value).startswith(
+    f"writing summary.json failed: No space left on device (writing {where})"
+  )
+  assert "the run ended completed at step 20 without it" in str(e.value)
+  monkeypatch.undo()  # space freed: the same command writes it
+  assert loop.run(config, str(tmp_path / "b"))["status"] == "completed"
+  assert json.load(open(tmp_path / "b" / "summary.json"))["steps"] == 20
+
+
 @pytest.mark.slow  # trains (in this process)
 def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
   tmp_path, monkeypatch, capsys

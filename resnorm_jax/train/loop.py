@@ -345,14 +345,25 @@ def _train(
   run_files.add_outcome(summary, workdir, vocab)
   if expected is not None:
     summary["expected"] = expected_lib.record(expected, summary.get("outcome"))
-  if is_main:
-    # After the fault's one error line (a full disk: free space, then resume), summary.json
-    # and TensorBoard's HParams that cannot be written are the same fault: not said again.
-    quiet = faults.error is not None
-    try:
-      run_files.write_summary(workdir, config, summary, quiet=quiet)  # and TensorBoard's HParams
-    except OSError:
-      if not quiet:
-        raise
-  print(end_message(summary, workdir, argv), flush=True)
+  written = _write_summary(workdir, config, summary, quiet=faults.error is not None)
+  print(end_message(summary, workdir, argv, summary_written=written), flush=True)
   return summary
+
+
+def _write_summary(workdir: str, config: ConfigDict, summary: dict, quiet: bool) -> bool:
+  """summary.json and TensorBoard's HParams, by process 0; False when the disk refused
+  summary.json after the run's fault (`quiet`: its one error line said it, not said again).
+  A disk that fills at the summary itself is the run's only fault: RunFailed, one line."""
+  if jax.process_index() != 0:
+    return True  # process 0's to write
+  try:
+    run_files.write_summary(workdir, config, summary, quiet=quiet)  # and TensorBoard's HParams
+  except OSError as e:
+    unwritten = io_errors.describe_io_error(e, workdir, f"writing {record_files.SUMMARY}")
+    if not quiet:
+      raise RunFailed(
+        f"{unwritten}; the run ended {summary['status']} at step {summary['steps']} without "
+        "it: free space, then the same command writes it (from the newest checkpoint)"
+      ) from None
+    return False
+  return True

@@ -39,8 +39,14 @@ def eta_seconds(recent: Sequence[tuple[float, int]], remaining: int) -> float:
   return remaining * seconds / max(steps, 1)
 
 
-def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
-  """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
+def end_message(
+  summary: Mapping[str, Any],
+  workdir: str,
+  argv: Sequence[str] | None,
+  summary_written: bool = True,
+) -> str:
+  """The end-of-run lines: rounded results, where the summary is (`summary_written` False:
+  that it could not be written), how to compare or resume."""
   r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
   on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
   baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
@@ -67,7 +73,8 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
   if summary.get("expected"):  # a named experiment's expected outcome, and whether it held
     lines.append(expected_lib.line(summary["expected"], summary.get("outcome")))
   lines += [
-    f"  summary: {os.path.join(workdir, 'summary.json')}",
+    f"  summary: {os.path.join(workdir, 'summary.json')}"
+    + ("" if summary_written else " could not be written (the error above); these are its values"),
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
   ]
   if summary["status"] in ("interrupted", "failed") and argv:
