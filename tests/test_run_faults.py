@@ -87,6 +87,43 @@ def test_wall_and_compile_seconds_add_up_over_the_segments_of_a_resumed_run():
   assert _log().totals()["compile_seconds"] == 0.0  # a first segment: its own
 
 
+def test_checkpoint_blocking_seconds_add_up_over_the_segments_of_a_resumed_run():
+  """summary.json counted the last segment's saves only (8 s of a run's 42 s)."""
+  saves = [1.5]
+  config = smoke.get_config()
+  resumed = {"checkpoint_blocking_seconds": 40.0}
+  log = run_log.RunLog(config, lambda n: 1e-3, _Rows(), resumed, [], saves)
+  saves.append(0.5)  # the checkpointer's own list, read as it grows
+  assert log.totals()["checkpoint_blocking_seconds"] == 42.0
+  assert _log().totals()["checkpoint_blocking_seconds"] == 0.0
+
+
+@pytest.mark.slow  # trains twice (in this process)
+def test_an_extended_run_s_summary_counts_every_segment_s_checkpoint_blocking(
+  tmp_path, monkeypatch
+):
+  """The first segment's saves are made to block 5 s more; the extended run's summary keeps
+  them (the checkpoint of step 10 and summary.json's last save), not the second's alone."""
+  from resnorm_jax.train import checkpoint as ckpt_lib
+
+  save = ckpt_lib.Checkpointer.save
+
+  def slow_save(self, *args, **kwargs):
+    saved = save(self, *args, **kwargs)
+    self.save_seconds[-1] += 5.0
+    return saved
+
+  config = smoke.get_config()
+  config.train.steps = 10
+  monkeypatch.setattr(ckpt_lib.Checkpointer, "save", slow_save)
+  first = loop.run(config, str(tmp_path))["checkpoint_blocking_seconds"]
+  monkeypatch.undo()
+  assert first >= 5.0
+  config.train.steps = 20
+  second = loop.run(config, str(tmp_path))
+  assert second["steps"] == 20 and second["checkpoint_blocking_seconds"] > first
+
+
 def test_unreadable_metrics_lines_are_found_and_a_failed_run_is_cut_in_place(tmp_path):
   path = tmp_path / "metrics.jsonl"
   rows = [json.dumps({"step": s, "train/loss": 1.0}) for s in (5, 10, 15, 20)]

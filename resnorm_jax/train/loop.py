@@ -304,7 +304,7 @@ def _train(
     writer = _metric_writer(config, workdir, start, baselines, is_main)
     # TensorBoard's warning held for a full disk: said after the run, unless its error did.
     resources.callback(faults.close, functools.partial(writer.close, release_warning=False))
-    log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    log = RunLog(config, run_setup.schedule, writer, resumed, interval, checkpointer.save_seconds)
     rule = stop_rule_lib.for_run(t, workdir, baselines["unigram_entropy"])
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
     trainer = trainer_lib.Trainer(
@@ -327,7 +327,6 @@ def _train(
     status if faults.error is None else "failed",
     final_step,
     log,
-    checkpointer,
     config,
     baselines=baselines,
     short=short,

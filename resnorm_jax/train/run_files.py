@@ -137,7 +137,7 @@ def _lost_config_json(workdir: str) -> str | None:
   return None if isinstance(recorded, dict) else f"{path} cannot be read (not a JSON object)"
 
 
-def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw) -> dict:
+def summary(status: str, steps: int, log, config: ConfigDict, **kw) -> dict:
   """summary.json's fields of a run that ended `status` at `steps`: its RunLog's results and
   totals, kw's `baselines` (no-context losses), `short` (a short held-out split's note),
   `data_split`, `devices` and `provenance`, then the rest of kw (a population's size)."""
@@ -151,8 +151,7 @@ def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw
     **short,
     "data_split": data_split,
     "tokens_per_second": log.tokens_per_second(),  # a member's: its share of the population's
-    **log.totals(),  # wall and compile seconds of every segment of the run
-    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
+    **log.totals(),  # wall, compile and checkpoint-blocking seconds of every segment
     "config_name": config.name,
     "devices": devices,
     "provenance": prov,

@@ -91,7 +91,15 @@ class RunLog:
   depth images) is taken out of the interval it falls in.
   """
 
-  def __init__(self, config: ConfigDict, schedule, writer: MetricWriter, resumed: dict, interval):
+  def __init__(
+    self,
+    config: ConfigDict,
+    schedule,
+    writer: MetricWriter,
+    resumed: dict,
+    interval,
+    save_seconds: Sequence[float] = (),
+  ):
     self.t = config.train
     self.schedule = schedule
     self.writer = writer
@@ -115,8 +123,12 @@ class RunLog:
     # plus this one's, which the loop sets (wall_start, compile_seconds).
     # Training time and timed steps likewise: the rate of every segment, so a summary rebuilt
     # from a checkpoint at the last step (no step timed now) keeps the run's rate.
+    # Likewise the time checkpoint saves blocked the loop: `save_seconds` is this segment's
+    # checkpointer's list (Checkpointer.save_seconds), read as it grows.
     earlier = ("wall_seconds", "compile_seconds", "train_seconds", "timed_steps")
+    earlier += ("checkpoint_blocking_seconds",)
     self.earlier = {k: resumed.get(k) or 0.0 for k in earlier}
+    self.save_seconds = save_seconds
     # The step and writer of a checkpoint another program (a population) wrote, when this
     # run went on from it: its losses after that step are not bit for bit that program's.
     self.continued_from = resumed.get("continued_from")
@@ -205,7 +217,8 @@ class RunLog:
     }
 
   def totals(self) -> dict:
-    """Wall and compile seconds of the whole run so far, every segment of it (and, where a
+    """Wall, compile, train and checkpoint-blocking seconds of the whole run so far, every
+    segment of it (and, where a
     segment went on from another program's checkpoint, `continued_from`; where the run was
     extended, `extended`)."""
     totals = {
@@ -213,6 +226,9 @@ class RunLog:
       "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
       "train_seconds": self.earlier["train_seconds"] + self.train_time,
       "timed_steps": int(self.earlier["timed_steps"]) + self.timed_steps,
+      "checkpoint_blocking_seconds": (
+        self.earlier["checkpoint_blocking_seconds"] + sum(self.save_seconds)
+      ),
     }
     if self.continued_from is not None:
       totals["continued_from"] = self.continued_from

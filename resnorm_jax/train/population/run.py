@@ -324,7 +324,9 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
       )
     if faults.error is not None:
       return
-    m.log = run_log.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
+    m.log = run_log.RunLog(
+      m.config, schedule, m.writer, m.resumed, m.interval, m.checkpointer.save_seconds
+    )
     # Wall and compile time of every segment: the checkpoint's plus this program's.
     m.log.wall_start, m.log.compile_seconds = shared.wall_start, compile_seconds
   trainer = population_trainer.PopulationTrainer(shared, members, step_fn, eval_fn, lrs, signals)

@@ -199,7 +199,6 @@ def member_summary(shared: Shared, m: Member, status: str, final_step: int) -> d
     status,
     final_step,
     m.log,
-    m.checkpointer,
     m.config,
     baselines=shared.baselines,
     data_split=shared.corpus.split,
