@@ -70,24 +70,6 @@ def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_m
     print(group_table.format_group_table(run_setup.mcfg, rows), flush=True)
 
 
-SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
-
-
-def check_seed(config: ConfigDict) -> None:
-  """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
-  is written (an unchecked seed of -1 trains, writes a checkpoint, then fails at the first
-  batch)."""
-  seed = config.seed
-  if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
-    raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
-  data = config.data.get("seed")
-  if data is not None and (isinstance(data, bool) or not 0 <= data <= SEED_MAX):
-    raise ValueError(
-      f"data.seed={data!r} must be an integer in [0, {SEED_MAX}], or unset (the data order of "
-      "`seed`)"
-    )
-
-
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
   """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
 
@@ -207,7 +189,7 @@ def _run(
   setup_lib.keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
   signals.after_distributed_init()  # several processes: a stop is agreed by all
-  check_seed(config)
+  setup_lib.check_seed(config)  # (validate checks it too: a sweep before any point runs)
   run_setup = setup_lib.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
   corpus = sources.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
