@@ -203,12 +203,16 @@ def _run(
     done = run_files.completed_run(config, workdir)
     if done is None:
       raise
+    if run_files.lost_config_json(workdir):
+      print("WARNING: config.json is not rebuilt: the folder is read only", flush=True)
     print(f"already completed at step {done['steps']}: nothing to do (read only)", flush=True)
     print(end_message(done, workdir, None), flush=True)
     return done
   with lock:
     done = run_files.completed_run(config, workdir)
     if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
+      if jax.process_index() == 0:  # but a lost config.json is rebuilt (sample reads it)
+        run_files.rebuild_lost_config(workdir, config, run_setup.mcfg, corpus, done)
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done

@@ -169,6 +169,9 @@ def _open(
   done = run_files.completed_run(config, workdir)
   if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
     m.summary = done
+    if not read_only:  # but a lost config.json (as the single run)
+      with contextlib.redirect_stdout(out):
+        run_files.rebuild_lost_config(workdir, config, shared.run_setup.mcfg, shared.corpus, done)
     m.print(
       f"already completed at step {done['steps']}: nothing to do (held in its slot{read_only})",
       run_log.end_message(done, workdir, None),
