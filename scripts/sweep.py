@@ -65,15 +65,10 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.config.nofollow import SymlinkRefused
+from resnorm_jax.config.nofollow import SymlinkRefused, refuse_symlink
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs.outcome import STUCK_MARGIN
-from resnorm_jax.runs.sweep_point import (
-  POINT_FILE,
-  refresh_records,
-  refuse_linked_records,
-  with_failures,
-)
+from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
 from resnorm_jax.runs.sweep_results import collect, write_results
 from resnorm_jax.sweeps import slurm
 from resnorm_jax.sweeps.grid import (
@@ -213,7 +208,8 @@ def main(argv: list[str]) -> int:
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)
       resolved = [resolve(p, extra, f.max_steps) for p in points]
-      refuse_linked_records(sweep_dir, [p.name for p in points])  # before any is written
+      for p in points:  # a point's record that is a link: refused before any is written
+        refuse_symlink(os.path.join(sweep_dir, p.name, POINT_FILE))
     except (ValueError, re.error) as e:
       cli.fail(str(e))
     # A pending point whose data is not there would fail only when its turn comes: refused

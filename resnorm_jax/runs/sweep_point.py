@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.config import cli
-from resnorm_jax.data import fs
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
 
@@ -111,13 +110,6 @@ def refresh_records(sweep_dir: str) -> list[str]:
   """refresh_record for every point folder of `sweep_dir`; the names of those rewritten."""
   names = sorted(os.listdir(sweep_dir)) if os.path.isdir(sweep_dir) else []
   return [n for n in names if refresh_record(os.path.join(sweep_dir, n))]
-
-
-def refuse_linked_records(sweep_dir: str, names: Sequence[str]) -> None:
-  """SymlinkRefused naming the first point of `names` whose sweep_point.json is a symbolic
-  link: the sweep writes every point's record, so it is refused before anything starts."""
-  for name in names:
-    fs.refuse_symlink(os.path.join(sweep_dir, name, POINT_FILE))
 
 
 def record_elsewhere(workdir: str, holder: str) -> None:
