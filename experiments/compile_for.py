@@ -50,9 +50,16 @@ _JSON = flags.DEFINE_string(
 
 def _check_json_path(path: str) -> None:
   """Bad input (exit status 2, one line) when --json names a file in a folder that does not
-  exist, or a folder: the folder is not made (a misspelt path would leave folders behind)."""
+  exist, or a folder: the folder is not made (a misspelt path would leave folders behind);
+  a symbolic link, never written through (the file it points to would be overwritten)."""
   import os
 
+  from resnorm_jax.config.nofollow import SymlinkRefused, refuse_symlink
+
+  try:
+    refuse_symlink(path)
+  except SymlinkRefused as e:
+    cli.fail(f"--json: {e}")
   folder = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
     cli.fail(f"--json={path} is a folder: name the file to write (e.g. {path}/result.json)")
@@ -109,6 +116,7 @@ def main(argv):
       row["recommendation"] = "a larger slice"
       print("recommendation: a larger slice (none of the candidate settings fits this one)")
   if _JSON.value:
+    _check_json_path(_JSON.value)  # a link made while it compiled: one line, not a traceback
     cli.write_json(_JSON.value, row)
   if not r.fits:
     cli.fail(f"{c.name} does not fit on {r.topology}: {row['recommendation']}")

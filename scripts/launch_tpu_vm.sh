@@ -60,7 +60,7 @@ set -euo pipefail
 name="${TPU_NAME:-}" zone="${TPU_ZONE:-}" project="${TPU_PROJECT:-}"
 # shellcheck disable=SC2088  # expanded by the remote shell, on each worker
 repo="~/resnorm_jax"
-workdir="" mount="" dry_run=0 setup=0 sync=0 setup_python=python3 config="" mode=launch
+workdir="" mount="" mount_given="" dry_run=0 setup=0 sync=0 setup_python=python3 config="" mode=launch
 accelerator="${TPU_ACCELERATOR_TYPE:-}" compile_check=1 tuned=1
 python="${PYTHON:-.venv/bin/python}"
 usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -81,7 +81,7 @@ while (($#)); do
     --project) project="$2"; shift 2 ;;
     --repo) repo="$2"; shift 2 ;;
     --workdir) workdir="$2"; shift 2 ;;
-    --mount) mount="${2%/}"; shift 2 ;;
+    --mount) mount_given="$2"; mount="${2%/}"; shift 2 ;;
     --python) setup_python="$2"; shift 2 ;;
     --accelerator-type) accelerator="$2"; shift 2 ;;
     --no-compile-check) compile_check=0; shift ;;
@@ -120,9 +120,14 @@ fi
 for arg in "$@"; do
   [[ "$arg" == --config.* ]] || { echo "error: expected --config.key=value overrides, got $arg" >&2; exit 2; }
 done
+if [[ -n "${mount_given:-}" && "$mount_given" =~ ^/+$ ]]; then
+  echo "error: --mount=$mount_given is the root folder, not a shared mount: give the folder" \
+    "every worker mounts (e.g. --mount=/mnt/shared)" >&2; exit 2
+fi
 if [[ -n "$mount" && "$mount" != /* ]]; then
   echo "error: --mount=$mount must be an absolute path (the same on every worker)" >&2; exit 2
 fi
+[[ -n "$mount" ]] && mount="$(realpath -m -s -- "$mount")"  # /mnt/./shared/ is /mnt/shared
 base="$(basename "${config%%:*}" .py)"
 [[ "$config" == *:* ]] && base="$base-${config#*:}"
 (($#)) && base="$base-$(printf '%s\0' "$@" | sha256sum | cut -c1-8)"
@@ -134,11 +139,19 @@ if [[ -z "$workdir" ]]; then
   }
   workdir="$mount/runs/$base"
 fi
+if [[ "$workdir" == gs://* && ! "$workdir" =~ ^gs://[^/]+ ]]; then
+  echo "error: --workdir=$workdir names no bucket: valid is gs://BUCKET/..." >&2; exit 2
+fi
+# A local workdir without its '..' (a folder under the mount is checked after them:
+# /mnt/shared/../../etc/x is /etc/x, which no worker shares).
+given_workdir="$workdir"
+[[ "$workdir" == /* ]] && workdir="$(realpath -m -s -- "$workdir")"
 shared=0
 [[ "$workdir" == gs://* ]] && shared=1
 [[ -n "$mount" && "$workdir" == "$mount"/* ]] && shared=1
 if ((!shared)); then
-  echo "error: --workdir=$workdir is not shared: valid are gs://BUCKET/... or a folder" \
+  shown="$given_workdir"; [[ "$workdir" != "$given_workdir" ]] && shown+=" ($workdir)"
+  echo "error: --workdir=$shown is not shared: valid are gs://BUCKET/... or a folder" \
     "under --mount=DIR (${mount:-none given}), which every worker sees" >&2
   exit 2
 fi
@@ -158,6 +171,23 @@ if ((compile_check)) && [[ -z "$accelerator" ]] && ((!dry_run)); then
   }
 fi
 local_python="${COMPILE_PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
+if [[ -n "$accelerator" ]]; then  # a Cloud TPU accelerator type, before any compile
+  types="v5litepod-16, v5p-8, v4-32, v6e-16: a TPU generation and its TensorCore count"
+  if [[ ! "$accelerator" =~ ^v[0-9a-z]+-[0-9]+$ ]]; then
+    echo "error: --accelerator-type=$accelerator is not a Cloud TPU accelerator type ($types)" >&2
+    exit 2
+  fi
+  why="$(JAX_PLATFORMS=cpu "$local_python" -c 'import sys
+from resnorm_jax.hardware import tpu_target
+try:
+  tpu_target.topology_name(sys.argv[1])
+except ValueError as e:
+  print(e)' "$accelerator")" || exit 2
+  if [[ -n "$why" ]]; then
+    echo "error: --accelerator-type=$accelerator is not valid: $why (valid: $types)" >&2
+    exit 2
+  fi
+fi
 libtpu_args=""
 if ((tuned)) && [[ -n "$accelerator" && "$config" == *:paper ]]; then  # the table's scale
   added="$(JAX_PLATFORMS=cpu "$local_python" -m resnorm_jax.hardware.tuned_table "$config" \

@@ -65,7 +65,7 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.config.nofollow import SymlinkRefused
+from resnorm_jax.config.nofollow import SymlinkRefused, refuse_symlink
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
@@ -208,6 +208,8 @@ def main(argv: list[str]) -> int:
       points = [p for p in points if not f.filter or re.search(f.filter, p.name)]
       extra = parse_sets(f.set)
       resolved = [resolve(p, extra, f.max_steps) for p in points]
+      for p in points:  # a point's record that is a link: refused before any is written
+        refuse_symlink(os.path.join(sweep_dir, p.name, POINT_FILE))
     except (ValueError, re.error) as e:
       cli.fail(str(e))
     # A pending point whose data is not there would fail only when its turn comes: refused
@@ -280,12 +282,12 @@ def main(argv: list[str]) -> int:
     cli.fail(f"--sweep_dir={sweep_dir}: no such folder")
   # A point finished by another process (a child that outlived a killed sweep, another sweep
   # on this sweep_dir) is recorded from its folder, not as the failure last seen.
-  for name in refresh_records(sweep_dir):
-    print(f"{name}: finished by another process; its record rewritten from its folder")
-  rows = with_failures(collect(sweep_dir, f.stuck_margin), sweep_dir)
   try:
+    for name in refresh_records(sweep_dir):
+      print(f"{name}: finished by another process; its record rewritten from its folder")
+    rows = with_failures(collect(sweep_dir, f.stuck_margin), sweep_dir)
     written = write_results(sweep_dir, rows)
-  except SymlinkRefused as e:  # a results file is a link: its target is left as it is
+  except SymlinkRefused as e:  # a record or results file is a link: its target is left as it is
     print(f"error: {e}", file=sys.stderr)
     return 2
   for path in written:

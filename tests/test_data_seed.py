@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from configs import base
 from resnorm_jax.config import same_experiment
-from resnorm_jax.train import loop, resume_policy, run_setup
+from resnorm_jax.train import resume_policy, run_setup
 
 TOKENS = np.arange(5000, dtype=np.uint16) % 251
 
@@ -51,7 +51,7 @@ def test_a_bad_data_seed_is_refused_naming_it(bad):
   c = base.get_config()
   c.data.seed = bad  # a placeholder of int takes a bool in ml_collections: refused here
   with pytest.raises(ValueError, match=r"data\.seed=.* must be an integer in \[0, 2147483647\]"):
-    loop.check_seed(c)
+    run_setup.check_seed(c)
 
 
 def test_data_seed_is_part_of_the_run_identity():

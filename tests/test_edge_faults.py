@@ -369,6 +369,19 @@ def test_compile_for_json_into_a_missing_folder_is_refused_and_makes_no_folder(
   assert os.listdir(tmp_path) == []
 
 
+def test_compile_for_json_that_is_a_symlink_is_refused_before_compiling(tmp_path, run_script):
+  """It compiled, then wrote through the link's check as a traceback; now one line, first."""
+  notes = tmp_path / "notes.json"
+  notes.write_text("{}")
+  target = tmp_path / "r.json"
+  os.symlink(notes, target)
+  cmd = ["-m", "experiments.compile_for", "--config=configs/smoke.py", "--topology=v5e:2x2"]
+  proc = run_script([sys.executable, *cmd, f"--json={target}"])
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert _one_error_line(proc.stderr).startswith(f"error: --json: {target} is a symbolic link")
+  assert notes.read_text() == "{}"
+
+
 # --- no file of a run is written through a symbolic link -------------------------------------
 
 

@@ -119,6 +119,7 @@ needs_libtpu = pytest.mark.skipif(
 # What compile_for prints and exits with for a config too big for the slice (tests/
 # test_compile_for.py compiles one: 16.07 GiB of temporaries per v5e chip, 15.75 allowed).
 REFUSING_COMPILE = """#!/bin/bash
+[[ "$1" == -c ]] && exec "{python}" "$@"  # the launcher's check of the accelerator type
 printf '%s\\n' "$@" > "{argv}"
 echo "DOES NOT FIT on v5e:2x2"
 echo "recommendation: train.batch_size=8192 (per-chip batch 2048) fits (8.10 GiB per chip)"
@@ -152,7 +153,7 @@ def test_tpu_vm_launcher_stops_where_the_compile_check_refuses(tmp_path):
   recommendation reach the user, no gcloud command is printed. compile_for here is a stand-in
   that refuses as the real one does (the real refusal: tests/test_compile_for.py)."""
   fake = tmp_path / "python"
-  fake.write_text(REFUSING_COMPILE.format(argv=tmp_path / "argv"))
+  fake.write_text(REFUSING_COMPILE.format(argv=tmp_path / "argv", python=sys.executable))
   fake.chmod(0o755)
   proc = _dry_run("--config.train.batch_size=16384", env={"COMPILE_PYTHON": str(fake)})
   argv = (tmp_path / "argv").read_text().splitlines()
@@ -355,3 +356,31 @@ def test_a_paper_launch_runs_the_tuned_winner_for_its_slice_and_untuned_its_own_
   smaller = script([*args[:-2], "--accelerator-type=v5p-8", "--no-compile-check", PAPER])
   assert smaller.returncode == 0 and "not on 4 chips" in smaller.stderr
   assert "LIBTPU_INIT_ARGS" not in smaller.stdout and "attention=splash" not in smaller.stdout
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--accelerator-type=v5p-7"], "--accelerator-type=v5p-7 is not valid: accelerator type"),
+    (["--accelerator-type=h100:8"], "--accelerator-type=h100:8 is not a Cloud TPU accelerator"),
+    (["--mount=/"], "--mount=/ is the root folder, not a shared mount"),
+    (["--workdir=gs://"], "--workdir=gs:// names no bucket"),
+    (
+      ["--workdir=/mnt/shared/../../etc/x"],
+      "--workdir=/mnt/shared/../../etc/x (/etc/x) is not shared",
+    ),
+  ],
+)
+def test_a_bad_accelerator_type_mount_or_workdir_is_named_in_one_line(args, message):
+  """v5p-7 and h100:8 were said not to compile within the memory; --mount=/ asked for a
+  --mount; gs:// (no bucket) and a workdir that leaves the mount by '..' were launched."""
+  mount = [] if args[0].startswith("--mount") else ["--mount=/mnt/shared"]
+  proc = script(
+    ["scripts/launch_tpu_vm.sh", "--dry-run", "--name=t", "--zone=z", *mount, *args,
+     "configs/smoke.py"],
+    env={"COMPILE_PYTHON": sys.executable},
+  )  # fmt: skip
+  assert proc.returncode == 2, proc.stdout + proc.stderr
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith(f"error: {message}"), line
+  assert proc.stdout == ""

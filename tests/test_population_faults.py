@@ -77,3 +77,40 @@ def test_a_full_disk_fails_a_population_in_one_line_per_member_and_it_resumes(
   assert [s["status"] for s in summaries] == ["completed", "completed"]
   # Both segments counted (the first compiled for seconds): not the last one alone.
   assert summaries[0]["wall_seconds"] > second + 1.0
+
+
+@pytest.mark.slow  # trains a population
+def test_a_member_stopped_by_another_member_s_full_disk_names_that_member(tmp_path, monkeypatch):
+  """One program trains the population: member s0's metrics.jsonl met the full disk, and
+  member s1's error line named s0's file as if it were its own (on s1's disk). Now s1's line
+  says it stopped with member s0; s0's line is its own."""
+  import errno
+  import io
+
+  from resnorm_jax.train.population import run as population_run
+  from resnorm_jax.train.writers import MetricWriter
+
+  write = MetricWriter.write
+
+  def full_disk(self, step, metrics):
+    if step >= 4:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    write(self, step, metrics)
+
+  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  configs, workdirs = _members(tmp_path)
+  out = io.StringIO()
+  monkeypatch.setattr("sys.stdout", out)
+  summaries = population_run.run(configs, workdirs)
+  monkeypatch.undo()
+  assert [s["status"] for s in summaries] == ["failed", "failed"]
+  lines = {
+    n: [ln for ln in out.getvalue().splitlines() if ln.startswith(f"[{n}] error: ")]
+    for n in ("s0", "s1")
+  }
+  (own,) = lines["s0"]
+  (other,) = lines["s1"]
+  first = os.path.join(workdirs[0], "metrics.jsonl")
+  assert f"(writing {first})" in own and "stopped with member" not in own
+  assert other.startswith("[s1] error: stopped with member s0 (one program trains the population)")
+  assert f"(writing {first})" in other and f"on the disk of {workdirs[0]};" in other

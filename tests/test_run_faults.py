@@ -87,6 +87,43 @@ def test_wall_and_compile_seconds_add_up_over_the_segments_of_a_resumed_run():
   assert _log().totals()["compile_seconds"] == 0.0  # a first segment: its own
 
 
+def test_checkpoint_blocking_seconds_add_up_over_the_segments_of_a_resumed_run():
+  """summary.json counted the last segment's saves only (8 s of a run's 42 s)."""
+  saves = [1.5]
+  config = smoke.get_config()
+  resumed = {"checkpoint_blocking_seconds": 40.0}
+  log = run_log.RunLog(config, lambda n: 1e-3, _Rows(), resumed, [], saves)
+  saves.append(0.5)  # the checkpointer's own list, read as it grows
+  assert log.totals()["checkpoint_blocking_seconds"] == 42.0
+  assert _log().totals()["checkpoint_blocking_seconds"] == 0.0
+
+
+@pytest.mark.slow  # trains twice (in this process)
+def test_an_extended_run_s_summary_counts_every_segment_s_checkpoint_blocking(
+  tmp_path, monkeypatch
+):
+  """The first segment's saves are made to block 5 s more; the extended run's summary keeps
+  them (the checkpoint of step 10 and summary.json's last save), not the second's alone."""
+  from resnorm_jax.train import checkpoint as ckpt_lib
+
+  save = ckpt_lib.Checkpointer.save
+
+  def slow_save(self, *args, **kwargs):
+    saved = save(self, *args, **kwargs)
+    self.save_seconds[-1] += 5.0
+    return saved
+
+  config = smoke.get_config()
+  config.train.steps = 10
+  monkeypatch.setattr(ckpt_lib.Checkpointer, "save", slow_save)
+  first = loop.run(config, str(tmp_path))["checkpoint_blocking_seconds"]
+  monkeypatch.undo()
+  assert first >= 5.0
+  config.train.steps = 20
+  second = loop.run(config, str(tmp_path))
+  assert second["steps"] == 20 and second["checkpoint_blocking_seconds"] > first
+
+
 def test_unreadable_metrics_lines_are_found_and_a_failed_run_is_cut_in_place(tmp_path):
   path = tmp_path / "metrics.jsonl"
   rows = [json.dumps({"step": s, "train/loss": 1.0}) for s in (5, 10, 15, 20)]
@@ -142,6 +179,27 @@ def test_a_completed_run_on_a_read_only_folder_has_nothing_to_do(tmp_path, monke
   assert {n: (tmp_path / "run" / n).read_text() for n in files} == files
   with pytest.raises(workdir_lib.NotWritable, match="Read-only file system"):
     loop.run(config, str(tmp_path / "new"))  # nothing completed there: bad input, exit 2
+
+
+@pytest.mark.parametrize("text", ["Infinity", "NaN", "-3.0", '"10s"'])
+def test_a_finished_run_s_hand_edited_time_is_refused_naming_the_key(tmp_path, text):
+  """summary.json's wall_seconds=Infinity ended a rerun of the completed run in an
+  OverflowError traceback (the end line's duration); now one line naming the file and key."""
+  path = tmp_path / "summary.json"
+  for status in ("completed", "stopped_early"):
+    body = f'{{"status": "{status}", "steps": 4, "wall_seconds": {text}, "stop_step": 4}}'
+    path.write_text(body)
+    with pytest.raises(ValueError, match=r"summary.json: wall_seconds=.* is not a number >= 0"):
+      if status == "completed":
+        workdir_lib.completed_summary(str(tmp_path), 4, has_checkpoint=True)
+      else:
+        config = smoke.get_config()
+        config.train.stop_when = "configs/stop_rules/x.json"
+        from resnorm_jax.train import stop_rule
+
+        stop_rule.stopped_run(config, str(tmp_path))
+  path.write_text('{"status": "completed", "steps": 4, "wall_seconds": 12.5}')
+  assert workdir_lib.completed_summary(str(tmp_path), 4, has_checkpoint=True)["steps"] == 4
 
 
 def test_a_signal_while_the_program_starts_stops_it_in_one_line(capsys):
@@ -344,6 +402,51 @@ def test_a_metrics_write_error_fails_the_run_in_one_line_and_it_resumes(
   assert rows == [5, 10, 15, 20]
 
 
+def _full_disk_for(name):
+  """cli.write_json that fails with ENOSPC for files called `name` (a full disk there)."""
+  write_json = cli.write_json
+
+  def write(path, obj, *args, **kwargs):
+    if os.path.basename(path) == name:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return write_json(path, obj, *args, **kwargs)
+
+  return write
+
+
+@pytest.mark.slow  # trains twice (in this process)
+def test_a_summary_the_full_disk_refused_is_never_named_as_written(tmp_path, monkeypatch, capsys):
+  """The end line named summary.json after the disk refused it (the run's fault said,
+  then `summary: <path>` of a file that was never written); and a disk that fills at the
+  summary itself ended in a traceback. Now the end line says it could not be written, and
+  the second is one RunFailed line naming the file, the status and how to write it."""
+  config = smoke.get_config()  # 20 steps, rows every 5, checkpoints at 10 and 20
+  write = MetricWriter.write
+
+  def full_disk(self, step, metrics):
+    if step >= 15:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    write(self, step, metrics)
+
+  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  monkeypatch.setattr(cli, "write_json", _full_disk_for("summary.json"))
+  summary = loop.run(config, str(tmp_path / "a"))
+  out = capsys.readouterr().out
+  assert summary["status"] == "failed" and not (tmp_path / "a" / "summary.json").exists()
+  assert f"summary: {tmp_path / 'a' / 'summary.json'} could not be written" in out
+  monkeypatch.setattr(MetricWriter, "write", write)  # the disk fills at the summary only
+  with pytest.raises(io_faults.RunFailed) as e:
+    loop.run(config, str(tmp_path / "b"))
+  where = tmp_path / "b" / "summary.json"
+  assert str(e.value).startswith(
+    f"writing summary.json failed: No space left on device (writing {where})"
+  )
+  assert "the run ended completed at step 20 without it" in str(e.value)
+  monkeypatch.undo()  # space freed: the same command writes it
+  assert loop.run(config, str(tmp_path / "b"))["status"] == "completed"
+  assert json.load(open(tmp_path / "b" / "summary.json"))["steps"] == 20
+
+
 @pytest.mark.slow  # trains (in this process)
 def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
   tmp_path, monkeypatch, capsys
@@ -371,7 +474,7 @@ def test_a_tensorboard_write_error_is_one_line_and_recorded_in_the_summary(
   assert len([f for f in os.listdir(tmp_path) if f.endswith(".hparams")]) == 1
 
 
-def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
+def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path, monkeypatch):
   """--workdir=$PWD from the repository's root wrote the run into the repository; a sweep
   folder given as a workdir mixed a run's files with its points."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -382,7 +485,8 @@ def test_a_workdir_holding_what_no_run_writes_is_refused(tmp_path):
   (sweep / "results.csv").write_text("name\n")
   with pytest.raises(ValueError, match=r"holds what no run writes \(point-s0, results\.csv\)"):
     loop._workdir(smoke.get_config(), str(sweep), {})
-  # A run's own folder, a new one and a remote one are accepted.
+  # A run's own folder, a new one and a remote one (gcsfs taken as installed) are accepted.
+  monkeypatch.setattr(workdir_lib.fs, "missing_filesystem", lambda path: None)
   run = tmp_path / "run"
   (run / "ckpt").mkdir(parents=True)
   for name in ("config.json", "summary.json", "metrics.jsonl", "train.log", "sweep_point.json",

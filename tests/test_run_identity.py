@@ -80,6 +80,30 @@ def test_a_lost_config_json_does_not_let_a_resume_change_the_lr(tmp_path, capsys
   assert json.loads(path.read_text())["opt"]["lr"] == 1e-3
 
 
+@pytest.mark.slow  # trains
+def test_a_completed_run_s_lost_config_json_is_rebuilt_and_sample_reads_the_folder(
+  tmp_path, capsys
+):
+  """config.json deleted from a completed run: the rerun warned "config.json is rebuilt"
+  and wrote nothing, so experiments.sample still refused the folder. Now it is written
+  again, the same as the run's, its provenance the run's."""
+  from resnorm_jax.probes import generate
+
+  workdir = tmp_path / "run"
+  _run_smoke(workdir, train__steps=4)
+  path = workdir / "config.json"
+  original = json.loads(path.read_text())
+  path.unlink()
+  with pytest.raises(ValueError, match="no config.json"):
+    generate.run_config(str(workdir))
+  capsys.readouterr()
+  assert _run_smoke(workdir, train__steps=4)["steps"] == 4
+  out = capsys.readouterr().out
+  assert f"{path} rebuilt from this run's config" in out and "already completed" in out
+  assert json.loads(path.read_text()) == original
+  assert generate.run_config(str(workdir))[0].opt.lr == original["opt"]["lr"]
+
+
 # --- 7. a completed run is not shortened ----------------------------------------------------
 
 
@@ -144,6 +168,7 @@ def test_a_completed_run_whose_config_json_is_lost_is_never_another_lrs_result(t
   assert "already completed" not in capsys.readouterr().out
   assert _run_smoke(workdir, train__steps=4)["steps"] == 4  # the same config: nothing to do
   assert "already completed at step 4" in capsys.readouterr().out
+  (workdir / "config.json").unlink()  # rebuilt from the matching config; lost again
   expected = sweep_grid.resolve(
     sweep_grid.Point("run", "configs/smoke.py", {}, 0), {"opt.lr": 2e-3}, None
   )[1]

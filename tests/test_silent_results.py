@@ -69,3 +69,26 @@ def test_every_committed_outcome_is_the_divergence_rule_s():
   )  # fmt: skip
   assert proc.returncode == 0, proc.stdout + proc.stderr
   assert " 0 changed" in proc.stdout
+
+
+@pytest.mark.parametrize("collect_only", [True, False])
+def test_a_point_record_that_is_a_symlink_is_one_line_exit_2(tmp_path, collect_only):
+  """A point's sweep_point.json that is a link: refused in one line before anything is
+  written (a sweep) or rewritten (--collect_only), its target left as it is."""
+  sweep = tmp_path / "sweep"
+  fake_run(sweep / "a", {"final_eval_loss": 2.0, "status": "completed"}, CONFIG)
+  notes = tmp_path / "notes.json"
+  notes.write_text('{"returncode": 1}\n')
+  os.symlink(notes, sweep / "a" / "sweep_point.json")
+  grid = tmp_path / "grid.py"
+  grid.write_text('GRID = [{"config": "configs/postnorm_96L.py:smoke", "name": "a"}]\n')
+  flags = ["--collect_only"] if collect_only else ["--max_steps=2"]
+  proc = subprocess.run(
+    [sys.executable, "scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={sweep}", *flags],
+    cwd=ROOT, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 2, proc.stdout + proc.stderr
+  assert "sweep_point.json is a symbolic link" in proc.stderr, proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert notes.read_text() == '{"returncode": 1}\n'
+  assert not (sweep / "a" / "train.log").exists()

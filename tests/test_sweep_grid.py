@@ -40,6 +40,41 @@ def test_run_state_skips_only_finished_runs_of_the_same_config(tmp_path):
   assert sweep_grid.run_state(str(tmp_path / "other"), expected) == "conflict"
 
 
+def test_an_unfinished_run_of_other_keys_is_a_conflict_not_a_point_to_run(tmp_path):
+  """After a kill, a rerun with --set=opt.lr=5e-3 ran each interrupted point, whose run
+  refused the folder (exit 2) and failed; now the point is a conflict naming the key. An
+  interrupted run of the same experiment, or of fewer steps, is still resumed."""
+  point = sweep_grid.parse_points([{"config": "configs/smoke.py", "name": "p"}])[0]
+  _, killed = sweep_grid.resolve(point, {}, max_steps=None)
+  _, expected = sweep_grid.resolve(point, {"opt.lr": 5e-3}, max_steps=None)
+  _fake_run(tmp_path / "p", {"status": "interrupted", "steps": 10}, killed)
+  assert sweep_grid.run_state(str(tmp_path / "p"), expected) == "conflict"
+  keys = sweep_grid.conflict_keys(str(tmp_path / "p"), expected)
+  assert "opt.lr" in keys and "0.005" in keys
+  assert sweep_grid.run_state(str(tmp_path / "p"), killed) == "todo"
+  _, longer = sweep_grid.resolve(point, {"train.steps": 40}, max_steps=None)
+  assert sweep_grid.run_state(str(tmp_path / "p"), longer) == "todo"
+
+
+@pytest.mark.parametrize("seed", [-1, 2**31])
+def test_a_point_with_a_bad_seed_is_refused_by_the_dry_run_as_by_a_run(tmp_path, seed):
+  """--dry_run listed a seed=-1 point as todo; its run refused it (exit 2). The sweep's check
+  of every point now makes the run's seed check: refused before anything, dry run included."""
+  point = sweep_grid.parse_points([{"config": "configs/smoke.py", "overrides": {"seed": seed}}])
+  with pytest.raises(ValueError, match=r"seed=.* must be an integer in \[0, 2147483647\]"):
+    sweep_grid.resolve(point[0], {}, max_steps=None)
+  grid = tmp_path / "grid.py"
+  grid.write_text(f'GRID = [{{"config": "configs/smoke.py", "overrides": {{"seed": {seed}}}}}]\n')
+  sweep = tmp_path / "sweep"
+  proc = subprocess.run(
+    [sys.executable, "scripts/sweep.py", f"--grid={grid}", f"--sweep_dir={sweep}", "--dry_run"],
+    cwd=ROOT, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 2 and "todo" not in proc.stdout, proc.stdout + proc.stderr
+  assert f"seed={seed} must be an integer" in proc.stderr and "Traceback" not in proc.stderr
+  assert not sweep.exists()
+
+
 def test_changed_keys_compares_only_what_results_depend_on(monkeypatch):
   point = sweep_grid.parse_points([{"config": "configs/postnorm_96L.py"}])[0]
   _, expected = sweep_grid.resolve(point, {}, None)

@@ -44,6 +44,29 @@ def is_remote(path: str | os.PathLike) -> bool:
   return "://" in os.fspath(path)
 
 
+# The fsspec protocol epath asks for, per URL scheme, and the package that serves it.
+_FILESYSTEMS = {"gs": ("gcs", "gcsfs"), "s3": ("s3", "s3fs"), "az": ("az", "adlfs")}
+
+
+def missing_filesystem(path: str | os.PathLike) -> str | None:
+  """The package a URL's filesystem needs when it cannot be loaded (`gcsfs` for gs://...),
+  else None: epath reaches such a path through fsspec (TensorFlow's gfile where TensorFlow is
+  installed), which would fail only at the first write, in a long traceback."""
+  import importlib.util
+
+  import fsspec
+
+  scheme = os.fspath(path).split("://")[0] if is_remote(path) else ""
+  if scheme not in _FILESYSTEMS or importlib.util.find_spec("tensorflow") is not None:
+    return None
+  protocol, package = _FILESYSTEMS[scheme]
+  try:
+    fsspec.get_filesystem_class(protocol)
+  except ImportError:
+    return package
+  return None
+
+
 def unique_suffix() -> str:
   """`<host>.<pid>`: temporary names that two hosts writing one shared folder never share."""
   return f"{socket.gethostname()}.{os.getpid()}"

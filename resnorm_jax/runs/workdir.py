@@ -19,6 +19,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import socket
 import stat
@@ -88,6 +89,12 @@ def check_workdir(workdir: str, what: str = "--workdir") -> None:
       f"{what}={workdir!r} names no run folder (the run would be written into the current "
       "folder): give a folder of its own, or leave --workdir out for "
       "runs/<name>-<overrides>-<time>"
+    )
+  package = fs.missing_filesystem(workdir)
+  if package:
+    raise ValueError(
+      f"{what}={workdir!r}: a {workdir.split('://')[0]}:// folder needs {package}, which is not "
+      f"installed (pip install {package})"
     )
   foreign = foreign_entries(workdir)
   if foreign:
@@ -327,9 +334,11 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
   to continue from (never a silent restart from step 0 over its files), and for a shorter
   length than it was completed at (never a config.json rewritten to a length it did not run).
   """
-  summary = read_json(os.path.join(workdir, record_files.SUMMARY))
+  path = os.path.join(workdir, record_files.SUMMARY)
+  summary = read_json(path)
   if not isinstance(summary, dict) or summary.get("status") != "completed":
     return None
+  check_summary_times(summary, path)
   done = summary.get("steps")
   if done == steps:
     return summary
@@ -347,6 +356,30 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
       "as it is; to train again from step 0, use a new --workdir."
     )
   return None  # extended from its checkpoint
+
+
+# The times and rate a summary records (seconds, tokens per second): a finished run's are read
+# back and printed as they are, so one that is no number >= 0 is refused, not printed.
+SUMMARY_TIMES = (
+  "wall_seconds", "train_seconds", "compile_seconds", "checkpoint_blocking_seconds",
+  "tokens_per_second",
+)  # fmt: skip
+
+
+def check_summary_times(summary: dict, path: str) -> None:
+  """ValueError naming the first time of a finished run's `summary` (read from `path`) that
+  is not a finite number >= 0 (Infinity, NaN, a string: hand-edited or damaged)."""
+  for key in SUMMARY_TIMES:
+    value = summary.get(key)
+    if value is None:
+      continue
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0:
+      raise ValueError(
+        f"{path}: {key}={value!r} is not a number >= 0 (hand-edited or damaged): put the "
+        "run's summary.json back, or remove it and run the same command again (it is "
+        "rebuilt from the newest checkpoint)"
+      )
 
 
 STOPPED_EARLY = "stopped_early"  # the status a stop rule's stop ends a run with (stop_rule.py)

@@ -213,7 +213,8 @@ def population_points(
 def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   """'done' (completed/diverged run of this config), 'conflict' (of another one, or one whose
   config is recorded nowhere, or an unfinished run of more steps than the point's: a run
-  is never shortened) or 'todo'.
+  is never shortened, or of another experiment: its run would refuse to continue it) or
+  'todo'.
 
   A run its stop rule ended (status stopped_early, train.stop_when: train/stop_rule.py) was
   stopped on purpose: done while the point sets a stop rule (any rule: which one is not
@@ -230,7 +231,11 @@ def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   if not finished:  # never started, interrupted or killed: (re)run, resuming its checkpoint
     steps = (config or {}).get("train.steps")
     shorter = isinstance(steps, int) and steps > dotted_key(expected_config, "train.steps")
-    return "conflict" if shorter else "todo"
+    # another experiment (a --set since the kill): its run would refuse the folder, exit 2
+    other = config is not None and same_experiment.changed_keys(
+      config, expected_config, same_experiment.WORKDIR
+    )
+    return "conflict" if shorter or other else "todo"
   if config is None or same_experiment.changed_keys(config, expected_config, same_experiment.SWEEP):
     return "conflict"
   return "done"

@@ -61,7 +61,7 @@ class SaveFailed(RuntimeError):
   its input. The message is one line: the step, the file, the reason, the free space."""
 
   def __init__(self, step: int | None, error: BaseException, directory: str):
-    self.step, self.error = step, error
+    self.step, self.error, self.directory = step, error, directory
     super().__init__(describe_io_error(error, directory, f"saving the checkpoint of step {step}"))
 
 

@@ -37,15 +37,32 @@ class IOFaults:
     with self.caught():
       close_fn()
 
-  def message(self, workdir: str) -> str:
+  def path(self) -> str | None:
+    """The file or folder the fault names: an OSError's file, a failed save's folder."""
     if isinstance(self.error, ckpt_lib.SaveFailed):
-      return str(self.error)
-    return io_errors.describe_io_error(self.error, workdir, "writing the run's files")
+      return self.error.directory
+    cause = io_errors.os_error(self.error) if self.error is not None else None
+    return os.fspath(cause.filename) if cause is not None and cause.filename else None
+
+  def message(self, workdir: str, owner: tuple[str, str] | None = None) -> str:
+    """The fault in one line; `owner` (name, workdir): the population member whose file it
+    was, when that is not the member `workdir` is (one program stops them all)."""
+    if isinstance(self.error, ckpt_lib.SaveFailed):
+      text = str(self.error)
+    else:
+      where = owner[1] if owner else workdir
+      text = io_errors.describe_io_error(self.error, where, "writing the run's files")
+    if owner:
+      text = f"stopped with member {owner[0]} (one program trains the population): {text}"
+    return text
 
 
-def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is_main: bool):
+def cut_back_to_checkpoint(
+  summary: dict, checkpointer, faults, workdir: str, is_main: bool, owner=None
+) -> None:
   """After an I/O fault: the summary and metrics.jsonl say what the workdir holds, the newest
-  saved checkpoint, and one line says why the run stopped and where it resumes."""
+  saved checkpoint, and one line says why the run stopped and where it resumes (`owner`: the
+  population member whose file the fault was, IOFaults.message)."""
   final_step = summary["steps"]
   saved = checkpointer.committed_steps()
   summary["steps"] = saved[-1] if saved else 0
@@ -54,7 +71,7 @@ def cut_back_to_checkpoint(summary: dict, checkpointer, faults, workdir: str, is
     with contextlib.suppress(OSError):
       metrics_file.cut_metrics(os.path.join(workdir, record_files.METRICS), summary["steps"])
   print(
-    f"error: {faults.message(workdir)}; the run stops at step {final_step}: free space, "
+    f"error: {faults.message(workdir, owner)}; the run stops at step {final_step}: free space, "
     f"then the same command resumes from step {summary['steps']}",
     flush=True,
   )

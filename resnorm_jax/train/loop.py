@@ -70,24 +70,6 @@ def _record_depth_param_table(run_setup, state, start: int, resolved: dict, is_m
     print(group_table.format_group_table(run_setup.mcfg, rows), flush=True)
 
 
-SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
-
-
-def check_seed(config: ConfigDict) -> None:
-  """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
-  is written (an unchecked seed of -1 trains, writes a checkpoint, then fails at the first
-  batch)."""
-  seed = config.seed
-  if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
-    raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
-  data = config.data.get("seed")
-  if data is not None and (isinstance(data, bool) or not 0 <= data <= SEED_MAX):
-    raise ValueError(
-      f"data.seed={data!r} must be an integer in [0, {SEED_MAX}], or unset (the data order of "
-      "`seed`)"
-    )
-
-
 def default_workdir(config: ConfigDict, overrides: Mapping[str, Any] | None = None) -> str:
   """runs/<config name>-<overrides>-<timestamp> (`postnorm_96L-L12-warmup200-20261130-123614`).
 
@@ -207,7 +189,7 @@ def _run(
   setup_lib.keep_freed_host_memory()
   shard_lib.maybe_initialize_distributed(config.dist)
   signals.after_distributed_init()  # several processes: a stop is agreed by all
-  check_seed(config)
+  setup_lib.check_seed(config)  # (validate checks it too: a sweep before any point runs)
   run_setup = setup_lib.build(config)  # everything validated before anything compiles
   workdir = _workdir(config, workdir, overrides)
   corpus = sources.load_corpus(config.data, run_setup.mcfg.vocab_size, config.train.seq_len)
@@ -221,12 +203,16 @@ def _run(
     done = run_files.completed_run(config, workdir)
     if done is None:
       raise
+    if run_files.lost_config_json(workdir):
+      print("WARNING: config.json is not rebuilt: the folder is read only", flush=True)
     print(f"already completed at step {done['steps']}: nothing to do (read only)", flush=True)
     print(end_message(done, workdir, None), flush=True)
     return done
   with lock:
     done = run_files.completed_run(config, workdir)
     if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
+      if jax.process_index() == 0:  # but a lost config.json is rebuilt (sample reads it)
+        run_files.rebuild_lost_config(workdir, config, run_setup.mcfg, corpus, done)
       print(f"already completed at step {done['steps']}: nothing to do", flush=True)
       print(end_message(done, workdir, None), flush=True)
       return done
@@ -304,7 +290,7 @@ def _train(
     writer = _metric_writer(config, workdir, start, baselines, is_main)
     # TensorBoard's warning held for a full disk: said after the run, unless its error did.
     resources.callback(faults.close, functools.partial(writer.close, release_warning=False))
-    log = RunLog(config, run_setup.schedule, writer, resumed, interval)
+    log = RunLog(config, run_setup.schedule, writer, resumed, interval, checkpointer.save_seconds)
     rule = stop_rule_lib.for_run(t, workdir, baselines["unigram_entropy"])
     log.wall_start, log.compile_seconds = wall_start, extra["compile_seconds"]
     trainer = trainer_lib.Trainer(
@@ -327,7 +313,6 @@ def _train(
     status if faults.error is None else "failed",
     final_step,
     log,
-    checkpointer,
     config,
     baselines=baselines,
     short=short,
@@ -345,14 +330,25 @@ def _train(
   run_files.add_outcome(summary, workdir, vocab)
   if expected is not None:
     summary["expected"] = expected_lib.record(expected, summary.get("outcome"))
-  if is_main:
-    # After the fault's one error line (a full disk: free space, then resume), summary.json
-    # and TensorBoard's HParams that cannot be written are the same fault: not said again.
-    quiet = faults.error is not None
-    try:
-      run_files.write_summary(workdir, config, summary, quiet=quiet)  # and TensorBoard's HParams
-    except OSError:
-      if not quiet:
-        raise
-  print(end_message(summary, workdir, argv), flush=True)
+  written = _write_summary(workdir, config, summary, quiet=faults.error is not None)
+  print(end_message(summary, workdir, argv, summary_written=written), flush=True)
   return summary
+
+
+def _write_summary(workdir: str, config: ConfigDict, summary: dict, quiet: bool) -> bool:
+  """summary.json and TensorBoard's HParams, by process 0; False when the disk refused
+  summary.json after the run's fault (`quiet`: its one error line said it, not said again).
+  A disk that fills at the summary itself is the run's only fault: RunFailed, one line."""
+  if jax.process_index() != 0:
+    return True  # process 0's to write
+  try:
+    run_files.write_summary(workdir, config, summary, quiet=quiet)  # and TensorBoard's HParams
+  except OSError as e:
+    unwritten = io_errors.describe_io_error(e, workdir, f"writing {record_files.SUMMARY}")
+    if not quiet:
+      raise RunFailed(
+        f"{unwritten}; the run ended {summary['status']} at step {summary['steps']} without "
+        "it: free space, then the same command writes it (from the newest checkpoint)"
+      ) from None
+    return False
+  return True

@@ -88,8 +88,8 @@ def resumed_run(
   """(summary fields, interval losses) that run_meta stored, for the resumed run from the
   checkpoint of `step`. The checkpoint's wall time was taken when the save began; where the
   workdir's summary.json ended the run at that step (an interrupted or diverged run's last
-  save), its later wall time is kept, so the time spent saving and closing that segment is
-  not lost."""
+  save), its later wall time (and checkpoint-blocking time) is kept, so the time spent
+  saving and closing that segment is not lost."""
   summary = dict(meta.get("summary", {}))
   # How the saved segment ended (a stop rule's stop: its status and stop_* fields) is the
   # saved run's, not the resumed run's.
@@ -107,7 +107,17 @@ def resumed_run(
     and wall - saved <= _summary_lag(workdir, step)
   ):  # fmt: skip
     summary["wall_seconds"] = float(wall)
+    # that save's own blocking time too (the checkpoint's meta was written before it ran)
+    blocking = written.get("checkpoint_blocking_seconds")
+    if isinstance(blocking, int | float) and saved_blocking(summary) <= blocking <= wall:
+      summary["checkpoint_blocking_seconds"] = float(blocking)
   return summary, list(meta.get("interval_losses", []))
+
+
+def saved_blocking(summary: dict) -> float:
+  """The checkpoint-blocking seconds a checkpoint's summary fields record (0: none)."""
+  value = summary.get("checkpoint_blocking_seconds")
+  return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
 
 
 def _summary_lag(workdir: str | None, step: int | None, slack: float = 60.0) -> float:

@@ -93,11 +93,11 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   workdir_lib.check_same_experiment(workdir, config_dict)
   has_checkpoint = bool(ckpt_lib.saved_steps(os.path.join(workdir, record_files.CHECKPOINTS)))
   recorded, where = workdir_lib.recorded_config(workdir)
-  lost = _lost_config_json(workdir)
+  lost = lost_config_json(workdir)
   if lost and recorded is not None:
     print(
       f"WARNING: {lost}: this run is checked against the config its {where} recorded, "
-      "and config.json is rebuilt when it matches",
+      "and config.json is rebuilt from this run's config when it matches",
       flush=True,
     )
     resume_policy.check_same_run({"config": recorded}, config_dict, workdir)
@@ -115,12 +115,30 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
   return done
 
 
+def rebuild_lost_config(workdir: str, config: ConfigDict, mcfg, corpus, done: dict) -> None:
+  """config.json again for a completed run whose config.json is lost (completed_run checked
+  this config against the one its checkpoint recorded): this config resolved, as a resume
+  writes it, with the run's own provenance (its summary's). Nothing when
+  config.json is there; an I/O error is one warning line (the run's results stand)."""
+  if lost_config_json(workdir) is None:
+    return
+  resolved = resolved_config(config, mcfg, corpus.split, corpus.fingerprint)
+  resolved["provenance"] = done.get("provenance") or resolved["provenance"]
+  path = os.path.join(workdir, record_files.CONFIG)
+  try:
+    cli.write_json(path, resolved)
+  except OSError as e:
+    print(f"WARNING: config.json not rebuilt: {e.strerror or e} (writing {path})", flush=True)
+    return
+  print(f"{path} rebuilt from this run's config (its checkpoint's matches)", flush=True)
+
+
 def _summary_status(workdir: str) -> str | None:
   summary = read_json(os.path.join(workdir, record_files.SUMMARY))
   return summary.get("status") if isinstance(summary, dict) else None
 
 
-def _lost_config_json(workdir: str) -> str | None:
+def lost_config_json(workdir: str) -> str | None:
   """Why a workdir that holds a run has no usable config.json (`<path> is missing`, `<path>
   cannot be read (...)`), else None; a workdir that holds nothing yet has nothing to lose."""
   path = epath.Path(workdir, record_files.CONFIG)
@@ -137,7 +155,7 @@ def _lost_config_json(workdir: str) -> str | None:
   return None if isinstance(recorded, dict) else f"{path} cannot be read (not a JSON object)"
 
 
-def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw) -> dict:
+def summary(status: str, steps: int, log, config: ConfigDict, **kw) -> dict:
   """summary.json's fields of a run that ended `status` at `steps`: its RunLog's results and
   totals, kw's `baselines` (no-context losses), `short` (a short held-out split's note),
   `data_split`, `devices` and `provenance`, then the rest of kw (a population's size)."""
@@ -151,8 +169,7 @@ def summary(status: str, steps: int, log, checkpointer, config: ConfigDict, **kw
     **short,
     "data_split": data_split,
     "tokens_per_second": log.tokens_per_second(),  # a member's: its share of the population's
-    **log.totals(),  # wall and compile seconds of every segment of the run
-    "checkpoint_blocking_seconds": sum(checkpointer.save_seconds),
+    **log.totals(),  # wall, compile and checkpoint-blocking seconds of every segment
     "config_name": config.name,
     "devices": devices,
     "provenance": prov,

@@ -39,8 +39,14 @@ def eta_seconds(recent: Sequence[tuple[float, int]], remaining: int) -> float:
   return remaining * seconds / max(steps, 1)
 
 
-def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
-  """The end-of-run lines: rounded results, where the summary is, how to compare or resume."""
+def end_message(
+  summary: Mapping[str, Any],
+  workdir: str,
+  argv: Sequence[str] | None,
+  summary_written: bool = True,
+) -> str:
+  """The end-of-run lines: rounded results, where the summary is (`summary_written` False:
+  that it could not be written), how to compare or resume."""
   r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
   on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
   baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
@@ -67,7 +73,8 @@ def end_message(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | 
   if summary.get("expected"):  # a named experiment's expected outcome, and whether it held
     lines.append(expected_lib.line(summary["expected"], summary.get("outcome")))
   lines += [
-    f"  summary: {os.path.join(workdir, 'summary.json')}",
+    f"  summary: {os.path.join(workdir, 'summary.json')}"
+    + ("" if summary_written else " could not be written (the error above); these are its values"),
     f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
   ]
   if summary["status"] in ("interrupted", "failed") and argv:
@@ -84,7 +91,15 @@ class RunLog:
   depth images) is taken out of the interval it falls in.
   """
 
-  def __init__(self, config: ConfigDict, schedule, writer: MetricWriter, resumed: dict, interval):
+  def __init__(
+    self,
+    config: ConfigDict,
+    schedule,
+    writer: MetricWriter,
+    resumed: dict,
+    interval,
+    save_seconds: Sequence[float] = (),
+  ):
     self.t = config.train
     self.schedule = schedule
     self.writer = writer
@@ -108,8 +123,12 @@ class RunLog:
     # plus this one's, which the loop sets (wall_start, compile_seconds).
     # Training time and timed steps likewise: the rate of every segment, so a summary rebuilt
     # from a checkpoint at the last step (no step timed now) keeps the run's rate.
+    # Likewise the time checkpoint saves blocked the loop: `save_seconds` is this segment's
+    # checkpointer's list (Checkpointer.save_seconds), read as it grows.
     earlier = ("wall_seconds", "compile_seconds", "train_seconds", "timed_steps")
+    earlier += ("checkpoint_blocking_seconds",)
     self.earlier = {k: resumed.get(k) or 0.0 for k in earlier}
+    self.save_seconds = save_seconds
     # The step and writer of a checkpoint another program (a population) wrote, when this
     # run went on from it: its losses after that step are not bit for bit that program's.
     self.continued_from = resumed.get("continued_from")
@@ -198,7 +217,8 @@ class RunLog:
     }
 
   def totals(self) -> dict:
-    """Wall and compile seconds of the whole run so far, every segment of it (and, where a
+    """Wall, compile, train and checkpoint-blocking seconds of the whole run so far, every
+    segment of it (and, where a
     segment went on from another program's checkpoint, `continued_from`; where the run was
     extended, `extended`)."""
     totals = {
@@ -206,6 +226,9 @@ class RunLog:
       "compile_seconds": self.earlier["compile_seconds"] + self.compile_seconds,
       "train_seconds": self.earlier["train_seconds"] + self.train_time,
       "timed_steps": int(self.earlier["timed_steps"]) + self.timed_steps,
+      "checkpoint_blocking_seconds": (
+        self.earlier["checkpoint_blocking_seconds"] + sum(self.save_seconds)
+      ),
     }
     if self.continued_from is not None:
       totals["continued_from"] = self.continued_from

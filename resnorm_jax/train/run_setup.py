@@ -68,6 +68,24 @@ def validate_ranges(config: ConfigDict) -> None:
     )
 
 
+SEED_MAX = 2**31 - 1  # a population stacks its members' seeds as int32; PRNG keys wrap at 2^32
+
+
+def check_seed(config: ConfigDict) -> None:
+  """ValueError unless config.seed is an integer in [0, SEED_MAX]: checked before anything
+  is written (an unchecked seed of -1 trains, writes a checkpoint, then fails at the first
+  batch)."""
+  seed = config.seed
+  if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+    raise ValueError(f"seed={seed!r} must be an integer in [0, {SEED_MAX}]")
+  data = config.data.get("seed")
+  if data is not None and (isinstance(data, bool) or not 0 <= data <= SEED_MAX):
+    raise ValueError(
+      f"data.seed={data!r} must be an integer in [0, {SEED_MAX}], or unset (the data order of "
+      "`seed`)"
+    )
+
+
 def validate_train(config: ConfigDict) -> None:
   """Refuses impossible training settings with the key, the value and what is valid."""
   t = config.train
@@ -120,6 +138,7 @@ def _checked(
   """validate's checks; the model config and the lr schedule, each made once per run."""
   validate_finite(config)
   validate_ranges(config)
+  check_seed(config)
   mcfg = model_config(config, vocab_size=vocab_size, platform=platform)
   validate_train(config)
   depth_profile.drawing(config.diag.get("depth_images", "eval"), config.train.eval_every)

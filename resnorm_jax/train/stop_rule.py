@@ -169,4 +169,7 @@ def stopped_run(config: ConfigDict, workdir: str) -> dict | None:
     return None
   from resnorm_jax.runs import workdir as workdir_lib  # (no JAX)
 
-  return workdir_lib.stopped_early_summary(workdir)
+  summary = workdir_lib.stopped_early_summary(workdir)
+  if summary is not None:  # printed as it is: a hand-edited time is refused, not printed
+    workdir_lib.check_summary_times(summary, os.path.join(workdir, record_files.SUMMARY))
+  return summary

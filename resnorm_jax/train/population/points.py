@@ -16,7 +16,8 @@ from resnorm_jax.config import cli
 from resnorm_jax.config.same_experiment import VMAPPED_KEYS
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import loop, resume_policy
+from resnorm_jax.train import resume_policy
+from resnorm_jax.train import run_setup as setup_lib
 
 POINT_KEYS = frozenset({"config", "overrides", "workdir"})
 _ABSENT = "<absent>"
@@ -46,7 +47,7 @@ def check_members(configs: Sequence[ConfigDict], workdirs: Sequence[str]) -> Non
     raise ValueError(f"members share a workdir: {', '.join(repeated)}")
   for config, workdir in zip(configs, workdirs, strict=True):
     try:
-      loop.check_seed(config)
+      setup_lib.check_seed(config)
     except ValueError as e:
       raise ValueError(f"member {workdir}: {e}") from None
   keys = differing_keys(configs)

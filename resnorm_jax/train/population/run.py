@@ -54,7 +54,7 @@ from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
-from resnorm_jax.data import sources
+from resnorm_jax.data import fs, sources
 from resnorm_jax.runs import outcome, record_files
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
@@ -134,7 +134,7 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv, commands) -> 
       _train(shared, members, signals, faults)
     for m in live:  # an I/O fault: every member not ended yet ends failed
       if m.summary is None:
-        _fail(shared, m, faults)
+        _fail(shared, m, faults, members)
   if resume and any(m.summary["status"] == "interrupted" for m in members):
     print(f"resume: {resume}", flush=True)
   return [m.summary for m in members]
@@ -169,6 +169,9 @@ def _open(
   done = run_files.completed_run(config, workdir)
   if done is not None:  # a rerun of a finished run: nothing to train, nothing to rewrite
     m.summary = done
+    if not read_only:  # but a lost config.json (as the single run)
+      with contextlib.redirect_stdout(out):
+        run_files.rebuild_lost_config(workdir, config, shared.run_setup.mcfg, shared.corpus, done)
     m.print(
       f"already completed at step {done['steps']}: nothing to do (held in its slot{read_only})",
       run_log.end_message(done, workdir, None),
@@ -211,7 +214,20 @@ def _open(
   return m
 
 
-def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
+def _fault_owner(faults: io_faults.IOFaults, m: Member, members: Sequence[Member]):
+  """(name, workdir) of the member whose file the fault names, when it is not `m`: one
+  program stops every member, and each member's line names its own folder otherwise."""
+  path = faults.path()
+  if path is None or fs.is_remote(path):
+    return None
+  for other in members:
+    root = os.path.abspath(other.workdir)
+    if os.path.commonpath([root, os.path.abspath(path)]) == root:
+      return None if other is m else (os.path.basename(os.path.normpath(other.workdir)), root)
+  return None
+
+
+def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults, members: Sequence[Member]) -> None:
   """Ends member m after the program's I/O fault, as loop.py ends a failed run: files closed,
   metrics.jsonl cut back to its newest checkpoint, one line, summary.json if it can be
   written."""
@@ -223,7 +239,8 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults) -> None:
   if m.summary is None:  # it never started: what its checkpoint holds
     m.summary = {"status": "failed", "steps": m.start, **m.resumed, "provenance": m.provenance}
   with contextlib.redirect_stdout(m.out):
-    io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True)
+    owner = _fault_owner(faults, m, members)
+    io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True, owner)
   m.summary["outcome"] = classify(m.summary, vocab_size=shared.run_setup.mcfg.vocab_size)
   try:
     cli.write_json(os.path.join(m.workdir, record_files.SUMMARY), m.summary)
@@ -310,7 +327,9 @@ def _train(shared: Shared, members: Sequence[Member], signals, faults: io_faults
       )
     if faults.error is not None:
       return
-    m.log = run_log.RunLog(m.config, schedule, m.writer, m.resumed, m.interval)
+    m.log = run_log.RunLog(
+      m.config, schedule, m.writer, m.resumed, m.interval, m.checkpointer.save_seconds
+    )
     # Wall and compile time of every segment: the checkpoint's plus this program's.
     m.log.wall_start, m.log.compile_seconds = shared.wall_start, compile_seconds
   trainer = population_trainer.PopulationTrainer(shared, members, step_fn, eval_fn, lrs, signals)

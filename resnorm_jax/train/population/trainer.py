@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from resnorm_jax.train import eval_budget, resume_policy, run_files, run_log
+from resnorm_jax.runs import record_files
+from resnorm_jax.train import eval_budget, io_errors, resume_policy, run_files, run_log
 from resnorm_jax.train.population import program as population
 from resnorm_jax.train.population.member import Member, Shared
 
@@ -170,7 +171,15 @@ class PopulationTrainer:
     self.active = None  # rebuilt before the next step, without m
     m.close()  # metrics flushed and saves finished: summary.json last
     m.summary = member_summary(self.shared, m, status, final_step)
-    run_files.write_summary(m.workdir, m.config, m.summary)
+    try:
+      run_files.write_summary(m.workdir, m.config, m.summary)
+    except OSError as e:  # its own line; the program stops, each other member says why
+      unwritten = io_errors.describe_io_error(e, m.workdir, f"writing {record_files.SUMMARY}")
+      m.print(
+        f"error: {unwritten}; the run ended {status} at step {final_step} without it: free "
+        "space, then the same command writes it (from the newest checkpoint)"
+      )
+      raise
     m.print(run_log.end_message(m.summary, m.workdir, None))
 
 
@@ -190,7 +199,6 @@ def member_summary(shared: Shared, m: Member, status: str, final_step: int) -> d
     status,
     final_step,
     m.log,
-    m.checkpointer,
     m.config,
     baselines=shared.baselines,
     data_split=shared.corpus.split,
