@@ -118,7 +118,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
     state[node] = 1
     for nxt in sorted(graph.get(node, ())):
       if state.get(nxt) == 1:
-        return [*path[path.index(nxt):], node, nxt] if nxt in path else [node, nxt]
+        return [*path[path.index(nxt) :], node, nxt] if nxt in path else [node, nxt]
       if nxt not in state and (found := visit(nxt, [*path, node])):
         return found
     state[node] = 2

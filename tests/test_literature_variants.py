@@ -20,9 +20,8 @@ from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax.model import variants
-from resnorm_jax.model.variants import make_norm
 from resnorm_jax.model.transformer import Transformer
-from resnorm_jax.model.variants import mhc
+from resnorm_jax.model.variants import make_norm, mhc
 from resnorm_jax.model.variants.derf import Derf
 
 SHAPE = dict(TINY, num_layers=3)

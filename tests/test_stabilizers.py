@@ -18,8 +18,8 @@ from flax import nnx
 
 from conftest import TINY, tiny_config, tiny_model
 from resnorm_jax.model import variants
-from resnorm_jax.model.variants import make_norm
 from resnorm_jax.model.transformer import Transformer
+from resnorm_jax.model.variants import make_norm
 from resnorm_jax.model.variants.seednorm import SeeDNorm
 
 SHAPE = dict(TINY, num_layers=2)

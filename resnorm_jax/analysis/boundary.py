@@ -19,9 +19,10 @@ from resnorm_jax.analysis.style import (
   text_color,
   variant_color,
 )
+from resnorm_jax.runs import status
 from resnorm_jax.runs.sweep_results import write_rows
 
-VERDICTS = ("trained", "stuck", "diverged")
+VERDICTS = (status.TRAINED, status.STUCK, status.DIVERGED)
 
 
 def boundary_points(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
@@ -49,7 +50,7 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
     for m in members:
       by_lr.setdefault(float(m["opt.lr"]), []).append(m["outcome"])
     # An lr "trains" when most of its runs (seeds) trained.
-    ok = {lr: outs.count("trained") * 2 > len(outs) for lr, outs in by_lr.items()}
+    ok = {lr: outs.count(status.TRAINED) * 2 > len(outs) for lr, outs in by_lr.items()}
     trained = [lr for lr, good in ok.items() if good]
     best = max(trained) if trained else None
     above = [lr for lr, good in ok.items() if not good and (best is None or lr > best)]
@@ -69,9 +70,9 @@ def boundary_table(rows: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
         "outcomes": " ".join(f"{lr:g}:{'/'.join(by_lr[lr])}" for lr in sorted(by_lr)),
         # lrs whose seeds disagree: the cell's verdict there is a majority, not unanimous
         "split_seeds": " ".join(
-          f"{lr:g} ({outs.count('trained')} of {len(outs)} trained)"
+          f"{lr:g} ({outs.count(status.TRAINED)} of {len(outs)} trained)"
           for lr, outs in sorted(by_lr.items())
-          if 0 < outs.count("trained") < len(outs)
+          if 0 < outs.count(status.TRAINED) < len(outs)
         ),
       }
     )
@@ -106,7 +107,11 @@ def boundary_markdown(table: Sequence[dict[str, Any]]) -> str:
 
 # A cell of the boundary figure: every seed left the plateau, some did, none did (status greys,
 # which no variant uses: the panel titles are in the variants' colours).
-CELL_COLORS = {"all": STATUS_COLORS["trained"], "some": SPLIT_COLOR, "none": STATUS_COLORS["stuck"]}
+CELL_COLORS = {
+  "all": STATUS_COLORS[status.TRAINED],
+  "some": SPLIT_COLOR,
+  "none": STATUS_COLORS[status.STUCK],
+}
 
 
 def boundary_cells(rows: Sequence[dict[str, str]]) -> dict[tuple[str, int], dict]:
@@ -115,10 +120,10 @@ def boundary_cells(rows: Sequence[dict[str, str]]) -> dict[tuple[str, int], dict
   panels: dict[tuple[str, int], dict] = {}
   for r in boundary_points(rows):
     cell = panels.setdefault((r["variant"], _warmup(r)), {}).setdefault(
-      (int(r["num_layers"]), float(r["opt.lr"])), {"runs": 0, "trained": 0, "losses": []}
+      (int(r["num_layers"]), float(r["opt.lr"])), {"runs": 0, status.TRAINED: 0, "losses": []}
     )
     cell["runs"] += 1
-    cell["trained"] += r["outcome"] == "trained"
+    cell[status.TRAINED] += r["outcome"] == status.TRAINED
     loss = float(r["final_eval_loss"]) if r.get("final_eval_loss") else math.nan
     if math.isfinite(loss):
       cell["losses"].append(loss)
@@ -175,11 +180,17 @@ def plot_boundary(
   for ax, ((variant, warmup), cells) in zip(flat, sorted(panels.items()), strict=False):
     for (depth, lr), cell in cells.items():
       j, i = depths.index(depth), lrs.index(lr)
-      share = "all" if cell["trained"] == cell["runs"] else "some" if cell["trained"] else "none"
+      share = (
+        "all"
+        if cell[status.TRAINED] == cell["runs"]
+        else "some"
+        if cell[status.TRAINED]
+        else "none"
+      )
       ax.add_patch(plt.Rectangle((j, i), 1, 1, color=CELL_COLORS[share], ec="white"))
       text = f"{cell['loss']:.2f}" if cell["loss"] is not None else "nan"
       if cell["runs"] > 1:
-        text += f"\n{cell['trained']}/{cell['runs']}"
+        text += f"\n{cell[status.TRAINED]}/{cell['runs']}"
       ink = text_color(CELL_COLORS[share])
       ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=ink)
     ax.set(xlim=(0, len(depths)), ylim=(0, len(lrs)))

@@ -31,7 +31,7 @@ import numpy as np
 
 from resnorm_jax.analysis.early_warning import auc, fit_logistic
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.runs import record_files, stop_features
+from resnorm_jax.runs import record_files, status, stop_features
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
 
@@ -70,7 +70,7 @@ def read_runs(sweep_dir: str) -> list[Run]:
     m, run_dir = NAME.search(name), os.path.join(sweep_dir, name)
     summary = read_json(os.path.join(run_dir, record_files.SUMMARY))
     metrics = os.path.join(run_dir, record_files.METRICS)
-    if not m or not isinstance(summary, dict) or summary.get("status") != "completed":
+    if not m or not isinstance(summary, dict) or summary.get("status") != status.COMPLETED:
       continue
     if not os.path.isfile(metrics):
       continue

@@ -27,6 +27,7 @@ from resnorm_jax.analysis.style import (
   variant_label,
   variant_order,
 )
+from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, is_finite_number
 
 Row = dict[str, Any]
@@ -84,12 +85,12 @@ def grid_rows(csv_path: str, variants: Sequence[str], num_layers: int) -> list[R
 
 def _failure(members: Sequence[Mapping[str, Any]]) -> str:
   """How the runs at a failing lr failed: 'diverged', 'stuck', or both counted."""
-  kinds = [m["outcome"] for m in members if m["outcome"] in ("stuck", "diverged")]
+  kinds = [m["outcome"] for m in members if m["outcome"] in (status.STUCK, status.DIVERGED)]
   if not kinds:
     return ""
   if len(set(kinds)) == 1:
     return kinds[0]
-  return ", ".join(f"{kinds.count(k)} {k}" for k in ("diverged", "stuck"))
+  return ", ".join(f"{kinds.count(k)} {k}" for k in (status.DIVERGED, status.STUCK))
 
 
 def edge_row(variant: str, axis: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> Row:

@@ -27,6 +27,7 @@ from resnorm_jax.analysis.style import (
   variant_marker,
   variant_order,
 )
+from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import is_finite_number
 
 # curves.png's rows: the three variants the depth claim is about, at every depth; then the
@@ -48,7 +49,7 @@ MARK_LABELS = {
   "other": "other seeds (open)",
   "mean": "mean over seeds (all trained or all not)",
   "split": "seeds split trained / stuck: each seed, no mean (bar spans them)",
-  "diverged": "diverged (drawn at the cap)",
+  status.DIVERGED: "diverged (drawn at the cap)",
 }
 
 
@@ -79,7 +80,7 @@ def mark_handles(kinds: set[str]) -> list[Any]:
     "other": {"marker": "o", "ms": 5, "mfc": "white", "ls": ""},
     "mean": {"marker": "_", "ms": 14, "mew": 2, "ls": ""},
     "split": {"marker": "|", "ms": 14, "mew": 1, "ls": ""},
-    "diverged": {"marker": "x", "ls": ""},
+    status.DIVERGED: {"marker": "x", "ls": ""},
   }
   return [
     plt.Line2D([], [], color=grey, label=label, **look[kind])
@@ -221,17 +222,17 @@ def draw_curve(
     ax.plot([x for x, _ in seed0], [y for _, y in seed0], ls, color=color, lw=1.4, label=label)
   for p in curve:
     x = p["lr"] * shift
-    for loss, seed, diverged in zip(p["losses"], p["seeds"], p["diverged"], strict=True):
+    for loss, seed, diverged in zip(p["losses"], p["seeds"], p[status.DIVERGED], strict=True):
       if diverged:
         ax.plot(x, loss, "x", color=color, ms=7)
-        kinds.add("diverged")
+        kinds.add(status.DIVERGED)
       else:
         face = color if seed == 0 else "white"
         ax.plot(x, loss, marker, color=color, ms=5, mfc=face, ls="")
         kinds.add("seed0" if seed == 0 else "other")
     if len(p["losses"]) < 2:
       continue
-    if seeds_agree(p.get("trained", [True])):
+    if seeds_agree(p.get(status.TRAINED, [True])):
       ax.plot(x, p["mean"], "_", color=color, ms=14, mew=2)
       kinds.add("mean")
     else:

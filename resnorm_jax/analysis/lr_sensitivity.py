@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.analysis.lr_sweep_rows import Row
+from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, is_finite_number
 
 # A sensitivity needs the curve's shape on both sides of its best lr: with fewer lrs the mean
@@ -39,8 +40,8 @@ def lr_curve(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
       "lr": lr,
       "losses": [m["capped_loss"] for m in members],
       "seeds": [m["seed"] for m in members],
-      "diverged": [m["outcome"] == "diverged" for m in members],
-      "trained": [m.get("outcome") == "trained" for m in members],
+      status.DIVERGED: [m["outcome"] == status.DIVERGED for m in members],
+      status.TRAINED: [m.get("outcome") == status.TRAINED for m in members],
       "mean": statistics.fmean(m["capped_loss"] for m in members),
     }
     for lr, members in sorted(by_lr.items())

@@ -17,14 +17,14 @@ from typing import Any
 from resnorm_jax.analysis import stats
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import is_finite_number
 from resnorm_jax.runs.sweep_point import POINT_FILE
 from resnorm_jax.runs.sweep_results import dotted, run_row
 
 Row = dict[str, Any]
-FINISHED = ("trained", "stuck", "diverged")
+FINISHED = (status.TRAINED, status.STUCK, status.DIVERGED)
 # A run's late trend is read from its periodic evals at steps from this fraction of its
 # budget on: the second half, where a trained run's curve has flattened and a slow plateau
 # run's is still coming down.
@@ -65,7 +65,7 @@ def capped_loss(row: Mapping[str, Any]) -> float | None:
   loss, cap = row.get("final_eval_loss"), row.get("baseline")
   if not is_finite_number(cap):
     return None
-  if row.get("outcome") == "diverged" or not is_finite_number(loss):
+  if row.get("outcome") == status.DIVERGED or not is_finite_number(loss):
     return cap
   return min(loss, cap)
 
@@ -117,7 +117,7 @@ def result_row(run_dir: str) -> Row:
     "data": corpus_name(config) if config else None,
   }
   out["capped_loss"] = capped_loss(out)
-  if out["outcome"] != "diverged" and is_finite_number(out["steps"]):
+  if out["outcome"] != status.DIVERGED and is_finite_number(out["steps"]):
     fit = late_fit(*eval_curve(run_dir), int(out["steps"]))
     if fit:
       out["late_slope"], out["late_slope_se"] = fit

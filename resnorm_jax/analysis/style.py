@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.config import pysource
+from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 
 # The status of a run or cell (maps, boundary): a grey ramp, dark = stuck, so no status reads as
@@ -28,15 +29,15 @@ from resnorm_jax.runs.outcome import STUCK_MARGIN
 # STATUS_DISTANCE (RGB, 0-255) from every variant colour. The statuses that are no verdict
 # (interrupted, failed, unknown) are hatched too.
 STATUS_COLORS = {
-  "trained": "#e0e0e0",
-  "stuck": "#5c5c5c",
-  "diverged": "#262626",
-  "interrupted": "#f7f7f7",
-  "failed": "#f7f7f7",
+  status.TRAINED: "#e0e0e0",
+  status.STUCK: "#5c5c5c",
+  status.DIVERGED: "#262626",
+  status.INTERRUPTED: "#f7f7f7",
+  status.FAILED: "#f7f7f7",
   "pending": "#ffffff",
   "unknown": "#f7f7f7",
 }
-STATUS_HATCHES = {"interrupted": "//", "failed": "xx", "unknown": ".."}
+STATUS_HATCHES = {status.INTERRUPTED: "//", status.FAILED: "xx", "unknown": ".."}
 # A boundary cell where the seeds split: between trained and stuck.
 SPLIT_COLOR = "#b3b3b3"
 STATUS_DISTANCE = 40.0

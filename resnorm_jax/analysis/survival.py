@@ -36,7 +36,7 @@ from resnorm_jax.analysis.style import (
 )
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, escape_step, is_finite_number
 from resnorm_jax.runs.sweep_results import dotted, run_row
 
@@ -163,7 +163,7 @@ def finished_runs(runs_dir: str, pattern: str | None = None) -> list[Row]:
       continue
     path = os.path.join(runs_dir, name)
     summary = read_json(os.path.join(path, record_files.SUMMARY)) or {}
-    if summary.get("status") in ("completed", "diverged"):
+    if summary.get("status") in (status.COMPLETED, status.DIVERGED):
       rows.append({**run_record(path), "_dir": path})
   return sorted(rows, key=cell_key_and_seed)
 

@@ -73,7 +73,9 @@ class ModelKey:
 
 
 K = ModelKey
-NORMS = Registry("resnorm_jax/model/variants/: the Norm variants (the built-in ones in standard.py)")
+NORMS = Registry(
+  "resnorm_jax/model/variants/: the Norm variants (the built-in ones in standard.py)"
+)
 PLACEMENTS = Registry("resnorm_jax/model/variants/: the Placement variants")
 RESIDUALS = Registry("resnorm_jax/model/variants/: the Residual variants")
 INITS = Registry("resnorm_jax/model/initializers.py INITS")

@@ -101,7 +101,9 @@ class Attention(nnx.Module):
       self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
       self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, axis=None)
     elif placement.qkv_norm:  # the model's norm over each head's q, k (v below): HybridNorm
-      self.q_norm, self.k_norm = (variants.config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2))
+      self.q_norm, self.k_norm = (
+        variants.config_norm(cfg, cfg.head_dim, axis=None) for _ in range(2)
+      )
     else:
       self.q_norm = self.k_norm = None
     self.v_norm = variants.config_norm(cfg, cfg.head_dim, axis=None) if placement.qkv_norm else None

@@ -7,8 +7,8 @@ from typing import Any
 
 from resnorm_jax.config import model_keys, same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
-from resnorm_jax.model import variants
 from resnorm_jax.model import residual as residual_lib
+from resnorm_jax.model import variants
 from resnorm_jax.model import width_param as width_param_lib
 from resnorm_jax.model.initializers import INITS, magneto_gamma
 

@@ -56,7 +56,9 @@ class MLP(nnx.Module):
     self.ffn_out = Dense(rngs.params(), rule, "ffn_out", (f, d), ("mlp", "embed"))
     # Sub-LN (Magneto): a norm on the hidden units, before the second matrix.
     self.sub_norm = (
-      variants.config_norm(cfg, f, "mlp") if variants.placement(cfg.norm_position).sub_norm else None
+      variants.config_norm(cfg, f, "mlp")
+      if variants.placement(cfg.norm_position).sub_norm
+      else None
     )
     # A residual variant's scaling of SwiGLU's (u, v): nGPT's u s_u, v s_v sqrt(D) (SwiGLU
     # only, its check refuses others). The attribute keeps its name: checkpoints' path.

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+
 def rms(x: jax.Array) -> jax.Array:
   """Root mean square over every element, in float32 (the per-layer statistics)."""
   return jnp.sqrt(jnp.mean(jnp.square(x.astype(jnp.float32))))

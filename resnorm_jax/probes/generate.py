@@ -30,7 +30,7 @@ from ml_collections import ConfigDict
 from resnorm_jax.config.same_experiment import RECORDED_NOT_CONFIG
 from resnorm_jax.data import token_files
 from resnorm_jax.data import tokenizer as tok_lib
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import checkpoint_integrity, run_setup
 
@@ -119,7 +119,7 @@ def ended_stuck_note(workdir: str) -> str:
     summary = json.loads(path.read_text()) if path.is_file() else {}
   except (OSError, ValueError):
     return ""
-  if not isinstance(summary, dict) or summary.get("outcome") != "stuck":
+  if not isinstance(summary, dict) or summary.get("outcome") != status.STUCK:
     return ""
   return (
     f"note: this run ended stuck at step {summary.get('steps', '?')} (its loss stayed at the "

@@ -15,6 +15,7 @@ from typing import Any
 
 from resnorm_jax.analysis import style
 from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.runs import status
 
 Row = dict[str, Any]
 # Runs of one config at several depths: one colour (the variant's), a line style per depth.
@@ -183,7 +184,7 @@ def grad_flow_figure(rows: Sequence[Row]):
       layers, norms = [r["layer"] for r in rs], [r["grad_norm"] for r in rs]
       if name == "init":
         ax.plot(layers, norms, color="0.55", lw=1.5, label=name)
-      elif name == "trained":
+      elif name == status.TRAINED:
         ax.plot(layers, norms, color=color, lw=2, label=name)
       else:
         marker = RESET_MARKERS[resets % len(RESET_MARKERS)]

@@ -24,6 +24,7 @@ from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
 from resnorm_jax.model import model_def as mdl
 from resnorm_jax.probes import reproduction_plots as plots
+from resnorm_jax.runs import status
 from resnorm_jax.train import run_setup
 from resnorm_jax.train import train_step as ts
 from resnorm_jax.train.diagnostics import (
@@ -199,7 +200,7 @@ def grad_flow_run(config: ConfigDict, steps: int, groups: Sequence[str]) -> list
   step_fn = jax.jit(functools.partial(ts.train_step, model_def, optimizer, per_layer=False))
   for step in range(steps):
     state, _ = step_fn(state, _train_batch(corpus, config, step))
-  norms["trained"] = layer_grad_norms(model_def, state.params, state.model_state, batch)
+  norms[status.TRAINED] = layer_grad_norms(model_def, state.params, state.model_state, batch)
   for group in groups:
     params = reset_group(state.params, params0, group)
     norms[f"reset {group}"] = layer_grad_norms(model_def, params, state.model_state, batch)

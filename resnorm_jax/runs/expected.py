@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from resnorm_jax.config import same_experiment
+from resnorm_jax.runs import status
 
-OUTCOMES = ("trained", "stuck", "diverged")
+OUTCOMES = (status.TRAINED, status.STUCK, status.DIVERGED)
 # Overrides that leave the experiment as named: what it logs, how fast or in how much memory
 # its step runs, whether a stop rule may end it early (the keys a resume may change,
 # same_experiment.py; a run stopped early has no verdict: `record`).

@@ -15,6 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from resnorm_jax.runs import status as run_status
+
 # A run whose final eval loss is not at least this many nats below the held-out unigram
 # cross-entropy learned (almost) nothing a context-free model would not: it is "stuck".
 # Why 0.1 (docs/verdict/plateau_noise.csv, scripts/plateau_noise.py): the end-of-run eval
@@ -59,18 +61,21 @@ def classify(
     return "pending"
   status = summary.get("status")
   loss, plateau = summary.get("final_eval_loss"), baseline(summary)
-  if status == "diverged" or (loss is not None and not is_finite_number(loss)):
-    return "diverged"
+  if status == run_status.DIVERGED or (loss is not None and not is_finite_number(loss)):
+    return run_status.DIVERGED
   if vocab_size and any(
     is_finite_number(v) and v > divergence_ceiling(vocab_size)
     for v in (loss, summary.get("final_train_loss"))
   ):
-    return "diverged"
-  if status in ("interrupted", "stopped_early"):  # no verdict: it did not reach its budget
+    return run_status.DIVERGED
+  if status in (
+    run_status.INTERRUPTED,
+    run_status.STOPPED_EARLY,
+  ):  # no verdict: it did not reach its budget
     return status
-  if status != "completed" or not is_finite_number(loss) or plateau is None:
+  if status != run_status.COMPLETED or not is_finite_number(loss) or plateau is None:
     return "unknown"
-  return "stuck" if loss > plateau - margin else "trained"
+  return run_status.STUCK if loss > plateau - margin else run_status.TRAINED
 
 
 # Curves: when a run left the plateau for good, and when it blew up. `classify` is the verdict
@@ -214,7 +219,7 @@ def curve_fields(
     diverged = diverged_step(train, bound, armed_below=uniform, ceiling=ceiling)
   else:
     diverged = diverged_step(train, math.inf)
-  if diverged is None and classify(summary, margin, vocab_size) == "diverged":
+  if diverged is None and classify(summary, margin, vocab_size) == run_status.DIVERGED:
     diverged = summary.get("steps") or (train[-1][0] if train else None)
   plateau = curve_baseline(summary)
   after = [(s, v) for s, v in evals if diverged is None or s > diverged]

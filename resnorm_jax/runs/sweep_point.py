@@ -19,12 +19,13 @@ from typing import Any
 from resnorm_jax.config import cli
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
+from resnorm_jax.runs import status as run_status
 
 POINT_FILE = record_files.POINT  # what the sweep launched in a workdir, and its exit status
 LOCK_FILE = record_files.LOCK  # a run's workdir lock (resnorm_jax/runs/workdir.py)
 # A run folder's summary status that ends the point (stopped_early: by its stop rule; a sweep
 # without the rule resumes it, sweeps.grid.run_state).
-FINISHED = ("completed", "diverged", "stopped_early")
+FINISHED = (run_status.COMPLETED, run_status.DIVERGED, run_status.STOPPED_EARLY)
 # The line of a failed run's log that says why: cli.fail's `error: ...`, a traceback's last
 # line (`ValueError: ...`, `jax.errors.JaxRuntimeError: ...`), absl's FATAL.
 _ERROR_LINE = re.compile(r"^(error: |FATAL|(\w+\.)*\w*(Error|Exception|Interrupt|Exit)\b)")
@@ -146,7 +147,7 @@ def with_failures(rows: Sequence[dict[str, Any]], sweep_dir: str) -> list[dict[s
     failed = code not in (None, 0)
     new = {}
     for k, v in row.items():
-      new[k] = "failed" if k == "outcome" and failed and v in ("pending", "unknown") else v
+      new[k] = run_status.FAILED if k == "outcome" and failed and v in ("pending", "unknown") else v
       if k == "outcome":
         new["exit_code"] = code
         new["error"] = point.get("error") if failed else None

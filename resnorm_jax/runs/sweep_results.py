@@ -17,6 +17,7 @@ from typing import Any
 from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.escape import stored_fields, vocab_size
 from resnorm_jax.runs.outcome import STUCK_MARGIN, baseline, classify, is_finite_number
@@ -24,12 +25,12 @@ from resnorm_jax.runs.sweep_point import POINT_FILE
 
 # stopped_early: ended by its stop rule (train.stop_when) at the rule's step, no verdict
 STATUSES = (
-  "trained",
-  "stuck",
-  "diverged",
-  "stopped_early",
-  "interrupted",
-  "failed",
+  run_status.TRAINED,
+  run_status.STUCK,
+  run_status.DIVERGED,
+  run_status.STOPPED_EARLY,
+  run_status.INTERRUPTED,
+  run_status.FAILED,
   "pending",
   "unknown",
 )
@@ -62,7 +63,7 @@ def run_row(workdir: str, margin: float = STUCK_MARGIN) -> Row:
     config = workdir_lib.recorded_config(workdir)[0]
   status = classify(summary, margin, vocab_size(config))
   if status == "pending" and point.get("returncode") not in (None, 0):
-    status = "failed"
+    status = run_status.FAILED
   if config is None and isinstance(summary, dict):
     status = "unknown"  # a result whose config is recorded nowhere is no grid point's
   config = config or {}

@@ -32,7 +32,7 @@ from etils import epath
 from resnorm_jax.config import same_experiment
 from resnorm_jax.data import fs
 from resnorm_jax.data.fs import read_json
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 
 LOCK_FILE = record_files.LOCK
 # flock errors meaning the filesystem cannot lock (not that another process holds it).
@@ -336,7 +336,7 @@ def completed_summary(workdir: str, steps: int, *, has_checkpoint: bool) -> dict
   """
   path = os.path.join(workdir, record_files.SUMMARY)
   summary = read_json(path)
-  if not isinstance(summary, dict) or summary.get("status") != "completed":
+  if not isinstance(summary, dict) or summary.get("status") != status.COMPLETED:
     return None
   check_summary_times(summary, path)
   done = summary.get("steps")
@@ -382,7 +382,7 @@ def check_summary_times(summary: dict, path: str) -> None:
       )
 
 
-STOPPED_EARLY = "stopped_early"  # the status a stop rule's stop ends a run with (stop_rule.py)
+STOPPED_EARLY = status.STOPPED_EARLY  # the status a stop rule's stop ends a run with (stop_rule.py)
 
 
 def stopped_early_summary(workdir: str) -> dict | None:

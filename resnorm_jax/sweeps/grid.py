@@ -25,6 +25,7 @@ import resnorm_jax
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
 
 # The repository root: grid and config paths are relative to it, and the grid and config
@@ -226,7 +227,7 @@ def run_state(workdir: str, expected_config: Mapping[str, Any]) -> str:
   # stopped early and nothing ran since (its summary, or its checkpoint when the summary is
   # lost or behind: resumed without the rule, then killed, it is not done)
   stopped = workdir_lib.stopped_early_summary(workdir) is not None
-  finished = status in ("completed", "diverged") or (stopped and ruled)
+  finished = status in (run_status.COMPLETED, run_status.DIVERGED) or (stopped and ruled)
   config, _ = workdir_lib.recorded_config(workdir)  # config.json, else its checkpoint's
   if not finished:  # never started, interrupted or killed: (re)run, resuming its checkpoint
     steps = (config or {}).get("train.steps")

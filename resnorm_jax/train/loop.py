@@ -33,6 +33,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.data import sources
 from resnorm_jax.runs import expected as expected_lib
 from resnorm_jax.runs import outcome, record_files
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.expected import Expected
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
@@ -310,7 +311,7 @@ def _train(
     final_step = trainer.reached if faults.error else int(jax.device_get(state.step))
   writer.release_warning(say=faults.error is None)
   summary = run_files.summary(
-    status if faults.error is None else "failed",
+    status if faults.error is None else run_status.FAILED,
     final_step,
     log,
     config,

@@ -18,6 +18,7 @@ from resnorm_jax.model import model_def as mdl
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
 from resnorm_jax.runs import escape, metrics_file, record_files
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import classify
 from resnorm_jax.train import checkpoint as ckpt_lib
@@ -101,7 +102,7 @@ def completed_run(config: ConfigDict, workdir: str) -> dict | None:
       flush=True,
     )
     resume_policy.check_same_run({"config": recorded}, config_dict, workdir)
-  elif lost and _summary_status(workdir) == "completed":
+  elif lost and _summary_status(workdir) == run_status.COMPLETED:
     raise ValueError(
       f"{lost} and no checkpoint records the config of the run completed there: its result "
       "cannot be told to be this config's; put its config.json back, or use a new --workdir"

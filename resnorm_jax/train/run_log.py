@@ -8,19 +8,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import jax
 import numpy as np
 from ml_collections import ConfigDict
 
-from resnorm_jax.config import cli
-from resnorm_jax.runs import expected as expected_lib
-from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
-from resnorm_jax.train import stop_rule
+from resnorm_jax.runs.end_line import end_message, progress_line  # noqa: F401 (names stay)
 from resnorm_jax.train.writers import MetricWriter
 
 # The ETA's rate: the logged intervals of at least the last ETA_WINDOW_STEPS steps, so one
@@ -37,51 +32,6 @@ def eta_seconds(recent: Sequence[tuple[float, int]], remaining: int) -> float:
     if steps >= ETA_WINDOW_STEPS:
       break
   return remaining * seconds / max(steps, 1)
-
-
-def end_message(
-  summary: Mapping[str, Any],
-  workdir: str,
-  argv: Sequence[str] | None,
-  summary_written: bool = True,
-) -> str:
-  """The end-of-run lines: rounded results, where the summary is (`summary_written` False:
-  that it could not be written), how to compare or resume."""
-  r = lambda x, fmt=".4f": "-" if x is None else format(x, fmt)
-  on = lambda key: f" on {summary[key]:,} tokens" if summary.get(key) else ""
-  baseline = summary.get("heldout_unigram_entropy", summary.get("unigram_entropy"))
-  tps = summary.get("tokens_per_second")
-  # Each eval beside its own kind: the end-of-run eval (the verdict's, judged against the
-  # held-out no-context loss) and the periodic eval with its best (a smaller eval set).
-  periodic = f"best periodic eval {r(summary.get('best_eval_loss'))}"  # a summary from before
-  if "periodic_eval_loss" in summary:
-    own = summary.get(EVAL_SET_BASELINE)  # the periodic eval set's own no-context loss
-    own = "" if own is None else f"no-context {own:.3f}; "
-    periodic = (
-      f"periodic eval {r(summary['periodic_eval_loss'])}{on('periodic_eval_tokens')} "
-      f"({own}best {r(summary.get('best_eval_loss'))})"
-    )
-  final_on = on("final_eval_tokens")
-  if summary.get("final_eval_distinct_tokens"):  # a held-out split smaller than the eval
-    final_on += f" ({summary['final_eval_distinct_tokens']:,} distinct)"
-  lines = [
-    f"{summary['status']} ({summary.get('outcome', '?')}) at step {summary['steps']}: "
-    f"train {r(summary.get('final_train_loss'))}; final eval {r(summary.get('final_eval_loss'))}"
-    f"{final_on} (no-context {r(baseline, '.3f')}); {periodic}; "
-    f"{r(tps, ',.0f')} tokens/s, {cli.format_duration(summary.get('wall_seconds') or 0)}",
-  ]
-  if summary.get("expected"):  # a named experiment's expected outcome, and whether it held
-    lines.append(expected_lib.line(summary["expected"], summary.get("outcome")))
-  lines += [
-    f"  summary: {os.path.join(workdir, 'summary.json')}"
-    + ("" if summary_written else " could not be written (the error above); these are its values"),
-    f"  compare: tensorboard --logdir {os.path.dirname(os.path.normpath(workdir)) or '.'}",
-  ]
-  if summary["status"] in ("interrupted", "failed") and argv:
-    lines.append(f"  resume:  {cli.resume_command(argv, workdir)}")
-  if summary["status"] == stop_rule.STATUS and "stop_step" in summary:
-    lines.insert(1, f"  {stop_rule.stopped_line(summary, workdir, argv)}")
-  return "\n".join(lines)
 
 
 class RunLog:
@@ -195,12 +145,9 @@ class RunLog:
     ):  # drawing the depth images is not training time
       self.writer.write(n, row)
     eta = eta_seconds(self.recent, self.t.steps - n)
-    ev = f" | eval {row['eval/loss']:.4f}" if "eval/loss" in row else ""
-    print(
-      f"step {n:>6}/{self.t.steps} | loss {self.last_train:.4f}{ev} | lr {row['lr']:.2e} | "
-      f"{row['tokens_per_second']:,.0f} tok/s | ETA {cli.format_duration(eta)}",
-      flush=True,
-    )
+    line = progress_line(n, self.t.steps, self.last_train, row.get("eval/loss"), row["lr"],
+                         row["tokens_per_second"], eta)  # fmt: skip
+    print(line, flush=True)
 
   def results(self) -> dict:
     """The losses so far: what a checkpoint keeps and the summary reports. final_eval_loss:

@@ -41,12 +41,16 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
-from resnorm_jax.config import cli
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs import stop_features as early_warning
+from resnorm_jax.runs.end_line import (  # noqa: F401 (stop_rule.X names stay)
+  STOP_KEY,
+  resume_to_end_command,
+  stopped_line,
+)
 
-STATUS = "stopped_early"
-KEY = "train.stop_when"
+STATUS = status.STOPPED_EARLY
+KEY = STOP_KEY
 
 
 def path_of(train_cfg: ConfigDict | Mapping[str, Any]) -> str:
@@ -130,33 +134,6 @@ def for_run(train_cfg: ConfigDict, workdir: str, entropy: float) -> StopRule | N
   if rule is None:
     return None
   return StopRule(path_of(train_cfg), rule, os.path.join(workdir, record_files.METRICS), entropy)
-
-
-def resume_to_end_command(argv: Sequence[str], workdir: str) -> str:
-  """The command that trains a stopped run to its end: the run's own command line `argv`
-  with its workdir, any train.stop_when replaced by `--config.train.stop_when=` (off)."""
-  flag = f"--config.{KEY}"
-  kept, skip = [], False
-  for a in argv:
-    if skip:
-      skip = False
-    elif a == flag:
-      skip = True  # its value is the next argument
-    elif not a.startswith(flag + "="):
-      kept.append(a)
-  return cli.resume_command([*kept, flag + "="], workdir)
-
-
-def stopped_line(summary: Mapping[str, Any], workdir: str, argv: Sequence[str] | None) -> str:
-  """The line a run stopped early prints: by which rule, its score, and how to go on."""
-  how = (
-    resume_to_end_command(argv, workdir) if argv else f"the same command with --config.{KEY}= (off)"
-  )
-  return (
-    f"stopped early at step {summary['stop_step']} by the stop rule {summary['stop_rule']} "
-    f"(score {summary['stop_score']:.4g} < threshold {summary['stop_threshold']:.4g}), its "
-    f"checkpoint saved; to train it to train.steps: {how}"
-  )
 
 
 def stopped_run(config: ConfigDict, workdir: str) -> dict | None:

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from resnorm_jax.runs import metrics_file
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import eval_budget, preemption, resume_policy, run_log
 from resnorm_jax.train import run_setup as setup_lib
@@ -88,31 +89,31 @@ class Trainer:
     stopped_early (saved at the stop rule's step k) or diverged (the last finite checkpoint
     kept). Step n's metrics are read while n+1 runs."""
     t = self.config.train
-    status, stop, pending = "completed", t.steps, None
+    status, stop, pending = run_status.COMPLETED, t.steps, None
     # A run that starts at or after the rule's step k is not judged (it was, or it resumes a
     # run stopped there with the rule off).
     judge_at = None if self.stop_rule is None or start >= self.stop_rule.k else self.stop_rule.k
     self.reached = start
     if self.signals.should_stop(start):  # signalled during setup or compilation: no training
-      status, stop = "interrupted", start
+      status, stop = run_status.INTERRUPTED, start
     for step in range(start, stop):
       state, metrics = self.step_fn(state, self.batches.train(step))
       n = self.reached = step + 1
       self.checkpointer.check()  # a save that ended in an error stops the run here
       if pending is not None and not self.log.record_step(*pending):
-        return state, "diverged"
+        return state, run_status.DIVERGED
       pending = (n, metrics)
       if n % t.eval_every == 0 or n == t.steps:
         self.evaluate_at(state, n)
       if n == judge_at:  # step k's row is logged first: the rule reads it
         ok, pending = self.log.record_step(*pending), None
         if not ok:
-          return state, "diverged"
+          return state, run_status.DIVERGED
         if self.stops_by_rule():
           status = stop_rule_lib.STATUS  # saved below, at step k
           break
       if self.signals.should_stop(n):  # every process stops at the same n
-        status = "interrupted"
+        status = run_status.INTERRUPTED
         break
       if n % t.checkpoint_every == 0 and n < t.steps:
         # Log step n before saving it: a checkpoint never runs ahead of metrics.jsonl, its
@@ -120,9 +121,9 @@ class Trainer:
         if pending is not None:  # else logged already (the stop rule's step)
           ok, pending = self.log.record_step(*pending), None
           if not ok:
-            return state, "diverged"
+            return state, run_status.DIVERGED
         self.save(state)
     if pending is not None and not self.log.record_step(*pending):
-      return state, "diverged"
+      return state, run_status.DIVERGED
     self.save(state)
     return state, status

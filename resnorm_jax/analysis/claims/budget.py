@@ -6,11 +6,12 @@ from __future__ import annotations
 import collections
 
 from resnorm_jax.analysis.claims.docs_data import Claim, read, tokens_note
+from resnorm_jax.runs import status
 
 
 def row_budget() -> Claim:
   rows = [r for r in read("docs/lr_sensitivity/budget.csv") if r["variant"] == "postnorm"]
-  held = [r for r in rows if r["outcome"] == "stuck" and r["late_trend"]]
+  held = [r for r in rows if r["outcome"] == status.STUCK and r["late_trend"]]
   count = collections.Counter(r["late_trend"] for r in held)
   steps = max(int(r["steps"]) for r in held)
   return Claim(

@@ -9,6 +9,7 @@ import collections
 from resnorm_jax.analysis.claims.docs_data import Claim, exists, optional, read, tokens_note
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, kept_cells, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
+from resnorm_jax.runs import status
 
 
 def row_depth_transfer() -> Claim | None:
@@ -141,7 +142,7 @@ def row_param_edges() -> Claim | None:
       for d in depths:
         b = best.get((variant, param, d))
         # the rule's own verdict at the best lr, not the margin worked out again here
-        trained = b and "trained" in cells.get((variant, d, float(b["grid_best_lr"])), [])
+        trained = b and status.TRAINED in cells.get((variant, d, float(b["grid_best_lr"])), [])
         losses.append(f"{float(b['grid_best_loss']):.3f}" if trained else "-")
       text.append(f"{name} {edges} (best loss {' / '.join(losses)})")
     parts.append(f"{variant_label(variant)}: " + ", ".join(text))

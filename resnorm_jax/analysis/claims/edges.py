@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 
 from resnorm_jax.analysis.claims.docs_data import exists, lr_text, read
+from resnorm_jax.runs import status
 
 
 def lr_cells(path: str = "docs/lr_sensitivity/results.csv") -> dict[tuple, list[str]]:
@@ -27,12 +28,14 @@ def edge(cells: dict[tuple, list[str]], variant: str, depth: int, unit: str = " 
   """The largest lr at which some seed trained, with '(k/n seeds)' when not every seed did
   ('(k/n)' with unit='')."""
   trained = [
-    (lr, o) for (v, d, lr), o in cells.items() if v == variant and d == depth and "trained" in o
+    (lr, o)
+    for (v, d, lr), o in cells.items()
+    if v == variant and d == depth and status.TRAINED in o
   ]
   if not trained:
     return "none"
   lr, outcomes = max(trained)
-  k, n = outcomes.count("trained"), len(outcomes)
+  k, n = outcomes.count(status.TRAINED), len(outcomes)
   return lr_text(lr) + ("" if k == n else f" ({k}/{n}{unit})")
 
 
@@ -59,7 +62,7 @@ def kept_cells(
     kept, fell = int(c["escaped_for_good"]), int(c["escaped"]) - int(c["escaped_for_good"])
     rest = int(c["seeds"]) - kept - fell
     out[(c["variant"], int(c["num_layers"]), float(c["lr"]))] = (
-      ["trained"] * kept + ["fell back"] * fell + ["stuck"] * rest
+      [status.TRAINED] * kept + ["fell back"] * fell + [status.STUCK] * rest
     )
   return out
 
@@ -76,7 +79,9 @@ def kept_edge(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
 def first_passage_note(cells: dict[tuple, list[str]], variant: str, depth: int) -> str:
   """'1e-3: 1 of 12 escaped, none kept' for each lr above the kept edge where some seed escaped
   and fell back; '' where there is none."""
-  kept = [lr for (v, d, lr), o in cells.items() if (v, d) == (variant, depth) and "trained" in o]
+  kept = [
+    lr for (v, d, lr), o in cells.items() if (v, d) == (variant, depth) and status.TRAINED in o
+  ]
   top = max(kept, default=0.0)
   notes = [
     f"{lr_text(lr)}: {o.count('fell back')} of {len(o)} escaped, none kept"

@@ -32,6 +32,7 @@ from resnorm_jax.analysis.claims.edges import (
 from resnorm_jax.analysis.style import variant_label
 from resnorm_jax.analysis.survival_section import odds_by_cell
 from resnorm_jax.config import pysource
+from resnorm_jax.runs import status
 
 
 def row_edges() -> Claim:
@@ -48,7 +49,7 @@ def row_edges() -> Claim:
     for v, texts in reach.items()
   )
   pre = {k: o for k, o in cells.items() if k[0] == "prenorm"}
-  if all(o.count("trained") == len(o) for o in pre.values()):
+  if all(o.count(status.TRAINED) == len(o) for o in pre.values()):
     parts.append(f"Pre-LN all {len({lr for (_, _, lr) in pre})} lrs at each")
     headline += f"; Pre-LN trains at all {len({lr for (_, _, lr) in pre})} lrs"
   at = " / ".join(str(d) for d in depths)
@@ -57,7 +58,7 @@ def row_edges() -> Claim:
     rows = [r for r in read("docs/lr_sensitivity/results.csv") if float(r["opt.lr"]) in extra]
     where = ", ".join(sorted({r["num_layers"] for r in rows}, key=int))
     lrs = ", ".join(lr_text(lr) for lr in extra)
-    trained = sum(r["outcome"] == "trained" for r in rows)
+    trained = sum(r["outcome"] == status.TRAINED for r in rows)
     falling = sum(r["late_trend"] == "falling" for r in rows)
     budget += (
       f" (Post-LN at {where} layers also {lrs}: {trained} of {len(rows)} trained, "
@@ -78,7 +79,7 @@ def row_edges() -> Claim:
 def row_prenorm() -> Claim:
   cells = {k: o for k, o in lr_cells().items() if k[0] == "prenorm"}
   runs = sum(len(o) for o in cells.values())
-  trained = sum(o.count("trained") for o in cells.values())
+  trained = sum(o.count(status.TRAINED) for o in cells.values())
   depths = sorted({d for (_, d, _) in cells})
   return Claim(
     "Xiong: Pre-LN needs no warmup",
@@ -127,11 +128,11 @@ def _literature_row(depth: int) -> Claim | None:
       partial.append(f"{name} 0")
       continue
     best = min(mine, key=lambda r: float(r["capped_loss"]))
-    blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == "diverged"]
+    blew = [lr_text(float(r["opt.lr"])) for r in mine if r["outcome"] == status.DIVERGED]
     reach = edge(cells, v, depth)
-    by_best.setdefault("stuck" if reach == "none" else lr_text(float(best["opt.lr"])), []).append(
-      name
-    )
+    by_best.setdefault(
+      status.STUCK if reach == "none" else lr_text(float(best["opt.lr"])), []
+    ).append(name)
     text = (  # no best lr to name when every run is on the plateau
       "stuck at every lr run"
       if reach == "none"
@@ -148,7 +149,7 @@ def _literature_row(depth: int) -> Claim | None:
   )
   headline = "; ".join(
     f"{', '.join(names)} stuck at every lr"
-    if lr == "stuck"
+    if lr == status.STUCK
     else f"best lr {lr}: {', '.join(names)}"
     for lr, names in sorted(by_best.items(), key=lambda kv: -len(kv[1]))
   )
@@ -240,14 +241,16 @@ def ruled_edge(protocols: Sequence[dict[tuple, list[str]]], variant: str, depth:
   for cells in protocols:
     here = {lr: o for (v, d, lr), o in cells.items() if (v, d) == (variant, depth)}
     enough = {lr: o for lr, o in here.items() if len(o) >= ANSWER_MIN_SEEDS}
-    kept = [lr for lr, o in enough.items() if "trained" in o]
+    kept = [lr for lr, o in enough.items() if status.TRAINED in o]
     if not kept:
       continue
     top = max(kept)
     above = sorted(lr for lr in enough if lr > top)
     if above:
       o, a = enough[top], enough[above[0]]
-      return f"{lr_text(top)} ({o.count('trained')}/{len(o)} kept; {lr_text(above[0])}: 0/{len(a)})"
+      return (
+        f"{lr_text(top)} ({o.count(status.TRAINED)}/{len(o)} kept; {lr_text(above[0])}: 0/{len(a)})"
+      )
   return None
 
 
@@ -264,7 +267,7 @@ def answer() -> str:
   if left:
     post += f" layers; at {', '.join(map(str, left))} not bracketed on {ANSWER_MIN_SEEDS} seeds"
   runs = read("docs/lr_sensitivity/results.csv") + read("docs/lr_sensitivity/budget.csv")
-  diverged = [r for r in runs if r["outcome"] == "diverged"]
+  diverged = [r for r in runs if r["outcome"] == status.DIVERGED]
   which = ", ".join(
     f"{variant_label(r['variant'])} at {r['num_layers']} layers, lr {lr_text(float(r['opt.lr']))}"
     for r in diverged
@@ -281,10 +284,12 @@ def answer() -> str:
   if surv:
     text += f"; at the edge escape is a matter of odds ({odds_by_cell(surv, long=False)})"
   deep = [(lr, o) for (v, d, lr), o in cells.items() if (v, d) == ("deepnorm", depths[-1])]
-  lr, outcomes = max((x for x in deep if "trained" in x[1]), default=(None, []))
+  lr, outcomes = max((x for x in deep if status.TRAINED in x[1]), default=(None, []))
   if lr is None or len(outcomes) < ANSWER_MIN_SEEDS:  # the table row says it, with its seeds
     return text + "; Pre-LN trains at every lr."
-  seeds = f"{outcomes.count('trained')} of {len(outcomes)} seed{'s' if len(outcomes) > 1 else ''}"
+  seeds = (
+    f"{outcomes.count(status.TRAINED)} of {len(outcomes)} seed{'s' if len(outcomes) > 1 else ''}"
+  )
   return text + (
     f"; DeepNorm trains at {lr_text(lr)} at {depths[-1]} layers on {seeds} run there, "
     "Pre-LN at every lr."

@@ -20,7 +20,7 @@ from resnorm_jax.analysis.claims.docs_data import (
   tokens_note,
 )
 from resnorm_jax.analysis.style import variant_label
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import record_files, status
 
 
 def row_xiong_rescue() -> Claim:
@@ -29,7 +29,7 @@ def row_xiong_rescue() -> Claim:
 
   def count(warmup: str) -> str:
     arm = [r for r in rows if r["opt.warmup_steps"] == warmup]
-    return f"{sum(r['outcome'] == 'trained' for r in arm)} of {len(arm)}"
+    return f"{sum(r['outcome'] == status.TRAINED for r in arm)} of {len(arm)}"
 
   corpora = len({r.get("data.path") or r.get("data.source") for r in rows})
   seeds = "3 seeds on 2 corpora, seed 0 on 3 never tuned on"
@@ -71,10 +71,12 @@ def row_grad_norms() -> Claim:
 def row_deepnet_warmup() -> Claim:
   rows = read("docs/deepnet_panel/runs/results.csv")
   stuck = sorted(
-    int(r["num_layers"]) for r in rows if r["variant"] == "postnorm" and r["outcome"] == "stuck"
+    int(r["num_layers"])
+    for r in rows
+    if r["variant"] == "postnorm" and r["outcome"] == status.STUCK
   )
   others = [r for r in rows if r["variant"] in ("prenorm", "deepnorm")]
-  ok = sum(r["outcome"] == "trained" for r in others)
+  ok = sum(r["outcome"] == status.TRAINED for r in others)
   return Claim(
     "DeepNet: warmup does not save deep Post-LN",
     f"200 warmup steps, inverse sqrt, lr 1e-3: Post-LN stuck at {', '.join(map(str, stuck))} "
@@ -141,10 +143,14 @@ def row_later() -> Claim:
     "ngpt": "nGPT",
   }
   everywhere = [
-    n for v, n in names.items() if all(r["outcome"] == "trained" for r in rows if r["variant"] == v)
+    n
+    for v, n in names.items()
+    if all(r["outcome"] == status.TRAINED for r in rows if r["variant"] == v)
   ]
   not_yet = {
-    n: sorted(int(r["num_layers"]) for r in rows if r["variant"] == v and r["outcome"] == "stuck")
+    n: sorted(
+      int(r["num_layers"]) for r in rows if r["variant"] == v and r["outcome"] == status.STUCK
+    )
     for v, n in names.items()
   }
   # 200 steps say "not trained yet", not "stuck": nGPT, on the plateau at every depth here,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from resnorm_jax.analysis.claims.docs_data import Claim, exists, lr_text, read, tokens_note
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
+from resnorm_jax.runs import status
 
 
 def row_width() -> Claim | None:
@@ -36,7 +37,7 @@ def row_width() -> Claim | None:
         texts.append(f"{best}/{edge(cells, variant, d, unit='')}")
     parts.append(f"{variant_label(variant)} " + ", ".join(texts))
   runs = [r for r in results if int(r["d_model"]) > widths[0]]
-  diverged = sum(r["outcome"] == "diverged" for r in runs)
+  diverged = sum(r["outcome"] == status.DIVERGED for r in runs)
   at = ", ".join(str(d) for d in widths)
   seeds = {d: sorted({int(r["seed"]) for r in results if int(r["d_model"]) == d}) for d in widths}
   more = [d for d in widths if len(seeds[d]) > 1]
@@ -75,7 +76,7 @@ def _best_and_reach(
   if not runs:
     return "-", "-"
   best = min(runs, key=lambda r: float(r["final_eval_loss"]))
-  if best["outcome"] != "trained":
+  if best["outcome"] != status.TRAINED:
     best_text = "none"
   else:
     lr = float(best["opt.lr"])

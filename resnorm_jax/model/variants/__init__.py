@@ -175,7 +175,7 @@ def check_hooks(cfg: Any) -> None:
         f"{_both(on)} both act on the {hook.name} hook ({hook.summary}), which takes one "
         "feature: turn one of them off"
       )
-    for a, b in zip(on, on[1:]):
+    for a, b in zip(on, on[1:], strict=False):
       if a.order == b.order:
         raise ValueError(
           f"{_both((a, b))} both act on the {hook.name} hook at order {a.order}, so their "

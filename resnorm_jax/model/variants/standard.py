@@ -7,9 +7,8 @@ peri: x = res(x, N'(F(N(x))))      none: x = res(x, F(x))
 
 from __future__ import annotations
 
+from resnorm_jax.model import norms, width_param
 from resnorm_jax.model import residual as residual_lib
-from resnorm_jax.model import width_param
-from resnorm_jax.model import norms
 from resnorm_jax.model.norms import rms
 from resnorm_jax.model.variants.hooks import Norm, Placement, Residual
 

@@ -55,7 +55,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs, sources
-from resnorm_jax.runs import outcome, record_files
+from resnorm_jax.runs import outcome, record_files, status
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train import (
@@ -135,7 +135,7 @@ def _run(configs, workdirs, signals: preemption.StopSignals, argv, commands) -> 
     for m in live:  # an I/O fault: every member not ended yet ends failed
       if m.summary is None:
         _fail(shared, m, faults, members)
-  if resume and any(m.summary["status"] == "interrupted" for m in members):
+  if resume and any(m.summary["status"] == status.INTERRUPTED for m in members):
     print(f"resume: {resume}", flush=True)
   return [m.summary for m in members]
 
@@ -234,10 +234,12 @@ def _fail(shared: Shared, m: Member, faults: io_faults.IOFaults, members: Sequen
   faults.close(m.close)
   reached = m.reached if m.log is not None else m.start
   m.summary = (
-    population_trainer.member_summary(shared, m, "failed", reached) if m.log is not None else None
+    population_trainer.member_summary(shared, m, status.FAILED, reached)
+    if m.log is not None
+    else None
   )
   if m.summary is None:  # it never started: what its checkpoint holds
-    m.summary = {"status": "failed", "steps": m.start, **m.resumed, "provenance": m.provenance}
+    m.summary = {"status": status.FAILED, "steps": m.start, **m.resumed, "provenance": m.provenance}
   with contextlib.redirect_stdout(m.out):
     owner = _fault_owner(faults, m, members)
     io_faults.cut_back_to_checkpoint(m.summary, m.checkpointer, faults, m.workdir, True, owner)

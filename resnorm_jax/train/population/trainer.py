@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from resnorm_jax.runs import record_files
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.train import eval_budget, io_errors, resume_policy, run_files, run_log
 from resnorm_jax.train.population import program as population
 from resnorm_jax.train.population.member import Member, Shared
@@ -107,7 +108,7 @@ class PopulationTrainer:
       with self.paused(skip=m), contextlib.redirect_stdout(m.out):
         ok = m.log.record_step(n, {k: v[i] for k, v in host.items()})
       if not ok:
-        self.end(m, state, "diverged")
+        self.end(m, state, run_status.DIVERGED)
 
   def save(self, state, n: int) -> None:
     """Saves the slice of each live member at step n or past it: its step already logged (a
@@ -126,9 +127,9 @@ class PopulationTrainer:
     """The single run's Trainer.train for the population: members end completed, interrupted
     (saved) or, each at its own step, diverged (its last finite checkpoint kept)."""
     t = self.config.train
-    status, stop, pending = "completed", t.steps, None
+    status, stop, pending = run_status.COMPLETED, t.steps, None
     if self.signals.should_stop(start):  # signalled during setup or compilation
-      status, stop = "interrupted", start
+      status, stop = run_status.INTERRUPTED, start
     for m in self.live:
       m.reached = m.start
     for step in range(start, stop):
@@ -147,7 +148,7 @@ class PopulationTrainer:
       if n % t.eval_every == 0 or n == t.steps:
         self.evaluate_at(state, n)
       if self.signals.should_stop(n):
-        status, stop = "interrupted", n
+        status, stop = run_status.INTERRUPTED, n
         break
       if n % t.checkpoint_every == 0 and n < t.steps:
         # Step n logged before it is saved, as the single run's Trainer does: a diverged step
