@@ -27,6 +27,7 @@ from resnorm_jax.model.variants.hooks import (  # noqa: F401 (the records, as va
   HOOK,
   HOOKS,
   Chain,
+  Column,
   Feature,
   Hook,
   Key,
@@ -66,9 +67,9 @@ def modules() -> tuple[str, ...]:
 def _check_declared(name: str, module: Any) -> None:
   """Refuses a module whose keys, imported, differ from those the schema reads from its source
   (a default computed at import, a Key outside the `keys={...}` literal)."""
-  imported = {k: (key.default, key.comment) for v in module.VARIANTS for k, key in v.keys.items()}
+  imported = {k: key.declared() for v in module.VARIANTS for k, key in v.keys.items()}
   read = variant_keys.read_module(module.__file__)
-  if imported != {k: (d.default, d.comment) for k, d in read.items()}:
+  if imported != {k: d.key for k, d in read.items()}:
     raise ValueError(
       f"variants/{name}.py: its keys as imported {imported} differ from those its source "
       f"declares {read}: declare each as keys={{'<key>': Key(literal default, description, "
@@ -175,7 +176,7 @@ def check_hooks(cfg: Any) -> None:
         f"{_both(on)} both act on the {hook.name} hook ({hook.summary}), which takes one "
         "feature: turn one of them off"
       )
-    for a, b in zip(on, on[1:]):
+    for a, b in zip(on, on[1:], strict=False):
       if a.order == b.order:
         raise ValueError(
           f"{_both((a, b))} both act on the {hook.name} hook at order {a.order}, so their "
