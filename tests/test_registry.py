@@ -256,6 +256,16 @@ def test_a_key_the_source_reader_cannot_read_is_refused(tmp_path):
   assert variant_keys.read_module(str(good)) == {
     "x_rate": variant_keys.Declared("good", Key(4, "n"))
   }
+  # An HParams column is read from the source too; one built from anything but literals is not.
+  column = tmp_path / "column.py"
+  line = "VARIANTS = (F('x', 's', keys={{'x_on': Key(False, 'n', {})}}),)\n"
+  column.write_text(line.format("hparam=Column('x', 9)"))
+  read = variant_keys.read_module(str(column))["x_on"].key
+  assert read == Key(False, "n", hparam=variant_keys.Column("x", 9)) and read.type is bool
+  for bad in ("hparam=COLUMN", "hparam=Column(name='x', order=9)", "choices=('a',)"):
+    column.write_text(line.format(bad))
+    with pytest.raises(ValueError, match="column.py:1: a Key"):
+      variant_keys.read_module(str(column))
 
 
 def test_a_variant_key_is_validated_whichever_variant_is_selected():

@@ -6,12 +6,12 @@ reads once, as `keys={"<key>": Key(default, description, invalid)}` in its VARIA
 default (a bool, int, float or str literal, or a module constant bound to one; its type is
 the key's type), a one-line description and the check (keys.py's shared ones, or its own);
 by name, optionally, its HParams column (`hparam=Column("<column>", <order>)`, literals) and
-`affects_results`. The schema's model section
-(schema.py), ModelConfig's fields (resnorm_jax/model/config_types.py) and the registry's
-checks (resnorm_jax/model/variants/__init__.py) all read that declaration. The schema reads it
-here, from the modules' source, without importing them: the config floor imports no model
-code and no JAX; the registry, which imports the modules, refuses a module whose imported keys
-differ from what is read here.
+`affects_results`. The schema's model section (schema.py), ModelConfig's fields
+(resnorm_jax/model/config_types.py), the HParams table's columns (model_keys.hparam_columns)
+and the registry's checks (resnorm_jax/model/variants/__init__.py) all read that declaration.
+The schema reads it here, from the modules' source, without importing them: the config floor
+imports no model code and no JAX; the registry, which imports the modules, refuses a module
+whose imported keys (their checks left out) differ from what is read here.
 """
 
 from __future__ import annotations
