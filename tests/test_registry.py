@@ -15,6 +15,7 @@ import pytest
 
 from conftest import tiny_config
 from resnorm_jax.config import pysource, schema, variant_keys
+from resnorm_jax.config.keys import Key
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig
@@ -214,14 +215,12 @@ def test_a_variant_key_is_declared_once_and_read_by_the_schema_the_config_and_th
   assert set(keys) == set(KEYS)
   # The schema reads the declarations from the modules' source: the same keys as imported.
   declared = variant_keys.declared()
-  assert {k: (d.default, d.comment) for k, d in declared.items()} == {
-    k: (key.default, key.comment) for k, key in keys.items()
-  }
+  assert {k: d.key for k, d in declared.items()} == {k: key.declared() for k, key in keys.items()}
   described = {k: text for k, _, text in schema.describe()}
   for name, key in keys.items():
     assert fields[name].type == key.type.__name__, name  # typed by its default
     assert model[name] == key.default, name
-    assert described[f"model.{name}"] == f"{KEYS[name]}: {key.comment}", name
+    assert described[f"model.{name}"] == f"{KEYS[name]}: {key.description}", name
     # A checkpoint written before the variant existed resumes with the key at its default.
     assert resume_policy.ADDED_KEYS[f"model.{name}"] == key.default, name
 
@@ -254,7 +253,19 @@ def test_a_key_the_source_reader_cannot_read_is_refused(tmp_path):
     variant_keys.read_module(str(outside))
   good = tmp_path / "good.py"
   good.write_text("N = 4\nVARIANTS = (Residual('x', 's', keys={'x_rate': Key(N, 'n', f)}),)\n")
-  assert variant_keys.read_module(str(good)) == {"x_rate": variant_keys.Declared("good", 4, "n")}
+  assert variant_keys.read_module(str(good)) == {
+    "x_rate": variant_keys.Declared("good", Key(4, "n"))
+  }
+  # An HParams column is read from the source too; one built from anything but literals is not.
+  column = tmp_path / "column.py"
+  line = "VARIANTS = (F('x', 's', keys={{'x_on': Key(False, 'n', {})}}),)\n"
+  column.write_text(line.format("hparam=Column('x', 9)"))
+  read = variant_keys.read_module(str(column))["x_on"].key
+  assert read == Key(False, "n", hparam=variant_keys.Column("x", 9)) and read.type is bool
+  for bad in ("hparam=COLUMN", "hparam=Column(name='x', order=9)", "choices=('a',)"):
+    column.write_text(line.format(bad))
+    with pytest.raises(ValueError, match="column.py:1: a Key"):
+      variant_keys.read_module(str(column))
 
 
 def test_a_variant_key_is_validated_whichever_variant_is_selected():

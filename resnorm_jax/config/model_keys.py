@@ -17,62 +17,10 @@ import dataclasses
 from typing import Any
 
 from resnorm_jax.config import variant_keys
+from resnorm_jax.config.keys import Column, Key, Registry
 
-
-@dataclasses.dataclass(frozen=True)
-class Registry:
-  """The choices are the names of a registry in the model (`where`): the model checks a value
-  against it and names every valid one when it refuses a value."""
-
-  where: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Column:
-  """A column of TensorBoard's HParams table: its name and its place among all the columns
-  (hparams.AXES sorts the model's and the other sections' columns by `order`)."""
-
-  name: str
-  order: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelKey:
-  """One core model key.
-
-  type: the config value's type. default: None leaves the key unset (a placeholder of `type`:
-  the model resolves it, e.g. from the depth). choices: the valid values (a tuple, checked by
-  ModelConfig), a Registry (the model's names, checked by the model), or None. description:
-  what `python -m resnorm_jax.config` prints; `{choices}` in it reads as the choices joined by
-  ' | '. affects_results: False for a key that changes how fast or in how much memory the step
-  runs, never its values (same_experiment.SPEED_ONLY). added: checkpoints predate the key; a
-  checkpoint without it reads as the default (same_experiment.CHECKPOINT_ADDED). hparam: its
-  HParams column, None when the table does not show it. field_type: ModelConfig's field type
-  where the model resolves the value to another type (final_norm: auto|true|false to a bool).
-  """
-
-  type: type
-  default: Any
-  description: str
-  choices: tuple[str, ...] | Registry | None = None
-  affects_results: bool = True
-  added: bool = False
-  hparam: Column | None = None
-  field_type: type | None = None
-
-  @property
-  def text(self) -> str:
-    """The description, its `{choices}` written out."""
-    if isinstance(self.choices, tuple):
-      return self.description.replace("{choices}", " | ".join(self.choices))
-    return self.description
-
-  @property
-  def literal_choices(self) -> tuple[str, ...] | None:
-    return self.choices if isinstance(self.choices, tuple) else None
-
-
-K = ModelKey
+# Each core key is a Key (keys.py), the one record the variants' own keys are too.
+K = Key
 NORMS = Registry(
   "resnorm_jax/model/variants/: the Norm variants (the built-in ones in standard.py)"
 )
@@ -83,36 +31,33 @@ DEPTH_PARAMS = Registry("resnorm_jax/model/depth_param.py DEPTH_PARAMS")
 WIDTH_PARAMS = Registry("resnorm_jax/model/width_param.py WIDTH_PARAMS")
 
 # The core model keys, in the schema's (and config.json's) order.
-KEYS: dict[str, ModelKey] = {
+KEYS: dict[str, Key] = {
   "vocab_size": K(
-    int,
     256,
     "byte-level by default; 0: from the data (256 for bytes; a folder made by "
     "experiments.prepare_data: its tokenizer's size padded to a multiple of 128)",
   ),
   "num_layers": K(
-    int, 6, "N decoder layers (each: attention + FFN sub-layer)", hparam=Column("num_layers", 60)
+    6, "N decoder layers (each: attention + FFN sub-layer)", hparam=Column("num_layers", 60)
   ),
-  "d_model": K(int, 64, "width of the residual stream", hparam=Column("d_model", 70)),
+  "d_model": K(64, "width of the residual stream", hparam=Column("d_model", 70)),
   "num_heads": K(
-    int, 4, "attention heads (head dim d_model / num_heads)", hparam=Column("num_heads", 80)
+    4, "attention heads (head dim d_model / num_heads)", hparam=Column("num_heads", 80)
   ),
-  "d_ff": K(int, 256, "hidden width of the FFN", hparam=Column("d_ff", 90)),
+  "d_ff": K(256, "hidden width of the FFN", hparam=Column("d_ff", 90)),
   "ffn_activation": K(
-    str,
     "gelu",
     "{choices}",
     choices=("gelu", "relu", "swiglu"),
     hparam=Column("ffn_activation", 100),
   ),
-  "max_seq_len": K(int, 128, "size of the learned position table"),
+  "max_seq_len": K(128, "size of the learned position table"),
   "position": K(
-    str, "learned", "{choices}", choices=("learned", "rope"), hparam=Column("position", 110)
+    "learned", "{choices}", choices=("learned", "rope"), hparam=Column("position", 110)
   ),
-  "tie_embeddings": K(bool, True, "head = embedding^T"),
-  "qk_norm": K(bool, False, "RMSNorm on queries and keys per head"),
+  "tie_embeddings": K(True, "head = embedding^T"),
+  "qk_norm": K(False, "RMSNorm on queries and keys per head", hparam=Column("qk_norm", 151)),
   "attn_out_scale": K(
-    float,
     1.0,
     "a fixed factor on the attention branch's output (after W_o), > 0; 0.5 halves the branch "
     "as a sigmoid gate near 0.5 does at init (the control of docs/stabilizers' gate cells)",
@@ -120,21 +65,18 @@ KEYS: dict[str, ModelKey] = {
     hparam=Column("attn_out_scale", 155),
   ),
   "norm": K(
-    str,
     "layernorm",
     "layernorm | rmsnorm | batchnorm | dyt | derf | seednorm | none",
     choices=NORMS,
     hparam=Column("norm", 10),
   ),
   "norm_position": K(
-    str,
     "post",
     "post | pre | peri | none | subln | lnscale | mix | hybridnorm (docs/variants.md)",
     choices=PLACEMENTS,
     hparam=Column("norm_position", 20),
   ),
   "final_norm": K(
-    str,
     "auto",
     "{choices}. auto: on where a norm sits in front of each branch (the placement's pre_like: "
     "pre, peri, subln, mix, lnscale), off for post and none.",
@@ -142,7 +84,6 @@ KEYS: dict[str, ModelKey] = {
     field_type=bool,
   ),
   "residual": K(
-    str,
     "add",
     "add | deepnorm | scaled | rezero | layerscale | gated | none | admin | hyperconn | ngpt | "
     "mhc | denseformer | valueres",
@@ -150,30 +91,28 @@ KEYS: dict[str, ModelKey] = {
     hparam=Column("residual", 30),
   ),
   "block": K(
-    str, "sequential", "{choices}", choices=("sequential", "parallel"), hparam=Column("block", 40)
+    "sequential", "{choices}", choices=("sequential", "parallel"), hparam=Column("block", 40)
   ),
   "init": K(
-    str,
     "xavier",
     "xavier | normal | gpt2 | deepnorm | magneto",
     choices=INITS,
     hparam=Column("init", 50),
   ),
-  "norm_eps": K(float, 1e-5, "epsilon of every norm's variance"),
-  "residual_alpha": K(float, None, "deepnorm alpha; unset: (2N)^(1/4)"),
-  "branch_scale": K(float, None, "scaled residual s; unset: 1/sqrt(2N)"),
-  "rezero_init": K(float, 0.0, "ReZero scalar init"),
-  "layerscale_init": K(float, 1e-4, "LayerScale per-channel init (CaiT: 1e-5 at 24 layers)"),
+  "norm_eps": K(1e-5, "epsilon of every norm's variance"),
+  "residual_alpha": K(None, "deepnorm alpha; unset: (2N)^(1/4)", type=float),
+  "branch_scale": K(None, "scaled residual s; unset: 1/sqrt(2N)", type=float),
+  "rezero_init": K(0.0, "ReZero scalar init"),
+  "layerscale_init": K(1e-4, "LayerScale per-channel init (CaiT: 1e-5 at 24 layers)"),
   "init_beta": K(
-    float,
     None,
     "deepnorm init beta; unset: (8N)^(-1/4). magneto's gamma; unset: sqrt(ln 2N).",
+    type=float,
   ),
-  "init_std": K(float, 0.02, "std of the normal and gpt2 rules"),
-  "batchnorm_momentum": K(float, 0.99, "running-average decay of batchnorm"),
-  "dyt_alpha_init": K(float, 0.5, "DyT's learnable scalar alpha"),
+  "init_std": K(0.02, "std of the normal and gpt2 rules"),
+  "batchnorm_momentum": K(0.99, "running-average decay of batchnorm"),
+  "dyt_alpha_init": K(0.5, "DyT's learnable scalar alpha"),
   "attention": K(
-    str,
     "dense",
     "dense (einsums, probabilities materialised; the default) | fused "
     "(jax.nn.dot_product_attention: cuDNN flash on a GPU in bfloat16, XLA elsewhere) | xla | "
@@ -182,28 +121,24 @@ KEYS: dict[str, ModelKey] = {
     added=True,
   ),
   "remat": K(
-    str,
     "none",
     "{choices} (what the scanned layer saves)",
     choices=("none", "full", "dots", "dots_no_batch"),
     affects_results=False,  # the same values (tests/test_model.py, test_perf_equivalence.py)
   ),
   "scan_unroll": K(
-    int,
     1,
     "Layers per iteration of the scanned stack; >= num_layers: no loop at all (no stacked "
     "activations, but compile time then grows with depth).",
     affects_results=False,
   ),
   "dtype": K(
-    str,
     "float32",
     "{choices} (compute; norms and softmax stay float32)",
     choices=("float32", "bfloat16"),
     hparam=Column("dtype", 250),
   ),
   "depth_param": K(
-    str,
     "sp",
     "sp (standard; the default) | depth_mup (branches x m^-1/2, hidden Adam lr x m^-1/2) | "
     "completep (branches x m^-1, hidden lr unchanged), m = num_layers / base_depth; hidden Adam "
@@ -213,14 +148,12 @@ KEYS: dict[str, ModelKey] = {
     hparam=Column("depth_param", 120),
   ),
   "base_depth": K(
-    int,
     6,
     "L_base: the depth the lr (and every other hyperparameter) is tuned at",
     added=True,
     hparam=Column("base_depth", 130),
   ),
   "width_param": K(
-    str,
     "sp",
     "sp (standard; the default) | mup (hidden matrices: init std x m^-1/2, Adam lr x m^-1, "
     "weight decay x m; every Adam eps x m^-1; logits x 1/m; attention scores 1/d_head), m = "
@@ -230,7 +163,6 @@ KEYS: dict[str, ModelKey] = {
     hparam=Column("width_param", 140),
   ),
   "base_width": K(
-    int,
     64,
     "the d_model the lr (and every other hyperparameter) is tuned at",
     added=True,
@@ -260,7 +192,7 @@ def rows() -> list[Row]:
     out.append(Row(key, decl.type, decl.default, decl.text))
     if key == VARIANTS_AFTER:
       out += [
-        Row(k, d.type, d.default, f"{d.module}: {d.comment}", d.module)
+        Row(k, d.type, d.default, f"{d.module}: {d.description}", d.module)
         for k, d in variant_keys.declared().items()
       ]
   return out
@@ -276,6 +208,13 @@ def added() -> tuple[str, ...]:
   return tuple(f"model.{k}" for k, d in KEYS.items() if d.added)
 
 
+def every() -> dict[str, Key]:
+  """{key: Key} of every model key: the core ones, then the variants' own as their modules'
+  source declares them (their checks left out: the registry holds those)."""
+  return {**KEYS, **{k: d.key for k, d in variant_keys.declared().items()}}
+
+
 def hparam_columns() -> list[tuple[int, str, str]]:
-  """(order, column, dotted key) of every core model key the HParams table shows."""
-  return [(d.hparam.order, d.hparam.name, f"model.{k}") for k, d in KEYS.items() if d.hparam]
+  """(order, column, dotted key) of every model key the HParams table shows: the core keys'
+  and the variants' own declared with an hparam Column."""
+  return [(d.hparam.order, d.hparam.name, f"model.{k}") for k, d in every().items() if d.hparam]

@@ -1,15 +1,17 @@
-"""The variants' own config keys: `Key`, and every Key the variant modules declare, read from
-their source.
+"""The variants' own config keys: every Key (keys.py, the core keys' record too) the variant
+modules declare, read from their source.
 
 A variant module (resnorm_jax/model/variants/<name>.py) declares each model.<key> only it
 reads once, as `keys={"<key>": Key(default, description, invalid)}` in its VARIANTS: the
 default (a bool, int, float or str literal, or a module constant bound to one; its type is
-the key's type), a one-line description and the check. The schema's model section
-(schema.py), ModelConfig's fields (resnorm_jax/model/config_types.py) and the registry's
-checks (resnorm_jax/model/variants/__init__.py) all read that declaration. The schema reads it
-here, from the modules' source, without importing them: the config floor imports no model
-code and no JAX; the registry, which imports the modules, refuses a module whose imported keys
-differ from what is read here.
+the key's type), a one-line description and the check (keys.py's shared ones, or its own);
+by name, optionally, its HParams column (`hparam=Column("<column>", <order>)`, literals) and
+`affects_results`. The schema's model section (schema.py), ModelConfig's fields
+(resnorm_jax/model/config_types.py), the HParams table's columns (model_keys.hparam_columns)
+and the registry's checks (resnorm_jax/model/variants/__init__.py) all read that declaration.
+The schema reads it here, from the modules' source, without importing them: the config floor
+imports no model code and no JAX; the registry, which imports the modules, refuses a module
+whose imported keys (their checks left out) differ from what is read here.
 """
 
 from __future__ import annotations
@@ -17,72 +19,38 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import math
 import os
-from collections.abc import Callable
 from typing import Any
 
 from resnorm_jax.config import pysource
+from resnorm_jax.config.keys import TYPES, Column, Key
 
 # The variant package, read as files (resnorm_jax/model/variants/).
 VARIANTS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "model", "variants")
-TYPES = (bool, int, float, str)
-
-
-def _valid(value: Any) -> None:
-  return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Key:
-  """A model.<key> only one variant reads: its default, its description and its check.
-
-  invalid(value): what is wrong with `value` ("not in [0, 1]"), None if it is valid; checked
-  whichever variant a config selects (a run records every key in config.json).
-  """
-
-  default: Any
-  comment: str
-  invalid: Callable[[Any], str | None] = _valid
-
-  @property
-  def type(self) -> type:
-    """The key's type: its default's (ModelConfig's field, the cast of a JSON value)."""
-    return type(self.default)
-
-  def type_problem(self, value: Any) -> str | None:
-    """What is wrong with `value`'s type against the default's ('must be true or false'),
-    None when it is of the key's type: a bool for a bool key, an int (not a bool) for an int
-    key, a finite int or float for a float key, a str for a str key."""
-    t = self.type
-    if t is bool:
-      return None if isinstance(value, bool) else "must be true or false"
-    if t is int:
-      ok = isinstance(value, int) and not isinstance(value, bool)
-      return None if ok else "must be an integer"
-    if t is float:
-      ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-      return None if ok and math.isfinite(value) else "must be a finite number"
-    return None if isinstance(value, t) else f"must be a {t.__name__}"
-
-  def validate(self, key: str, value: Any) -> None:
-    """The key's type (from its default), then its own check: ValueError naming both."""
-    complaint = self.type_problem(value) or self.invalid(value)
-    if complaint:
-      raise ValueError(f"model.{key}={value!r} {complaint}")
+# A Key's arguments the source declares: positional (default, description, invalid), and these
+# by name; `invalid` is code, checked where the module is imported, never read here.
+_LITERAL = ("default", "description", "affects_results", "added")
+_READ = (*_LITERAL, "hparam", "type", "invalid")
 
 
 @dataclasses.dataclass(frozen=True)
 class Declared:
-  """A Key as its module's source declares it: the module, the default and the description."""
+  """A Key as its module's source declares it (`key`: without its check) and the module."""
 
   module: str
-  default: Any
-  comment: str
+  key: Key
 
   @property
   def type(self) -> type:
-    return type(self.default)
+    return self.key.type
+
+  @property
+  def default(self) -> Any:
+    return self.key.default
+
+  @property
+  def description(self) -> str:
+    return self.key.description
 
 
 def _module_order(name: str) -> tuple[bool, str]:
@@ -116,40 +84,59 @@ def read_module(path: str) -> dict[str, Declared]:
   for node in ast.walk(tree):
     if isinstance(node, ast.Dict):
       for k, v in zip(node.keys, node.values, strict=True):
-        if _is_key_call(v):
+        if _is_call(v, "Key"):
           if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
             raise ValueError(f"{where}:{v.lineno}: a Key's name must be a string literal")
           in_dicts[id(v)] = k.value
   out: dict[str, Declared] = {}
   for node in ast.walk(tree):
-    if not _is_key_call(node):
+    if not _is_call(node, "Key"):
       continue
     if id(node) not in in_dicts:
       raise ValueError(
         f"{where}:{node.lineno}: declare a Key as a value of the keys dict literal, "
         '`keys={"<key>": Key(default, description, invalid)}`'
       )
-    args = dict(zip(("default", "comment"), node.args, strict=False))
-    args.update({kw.arg: kw.value for kw in node.keywords if kw.arg in ("default", "comment")})
-    if set(args) != {"default", "comment"}:
-      raise ValueError(f"{where}:{node.lineno}: a Key needs a default and a description")
-    default = _value(args["default"], constants, where)
-    comment = _value(args["comment"], constants, where)
-    if type(default) not in TYPES or not isinstance(comment, str) or not comment:
-      raise ValueError(
-        f"{where}:{node.lineno}: a Key's default is a bool, int, float or str and its "
-        f"description a non-empty string; got {default!r}, {comment!r}"
-      )
-    out[in_dicts[id(node)]] = Declared(module, default, comment)
+    out[in_dicts[id(node)]] = Declared(module, _read_key(node, constants, f"{where}:{node.lineno}"))
   return out
 
 
-def _is_key_call(node: ast.AST) -> bool:
+def _read_key(node: ast.Call, constants: dict[str, ast.AST], where: str) -> Key:
+  """The Key a Key(...) call declares, read from its arguments (its check left out)."""
+  args = dict(zip(("default", "description", "invalid"), node.args, strict=False))
+  args.update({kw.arg: kw.value for kw in node.keywords})
+  unread = set(args) - set(_READ)
+  if unread or "default" not in args or "description" not in args:
+    raise ValueError(
+      f"{where}: a Key needs a default and a description (and by name only "
+      f"{', '.join(_READ[2:])}); got {sorted(args)}"
+    )
+  fields = {k: _value(args[k], constants, where) for k in _LITERAL if k in args}
+  default, description = fields["default"], fields["description"]
+  if type(default) not in TYPES or not isinstance(description, str) or not description:
+    raise ValueError(
+      f"{where}: a Key's default is a bool, int, float or str and its description a non-empty "
+      f"string; got {default!r}, {description!r}"
+    )
+  if "hparam" in args:
+    column = args["hparam"]
+    if not _is_call(column, "Column") or column.keywords or len(column.args) != 2:
+      raise ValueError(f"{where}: a Key's hparam is Column(<name literal>, <order literal>)")
+    fields["hparam"] = Column(*(_value(a, constants, where) for a in column.args))
+  if "type" in args:
+    named = {t.__name__: t for t in TYPES}
+    if not (isinstance(args["type"], ast.Name) and args["type"].id in named):
+      raise ValueError(f"{where}: a Key's type is one of bool, int, float, str")
+    fields["type"] = named[args["type"].id]
+  return Key(**fields)
+
+
+def _is_call(node: ast.AST, name: str) -> bool:
   if not isinstance(node, ast.Call):
     return False
   f = node.func
-  return (isinstance(f, ast.Name) and f.id == "Key") or (
-    isinstance(f, ast.Attribute) and f.attr == "Key"
+  return (isinstance(f, ast.Name) and f.id == name) or (
+    isinstance(f, ast.Attribute) and f.attr == name
   )
 
 
@@ -172,6 +159,6 @@ def _value(node: ast.AST, constants: dict[str, ast.AST], where: str) -> Any:
     return ast.literal_eval(node)
   except ValueError:
     raise ValueError(
-      f"{where}:{node.lineno}: a Key's default and description are literals (or a module "
+      f"{where}: a Key's default, description and column are literals (or a module "
       f"constant bound to one), read without importing the module: {ast.unparse(node)}"
     ) from None

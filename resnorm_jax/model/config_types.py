@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from resnorm_jax.config import model_keys, same_experiment, variant_keys
+from resnorm_jax.config import keys, model_keys, same_experiment, variant_keys
 from resnorm_jax.model import depth_param as depth_param_lib
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
@@ -36,8 +36,9 @@ def _choice(key: str, value: Any, valid: tuple[str, ...]) -> str:
 
 
 def _positive(key: str, value: Any) -> None:
-  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-    raise ValueError(f"{key}={value!r} must be a positive integer")
+  complaint = keys.positive_int(value)
+  if complaint:
+    raise ValueError(f"{key}={value!r} {complaint}")
 
 
 class _ModelConfigChecks:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from resnorm_jax.config import keys
 from resnorm_jax.model import variants
 
 # name -> branch exponent alpha
@@ -128,8 +129,8 @@ def check(cfg: Any) -> None:
   """ValueError on a bad model.depth_param / model.base_depth or a refused combination."""
   a = alpha(cfg.depth_param)
   b = cfg.base_depth
-  if not isinstance(b, int) or isinstance(b, bool) or b < 1:
-    raise ValueError(f"model.base_depth={b!r} must be a positive integer")
+  if keys.positive_int(b):
+    raise ValueError(f"model.base_depth={b!r} {keys.positive_int(b)}")
   why = None if a == 0 else refusal(cfg)
   if why:
     raise ValueError(

@@ -67,6 +67,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from resnorm_jax.config import keys
+
 WIDTH_PARAMS = ("sp", "mup")
 
 
@@ -81,8 +83,9 @@ def check_name(name: Any) -> str:
 
 def check_base_width(value: Any) -> int:
   """model.base_width, or ValueError: a positive integer."""
-  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-    raise ValueError(f"model.base_width={value!r} must be a positive integer (a d_model)")
+  complaint = keys.positive_int(value)
+  if complaint:
+    raise ValueError(f"model.base_width={value!r} {complaint} (a d_model)")
   return value
 
 

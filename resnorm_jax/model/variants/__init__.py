@@ -27,6 +27,7 @@ from resnorm_jax.model.variants.hooks import (  # noqa: F401 (the records, as va
   HOOK,
   HOOKS,
   Chain,
+  Column,
   Feature,
   Hook,
   Key,
@@ -66,9 +67,9 @@ def modules() -> tuple[str, ...]:
 def _check_declared(name: str, module: Any) -> None:
   """Refuses a module whose keys, imported, differ from those the schema reads from its source
   (a default computed at import, a Key outside the `keys={...}` literal)."""
-  imported = {k: (key.default, key.comment) for v in module.VARIANTS for k, key in v.keys.items()}
+  imported = {k: key.declared() for v in module.VARIANTS for k, key in v.keys.items()}
   read = variant_keys.read_module(module.__file__)
-  if imported != {k: (d.default, d.comment) for k, d in read.items()}:
+  if imported != {k: d.key for k, d in read.items()}:
     raise ValueError(
       f"variants/{name}.py: its keys as imported {imported} differ from those its source "
       f"declares {read}: declare each as keys={{'<key>': Key(literal default, description, "

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from resnorm_jax.model.layers import Dense
-from resnorm_jax.model.variants.hooks import Feature, Key
+from resnorm_jax.model.variants.hooks import Column, Feature, Key
 
 CHOICES = ("off", "elementwise", "headwise")
 
@@ -106,12 +106,21 @@ VARIANTS = (
     "gated attention: each head's output times sigmoid(X W_g) before W_o (Qiu et al. 2025)",
     keys={
       "attn_gate": Key(
-        "off", "sigmoid gate on attention's output: off | elementwise | headwise", _choice
+        "off",
+        "sigmoid gate on attention's output: off | elementwise | headwise",
+        _choice,
+        hparam=Column("attn_gate", 154),
       ),
       "attn_gate_bias": Key(
-        0.0, "the gate's initial bias (learned); 0: no bias; 3.0 starts it near 0.93"
+        0.0,
+        "the gate's initial bias (learned); 0: no bias; 3.0 starts it near 0.93",
+        hparam=Column("attn_gate_bias", 156),
       ),
-      "attn_gate_frozen": Key(False, "the gate's weights never move (its init alone)"),
+      "attn_gate_frozen": Key(
+        False,
+        "the gate's weights never move (its init alone)",
+        hparam=Column("attn_gate_frozen", 157),
+      ),
     },
     # On with any of its keys set, so that check() refuses a gate key without a gate.
     on=lambda cfg: cfg.attn_gate != "off" or cfg.attn_gate_bias != 0 or cfg.attn_gate_frozen,

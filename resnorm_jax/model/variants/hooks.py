@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 
 from flax import nnx
 
-from resnorm_jax.config.variant_keys import Key
+from resnorm_jax.config.keys import Column, Key  # noqa: F401 (Column: variants.Column)
 
 AXES = ("residual", "norm_position", "norm")
 FEATURE = "feature"  # the Feature records' kind: no model.<axis> value selects them
@@ -61,7 +61,8 @@ class Variant:
   """What every variant declares: its name, its own config keys and their checks.
 
   keys: {name: Key} of the model.<name> keys only this variant reads: their one declaration,
-    which the schema and ModelConfig's fields read too (resnorm_jax/config/variant_keys.py).
+    which the schema and ModelConfig's fields read too (resnorm_jax/config/variant_keys.py);
+    the one record of every model key, core keys too (resnorm_jax/config/keys.py).
   check(cfg): raises ValueError on a combination the variant refuses (cfg: ModelConfig);
     called when the config selects the variant.
   record(cfg, init_params): extra entries for config.json's `resolved_model` (init_params()

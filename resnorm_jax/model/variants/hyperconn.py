@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax.config.keys import positive_int
 from resnorm_jax.model.variants.hooks import Key, Residual
 
 DYNAMIC_SCALE_INIT = 0.01  # the paper's s_alpha, s_beta at init
@@ -109,17 +110,12 @@ def make(cfg, *, slot: int, num_slots: int, layer_index, norm, **_) -> HyperConn
   )
 
 
-def _positive_int(v) -> str | None:
-  ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
-  return None if ok else "must be a positive integer"
-
-
 VARIANTS = (
   Residual(
     "hyperconn",
     "hyper-connections: n copies of the stream, learned width and depth mixing",
     keys={
-      "hyperconn_rate": Key(4, "n copies of the residual stream (expansion rate)", _positive_int),
+      "hyperconn_rate": Key(4, "n copies of the residual stream (expansion rate)", positive_int),
       "hyperconn_dynamic": Key(False, "add the input-dependent (dynamic) weights"),
     },
     multi_stream=True,

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from resnorm_jax.config.keys import positive_int
 from resnorm_jax.model.norms import RMSNorm
 from resnorm_jax.model.variants.hooks import Key, Residual
 from resnorm_jax.model.variants.hyperconn import DYNAMIC_SCALE_INIT, collapse, expand
@@ -124,19 +125,14 @@ def make(cfg, *, slot: int, num_slots: int, layer_index, **_) -> ManifoldHyperCo
   )
 
 
-def _positive_int(v) -> str | None:
-  ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
-  return None if ok else "must be a positive integer"
-
-
 VARIANTS = (
   Residual(
     "mhc",
     "manifold-constrained hyper-connections: n copies, H_res doubly stochastic (Sinkhorn)",
     keys={
-      "mhc_rate": Key(4, "n copies of the residual stream (expansion rate)", _positive_int),
+      "mhc_rate": Key(4, "n copies of the residual stream (expansion rate)", positive_int),
       "mhc_sinkhorn_iters": Key(
-        20, "Sinkhorn-Knopp iterations projecting H_res (the paper's t_max)", _positive_int
+        20, "Sinkhorn-Knopp iterations projecting H_res (the paper's t_max)", positive_int
       ),
       "mhc_dynamic": Key(True, "per-token coefficients from the flattened stream (the paper's)"),
     },

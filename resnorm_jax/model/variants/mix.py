@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from resnorm_jax.config.keys import unit_interval
 from resnorm_jax.model.norms import rms
 from resnorm_jax.model.variants.hooks import Key, Placement
 
@@ -47,7 +48,7 @@ VARIANTS = (
       "mixln_post_fraction": Key(
         0.25,
         "the first floor(fraction * N) layers are Post-LN",
-        lambda v: None if 0.0 <= v <= 1.0 else "not in [0, 1]",
+        unit_interval,
       )
     },
     pre_like=True,

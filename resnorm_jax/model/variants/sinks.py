@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants.hooks import Feature, Key
+from resnorm_jax.model.variants.hooks import Column, Feature, Key
 
 SINK_INIT = 0.0
 
@@ -46,7 +46,13 @@ VARIANTS = (
   Feature(
     "sinks",
     "learned attention sinks: one logit per head in every softmax's denominator (gpt-oss)",
-    keys={"attn_sinks": Key(False, "a learned sink logit per head in the softmax")},
+    keys={
+      "attn_sinks": Key(
+        False,
+        "a learned sink logit per head in the softmax",
+        hparam=Column("attn_sinks", 158),
+      )
+    },
     on=lambda cfg: cfg.attn_sinks,
     turned_on={"attn_sinks": True},
     attn_sink=lambda cfg: Sink(cfg.num_heads) if cfg.attn_sinks else None,

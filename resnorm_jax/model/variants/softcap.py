@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from resnorm_jax.model.variants.hooks import Feature, Key
+from resnorm_jax.config.keys import nonnegative
+from resnorm_jax.model.variants.hooks import Column, Feature, Key
 
 
 class SoftCap(nnx.Module):
@@ -42,11 +43,6 @@ class SoftCap(nnx.Module):
     return y.astype(x.dtype)
 
 
-def _cap(value) -> str | None:
-  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-  return None if ok else "must be a number >= 0 (0: off; Gemma 2: 50 on attention, 30 on output)"
-
-
 def _hooks(cfg) -> tuple[str, ...]:
   """Attention's cap when model.attn_softcap is set, the output's when model.final_softcap is."""
   return ("attn_cap",) * bool(cfg.attn_softcap) + ("out_logits",) * bool(cfg.final_softcap)
@@ -57,8 +53,18 @@ VARIANTS = (
     "softcap",
     "logit softcapping, c tanh(x / c) on attention's and the output's logits (Gemma 2)",
     keys={
-      "attn_softcap": Key(0.0, "c of c tanh(x / c) on attention's logits (0: off)", _cap),
-      "final_softcap": Key(0.0, "c of c tanh(x / c) on the output logits (0: off)", _cap),
+      "attn_softcap": Key(
+        0.0,
+        "c of c tanh(x / c) on attention's logits, >= 0 (0: off; Gemma 2: 50)",
+        nonnegative,
+        hparam=Column("attn_softcap", 152),
+      ),
+      "final_softcap": Key(
+        0.0,
+        "c of c tanh(x / c) on the output logits, >= 0 (0: off; Gemma 2: 30)",
+        nonnegative,
+        hparam=Column("final_softcap", 153),
+      ),
     },
     on=lambda cfg: bool(cfg.attn_softcap or cfg.final_softcap),
     attn_cap=lambda cfg: SoftCap(cfg.attn_softcap) if cfg.attn_softcap else None,

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from resnorm_jax.config.keys import unit_interval
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model.variants.hooks import Key, Residual
 
@@ -58,11 +59,6 @@ def run_layer(layer, stream, rope, index):
   return (x, shared["values"]), stats
 
 
-def _unit_interval(v) -> str | None:
-  ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
-  return None if ok else "not in [0, 1]"
-
-
 VARIANTS = (
   Residual(
     "valueres",
@@ -71,7 +67,7 @@ VARIANTS = (
       "valueres_lambda_init": Key(
         0.5,
         "weight of the first layer's values at init (lambda_2; lambda_1 = 1 - it)",
-        _unit_interval,
+        unit_interval,
       ),
     },
     make=lambda cfg, *, rngs, **_: residual_lib.Residual("add", cfg.d_model, rngs=rngs),
