@@ -51,6 +51,7 @@ from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import fs
 from resnorm_jax.model import config_types as ct
 from resnorm_jax.runs import outcome
+from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs.outcome import is_finite_number
 from resnorm_jax.train import tb_events
 
@@ -106,7 +107,7 @@ COMPARE = (
   ("compare/tokens_per_second", "tokens_per_second", "Training throughput, evals excluded."),
 )
 # The status filter of the dashboard knows no ABORTED: an interrupted run stays UNKNOWN.
-_STATUS = {"completed": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE"}
+_STATUS = {run_status.COMPLETED: "STATUS_SUCCESS", run_status.DIVERGED: "STATUS_FAILURE"}
 
 
 def _get(config: ConfigDict, dotted: str) -> Any:
