@@ -19,7 +19,7 @@ from resnorm_jax.config import cli
 from resnorm_jax.data import fs
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import run_files
+from resnorm_jax.train import orbax_quiet, run_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -43,7 +43,7 @@ def _orbax_record(level=logging.ERROR, exc_info=None, path="/x/orbax/checkpoint/
 def test_orbax_error_records_are_held_then_dropped_once_the_run_has_said_it(capsys):
   """A full disk printed orbax's error records and one asyncio traceback per array (36
   `Event loop is closed` tracebacks): the run's own line says the fault."""
-  held = ckpt_lib._NoTracebacks()
+  held = orbax_quiet._NoTracebacks()
   assert not held.filter(_orbax_record())  # held, not printed
   held.reported()  # the run said it (SaveFailed, a damaged checkpoint's line)
   held.release()
@@ -80,7 +80,7 @@ def test_orbax_error_records_are_held_then_dropped_once_the_run_has_said_it(caps
 
 def test_event_loop_is_closed_is_dropped_and_other_unraisable_errors_are_not():
   seen = []
-  hook = ckpt_lib._unraisable(seen.append)
+  hook = orbax_quiet._unraisable(seen.append)
 
   class Unraisable:
     def __init__(self, e):
