@@ -7,7 +7,8 @@ python -m experiments.prepare_data --input=stdlib --tokenizer=train:4096 --val_f
                                              RECIPES lists each such folder's command)
 python -m experiments.prepare_data --hf_dataset=HuggingFaceFW/fineweb-edu --hf_name=sample-10BT \
     --tokenizer=gpt2 --out=$HOME/data/fineweb_edu_10B_gpt2   (pip install -r requirements-data.txt)
-python -m experiments.prepare_data --verify=DIR      (re-read every file, compare checksums)
+python -m experiments.prepare_data --verify=DIR      (re-read every file, compare checksums; when
+    all match, record the sampled sha256s a folder prepared before them lacks)
 
 --input=stdlib: the running Python's standard-library source, the files data.source=stdlib
 reads, one document each (held out here by document hash, not by path as data.source=stdlib).

@@ -5,7 +5,8 @@ run). Each file is recorded by its size and sha256: the whole file up to FULL_HA
 that a sampled hash (SAMPLES blocks of SAMPLE_BYTES spread evenly, the first and the last
 included: a few MB read however large the shard). The mtime is recorded too but not compared,
 so a copy or a `touch` is the same data. A prepared folder's shards are always sampled: its
-manifest holds their full sha256s, and a start reads none of them whole. The stdlib corpus
+manifest holds their full sha256s and the same sampled sha256s, which a start compares
+(token_files.check_shards), and a start reads none of them whole. The stdlib corpus
 is one record over all its bytes.
 The record goes into config.json (`data_files`, a section sweeps do not compare) and every
 checkpoint's meta; a resume compares it with the data it finds. Pure Python, no JAX.
@@ -23,21 +24,33 @@ SAMPLES = 16
 SAMPLE_BYTES = 64 << 10
 
 
-def _sha256(path: str, size: int, full_hash_bytes: int) -> tuple[str, bool]:
+def _sha256(
+  path: str, size: int, full_hash_bytes: int, samples: int | None = None, block: int | None = None
+) -> tuple[str, bool]:
   """(hex digest, sampled?) of a file's bytes: whole up to `full_hash_bytes` (or what the
-  samples would read anyway), else sampled."""
+  samples would read anyway), else `samples` blocks of `block` bytes (default SAMPLES of
+  SAMPLE_BYTES) and the size."""
+  samples = SAMPLES if samples is None else samples
+  block = SAMPLE_BYTES if block is None else block
   digest = hashlib.sha256()
   with open(path, "rb") as f:
-    if size <= max(full_hash_bytes, SAMPLES * SAMPLE_BYTES):
-      while block := f.read(1 << 24):
-        digest.update(block)
+    if size <= max(full_hash_bytes, samples * block):
+      while part := f.read(1 << 24):
+        digest.update(part)
       return digest.hexdigest(), False
-    last = size - SAMPLE_BYTES
-    for i in range(SAMPLES):
-      f.seek(last * i // (SAMPLES - 1))
-      digest.update(f.read(SAMPLE_BYTES))
+    last = size - block
+    for i in range(samples):
+      f.seek(last * i // (samples - 1))
+      digest.update(f.read(block))
   digest.update(str(size).encode())
   return digest.hexdigest(), True
+
+
+def sampled_sha256(path: str, samples: int | None = None, block: int | None = None) -> str:
+  """The sampled sha256 of a file larger than `samples` blocks of `block` bytes (the whole
+  file's sha256 up to that): what a prepared folder's manifest records of each large shard
+  (`sampled`), compared when a run opens the folder."""
+  return _sha256(path, os.path.getsize(path), 0, samples, block)[0]
 
 
 def file_record(path: str, full_hash_bytes: int | None = None) -> dict[str, Any]:

@@ -358,6 +358,7 @@ def _tokenize_into(
     "command": command or [],
     "seconds": round(time.time() - start, 1),
   }
+  manifest["sampled"] = token_files.sampled_section(out, manifest)
   return token_files.write_manifest(out, manifest)
 
 

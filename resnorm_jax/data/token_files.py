@@ -6,7 +6,8 @@ which nothing tells apart from it but its zeros, is refused).
 `python -m experiments.prepare_data` writes a folder of them:
 `val_000000.bin ...`, `train_000000.bin ...`, `token_counts.npz` (how often each id occurs
 in each split) and `manifest.json` (tokenizer, vocabulary size, token and document counts
-per split, each file's size and sha256, the source, and a fingerprint over all of that).
+per split, each file's size and sha256, the source, and a fingerprint over all of that; the
+sampled sha256 of each shard above 1 MiB, `sampled`, outside the fingerprint).
 Training reads the shards memory-mapped through `ShardedTokens` (no copy of the corpus)
 and trusts the manifest's vocabulary and counts instead of scanning every token at start.
 A folder at a URL (gs://...) is read through etils.epath; its files are copied once into a
@@ -24,7 +25,7 @@ import numpy as np
 from etils import epath
 
 from resnorm_jax.config.nofollow import open_nofollow
-from resnorm_jax.data import fs
+from resnorm_jax.data import data_fingerprint, fs
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER_INTS = 256
@@ -251,16 +252,87 @@ def listed_files(manifest: dict) -> list[dict]:
 
 
 def verify(folder: str) -> list[str]:
-  """Re-reads every file the manifest lists and compares checksums; returns the bad ones."""
+  """Re-reads every file the manifest lists and compares checksums; returns the bad ones. A
+  local folder whose manifest predates `sampled` and whose files all match gains it (outside
+  the fingerprint, which stays), so a run checks its large shards' samples from then on."""
   manifest = read_manifest(folder)
   if manifest is None:
     raise DataError(f"no {MANIFEST} in {folder!r}")
-  return [
+  bad = [
     e["file"]
     for e in listed_files(manifest)
     if not epath.Path(folder, e["file"]).is_file()
     or file_sha256(os.path.join(folder, e["file"])) != e["sha256"]
   ]
+  if (
+    not bad
+    and "sampled" not in manifest
+    and not fs.is_remote(folder)
+    and os.access(folder, os.W_OK)
+  ):
+    rest = {k: v for k, v in manifest.items() if k not in ("format", "fingerprint")}
+    write_manifest(folder, {**rest, "sampled": sampled_section(folder, manifest)})
+  return bad
+
+
+def sampled_section(folder: str, manifest: dict) -> dict:
+  """The manifest's `sampled` section: the sampled sha256 (data_fingerprint.sampled_sha256:
+  SAMPLES blocks of SAMPLE_BYTES, the first and the last included) of each shard larger than
+  those blocks, which a run compares when it opens the folder (reading those blocks alone)."""
+  samples, block = data_fingerprint.SAMPLES, data_fingerprint.SAMPLE_BYTES
+  large = [
+    e["file"]
+    for split in manifest["splits"].values()
+    for e in split["shards"]
+    if os.path.getsize(os.path.join(folder, e["file"])) > samples * block
+  ]
+  digests = {f: data_fingerprint.sampled_sha256(os.path.join(folder, f)) for f in large}
+  return {"samples": samples, "block_bytes": block, "sha256": digests}
+
+
+def check_shards(folder: str, manifest: dict, files: dict, verify_folder: str = "") -> str:
+  """Compares the shards a run reads (`files`: data_fingerprint.files_record keyed relative
+  to `folder`, sampled) with what the manifest vouches for: a shard the record hashed whole by
+  its sha256, a larger one by its sampled sha256 (the blocks the record read, or the
+  manifest's own). Raises DataError naming the first that differs, how, and the command that
+  checks the folder in full; returns a warning line when the manifest predates `sampled` and
+  large shards went unchecked, else ''."""
+  where = verify_folder or folder
+  verify_cmd = f"python -m experiments.prepare_data --verify={where}"
+  listed = {e["file"]: e for e in listed_files(manifest)}
+  sampled = manifest.get("sampled")
+  unchecked = []
+  for name, record in sorted(files.items()):
+    entry, path = listed.get(name), os.path.join(folder, name)
+    if entry is None:  # a file outside the folder (data.val_path), or the counts
+      continue
+    if not record.get("sampled"):
+      how, want, now = "sha256", entry["sha256"], record["sha256"]
+    elif sampled is None:
+      unchecked.append(name)
+      continue
+    elif name not in sampled["sha256"]:  # no larger than the manifest's samples
+      how, want, now = "sha256", entry["sha256"], file_sha256(path)
+    else:
+      samples, block = sampled["samples"], sampled["block_bytes"]
+      same = (samples, block) == (data_fingerprint.SAMPLES, data_fingerprint.SAMPLE_BYTES)
+      how = f"sampled sha256 ({samples} blocks of {block:,} bytes)"
+      want = sampled["sha256"][name]
+      now = record["sha256"] if same else data_fingerprint.sampled_sha256(path, samples, block)
+    if now != want:
+      raise DataError(
+        f"{where}/{name} was changed after it was prepared: its {how} is {now[:12]}, "
+        f"{MANIFEST} lists {want[:12]}; restore it or prepare the folder again ({verify_cmd} "
+        "checks every file in full)"
+      )
+  if not unchecked:
+    return ""
+  return (
+    f"warning: {where}/{MANIFEST} predates sampled sha256s: {len(unchecked)} shards over "
+    f"{data_fingerprint.SAMPLES * data_fingerprint.SAMPLE_BYTES:,} bytes were not checked "
+    f"against it ({verify_cmd} checks them in full, and in a local folder records their "
+    "samples)"
+  )
 
 
 def _copy_checked(src: str, dest: str, sha256: str) -> None:

@@ -5,7 +5,8 @@ view (token_files.ShardedTokens), never copied. A prepared folder at a URL
 (`data.path=gs://...`) is copied once into a local cache, $RESNORM_DATA_CACHE (default
 ~/.cache/resnorm_jax/data), checked against its manifest. Every source carries a fingerprint
 of the files it read (data_fingerprint.py: sizes and sha256s), which a resumed run compares
-with its checkpoint's.
+with its checkpoint's; a prepared folder's shards are compared with its manifest too, at every
+start (token_files.check_shards: a large shard by its sampled sha256).
 """
 
 import glob
@@ -123,8 +124,9 @@ def _load_prepared(
   )
   # Sampled: the manifest vouches for each file's full sha256, and a start reads none whole.
   files = data_fingerprint.files_record([*train_paths, *val_paths], root=folder, full_hash_bytes=0)
+  warning = shards_lib.check_shards(folder, manifest, files, source)  # the samples read above
   fingerprint = {"manifest": manifest["fingerprint"], "files": files}
-  return Corpus(train, val, description, split, fingerprint=fingerprint)
+  return Corpus(train, val, description, split, fingerprint=fingerprint, warning=warning)
 
 
 def _manifest_counts(folder: str, manifest: dict) -> dict[str, np.ndarray]:
