@@ -103,6 +103,7 @@ def verdict(have: dict[str, dict[str, str]]) -> str:
   for variant, clause in (
     ("postnorm-gatebias", "the gate that starts near 1 (no halving at init)"),
     ("postnorm-gatefrozen", "the gate frozen at its init (the halving, never learned)"),
+    ("postnorm-gatehead", "one gate per head (the paper's headwise form)"),
   ):
     c = have.get(variant)
     if ready(c):
