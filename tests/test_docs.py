@@ -199,7 +199,10 @@ def test_every_quoted_number_is_in_a_data_file_its_section_cites(doc):
   files = _committed_files()
   assert len(files) > 100, f"only {len(files)} committed files under docs/"
   text = _read(doc)
-  assert QUOTED.search(hand_written(text)), f"{doc} writes no 3-decimal number: nothing read"
+  # the README's numbers are all in its generated sections now (checked by scripts/claims.py);
+  # docs/results.md still has prose numbers of its own: the check must read some there
+  if doc != "README.md":
+    assert QUOTED.search(hand_written(text)), f"{doc} writes no 3-decimal number: nothing read"
   missing = unbacked_in_doc(text, files, _read, doc)
   assert not missing, (
     f"{doc}: (line, number) in no committed data file that its section cites: {missing}"

@@ -54,13 +54,13 @@ def missing_filesystem(path: str | os.PathLike) -> str | None:
   installed), which would fail only at the first write, in a long traceback."""
   import importlib.util
 
-  import fsspec
-
   scheme = os.fspath(path).split("://")[0] if is_remote(path) else ""
   if scheme not in _FILESYSTEMS or importlib.util.find_spec("tensorflow") is not None:
     return None
   protocol, package = _FILESYSTEMS[scheme]
-  try:
+  try:  # fsspec comes with the filesystem's package (gcsfs: requirements-tpu.txt)
+    import fsspec
+
     fsspec.get_filesystem_class(protocol)
   except ImportError:
     return package

@@ -10,6 +10,7 @@ import json
 import os
 
 from resnorm_jax.analysis.claims.docs_data import ROOT, run_summary
+from resnorm_jax.data import stdlib_source
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.end_line import end_message, progress_line
 
@@ -28,12 +29,16 @@ def _first_row(run: str) -> dict:
 def setup_line(config: dict, summary: dict) -> str:
   """The run's setup line as it prints it (train/banner.py), the machine's parts elided."""
   m, split = config["model"], summary["data_split"]
+  python, files = summary["provenance"]["python"], split["train_files"] + split["val_files"]
+  # the fingerprint of the results' corpus (stdlib_source.RESULTS_CORPUS), where it is this one
+  want = stdlib_source.RESULTS_CORPUS
+  same = (python, files) == (want["python"], want["files"])
+  corpus = f"stdlib of Python {python}, " + (f"fingerprint {want['fingerprint']}, " if same else "")
   return (
     f"{config['name']}: {m['num_layers']} layers, norm={m['norm']} "
     f"position={m['norm_position']} residual={m['residual']} ... unigram entropy "
     f"{summary['unigram_entropy']:.3f} nats (held-out {summary['heldout_unigram_entropy']:.3f}); "
-    f"stdlib of Python {summary['provenance']['python']}, ... "
-    f"({split['train_files'] + split['val_files']} files; {split['val_files']} held out): ..."
+    f"{corpus}... ({files} files; {split['val_files']} held out): ..."
   )
 
 
