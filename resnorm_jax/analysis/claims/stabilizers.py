@@ -98,7 +98,10 @@ def row_stabilizers() -> Claim | None:
   n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
   frac = lambda c: int(c["escaped_for_good"]) / int(c["seeds"])  # noqa: E731
   best = max(cells, key=frac)
-  rest = [c for c in cells if c is not best]
+  # the others in the best's cell, and those at their own lr (Muon): the gate's cells at other
+  # lrs (where its edge moves, claims/gate.py) are no other stabilizer
+  at = lambda c: (c["num_layers"], float(c["lr"])) == (best["num_layers"], float(best["lr"]))  # noqa: E731
+  rest = [c for c in cells if c is not best and (at(c) or stabilizer_of(c["variant"]) in OWN_LR)]
   plain = [c for c in survival_cells() if (c["variant"], c["num_layers"], float(c["lr"])) == (
     BASE, best["num_layers"], float(best["lr"]))]  # fmt: skip
   return Claim(
