@@ -51,6 +51,10 @@ STEPS = (
   Step("stabilizers at the edge", (
     "scripts/survival.py", "--runs=docs/stabilizers/runs", "--out_dir=docs/stabilizers",
     "--only=^postnorm-", "--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s")),
+  # The gate's cells on tiny Shakespeare (the grid's shakespeare-* points), a table of their own.
+  Step("gate on Shakespeare", (
+    "scripts/survival.py", "--runs=docs/stabilizers/runs",
+    "--out_dir=docs/stabilizers/shakespeare", "--only=^shakespeare-")),
   Step("stabilizer curves", ("scripts/stabilizer_curves.py",)),
   Step("gate mechanism", ("scripts/gate_mechanism.py",)),
   Step("loss vs lr", ("scripts/lr_sensitivity.py",)),

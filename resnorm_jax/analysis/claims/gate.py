@@ -169,13 +169,18 @@ def row_gate() -> Claim | None:
   arms = [f"{SHORT[v]} {_odds(have[v])}" for v, *_ in ARMS if v in have]
   sentence = verdict(have).split("**")[1] if "**" in verdict(have) else verdict(have)
   seeds = sorted(kept(c)[1] for c in have.values())
+  where = where_cells()
+  edges = {arm: edge({lr: a[arm] for (d, lr), a in where.items() if d == DEPTH and arm in a})
+           for arm in ("plain", "gate")}  # fmt: skip
   return Claim(
     "Why gated attention moves Post-LN's edge",
-    f"{sentence} Kept, k/n seeds: " + ", ".join(arms),
+    f"{sentence} Kept, k/n seeds: "
+    + ", ".join(arms)
+    + f"; {DEPTH}L edge: plain {edges['plain']}, gate {edges['gate']}",
     "Post-LN 12L, lr 1e-3, 1,500 steps, no warmup; seeds per cell as listed; Fisher's exact "
-    "test; stdlib",
+    f"test; edge: the largest lr kept on half of >= {MIN_SEEDS} seeds; stdlib",
     "[controls](docs/stabilizers/README.md#why-the-gate-the-controls), "
-    "`docs/stabilizers/cells.csv`",
+    "`docs/stabilizers/cells.csv`, `docs/survival/cells.csv`",
     f"{sentence} Kept: " + ", ".join(arms),
     f"Post-LN {DEPTH}L at {lr_label(LR)}, 1,500 steps; {seeds[0]}-{seeds[-1]} seeds per cell",
   )
