@@ -90,7 +90,14 @@ CONTROLS = ("attnscale", "gatebias", "gatefrozen", "gatehead")
 
 
 def row_stabilizers() -> Claim | None:
-  cells = [c for c in optional(CELLS) if stabilizer_of(c["variant"]) not in (None, *CONTROLS)]
+  # each stabilizer at the edge cell, 1e-3 (Muon at its own lr); the gate's cells at other lrs
+  # are where its edge moves, its own row's (claims/gate.py)
+  cells = [
+    c
+    for c in optional(CELLS)
+    if (part := stabilizer_of(c["variant"])) not in (None, *CONTROLS)
+    and (float(c["lr"]) == 1e-3 or part in OWN_LR)
+  ]
   if not cells:
     return None
   horizon = int(cells[0]["horizon"])
