@@ -175,3 +175,20 @@ def checkpoint_reference(checkpoint_env, tmp_path_factory):
   assert [r["step"] for r in rows] == list(range(5, runs.STEPS + 1, 5))
   assert runs.ckpt_steps(workdir) == [35, 40]  # keep_checkpoints=2
   return workdir
+
+
+def fill_disk_at_metrics_row(monkeypatch, from_step: int) -> None:
+  """A full disk met by metrics.jsonl: MetricWriter.write raises ENOSPC (naming no file, as
+  file.write does) for every row from `from_step` on."""
+  import errno
+
+  from resnorm_jax.train.writers import MetricWriter
+
+  write = MetricWriter.write
+
+  def full_disk(self, step, metrics):
+    if step >= from_step:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    write(self, step, metrics)
+
+  monkeypatch.setattr(MetricWriter, "write", full_disk)

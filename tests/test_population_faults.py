@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from conftest import fill_disk_at_metrics_row
+
 # --- 5, 6, 8. a population as robust as a single run ----------------------------------------
 
 
@@ -84,20 +86,11 @@ def test_a_member_stopped_by_another_member_s_full_disk_names_that_member(tmp_pa
   """One program trains the population: member s0's metrics.jsonl met the full disk, and
   member s1's error line named s0's file as if it were its own (on s1's disk). Now s1's line
   says it stopped with member s0; s0's line is its own."""
-  import errno
   import io
 
   from resnorm_jax.train.population import run as population_run
-  from resnorm_jax.train.writers import MetricWriter
 
-  write = MetricWriter.write
-
-  def full_disk(self, step, metrics):
-    if step >= 4:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    write(self, step, metrics)
-
-  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  fill_disk_at_metrics_row(monkeypatch, 4)
   configs, workdirs = _members(tmp_path)
   out = io.StringIO()
   monkeypatch.setattr("sys.stdout", out)

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from configs import smoke
+from conftest import fill_disk_at_metrics_row
 from resnorm_jax.config import cli
 from resnorm_jax.runs import metrics_file
 from resnorm_jax.runs import workdir as workdir_lib
@@ -376,14 +377,7 @@ def test_a_metrics_write_error_fails_the_run_in_one_line_and_it_resumes(
   traceback and exit status 1 before; now status failed, one line naming the file, the
   curve cut back to checkpoint 10, and the same config resumes from there."""
   config = smoke.get_config()  # 20 steps, rows every 5, checkpoints at 10 and 20
-  write = MetricWriter.write
-
-  def full_disk(self, step, metrics):
-    if step >= 15:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    write(self, step, metrics)
-
-  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  fill_disk_at_metrics_row(monkeypatch, 15)
   summary = loop.run(config, str(tmp_path))
   out = capsys.readouterr().out
   assert summary["status"] == "failed" and summary["steps"] == 10
@@ -422,13 +416,7 @@ def test_a_summary_the_full_disk_refused_is_never_named_as_written(tmp_path, mon
   the second is one RunFailed line naming the file, the status and how to write it."""
   config = smoke.get_config()  # 20 steps, rows every 5, checkpoints at 10 and 20
   write = MetricWriter.write
-
-  def full_disk(self, step, metrics):
-    if step >= 15:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    write(self, step, metrics)
-
-  monkeypatch.setattr(MetricWriter, "write", full_disk)
+  fill_disk_at_metrics_row(monkeypatch, 15)
   monkeypatch.setattr(cli, "write_json", _full_disk_for("summary.json"))
   summary = loop.run(config, str(tmp_path / "a"))
   out = capsys.readouterr().out
