@@ -251,10 +251,11 @@ def where_cells() -> dict[tuple[int, float], dict[str, dict[str, str]]]:
   survival protocol: plain Post-LN from docs/stabilizers (the WHERE cells) or docs/survival,
   gated attention from docs/stabilizers."""
   out: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
+  mine = optional(CELLS)
   for source, variant, arm in (
     (survival_cells(), "postnorm", "plain"),
-    (optional(CELLS), "postnorm", "plain"),  # the gate's own cells' plain runs win
-    (optional(CELLS), "postnorm-attngate", "gate"),
+    (mine, "postnorm", "plain"),  # the gate's own cells' plain runs win
+    (mine, "postnorm-attngate", "gate"),
   ):
     for c in source:
       if c["variant"] == variant and int(c["num_layers"]) in WHERE_DEPTHS:
