@@ -100,15 +100,17 @@ def test_checkpoint_blocking_seconds_add_up_over_the_segments_of_a_resumed_run()
 def test_an_extended_run_s_summary_counts_every_segment_s_checkpoint_blocking(
   tmp_path, monkeypatch
 ):
-  """The first segment's saves are made to block 5 s more; the extended run's summary keeps
-  them (the checkpoint of step 10 and summary.json's last save), not the second's alone."""
+  """The first segment's saves are made to block 1 s more (a real sleep, so the run's wall
+  time holds it as a slow disk's would); the extended run's summary keeps them (the
+  checkpoint of step 10 and summary.json's last save), not the second's alone."""
   from resnorm_jax.train import checkpoint as ckpt_lib
 
   save = ckpt_lib.Checkpointer.save
 
   def slow_save(self, *args, **kwargs):
     saved = save(self, *args, **kwargs)
-    self.save_seconds[-1] += 5.0
+    time.sleep(1.0)
+    self.save_seconds[-1] += 1.0
     return saved
 
   config = smoke.get_config()
@@ -116,7 +118,7 @@ def test_an_extended_run_s_summary_counts_every_segment_s_checkpoint_blocking(
   monkeypatch.setattr(ckpt_lib.Checkpointer, "save", slow_save)
   first = loop.run(config, str(tmp_path))["checkpoint_blocking_seconds"]
   monkeypatch.undo()
-  assert first >= 5.0
+  assert first >= 1.0
   config.train.steps = 20
   second = loop.run(config, str(tmp_path))
   assert second["steps"] == 20 and second["checkpoint_blocking_seconds"] > first
