@@ -69,6 +69,23 @@ def test_each_corpus_is_read_against_its_own_baseline():
   assert text["failure"] == "1 diverged, 1 stuck" and text["seeds"] == "0 1"
 
 
+def test_the_failing_lr_is_where_half_of_its_seeds_failed_not_where_their_mean_did():
+  """At 1e-3 two of three seeds sit on the plateau (3.25) and one trained (2.3): their mean,
+  2.93, is off the plateau, so a seed mean read 1e-3 as not failing; at 5e-4 one trained
+  seed of two stuck ones is not enough either way, and one of three failing is not half."""
+  rows = [
+    _row("stdlib bytes", 2.5e-4, 2.3),
+    _row("stdlib bytes", 5e-4, 2.4),
+    _row("stdlib bytes", 5e-4, 3.25, seed=1),
+    _row("stdlib bytes", 5e-4, 2.4, seed=2),
+    _row("stdlib bytes", 1e-3, 3.25),
+    _row("stdlib bytes", 1e-3, 3.25, seed=1),
+    _row("stdlib bytes", 1e-3, 2.3, seed=2),
+  ]
+  (row,) = lr_axis.edge_table(rows, corpus.AXIS)
+  assert row["failing_lr"] == 1e-3 and row["failure"] == "stuck"
+
+
 def _fake_run(root, lr: float, loss: float) -> None:
   """A finished 12-layer Post-LN run on tiny Shakespeare as the sweep leaves it."""
   run = os.path.join(root, f"shakespeare-postnorm-L12-lr{lr:g}-s0")

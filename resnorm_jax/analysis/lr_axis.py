@@ -93,10 +93,18 @@ def _failure(members: Sequence[Mapping[str, Any]]) -> str:
   return ", ".join(f"{kinds.count(k)} {k}" for k in (status.DIVERGED, status.STUCK))
 
 
+def _failed_on_half(point: Mapping[str, Any], cap: float) -> bool:
+  """Whether at least half of an lr's seeds failed: each seed's capped loss on the plateau
+  (within the stuck margin of the baseline). A seed mean would mix them: one trained seed
+  beside two stuck ones pulls the mean off the plateau and the lr read as not failing."""
+  failed = sum(loss >= cap - STUCK_MARGIN for loss in point["losses"])
+  return 2 * failed >= len(point["losses"])
+
+
 def edge_row(variant: str, axis: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> Row:
   """One curve's best lr, boundary lr (the largest within 0.1 nats of the best), failing lr
-  (the smallest above the best whose seed-mean capped loss is on the plateau: within the
-  stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs. `axis`:
+  (the smallest above the best where at least half of the seeds' capped losses are on the
+  plateau: within the stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs. `axis`:
   the curve's value of the axis, as {key: value}."""
   curve = lrs.lr_curve(members)
   seeds = sorted({s for p in curve for s in p["seeds"]})
@@ -117,7 +125,7 @@ def edge_row(variant: str, axis: Mapping[str, Any], members: Sequence[Mapping[st
   if row["boundary_lr"] is None:
     return {**row, "note": "no lr trained"}
   row.update(best_lr=best["lr"], best_loss=best["mean"])
-  failing = [p for p in curve if p["lr"] > best["lr"] and p["mean"] >= cap - STUCK_MARGIN]
+  failing = [p for p in curve if p["lr"] > best["lr"] and _failed_on_half(p, cap)]
   if failing:
     row["failing_lr"] = failing[0]["lr"]
     at = [m for m in members if math.isclose(float(m["opt.lr"]), failing[0]["lr"])]
