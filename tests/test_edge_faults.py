@@ -93,6 +93,41 @@ def test_event_loop_is_closed_is_dropped_and_other_unraisable_errors_are_not():
   assert seen == [other]
 
 
+def test_an_orbax_coroutine_s_unraisable_error_is_held_as_one_line():
+  """A damaged checkpoint's array reads, closed unfinished and collected later, raise from
+  orbax's coroutine with a TensorStore spec of a hundred lines: held as one line, printed at
+  the checkpointer's close unless the run has said the fault; a coroutine of other code is
+  passed on."""
+  seen = []
+  hook = orbax_quiet._unraisable(seen.append)
+  error = "'reading array index. See full TensorStore details: {'"
+  source = f"async def _read():\n  raise Exception({error})\n"
+
+  def coroutine(filename):
+    scope = {}
+    exec(compile(source, filename, "exec"), scope)
+    return scope["_read"]()
+
+  class Unraisable:
+    def __init__(self, obj):
+      self.object = obj
+      try:
+        obj.send(None)
+      except Exception as e:  # noqa: BLE001  the coroutine's own error, as orbax's is
+        self.exc_value = e
+
+  held = orbax_quiet._ORBAX_ERRORS
+  before = len(held.held)
+  ours = Unraisable(coroutine("/venv/site-packages/orbax/checkpoint/serialization.py"))
+  hook(ours)
+  assert seen == [] and len(held.held) == before + 1
+  assert held.held[-1].getMessage() == "Exception: reading array index."
+  held.held.pop()
+  theirs = Unraisable(coroutine("/venv/site-packages/mylib/io.py"))
+  hook(theirs)
+  assert seen == [theirs] and len(held.held) == before
+
+
 def _user_namespaces() -> bool:
   try:
     return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0

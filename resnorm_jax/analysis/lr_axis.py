@@ -104,8 +104,8 @@ def _failed_on_half(point: Mapping[str, Any], cap: float) -> bool:
 def edge_row(variant: str, axis: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> Row:
   """One curve's best lr, boundary lr (the largest within 0.1 nats of the best), failing lr
   (the smallest above the best where at least half of the seeds' capped losses are on the
-  plateau: within the stuck margin of the baseline) and how its runs failed; the sensitivity from 5 lrs. `axis`:
-  the curve's value of the axis, as {key: value}."""
+  plateau: within the stuck margin of the baseline) and how its runs failed; the sensitivity
+  from 5 lrs. `axis`: the curve's value of the axis, as {key: value}."""
   curve = lrs.lr_curve(members)
   seeds = sorted({s for p in curve for s in p["seeds"]})
   row: Row = {

@@ -63,14 +63,36 @@ class _NoTracebacks(logging.Filter):
 _ORBAX_ERRORS = _NoTracebacks()
 
 
+def _orbax_code(unraisable) -> bool:
+  """Whether an unraisable error is orbax's: raised in a coroutine of orbax's (a restore's
+  array reads, closed unfinished when the restore of a damaged checkpoint failed and
+  collected later), or its traceback runs through orbax's code."""
+  code = getattr(unraisable.object, "cr_code", None) if hasattr(unraisable, "object") else None
+  if code is not None and "orbax" in code.co_filename:
+    return True
+  tb = getattr(unraisable.exc_value, "__traceback__", None)
+  while tb is not None:
+    if "orbax" in tb.tb_frame.f_code.co_filename:
+      return True
+    tb = tb.tb_next
+  return False
+
+
 def _unraisable(hook):
   """sys.unraisablehook that drops the `Event loop is closed` errors of a failed save's write
   futures completing after orbax closed their event loop (one traceback per array on a full
-  disk); any other unraisable error goes to `hook`."""
+  disk) and holds orbax's own unraisable errors as one line each, like its log records (a
+  damaged checkpoint's array reads, whose TensorStore spec runs to a hundred lines, printed
+  whenever the garbage collector closes them); any other unraisable error goes to `hook`."""
 
   def quiet(unraisable):
     e = unraisable.exc_value
     if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+      return
+    if e is not None and _orbax_code(unraisable):
+      _ORBAX_ERRORS.held.append(
+        logging.LogRecord("orbax", logging.ERROR, "orbax", 0, one_line(e), (), None)
+      )
       return
     hook(unraisable)
 
