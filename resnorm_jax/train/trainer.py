@@ -18,16 +18,28 @@ from resnorm_jax.train.run_log import RunLog
 
 class Trainer:
   """Drives one run's compiled step: train, evaluate, log, checkpoint, stop on a signal or
-  when its stop rule (kw `stop_rule`, a stop_rule.StopRule; None: off) says so."""
+  when its stop rule (`stop_rule`, a stop_rule.StopRule; None: off) says so."""
 
-  def __init__(self, run_setup: setup_lib.RunSetup, batches: setup_lib.Batches, log: RunLog, **kw):
+  def __init__(
+    self,
+    run_setup: setup_lib.RunSetup,
+    batches: setup_lib.Batches,
+    log: RunLog,
+    *,
+    checkpointer: ckpt_lib.Checkpointer,
+    signals: preemption.StopSignals,
+    config_dict: dict,
+    step_fn,
+    eval_fn,
+    data_files: dict | None = None,
+    stop_rule: stop_rule_lib.StopRule | None = None,
+  ):
     self.config, self.batches, self.log = run_setup.config, batches, log
-    self.checkpointer: ckpt_lib.Checkpointer = kw["checkpointer"]
-    self.signals: preemption.StopSignals = kw["signals"]
-    self.config_dict: dict = kw["config_dict"]  # frozen into each checkpoint's meta
-    self.data_files: dict | None = kw.get("data_files")  # the data's fingerprint, too
-    self.step_fn, self.eval_fn = kw["step_fn"], kw["eval_fn"]  # compiled
-    self.stop_rule: stop_rule_lib.StopRule | None = kw.get("stop_rule")
+    self.checkpointer, self.signals = checkpointer, signals
+    self.config_dict = config_dict  # frozen into each checkpoint's meta
+    self.data_files = data_files  # the data's fingerprint, too
+    self.step_fn, self.eval_fn = step_fn, eval_fn  # compiled
+    self.stop_rule = stop_rule
     t = self.config.train
     # Periodic evals use the first train.eval_batches batches; the end-of-run eval adds more
     # of the same stream, up to train.final_eval_tokens tokens.
