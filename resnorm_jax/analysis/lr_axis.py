@@ -56,9 +56,6 @@ class Axis:
   label: Callable[[Any], str]
   title: str
 
-  def edge_columns(self) -> tuple[str, ...]:
-    return ("variant", self.key, *EDGE_FIELDS)
-
 
 def _number(text: str) -> Any:
   """A csv cell as int, float or None (empty); other text unchanged."""

@@ -10,13 +10,11 @@ GCS file does. A local workdir is written in place (a local file appends).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 from etils import epath
@@ -134,19 +132,3 @@ class Staging:
       self.sync()
     finally:
       shutil.rmtree(self.local, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def writable_folder(dest: str) -> Iterator[str]:
-  """A local folder to write into: `dest` itself, or for a URL a staging folder uploaded on exit."""
-  if not is_remote(dest):
-    os.makedirs(dest, exist_ok=True)
-    yield dest
-    return
-  staging = Staging(dest)
-  try:
-    yield staging.local
-  except BaseException:
-    shutil.rmtree(staging.local, ignore_errors=True)
-    raise
-  staging.close()

@@ -370,17 +370,6 @@ def op_bytes(text: str) -> list[OpBytes]:
   return out
 
 
-def component(source: str) -> str:
-  """The model part an op_name belongs to, from the JAX op path (the stack's layer scan is
-  `while/body`; the loss, head and embedding are outside it)."""
-  s = short_source(source)
-  if "while/body" in source or "/while/" in source:
-    if "windowed" in source:
-      return "layer: matmul (windowed)"
-    return "layer: " + s.split("/")[-1]
-  return "outside the stack: " + s.split("/")[-1]
-
-
 def summary(ops: list[OpBytes], key=lambda o: o.part) -> list[tuple[str, float, int]]:
   """(group, bytes per step, ops) by `key`, largest first."""
   total: dict[str, float] = collections.defaultdict(float)
