@@ -55,9 +55,12 @@ def test_a_full_disk_fails_a_population_in_one_line_per_member_and_it_resumes(
 
   save_fn = jch.JsonCheckpointHandler._save_fn
 
+  slow = [1.5]  # the full disk's first write takes 1.5 s: the first segment lasts > 1 s
+
   async def full_from_step_4(self, x, directory):
     step = directory.parent.name.split(".")[0]
     if step.isdigit() and int(step) >= 4:
+      time.sleep(slow.pop() if slow else 0.0)
       raise OSError(errno.ENOSPC, "No space left on device", str(directory / "metadata"))
     return await save_fn(self, x, directory)
 
