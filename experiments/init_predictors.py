@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     rows.append(row)
     print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
   os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
-  from resnorm_jax.config.nofollow import open_nofollow
+  from resnorm_jax.files.nofollow import open_nofollow
 
   with open_nofollow(_OUT.value, "w", newline="") as f:
     writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")

@@ -37,7 +37,7 @@ import re
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis import early_warning_figure
 from resnorm_jax.analysis.style import save_figure
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, stop_features
 from resnorm_jax.runs.metrics_file import read_metrics as read_all_metrics
 from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline

@@ -18,7 +18,7 @@ import sys
 
 from resnorm_jax.analysis import init_or_data as iod
 from resnorm_jax.analysis.stats import clopper_pearson
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 SEEDS = 4  # the grid's init and data seeds (configs/sweeps/init_or_data.py's default)
 

@@ -16,9 +16,9 @@ import types
 
 import numpy as np
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import sources, unigram
 from resnorm_jax.data.batches import eval_batch
+from resnorm_jax.files.nofollow import open_nofollow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,8 +20,8 @@ import io
 import os
 import sys
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import escape, record_files
 from resnorm_jax.runs.outcome import classify
 

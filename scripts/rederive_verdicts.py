@@ -16,8 +16,8 @@ import json
 import os
 import types
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import sources, unigram
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs.outcome import STUCK_MARGIN, classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

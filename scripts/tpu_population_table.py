@@ -20,7 +20,7 @@ import csv
 import os
 
 from resnorm_jax.config import cli
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.hardware import population_compile as pc
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware import tpu_target

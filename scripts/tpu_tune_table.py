@@ -22,7 +22,7 @@ import csv
 import os
 import time
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.hardware import compile_table
 from resnorm_jax.hardware import tuned_rows as tr
 

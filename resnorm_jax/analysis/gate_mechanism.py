@@ -21,8 +21,8 @@ from resnorm_jax.analysis.style import (
   save_figure,
   variant_color,
 )
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import curve_baseline

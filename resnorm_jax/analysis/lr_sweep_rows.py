@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.analysis import stats
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import is_finite_number

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # What a run folder keeps locally and the build never reads (.gitignore's), and the caches.

@@ -17,7 +17,7 @@ import re
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
 from resnorm_jax.analysis.claims.stabilizers import label  # the README's names
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 NAME = re.compile(
   r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"

@@ -34,8 +34,8 @@ from resnorm_jax.analysis.stats import (
 from resnorm_jax.analysis.style import (
   lr_label,
 )
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, escape_step, is_finite_number
 from resnorm_jax.runs.sweep_results import dotted, run_row

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 # (label, config spec, overrides): Post-LN, Pre-LN, DeepNorm at 96 and 1000 layers. There is
 # no prenorm_1000L file: Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.hardware import tune
 
 FIELDS = (

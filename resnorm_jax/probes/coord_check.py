@@ -37,10 +37,10 @@ import numpy as np
 from flax import nnx
 from ml_collections import ConfigDict
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.model import variants
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.norms import rms

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.analysis import style
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import status
 
 Row = dict[str, Any]

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
