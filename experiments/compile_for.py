@@ -54,7 +54,7 @@ def _check_json_path(path: str) -> None:
   a symbolic link, never written through (the file it points to would be overwritten)."""
   import os
 
-  from resnorm_jax.config.nofollow import SymlinkRefused, refuse_symlink
+  from resnorm_jax.files.nofollow import SymlinkRefused, refuse_symlink
 
   try:
     refuse_symlink(path)

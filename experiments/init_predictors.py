@@ -23,7 +23,6 @@ python -m experiments.init_predictors --grid=configs/sweeps/init_or_data.py \
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 
@@ -104,13 +103,10 @@ def main(argv: list[str]) -> None:
     rows.append(row)
     print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
   os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
-  from resnorm_jax.config.nofollow import open_nofollow
+  from resnorm_jax.files import csv_table
 
-  with open_nofollow(_OUT.value, "w", newline="") as f:
-    writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-      writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+  fixed = [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+  csv_table.write_csv(_OUT.value, fixed, COLUMNS, lineterminator="\n")
   print(f"{len(rows)} pairs -> {_OUT.value}", file=sys.stderr)
 
 

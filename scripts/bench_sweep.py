@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from resnorm_jax.config import cli
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

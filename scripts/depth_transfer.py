@@ -29,6 +29,7 @@ import sys
 from configs.sweeps import depth_transfer as grid
 from resnorm_jax.analysis import depth_transfer as dt  # (no JAX)
 from resnorm_jax.analysis import depth_transfer_figure, lr_sweep_rows
+from resnorm_jax.files import csv_table
 
 
 def main() -> None:
@@ -50,13 +51,15 @@ def main() -> None:
   slopes = dt.depth_slopes(table)
   contrast = [c for c in [dt.slope_contrast(rows)] if c] + dt.seeded_contrast(rows, 24)
   columns = (*lr_sweep_rows.RESULT_COLUMNS, "depth_param")
+  tables = {
+    "results.csv": (rows, columns),
+    "best_lr.csv": (table, dt.BEST_COLUMNS),
+    "slopes.csv": (slopes, dt.SLOPE_COLUMNS),
+    "contrast.csv": (contrast, dt.CONTRAST_COLUMNS),
+  }
   paths = [
-    lr_sweep_rows.write_csv(rows, columns, os.path.join(args.out_dir, "results.csv")),
-    lr_sweep_rows.write_csv(table, dt.BEST_COLUMNS, os.path.join(args.out_dir, "best_lr.csv")),
-    lr_sweep_rows.write_csv(slopes, dt.SLOPE_COLUMNS, os.path.join(args.out_dir, "slopes.csv")),
-    lr_sweep_rows.write_csv(
-      contrast, dt.CONTRAST_COLUMNS, os.path.join(args.out_dir, "contrast.csv")
-    ),
+    csv_table.write_csv(os.path.join(args.out_dir, name), t, cols, extrasaction="ignore")
+    for name, (t, cols) in tables.items()
   ]
   for variant in variants:
     mine = [r for r in rows if r["variant"] == variant]

@@ -27,7 +27,6 @@ The rules are resnorm_jax/analysis/early_warning.py's. No JAX here.
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
 import json
 import math
@@ -37,7 +36,8 @@ import re
 from resnorm_jax.analysis import early_warning as ew  # (no JAX)
 from resnorm_jax.analysis import early_warning_figure
 from resnorm_jax.analysis.style import save_figure
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files, stop_features
 from resnorm_jax.runs.metrics_file import read_metrics as read_all_metrics
 from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
@@ -94,14 +94,13 @@ def first_passage(run_dir: str, summary: dict) -> int | None:
 
 def survival_runs() -> list[dict]:
   out = []
-  with open("docs/survival/runs.csv", newline="") as f:
-    for r in csv.DictReader(f):
-      # docs/survival's kept: an escape that lasts to the end (escape_step), relapses or not
-      kept = int(bool(r["escape_step"]))
-      first = int(float(r["first_passage"])) if r["first_passage"] else None
-      rec = run_record(os.path.join("docs/survival/runs", r["name"]), kept, first)
-      if rec:
-        out.append(rec)
+  for r in csv_table.read_csv("docs/survival/runs.csv"):
+    # docs/survival's kept: an escape that lasts to the end (escape_step), relapses or not
+    kept = int(bool(r["escape_step"]))
+    first = int(float(r["first_passage"])) if r["first_passage"] else None
+    rec = run_record(os.path.join("docs/survival/runs", r["name"]), kept, first)
+    if rec:
+      out.append(rec)
   return out
 
 
@@ -117,13 +116,10 @@ def grid_runs(dirs) -> list[dict]:
   return out
 
 
-def write_csv(rows: list[dict], path: str) -> str:
-  with open_nofollow(path, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-    w.writeheader()
-    for r in rows:
-      w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
-  return path
+def write_csv(path: str, rows: list[dict]) -> str:
+  """`rows` under the first row's columns, floats to 4 decimals."""
+  fixed = [{k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+  return csv_table.write_csv(path, fixed, list(rows[0]))
 
 
 PAGE = """# Early warning: can the first steps tell a doomed run?
@@ -247,8 +243,8 @@ def main() -> None:
     if (s := ew.replay(runs, k))
   ]
   paths = [
-    write_csv(rows, os.path.join(args.out_dir, "results.csv")),
-    write_csv(savings, os.path.join(args.out_dir, "savings.csv")),
+    write_csv(os.path.join(args.out_dir, "results.csv"), rows),
+    write_csv(os.path.join(args.out_dir, "savings.csv"), savings),
     save_figure(
       early_warning_figure.draw(rows, savings),
       os.path.join(args.out_dir, "auc_vs_k.png"),

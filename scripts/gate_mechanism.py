@@ -27,7 +27,7 @@ def main() -> None:
   if not runs:
     sys.exit(f"no finished run of configs/sweeps/gate_mechanism.py under {args.runs}")
   table = gate_mechanism.write_table(
-    gate_mechanism.table(runs), os.path.join(args.out_dir, "mechanism.csv")
+    os.path.join(args.out_dir, "mechanism.csv"), gate_mechanism.table(runs)
   )
   figure = gate_mechanism.plot(runs, os.path.join(args.out_dir, "mechanism.png"))
   for run in runs:

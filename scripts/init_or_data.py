@@ -11,16 +11,27 @@ python scripts/init_or_data.py [--runs=docs/early_warning/init_or_data] \
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import sys
+from collections.abc import Sequence
 
 from resnorm_jax.analysis import init_or_data as iod
 from resnorm_jax.analysis.stats import clopper_pearson
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
+from resnorm_jax.files.nofollow import open_nofollow
 
 SEEDS = 4  # the grid's init and data seeds (configs/sweeps/init_or_data.py's default)
+PREDICTOR_COLUMNS = (
+  "kind", "k", "score", "loo_auc", "separation", "auc_lo", "auc_hi", "best_init_p",
+)  # fmt: skip
+ANALYSIS_COLUMNS = ("outcome", "factor", "share", "permutation_p")
+
+
+def write_lines(path: str, fields: Sequence[str], cells: list[list]) -> str:
+  """A CSV of "\n"-ended lines: the header `fields`, then a row per list of `cells`."""
+  rows = [dict(zip(fields, c, strict=True)) for c in cells]
+  return csv_table.write_csv(path, rows, fields, lineterminator="\n")
 
 
 def _fate(r: dict) -> str:
@@ -158,33 +169,25 @@ def main() -> None:
   best_p = iod.best_of_p(iod.init_columns(runs, scores), labels, BEST_DRAWS) if preds else None
   os.makedirs(args.out_dir, exist_ok=True)
   table = os.path.join(args.out_dir, "init_or_data.csv")
-  with open_nofollow(table, "w", newline="") as f:
-    w = csv.writer(f, lineterminator="\n")
-    w.writerow(iod.CSV_COLUMNS)
-    for r in runs:
-      w.writerow([r["name"], r["init"], r["data"], r["kept"], r["first_passage"] or "",
-                  r["horizon"], f"{r['final_eval_loss']:.4f}"])  # fmt: skip
+  cells = [[r["name"], r["init"], r["data"], r["kept"], r["first_passage"] or "", r["horizon"],
+            f"{r['final_eval_loss']:.4f}"] for r in runs]  # fmt: skip
+  write_lines(table, iod.CSV_COLUMNS, cells)
   if preds:
-    with open_nofollow(os.path.join(args.out_dir, "init_or_data_predictors.csv"), "w") as f:
-      w = csv.writer(f, lineterminator="\n")
-      w.writerow(["kind", "k", "score", "loo_auc", "separation", "auc_lo", "auc_hi",
-                  "best_init_p"])  # fmt: skip
-      top = max((p["loo_auc"] for p in preds if p["kind"] == "init"), default=None)
-      for p in preds:
-        is_best = p["kind"] == "init" and p["loo_auc"] == top
-        w.writerow([p["kind"], p["k"], p["score"], iod.fmt(p["loo_auc"], 4),
-                    iod.fmt(p["separation"], 4), iod.fmt(p["auc_lo"], 4), iod.fmt(p["auc_hi"], 4),
-                    iod.fmt(best_p, 4) if is_best else ""])  # fmt: skip
+    top = max((p["loo_auc"] for p in preds if p["kind"] == "init"), default=None)
+    cells = [[p["kind"], p["k"], p["score"], iod.fmt(p["loo_auc"], 4),
+              iod.fmt(p["separation"], 4), iod.fmt(p["auc_lo"], 4), iod.fmt(p["auc_hi"], 4),
+              iod.fmt(best_p, 4) if p["kind"] == "init" and p["loo_auc"] == top else ""]
+             for p in preds]  # fmt: skip
+    write_lines(os.path.join(args.out_dir, "init_or_data_predictors.csv"), PREDICTOR_COLUMNS, cells)
   if grid:
     d = iod.decide(runs)
-    with open_nofollow(os.path.join(args.out_dir, "init_or_data_analysis.csv"), "w") as f:
-      w = csv.writer(f, lineterminator="\n")
-      w.writerow(["outcome", "factor", "share", "permutation_p"])
-      for outcome, share, p in (("first_passage", d["share_passage"], d["p_passage"]),
-                                ("kept", d["share_kept"], d["p_kept"])):  # fmt: skip
-        for i, factor in enumerate(("init_seed", "data_seed")):
-          w.writerow([outcome, factor, iod.fmt(share[factor.split("_")[0]]), iod.fmt(p[i], 3)])
-        w.writerow([outcome, "residual", iod.fmt(share["residual"]), ""])
+    cells = []
+    for outcome, share, p in (("first_passage", d["share_passage"], d["p_passage"]),
+                              ("kept", d["share_kept"], d["p_kept"])):  # fmt: skip
+      for i, factor in enumerate(("init_seed", "data_seed")):
+        cells.append([outcome, factor, iod.fmt(share[factor.split("_")[0]]), iod.fmt(p[i], 3)])
+      cells.append([outcome, "residual", iod.fmt(share["residual"]), ""])
+    write_lines(os.path.join(args.out_dir, "init_or_data_analysis.csv"), ANALYSIS_COLUMNS, cells)
   with open_nofollow(os.path.join(args.out_dir, "init_or_data.md"), "w") as f:
     f.write(page(runs, grid, scores, preds, best_p))
   print(f"{len(runs)} runs ({'complete' if grid else 'incomplete'} grid) -> {args.out_dir}")

@@ -14,10 +14,9 @@ bytes (target_compile.loop_corrected from unrolls 1 and 2) on a last row. Append
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import time
 
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import target_compile as tc
 
 FIELDS = (
@@ -75,12 +74,7 @@ def main() -> None:
            "attributed_once_bytes": "", "compile_cpu_s": ""}  # fmt: skip
     rows.append(row)
     print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-  new = not os.path.exists(args.out)
-  with open(args.out, "a", newline="") as f:
-    w = csv.DictWriter(f, FIELDS, lineterminator="\n")
-    if new:
-      w.writeheader()
-    w.writerows(rows)
+  csv_table.write_csv(args.out, rows, FIELDS, lineterminator="\n", append=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from resnorm_jax.analysis import (
   lr_sensitivity,
   lr_sweep_rows,
 )
+from resnorm_jax.files import csv_table
 
 # The 2025-26 variants, as their sweep grid names them, and the three they are read against:
 # Pre-LN (most are Pre-LN-based), Post-LN, hyper-connections (mHC's direct contrast).
@@ -68,7 +69,8 @@ def main() -> None:
   contrast = lr_sensitivity.seed_contrast(rows, variant, versus, depth, lr)
   if contrast:
     out = os.path.join(args.out_dir, "contrasts.csv")
-    paths["contrasts.csv"] = lr_sweep_rows.write_csv(contrast, lr_sensitivity.CONTRAST_COLUMNS, out)
+    columns = lr_sensitivity.CONTRAST_COLUMNS
+    paths["contrasts.csv"] = csv_table.write_csv(out, contrast, columns, extrasaction="ignore")
   table = lr_sensitivity.sensitivity_table(rows, grid=grid)
   print(f"{len(rows)} finished runs, {len(table)} curves ({lr_sweep_rows.setting_title(rows)})")
   for t in table:

@@ -33,7 +33,7 @@ def main() -> None:
   rows = [row for d in runs for row in mechanism.table_rows(d)]
   if not rows:
     sys.exit(f"no per-layer diagnostics in {args.runs} (run with diag.per_layer=true)")
-  print(mechanism.write_csv(rows, os.path.join(args.out_dir, "mechanism.csv")))
+  print(mechanism.write_csv(os.path.join(args.out_dir, "mechanism.csv"), rows))
   print(mechanism.plot(runs, os.path.join(args.out_dir, "mechanism.png")))
 
 

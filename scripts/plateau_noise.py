@@ -10,15 +10,14 @@ python scripts/plateau_noise.py --out=docs/verdict/plateau_noise.csv
 """
 
 import argparse
-import csv
 import os
 import types
 
 import numpy as np
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import sources, unigram
 from resnorm_jax.data.batches import eval_batch
+from resnorm_jax.files import csv_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,10 +74,7 @@ def main() -> None:
       }
     )
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  with open_nofollow(args.out, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
+  csv_table.write_csv(args.out, rows, list(rows[0]))
   for r in rows:
     print(r)
 

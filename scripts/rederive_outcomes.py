@@ -15,13 +15,12 @@ python scripts/rederive_outcomes.py docs --out=docs/verdict/outcomes_rederived.c
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import sys
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import escape, record_files
 from resnorm_jax.runs.outcome import classify
 
@@ -69,12 +68,8 @@ def table(roots: list[str]) -> tuple[str, int, list[dict]]:
   """(the CSV text, runs read, changed rows)."""
   dirs = run_dirs(roots)
   rows = [r for r in (rederive(d) for d in dirs) if r is not None]
-  buf = io.StringIO()
-  writer = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
-  writer.writeheader()
-  writer.writerows(rows)
-  buf.write(f"# {len(dirs)} runs read, {len(rows)} changed\n")
-  return buf.getvalue(), len(dirs), rows
+  text = csv_table.csv_text(rows, COLUMNS, lineterminator="\n")
+  return text + f"# {len(dirs)} runs read, {len(rows)} changed\n", len(dirs), rows
 
 
 def main() -> None:

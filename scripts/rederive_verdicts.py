@@ -11,13 +11,12 @@ python scripts/rederive_verdicts.py docs/stability_map/results.csv docs/seeds/re
 """
 
 import argparse
-import csv
 import json
 import os
 import types
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import sources, unigram
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs.outcome import STUCK_MARGIN, classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,21 +30,20 @@ def rows_of(path: str) -> list[dict]:
     name = os.path.basename(os.path.dirname(path))
     return [{"name": name, "summary": s, "old": s.get("outcome", "")}]
   out = []
-  with open(path, newline="") as f:
-    for r in csv.DictReader(f):
-      loss = float(r["final_eval_loss"]) if r["final_eval_loss"] else None
-      status = {"trained": "completed", "stuck": "completed"}.get(r["status"], r["status"])
-      out.append(
-        {
-          "name": r["name"],
-          "old": r["status"],
-          "summary": {
-            "status": status,
-            "final_eval_loss": loss,
-            "unigram_entropy": float(r["unigram_entropy"] or "nan"),
-          },
-        }
-      )
+  for r in csv_table.read_csv(path):
+    loss = float(r["final_eval_loss"]) if r["final_eval_loss"] else None
+    status = {"trained": "completed", "stuck": "completed"}.get(r["status"], r["status"])
+    out.append(
+      {
+        "name": r["name"],
+        "old": r["status"],
+        "summary": {
+          "status": status,
+          "final_eval_loss": loss,
+          "unigram_entropy": float(r["unigram_entropy"] or "nan"),
+        },
+      }
+    )
   return out
 
 
@@ -76,10 +74,7 @@ def main() -> None:
         }
       )
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  with open_nofollow(args.out, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(table[0]))
-    writer.writeheader()
-    writer.writerows(table)
+  csv_table.write_csv(args.out, table, list(table[0]))
   changed = [t for t in table if t["changed"]]
   print(f"{len(table)} verdicts, {len(changed)} changed (held-out baseline {heldout:.4f}):")
   for t in changed:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = {"ckpt", "tb", "__pycache__"}

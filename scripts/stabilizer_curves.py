@@ -45,7 +45,7 @@ def main() -> None:
     sys.exit(f"no finished prenorm-<stabilizer>-L<depth>-lr<lr>-s<seed> run under {args.runs}")
   out = sc.table(rows, sc.baseline_rows(args.baseline, {r["num_layers"] for r in rows}))
   path = os.path.join(args.out_dir, "curves.csv")
-  sc.write_csv(out, path)
+  sc.write_csv(path, out)
   print(path, plot(out, os.path.join(args.out_dir, "curves.png")))
   for depth in sorted({r["num_layers"] for r in out}):
     print(f"\n{depth} layers, seed 0:\n{sc.markdown(out, depth)}")

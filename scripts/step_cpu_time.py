@@ -18,7 +18,7 @@ import time
 
 from absl import app, flags, logging
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.hardware.bench_flags import CONFIG, OUT, STEPS, WARMUP
 
 

@@ -30,6 +30,7 @@ import os
 import sys
 
 from resnorm_jax.analysis import survival, survival_figure  # (no JAX)
+from resnorm_jax.files import csv_table
 
 
 def main() -> None:
@@ -68,9 +69,11 @@ def main() -> None:
     baselines = {r["variant"] for r in rows if r["_dir"].startswith(folders)}
     survival.compare_kept(cells, baselines)
     columns.append("kept_p_vs_baseline")
-  paths = [
-    survival.write_csv(rows, os.path.join(args.out_dir, "runs.csv"), survival.RUN_COLUMNS),
-    survival.write_csv(cells, os.path.join(args.out_dir, "cells.csv"), columns),
+  os.makedirs(args.out_dir, exist_ok=True)
+  out = {name: os.path.join(args.out_dir, name) for name in ("runs.csv", "cells.csv")}
+  paths = [  # a missing value or None written empty, columns beyond the table's left out
+    csv_table.write_csv(out["runs.csv"], rows, survival.RUN_COLUMNS, extrasaction="ignore"),
+    csv_table.write_csv(out["cells.csv"], cells, columns, extrasaction="ignore"),
     survival_figure.plot_survival(args.runs, rows, os.path.join(args.out_dir, "survival.png")),
   ]
   for c in cells:

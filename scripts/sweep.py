@@ -65,8 +65,8 @@ import sys
 
 import resnorm_jax
 from resnorm_jax.config import cli  # (no JAX)
-from resnorm_jax.config.nofollow import SymlinkRefused, refuse_symlink
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import SymlinkRefused, refuse_symlink
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 from resnorm_jax.runs.sweep_point import POINT_FILE, refresh_records, with_failures
 from resnorm_jax.runs.sweep_results import collect, write_results

@@ -20,10 +20,10 @@ The table's configs, slices, reading and markdown: resnorm_jax/hardware/compile_
 """
 
 import argparse
-import csv
 import os
 import time
 
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import compile_table as ct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,8 +65,7 @@ def main() -> None:
 
   def write(report, label: str, settings: str, recommended: str) -> None:
     row = {**target_report.csv_row(report, label), "settings": settings, "recommended": recommended}
-    with open(args.out, "a", newline="") as f:
-      csv.DictWriter(f, fields, lineterminator="\n").writerow(row)
+    csv_table.write_csv(args.out, [row], fields, lineterminator="\n", append=True)
     print(" ".join(f"{k}={row[k]}" for k in fields), flush=True)
 
   # Post-LN at both depths on every slice first (the memory of the other variants differs

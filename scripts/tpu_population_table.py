@@ -16,11 +16,10 @@ step's, once per topology and shape, is printed, not counted).
 """
 
 import argparse
-import csv
 import os
 
 from resnorm_jax.config import cli
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import population_compile as pc
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware import tpu_target
@@ -84,8 +83,7 @@ def done_rows(path: str) -> dict[tuple[str, ...], dict]:
   """Rows already written, by (topology, d_model, layers, members)."""
   if not os.path.exists(path):
     return {}
-  with open(path) as f:
-    return {_key(r): r for r in csv.DictReader(f)}
+  return {_key(r): r for r in csv_table.read_csv(path)}
 
 
 def _key(r: dict) -> tuple[str, ...]:
@@ -126,10 +124,7 @@ def _order(r: dict) -> tuple:
 def _write(path: str, rows: list[dict]) -> None:
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   tmp = path + ".tmp"
-  with open_nofollow(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
+  csv_table.write_csv(tmp, rows, FIELDS, lineterminator="\n")
   os.replace(tmp, path)
 
 

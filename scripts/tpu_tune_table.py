@@ -18,11 +18,10 @@ The rows and their columns: resnorm_jax/hardware/tuned_rows.py.
 """
 
 import argparse
-import csv
 import os
 import time
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import compile_table
 from resnorm_jax.hardware import tuned_rows as tr
 
@@ -192,8 +191,7 @@ def main() -> None:
       rows = [r for r in rows if r["program"] and r["program"] == current_program(r)]
     done = {(r["config"], r["topology"]) for r in rows}
   else:
-    with open_nofollow(args.out, "w", newline="") as f:
-      csv.DictWriter(f, tr.FIELDS, lineterminator="\n").writeheader()
+    csv_table.write_csv(args.out, [], tr.FIELDS, lineterminator="\n")
   winners = {}
   for topology, labels in PLAN:
     if args.only and topology not in args.only.split(","):

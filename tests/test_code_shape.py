@@ -7,7 +7,7 @@ import glob
 import os
 import re
 
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 100

@@ -32,7 +32,7 @@ def test_table_reduces_layers_and_finds_the_first_passage(tmp_path):
   first = next(r for r in rows if r["arm"] == "postnorm" and r["step"] == 100)
   assert first["attn_branch_rms"] == "2" and first["stream_max"] == "100"
   assert first["grad_norm_layer"] == "0.25" and first["attn_gate_mean"] == ""
-  out = gate_mechanism.write_table(rows, str(tmp_path / "m.csv"))
+  out = gate_mechanism.write_table(str(tmp_path / "m.csv"), rows)
   with open(out) as f:
     assert len(list(csv.DictReader(f))) == 2 * len(gate_mechanism.TABLE_STEPS)
   png = gate_mechanism.plot(runs, str(tmp_path / "m.png"))

@@ -1,7 +1,8 @@
-"""The package's layout: subpackages in floors (config < model, data < runs < train < sweeps,
-hardware, probes; analysis on config, data and runs alone), each importing only the floors below
-it, lazily or not; no flat module beside them; runs and analysis import no JAX; no script or
-entry point editing sys.path (the package, configs and experiments are installed)."""
+"""The package's layout: subpackages in floors (files < config < model, data < runs < train <
+sweeps, hardware, probes; analysis on files, config, data and runs alone), each importing only
+the floors below it, lazily or not; no flat module beside them; files, runs and analysis import
+no JAX; no script or entry point editing sys.path (the package, configs and experiments are
+installed)."""
 
 import ast
 import os
@@ -11,25 +12,28 @@ import sys
 import pytest
 
 from conftest import ROOT
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 
 PACKAGE = os.path.join(ROOT, "resnorm_jax")
-# What each subpackage may import (itself included). model and data are one floor: neither
-# imports the other (the run setup resolves the data's vocabulary and passes it down). runs is
-# what a run leaves behind and its readers: train writes through it, analysis reads through it
-# and never imports train (nor JAX, test_analysis_and_runs_import_no_jax).
+# What each subpackage may import (itself included). files is the ground floor, below config
+# (file helpers that know nothing of configs or runs): every subpackage may import it, and it
+# imports only itself. model and data are one floor: neither imports the other (the run setup
+# resolves the data's vocabulary and passes it down). runs is what a run leaves behind and its
+# readers: train writes through it, analysis reads through it and never imports train (nor JAX,
+# test_files_runs_and_analysis_import_no_jax).
 ALLOWED = {
-  "config": {"config"},
-  "model": {"config", "model"},
-  "data": {"config", "data"},
-  "runs": {"config", "data", "runs"},
-  "train": {"config", "model", "data", "runs", "train"},
-  "sweeps": {"config", "model", "data", "runs", "train", "sweeps"},
-  "hardware": {"config", "model", "data", "runs", "train", "hardware"},
-  "analysis": {"config", "data", "runs", "analysis"},
-  "probes": {"config", "model", "data", "runs", "train", "analysis", "probes"},
+  "files": {"files"},
+  "config": {"files", "config"},
+  "model": {"files", "config", "model"},
+  "data": {"files", "config", "data"},
+  "runs": {"files", "config", "data", "runs"},
+  "train": {"files", "config", "model", "data", "runs", "train"},
+  "sweeps": {"files", "config", "model", "data", "runs", "train", "sweeps"},
+  "hardware": {"files", "config", "model", "data", "runs", "train", "hardware"},
+  "analysis": {"files", "config", "data", "runs", "analysis"},
+  "probes": {"files", "config", "model", "data", "runs", "train", "analysis", "probes"},
 }
-NO_JAX = ("analysis", "runs")  # importing any of their modules loads none of these
+NO_JAX = ("analysis", "files", "runs")  # importing any of their modules loads none of these
 JAX_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax")
 
 
@@ -147,7 +151,7 @@ def test_the_cycle_check_can_fail():
 
 
 @pytest.mark.parametrize("sub", NO_JAX)
-def test_analysis_and_runs_import_no_jax(sub):
+def test_files_runs_and_analysis_import_no_jax(sub):
   """Every module of the no-JAX floors imported in a fresh process (the ones it imports too,
   at module level): none of JAX, Flax, Optax or Orbax is loaded."""
   names = sorted(

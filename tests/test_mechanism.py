@@ -63,5 +63,5 @@ def test_table_and_figure_from_run_folders(tmp_path):
   assert rows[-1]["update_norm"] == pytest.approx(4.0)
   out = mechanism.plot(runs, str(tmp_path / "m.png"))
   assert os.path.getsize(out) > 10_000
-  csv_path = mechanism.write_csv(rows, str(tmp_path / "m.csv"))
+  csv_path = mechanism.write_csv(str(tmp_path / "m.csv"), rows)
   assert open(csv_path).readline().strip() == ",".join(mechanism.COLUMNS)

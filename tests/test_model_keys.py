@@ -12,9 +12,10 @@ import pytest
 from ml_collections import ConfigDict
 
 from conftest import ROOT, TINY
-from resnorm_jax.config import keys, model_keys, pysource, same_experiment, schema, variant_keys
+from resnorm_jax.config import keys, model_keys, same_experiment, schema, variant_keys
 from resnorm_jax.config.keys import Key
 from resnorm_jax.config.model_keys import KEYS, Registry
+from resnorm_jax.files import pysource
 from resnorm_jax.model import config_types, variants
 from resnorm_jax.model.config_types import ModelConfig, model_config_from
 from resnorm_jax.model.depth_param import DEPTH_PARAMS

@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 
 MARK = "# " + "parsed by a test"  # split: pytest parsing this file is not caught
 MISMATCH = "AST constructor recursion depth mismatch (before=144, after=195)"

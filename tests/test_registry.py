@@ -14,8 +14,9 @@ import pkgutil
 import pytest
 
 from conftest import tiny_config
-from resnorm_jax.config import pysource, schema, variant_keys
+from resnorm_jax.config import schema, variant_keys
 from resnorm_jax.config.keys import Key
+from resnorm_jax.files import pysource
 from resnorm_jax.model import residual as residual_lib
 from resnorm_jax.model import variants
 from resnorm_jax.model.config_types import ModelConfig

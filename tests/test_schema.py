@@ -7,7 +7,8 @@ import glob
 import os
 
 from resnorm_jax.config import __main__ as listing
-from resnorm_jax.config import pysource, schema
+from resnorm_jax.config import schema
+from resnorm_jax.files import pysource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import write_run_folder
 from resnorm_jax.analysis import corpus, lr_axis, lr_sweep_rows
+from resnorm_jax.files import csv_table
 from resnorm_jax.sweeps import grid as sweep_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +119,8 @@ def test_second_corpus_script_on_fake_runs(tmp_path, run_script, read_csv):
   (runs / "shakespeare-postnorm-L12-lr0.002-s0").mkdir()  # running: no summary, left out
   reference = [_row("stdlib bytes", lr, loss) for lr, loss in [(5e-4, 2.4), (1e-3, 3.25)]]
   reference.append({**_row("stdlib bytes", 1e-3, 3.25), "num_layers": 24, "name": "deep"})
-  lr_sweep_rows.write_csv(reference, lr_sweep_rows.RESULT_COLUMNS, tmp_path / "ref.csv")
+  ref = tmp_path / "ref.csv"
+  csv_table.write_csv(ref, reference, lr_sweep_rows.RESULT_COLUMNS, extrasaction="ignore")
   out = tmp_path / "out"
   argv = [f"--runs={runs}", f"--reference={tmp_path / 'ref.csv'}", f"--out_dir={out}"]
   r = run_script(["scripts/second_corpus.py", *argv])

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import fake_run
-from resnorm_jax.config.nofollow import SymlinkRefused
+from resnorm_jax.files.nofollow import SymlinkRefused
 from resnorm_jax.runs import sweep_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

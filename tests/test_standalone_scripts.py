@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_REFERENCE = os.path.join(ROOT, "scripts", "torch_reference.py")

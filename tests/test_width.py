@@ -254,6 +254,7 @@ def test_a_best_lr_at_the_smallest_lr_run_is_told_from_a_bracketed_one():
 def _reference_csv(path):
   """A loss-vs-lr results.csv: Post-LN at 12 layers (the d_model-64 column) and 24 (not)."""
   from resnorm_jax.analysis import lr_sweep_rows
+  from resnorm_jax.files import csv_table
 
   rows = []
   for n, lr, loss, outcome in [
@@ -280,7 +281,7 @@ def _reference_csv(path):
         "outcome": outcome,
       }
     )
-  lr_sweep_rows.write_csv(rows, lr_sweep_rows.RESULT_COLUMNS, path)
+  csv_table.write_csv(path, rows, lr_sweep_rows.RESULT_COLUMNS, extrasaction="ignore")
 
 
 @pytest.mark.slow  # a child process draws two figures

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resnorm_jax.analysis.lr_sweep_rows import Row, eval_curve, write_csv
+from resnorm_jax.analysis.lr_sweep_rows import Row, eval_curve
 from resnorm_jax.analysis.style import (
   SEED_STYLES,
   baseline_lines,
@@ -21,6 +21,7 @@ from resnorm_jax.analysis.style import (
   variant_order,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, is_finite_number
 
@@ -162,7 +163,7 @@ def write_budget(
   os.makedirs(out_dir, exist_ok=True)
   paths = {"csv": os.path.join(out_dir, "budget.csv"), "png": os.path.join(out_dir, "budget.png")}
   table = [budget_row(r) for r in rows]
-  write_csv(table, BUDGET_COLUMNS, paths["csv"])
+  csv_table.write_csv(paths["csv"], table, BUDGET_COLUMNS, extrasaction="ignore")
   plot_survival(table, paths["png"])
   if runs_dir:
     paths["curves"] = plot_budget_curves(

@@ -12,6 +12,7 @@ from typing import Any
 
 from resnorm_jax.analysis import lr_axis, lr_sweep_rows
 from resnorm_jax.analysis.style import save_figure
+from resnorm_jax.files import csv_table
 
 Row = dict[str, Any]
 NUM_LAYERS = 12
@@ -47,7 +48,8 @@ def write_outputs(rows: Sequence[Row], out_dir: str) -> dict[str, str]:
   os.makedirs(out_dir, exist_ok=True)
   paths = {n: os.path.join(out_dir, n) for n in ("results.csv", "edges.csv", "curves.png")}
   rows = sorted(rows, key=lambda r: (r["variant"], _order(r["data"]), r["opt.lr"], r["seed"]))
-  lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
-  lr_sweep_rows.write_csv(lr_axis.edge_table(rows, AXIS), EDGE_COLUMNS, paths["edges.csv"])
+  csv_table.write_csv(paths["results.csv"], rows, RESULT_COLUMNS, extrasaction="ignore")
+  edges = lr_axis.edge_table(rows, AXIS)
+  csv_table.write_csv(paths["edges.csv"], edges, EDGE_COLUMNS, extrasaction="ignore")
   save_figure(lr_axis.draw_curves(rows, AXIS), paths["curves.png"])
   return paths

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 Section = tuple[str, str, str, Callable[[], str]]
 Fact = tuple[str, Callable[[], str]]  # (the file it is stated in, its text from the data)

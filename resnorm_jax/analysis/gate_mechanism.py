@@ -8,7 +8,6 @@ the step, one colour per arm, one line per seed. No JAX here: metrics.jsonl only
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
@@ -21,8 +20,8 @@ from resnorm_jax.analysis.style import (
   save_figure,
   variant_color,
 )
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import curve_baseline
@@ -117,13 +116,10 @@ def table(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
   return rows
 
 
-def write_table(rows: Sequence[Mapping[str, Any]], path: str) -> str:
+def write_table(path: str, rows: Sequence[Mapping[str, Any]]) -> str:
+  """mechanism.csv: a row per (arm, seed, step), its quantities beside them."""
   columns = ["arm", "seed", "step", "first_passage", *(m for m, *_ in QUANTITIES)]
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-  return path
+  return csv_table.write_csv(path, rows, columns, lineterminator="\n")
 
 
 def plot(runs: Sequence[Mapping[str, Any]], out: str) -> str:

@@ -19,7 +19,6 @@ No JAX here.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import os
@@ -31,6 +30,7 @@ import numpy as np
 
 from resnorm_jax.analysis.early_warning import auc, fit_logistic
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files, status, stop_features
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import STUCK_MARGIN, curve_baseline
@@ -236,11 +236,10 @@ def separation(values: Sequence[float], labels: Sequence[int]) -> float:
 def read_init_scores(path: str) -> dict[str, dict[str, float]]:
   if not os.path.isfile(path):
     return {}
-  with open(path, newline="") as f:
-    return {
-      r["name"]: {k: float(v) for k, v in r.items() if k not in ("name", "seed", "data_seed")}
-      for r in csv.DictReader(f)
-    }
+  return {
+    r["name"]: {k: float(v) for k, v in r.items() if k not in ("name", "seed", "data_seed")}
+    for r in csv_table.read_csv(path)
+  }
 
 
 def fmt(x: float, digits: int = 2) -> str:

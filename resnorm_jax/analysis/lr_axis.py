@@ -8,7 +8,6 @@ escape and divergence steps) with the axis's column added.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -27,6 +26,7 @@ from resnorm_jax.analysis.style import (
   variant_label,
   variant_order,
 )
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, is_finite_number
 
@@ -75,8 +75,7 @@ def grid_rows(csv_path: str, variants: Sequence[str], num_layers: int) -> list[R
   absent file: no rows."""
   if not os.path.isfile(csv_path):
     return []
-  with open(csv_path, newline="") as f:
-    rows = [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  rows = [{k: _number(v) for k, v in r.items()} for r in csv_table.read_csv(csv_path)]
   return [r for r in rows if r["variant"] in variants and r["num_layers"] == num_layers]
 
 

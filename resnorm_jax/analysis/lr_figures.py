@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.analysis.lr_sensitivity import MIN_LRS, TABLE_COLUMNS, lr_curve, sensitivity_table
-from resnorm_jax.analysis.lr_sweep_rows import RESULT_COLUMNS, setting_title, write_csv
+from resnorm_jax.analysis.lr_sweep_rows import RESULT_COLUMNS, setting_title
 from resnorm_jax.analysis.style import (
   BASELINE_STYLE,
   FINAL_BASELINE_LABEL,
@@ -27,6 +27,7 @@ from resnorm_jax.analysis.style import (
   variant_marker,
   variant_order,
 )
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import is_finite_number
 
@@ -328,8 +329,8 @@ def write_outputs(
   os.makedirs(out_dir, exist_ok=True)
   names = ("results.csv", "sensitivity.csv", "curves.png", "sensitivity.png")
   paths = {name: os.path.join(out_dir, name) for name in names}
-  write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
-  write_csv(table, TABLE_COLUMNS, paths["sensitivity.csv"])
+  csv_table.write_csv(paths["results.csv"], rows, RESULT_COLUMNS, extrasaction="ignore")
+  csv_table.write_csv(paths["sensitivity.csv"], table, TABLE_COLUMNS, extrasaction="ignore")
   plot_curves(rows, paths["curves.png"], FAMILIES)
   plot_sensitivity(table, paths["sensitivity.png"], f"LR sensitivity: {setting_title(rows)}")
   return paths

@@ -9,13 +9,11 @@ No JAX here.
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resnorm_jax.analysis import stats
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.metrics_file import read_metrics
@@ -169,12 +167,3 @@ def setting_title(rows: Sequence[Mapping[str, Any]]) -> str:
       words("opt.schedule", lambda s: f"{s} lr"),
     ]
   )
-
-
-def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: str) -> str:
-  """`rows` as a csv of `columns` (the header alone when there are none)."""
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-  return path

@@ -13,7 +13,6 @@ No JAX here: it reads metrics.jsonl and summary.json of finished run folders.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import statistics
@@ -29,8 +28,8 @@ from resnorm_jax.analysis.style import (
   variant_color,
   variant_label,
 )
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import curve_baseline
@@ -105,13 +104,10 @@ def finished_runs(runs_dir: str) -> list[str]:
   return sorted(dirs, key=key)
 
 
-def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> str:
+def write_csv(path: str, rows: Sequence[Mapping[str, Any]]) -> str:
+  """mechanism.csv: `rows` under COLUMNS, its folder made where missing."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-  return path
+  return csv_table.write_csv(path, rows, COLUMNS, lineterminator="\n")
 
 
 def profile_steps(steps: Sequence[int], n: int = 4) -> list[int]:

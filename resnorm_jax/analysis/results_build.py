@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # What a run folder keeps locally and the build never reads (.gitignore's), and the caches.
@@ -166,13 +166,9 @@ def write_provenance(root: str, traces: dict[str, dict[str, list[str]]]) -> None
   path = os.path.join(root, PROVENANCE)
   kept = []
   if os.path.exists(path):
-    with open(path, newline="") as f:
-      kept = [r for r in csv.DictReader(f) if r["step"] not in traces]
+    kept = [r for r in csv_table.read_csv(path) if r["step"] not in traces]
   rows = sorted(kept + provenance(root, traces), key=lambda r: r["table"])
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=PROVENANCE_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+  csv_table.write_csv(path, rows, PROVENANCE_COLUMNS, lineterminator="\n")
 
 
 def _env(root: str) -> dict[str, str]:

@@ -5,7 +5,6 @@ the mean final eval loss. The stability boundary is boundary.py's. No JAX here.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 
@@ -16,12 +15,12 @@ from resnorm_jax.analysis.style import (
   save_figure,
   text_color,
 )
+from resnorm_jax.files import csv_table
 
 
 def read_results(path: str) -> list[dict[str, str]]:
   """Rows of a sweep's results.csv; ValueError without the columns a map needs."""
-  with open(path, newline="") as f:
-    rows = list(csv.DictReader(f))
+  rows = csv_table.read_csv(path)
   rows = [{**r, "outcome": r.get("outcome", r.get("status"))} for r in rows]  # old: status
   missing = {"variant", "num_layers", "outcome", "final_eval_loss"} - set(rows[0] if rows else {})
   if not rows or missing:

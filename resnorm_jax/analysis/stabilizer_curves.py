@@ -11,13 +11,12 @@ No JAX here.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 
 from resnorm_jax.analysis import lr_sweep_rows  # (no JAX)
 from resnorm_jax.analysis.claims.stabilizers import label  # the README's names
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 
 NAME = re.compile(
   r"^prenorm-(?P<stab>[a-z0-9_-]+?)-L(?P<depth>\d+)-lr(?P<lr>[0-9.e-]+)-s(?P<seed>\d+)$"
@@ -157,9 +156,6 @@ def plain(rows: list[dict]) -> dict[tuple[int, float, int], float]:
   return {key(r): float(r["final_eval_loss"]) for r in rows if r["stabilizer"] == "none"}
 
 
-def write_csv(rows: list[dict], path: str) -> None:
+def write_csv(path: str, rows: list[dict]) -> None:
   """curves.csv: `rows` (table's) under COLUMNS."""
-  with open_nofollow(path, "w", newline="") as f:
-    w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
+  csv_table.write_csv(path, rows, COLUMNS, lineterminator="\n")

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 from resnorm_jax.runs import status
 from resnorm_jax.runs.outcome import STUCK_MARGIN
 

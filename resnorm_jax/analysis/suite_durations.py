@@ -9,9 +9,10 @@ command line. No JAX here.
 from __future__ import annotations
 
 import collections
-import csv
 import os
 import xml.etree.ElementTree as ET
+
+from resnorm_jax.files import csv_table
 
 SLOWEST = 40  # the tests slowest.csv lists
 
@@ -41,15 +42,13 @@ def write_tables(times: dict[tuple[str, str], float], out_dir: str) -> None:
     seconds[path] += s
     count[path] += 1
   os.makedirs(out_dir, exist_ok=True)
-  with open(os.path.join(out_dir, "by_file.csv"), "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["file", "tests", "seconds"])
-    w.writerows([path, count[path], f"{s:.1f}"] for path, s in seconds.most_common())
+  by_file = [
+    {"file": path, "tests": count[path], "seconds": f"{s:.1f}"} for path, s in seconds.most_common()
+  ]
+  csv_table.write_csv(os.path.join(out_dir, "by_file.csv"), by_file, ["file", "tests", "seconds"])
   slowest = sorted(times.items(), key=lambda kv: -kv[1])[:SLOWEST]
-  with open(os.path.join(out_dir, "slowest.csv"), "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["test", "seconds"])
-    w.writerows([f"{path}::{name}", f"{s:.1f}"] for (path, name), s in slowest)
+  rows = [{"test": f"{path}::{name}", "seconds": f"{s:.1f}"} for (path, name), s in slowest]
+  csv_table.write_csv(os.path.join(out_dir, "slowest.csv"), rows, ["test", "seconds"])
 
 
 def totals(times: dict[tuple[str, str], float], skipped: set[tuple[str, str]]) -> list[str]:

@@ -14,7 +14,6 @@ relapse after it; the two are told apart by the relapse count.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
@@ -34,7 +33,6 @@ from resnorm_jax.analysis.stats import (
 from resnorm_jax.analysis.style import (
   lr_label,
 )
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs.outcome import STUCK_MARGIN, escape_step, is_finite_number
@@ -251,17 +249,6 @@ def compare_kept(cells: Sequence[dict[str, Any]], baselines: set[str]) -> None:
       if b
       else None
     )
-
-
-def write_csv(rows: Sequence[Mapping[str, Any]], path: str, columns: Sequence[str]) -> str:
-  """rows as CSV with `columns` (missing values empty)."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open_nofollow(path, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-    w.writeheader()
-    for r in rows:
-      w.writerow({c: "" if r.get(c) is None else r[c] for c in columns})
-  return path
 
 
 CELL_COLUMNS = (

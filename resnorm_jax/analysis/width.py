@@ -26,6 +26,7 @@ from resnorm_jax.analysis.style import (
   variant_order,
 )
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.runs.outcome import is_finite_number
@@ -207,8 +208,8 @@ def write_outputs(
   names = ("results.csv", "edges.csv", "curves.png", "edges.png")
   paths = {n: os.path.join(out_dir, n) for n in names}
   table = edge_table(rows)
-  lr_sweep_rows.write_csv(rows, RESULT_COLUMNS, paths["results.csv"])
-  lr_sweep_rows.write_csv(table, EDGE_COLUMNS, paths["edges.csv"])
+  csv_table.write_csv(paths["results.csv"], rows, RESULT_COLUMNS, extrasaction="ignore")
+  csv_table.write_csv(paths["edges.csv"], table, EDGE_COLUMNS, extrasaction="ignore")
   save_figure(draw_curves(rows, width_param, reference), paths["curves.png"])
   save_figure(draw_edges(table, width_param, lowest_lrs(rows)), paths["edges.png"])
   return paths

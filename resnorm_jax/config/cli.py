@@ -307,7 +307,7 @@ def write_json(path: str, obj: Any) -> None:
   temporary file that is a symbolic link is refused (fs.SymlinkRefused), never followed."""
   from etils import epath
 
-  from resnorm_jax.config import nofollow as fs
+  from resnorm_jax.files import nofollow as fs
 
   text = json.dumps(obj, indent=2, sort_keys=True, default=str)
   tmp = epath.Path(path + ".tmp")

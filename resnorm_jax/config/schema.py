@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ml_collections import config_dict
 
-from resnorm_jax.config import model_keys, pysource
+from resnorm_jax.config import model_keys
+from resnorm_jax.files import pysource
 
 placeholder = config_dict.placeholder
 

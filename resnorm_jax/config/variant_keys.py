@@ -22,8 +22,8 @@ import functools
 import os
 from typing import Any
 
-from resnorm_jax.config import pysource
 from resnorm_jax.config.keys import TYPES, Column, Key
+from resnorm_jax.files import pysource
 
 # The variant package, read as files (resnorm_jax/model/variants/).
 VARIANTS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "model", "variants")

@@ -19,8 +19,8 @@ from typing import Any
 
 from etils import epath
 
-# never through a symbolic link: declared on the top floor (config/cli.py writes JSON with it)
-from resnorm_jax.config.nofollow import (  # noqa: F401  (re-exported)
+# never through a symbolic link: declared on the ground floor, files/ (config/cli.py uses it)
+from resnorm_jax.files.nofollow import (  # noqa: F401  (re-exported)
   SymlinkRefused,
   open_nofollow,
   refuse_symlink,

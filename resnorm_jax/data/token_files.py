@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 from etils import epath
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import data_fingerprint, fs
+from resnorm_jax.files.nofollow import open_nofollow
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER_INTS = 256

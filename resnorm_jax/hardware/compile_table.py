@@ -7,10 +7,9 @@ settings). scripts/tpu_compile_table.py compiles the rows and prints the tables.
 
 from __future__ import annotations
 
-import csv
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 
 # (label, config spec, overrides): Post-LN, Pre-LN, DeepNorm at 96 and 1000 layers. There is
 # no prenorm_1000L file: Pre-LN at 1000 layers is prenorm_96L's :paper scale at 1000 layers.
@@ -73,8 +72,7 @@ def markdown(rows: list[dict[str, str]], depth: str, settings: str = ":paper") -
 
 
 def read(path: str) -> list[dict[str, str]]:
-  with open(path) as f:
-    return list(csv.DictReader(f))
+  return csv_table.read_csv(path)
 
 
 def tables(rows: list[dict[str, str]]) -> str:
@@ -94,14 +92,9 @@ def with_columns(path: str, fields: tuple[str, ...]) -> list[dict[str, str]]:
   `fields` where it lacks it: a file from before a new column gets the column (`derived`)."""
   rows, header = [], ()
   if os.path.exists(path):
-    with open(path) as f:
-      reader = csv.DictReader(f)
-      rows, header = list(reader), tuple(reader.fieldnames or ())
+    rows, header = csv_table.read_csv(path), tuple(csv_table.read_header(path))
     if header != fields:  # a file from before a new column: rewritten with it
       rows = [{k: r.get(k) or derived(r, k) for k in fields} for r in rows]
   if header != fields:
-    with open_nofollow(path, "w", newline="") as f:
-      w = csv.DictWriter(f, fields, lineterminator="\n")
-      w.writeheader()
-      w.writerows(rows)
+    csv_table.write_csv(path, rows, fields, lineterminator="\n")
   return rows

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files.nofollow import open_nofollow
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "resnorm_jax", "tune.json")
 

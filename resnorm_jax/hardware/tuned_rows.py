@@ -8,10 +8,9 @@ tuned_table.py reads the table back for a launch; scripts/tpu_tune_table.py tune
 
 from __future__ import annotations
 
-import csv
 import os
 
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import tune
 
 FIELDS = (
@@ -36,23 +35,21 @@ CANDIDATE_FIELDS = (
 def write_candidates(path: str, label: str, tuned) -> None:
   """Every candidate of one tune as rows of `path` (what its lines print; est_*: loop-corrected
   estimates, empty for a memory pass only), appended."""
-  new = not os.path.exists(path)
-  with open(path, "a", newline="") as f:
-    w = csv.DictWriter(f, CANDIDATE_FIELDS, lineterminator="\n")
-    if new:
-      w.writeheader()
-    for c, r in tuned.results.items():
-      w.writerow({
-        "config": label, "topology": tuned.target.name, "mesh": c.mesh, "remat": c.remat,
-        "attention": c.attention, "xla_flags": c.flags, "fits": "yes" if r.fits else "no",
-        "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}" if r.per_chip_bytes else "",
-        "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
-        "est_step_s": f"{r.step_s:.4g}" if r.step_s else "",
-        "est_step_source": r.source if r.step_s else "",
-        "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
-        "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
-        "refused": r.error, **attributed(r), "program": r.program,
-      })  # fmt: skip
+  rows = [
+    {
+      "config": label, "topology": tuned.target.name, "mesh": c.mesh, "remat": c.remat,
+      "attention": c.attention, "xla_flags": c.flags, "fits": "yes" if r.fits else "no",
+      "per_chip_gib": f"{r.per_chip_bytes / tune.GIB:.2f}" if r.per_chip_bytes else "",
+      "hbm_gib": f"{r.hbm_limit / tune.GIB:.2f}",
+      "est_step_s": f"{r.step_s:.4g}" if r.step_s else "",
+      "est_step_source": r.source if r.step_s else "",
+      "est_mfu": f"{r.mfu:.3f}" if r.mfu else "", "bound": r.bound,
+      "top_ops_by_bytes": "; ".join(r.top_ops), "compile_cpu_s": f"{r.cpu_s:.0f}",
+      "refused": r.error, **attributed(r), "program": r.program,
+    }
+    for c, r in tuned.results.items()
+  ]  # fmt: skip
+  csv_table.write_csv(path, rows, CANDIDATE_FIELDS, lineterminator="\n", append=True)
 
 
 def attributed(r) -> dict[str, str]:
@@ -65,8 +62,7 @@ def attributed(r) -> dict[str, str]:
 
 
 def read(path: str) -> list[dict[str, str]]:
-  with open(path) as f:
-    return list(csv.DictReader(f))
+  return csv_table.read_csv(path)
 
 
 def row(label: str, tuned, best, r, chips: int, base: dict[str, str], on: str) -> dict:
@@ -140,19 +136,14 @@ def with_columns(path: str, fields: tuple[str, ...]) -> None:
   if not os.path.exists(path):
     return
   rows = read(path)
-  with open(path) as f:
-    header = f.readline().strip().split(",")
-  if header != list(fields):
+  if csv_table.read_header(path) != list(fields):
     write_all(path, fields, [{k: r.get(k, "") for k in fields} for r in rows])
 
 
 def write_all(path: str, fields, rows: list[dict]) -> None:
   """`rows` under the header `fields` in place of `path` (a temporary file, then renamed)."""
   tmp = f"{path}.tmp"
-  with open_nofollow(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fields, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
+  csv_table.write_csv(tmp, rows, fields, lineterminator="\n")
   os.replace(tmp, path)
 
 
@@ -161,8 +152,7 @@ def put_row(path: str, out: dict) -> None:
   rows = read(path)
   keys = [(r["config"], r["topology"]) for r in rows]
   if (out["config"], out["topology"]) not in keys:
-    with open(path, "a", newline="") as f:
-      csv.DictWriter(f, FIELDS, lineterminator="\n").writerow(out)
+    csv_table.write_csv(path, [out], FIELDS, lineterminator="\n", append=True)
     return
   rows[keys.index((out["config"], out["topology"]))] = out
   write_all(path, FIELDS, rows)

@@ -20,11 +20,11 @@ line where the winner has XLA flags; what it did, in one line, on stderr.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import sys
 
+from resnorm_jax.files import csv_table
 from resnorm_jax.hardware import tpu_target
 from resnorm_jax.hardware.tune import Candidate, overrides
 from resnorm_jax.hardware.xla_flags import flag_parts, flags_of
@@ -53,8 +53,7 @@ def read(path: str = TABLE) -> list[Winner]:
   """The rows of the tuned table; [] where the file is missing (an install without docs/)."""
   if not os.path.exists(path):
     return []
-  with open(path, newline="") as f:
-    rows = list(csv.DictReader(f))
+  rows = csv_table.read_csv(path)
   return [
     Winner(
       config=r["config"],

@@ -24,7 +24,6 @@ smallest across widths per depth.
 from __future__ import annotations
 
 import copy
-import csv
 import functools
 import os
 import time
@@ -37,10 +36,11 @@ import numpy as np
 from flax import nnx
 from ml_collections import ConfigDict
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import batches as batches_lib
 from resnorm_jax.data import corpora, sources
 from resnorm_jax.data import vocab as vocab_lib
+from resnorm_jax.files import csv_table
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.model import variants
 from resnorm_jax.model.attention import rope_tables
 from resnorm_jax.model.norms import rms
@@ -235,11 +235,7 @@ def write_csv(path: str, rows: Sequence[Row]) -> str:
   keys: list[str] = []
   for r in rows:
     keys += [k for k in r if k not in keys]
-  with open_nofollow(path, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=keys)
-    w.writeheader()
-    w.writerows(rows)
-  return path
+  return csv_table.write_csv(path, rows, keys)
 
 
 PLOTTED = ("embed", "attn_out", "ffn_out", "stream_last", "logits")

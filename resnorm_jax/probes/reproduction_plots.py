@@ -6,7 +6,6 @@ figures from its CSVs without measuring anything (the experiments' --from_data).
 
 from __future__ import annotations
 
-import csv
 import glob
 import math
 import os
@@ -14,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnorm_jax.analysis import style
-from resnorm_jax.config.nofollow import open_nofollow
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import status
 
 Row = dict[str, Any]
@@ -28,11 +27,8 @@ RESET_MARKERS = ("o", "s", "^", "v", "D", "P")
 def write_csv(path: str, rows: Sequence[Row]) -> str:
   """Rows (dicts with the same keys) to a CSV file; returns the path."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
-    writer.writeheader()
-    writer.writerows({k: (float(v) if _is_np_float(v) else v) for k, v in r.items()} for r in rows)
-  return path
+  plain = [{k: (float(v) if _is_np_float(v) else v) for k, v in r.items()} for r in rows]
+  return csv_table.write_csv(path, plain, list(rows[0]) if rows else [])
 
 
 def _is_np_float(v: Any) -> bool:
@@ -51,8 +47,7 @@ def _value(text: str) -> Any:
 
 def read_csv(path: str) -> list[Row]:
   """A CSV written by write_csv, its numbers parsed."""
-  with open(path, newline="") as f:
-    return [{k: _value(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  return [{k: _value(v) for k, v in r.items()} for r in csv_table.read_csv(path)]
 
 
 def by(rows: Sequence[Row], *keys: str) -> dict[tuple, list[Row]]:

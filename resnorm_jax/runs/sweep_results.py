@@ -5,7 +5,6 @@ per run is resnorm_jax/runs/outcome.py's. No JAX here.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -14,8 +13,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files import csv_table
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
@@ -168,20 +168,14 @@ def write_results(sweep_dir: str, rows: Sequence[Row]) -> list[str]:
     return []
   cols = [k for k in rows[0] if not k.startswith("_")]
   paths = [os.path.join(sweep_dir, "results.csv"), os.path.join(sweep_dir, "results.md")]
-  with open_nofollow(paths[0], "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
+  csv_table.write_csv(paths[0], rows, cols, extrasaction="ignore")
   counts = ", ".join(f"{s} {sum(r['outcome'] == s for r in rows)}" for s in STATUSES)
   md = f"# {os.path.basename(os.path.normpath(sweep_dir))}\n\n{len(rows)} runs: {counts}\n\n"
   md += markdown_table(rows)
   groups = seed_groups(rows)
   if groups:
     paths.append(os.path.join(sweep_dir, "results_seeds.csv"))
-    with open_nofollow(paths[-1], "w", newline="") as f:
-      writer = csv.DictWriter(f, fieldnames=list(groups[0]))
-      writer.writeheader()
-      writer.writerows(groups)
+    csv_table.write_csv(paths[-1], groups, list(groups[0]))
     md += "\n## Over seeds (final eval loss)\n\n" + markdown_table(groups)
   with open_nofollow(paths[1], "w") as f:
     f.write(md)
@@ -194,8 +188,4 @@ def write_rows(rows: Sequence[dict[str, str]], path: str) -> str:
   columns = list(dict.fromkeys(k for r in rows for k in r))
   if os.path.islink(path):
     os.remove(path)
-  with open_nofollow(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=columns or ["variant"], restval="")
-    writer.writeheader()
-    writer.writerows(rows)
-  return path
+  return csv_table.write_csv(path, rows, columns or ["variant"])

@@ -27,8 +27,8 @@ import time
 from collections.abc import Sequence
 
 from resnorm_jax.config import cli
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data.fs import read_json
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.runs.sweep_point import POINT_FILE
 from resnorm_jax.sweeps.grid import ROOT
 

@@ -47,8 +47,8 @@ from etils import epath
 from ml_collections import ConfigDict
 
 from resnorm_jax.config import model_keys
-from resnorm_jax.config.nofollow import open_nofollow
 from resnorm_jax.data import fs
+from resnorm_jax.files.nofollow import open_nofollow
 from resnorm_jax.model import config_types as ct
 from resnorm_jax.runs import outcome
 from resnorm_jax.runs import status as run_status

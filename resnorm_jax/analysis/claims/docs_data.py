@@ -4,7 +4,6 @@ checkout (ROOT). No JAX."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
@@ -12,6 +11,7 @@ import re
 
 import resnorm_jax
 from resnorm_jax.analysis.style import lr_label
+from resnorm_jax.files import csv_table
 from resnorm_jax.runs import record_files
 
 ROOT = resnorm_jax.ROOT
@@ -64,8 +64,8 @@ def run_summary(run: str) -> dict:
 
 
 def read(path: str) -> list[dict[str, str]]:
-  with open(os.path.join(ROOT, path), newline="") as f:
-    return list(csv.DictReader(f))
+  """A CSV's rows, `path` from the repository root."""
+  return csv_table.read_csv(os.path.join(ROOT, path))
 
 
 def lr_text(lr: float) -> str:

@@ -31,7 +31,7 @@ from resnorm_jax.analysis.claims.edges import (
 )
 from resnorm_jax.analysis.style import variant_label
 from resnorm_jax.analysis.survival_section import odds_by_cell
-from resnorm_jax.config import pysource
+from resnorm_jax.files import pysource
 from resnorm_jax.runs import status
 
 

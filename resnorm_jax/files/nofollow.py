@@ -1,6 +1,6 @@
 """Files written never through a symbolic link (O_NOFOLLOW, lstat): a link where a run writes
-would overwrite the file it points to, anywhere. The top floor holds it because config/cli.py
-writes JSON with it; resnorm_jax/data/fs.py re-exports it. No JAX here.
+would overwrite the file it points to, anywhere. On the ground floor, below config (config/cli.py
+writes JSON with it); resnorm_jax/data/fs.py re-exports it. No JAX here.
 """
 
 from __future__ import annotations
