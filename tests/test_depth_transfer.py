@@ -93,7 +93,7 @@ def test_slope_contrast_finds_a_known_difference_and_its_interval_holds_it():
   assert c["completep"] == pytest.approx(0.0, abs=1e-6)
   assert c["sp"] == pytest.approx(-0.2, abs=0.02)
   assert c["difference"] == pytest.approx(0.2, abs=0.02)
-  assert c["boot_lo"] <= c["difference"] <= c["boot_hi"] and c["boot_failed"] == 0
+  assert c["ci_lo"] <= c["difference"] <= c["ci_hi"] and c["boot_failed"] == 0
   assert c["depths"] == "6 12 24 48" and c["seeds"] == "0 1 2"
 
 
@@ -102,14 +102,41 @@ def test_seeded_contrast_uses_only_the_lrs_every_seed_ran():
   lr_row, loss_row = dt.seeded_contrast(rows, 24, replicates=200)
   # 2e-3, 4e-3, 8e-3 (every seed ran there): CompleteP's best 4e-3, sp's 4e-3 * 4^-0.2
   assert lr_row["difference"] == pytest.approx(0.4, abs=0.01)
-  assert loss_row["boot_lo"] <= loss_row["difference"] <= loss_row["boot_hi"]
+  assert loss_row["ci_lo"] <= loss_row["difference"] <= loss_row["ci_hi"]
   assert lr_row["seeds"] == "0 1 2"
+  # 3 seeds: a t interval on the per-seed differences, not a bootstrap of 3 values
+  assert lr_row["interval"] == "95% t over 3 seeds, paired by seed" and lr_row["replicates"] == 0
   assert dt.seeded_contrast(_contrast_rows(0.0, seeds=(0,)), 24) == []  # no seeds: no contrast
   # a seed run at one lr only is left out: seeds at every lr of the curve or at none
   extra = [{**r, "seed": 3, "capped_loss": r["capped_loss"] - 0.5} for r in rows
            if r["num_layers"] == 24 and r["opt.lr"] == 4e-3 and r["seed"] == 0]  # fmt: skip
   again, _ = dt.seeded_contrast(rows + extra, 24, replicates=50)
   assert again["seeds"] == "0 1 2" and again["difference"] == pytest.approx(lr_row["difference"])
+
+
+def test_a_few_seeds_get_a_t_interval_on_their_paired_differences():
+  """Seeds 0-2: per seed, CompleteP's best loss minus sp's is 0.1, 0.2, 0.3: the mean 0.2,
+  its standard error 0.1/sqrt(3), and t(2)'s 4.303 of them each side; with 4 seeds it is the
+  bootstrap again."""
+  rows = []
+  for seed, shift in ((0, 0.1), (1, 0.2), (2, 0.3), (3, 0.2)):
+    for param, base in (("completep", 1.6 + shift), ("sp", 1.6)):
+      for lr in (2e-3, 4e-3, 8e-3):
+        loss = base + 0.05 * (math.log2(lr) - math.log2(4e-3)) ** 2
+        row = {"variant": "prenorm", "depth_param": param, "num_layers": 24, "opt.lr": lr}
+        rows.append({**row, "seed": seed, "capped_loss": loss, "outcome": "trained"})
+  three = [r for r in rows if r["seed"] < 3]
+  lr_row, loss_row = dt.seeded_contrast(three, 24)
+  se = 0.1 / math.sqrt(3)
+  assert loss_row["difference"] == pytest.approx(0.2) and loss_row[
+    "difference_se"
+  ] == pytest.approx(se)
+  assert loss_row["ci_lo"] == pytest.approx(0.2 - 4.303 * se, abs=1e-3)
+  assert loss_row["ci_hi"] == pytest.approx(0.2 + 4.303 * se, abs=1e-3)
+  assert lr_row["difference"] == pytest.approx(0.0, abs=1e-9)  # the same vertex per seed
+  assert lr_row["seeds"] == "0 1 2" and "t over 3 seeds" in loss_row["interval"]
+  _, four = dt.seeded_contrast(rows, 24, replicates=50)
+  assert four["interval"] == "95% seed bootstrap (4 seeds)" and four["replicates"] == 50
 
 
 def test_the_3_point_best_lr_is_drawn_on_its_grid_resolution_not_an_error_bar():

@@ -203,9 +203,12 @@ def describe(table: Sequence[Row], slopes: Sequence[Row]) -> list[str]:
 # 0 stay fixed: the interval holds the seed noise that was measured, no more).
 CONTRAST = ("completep", "sp")
 CONTRAST_COLUMNS = (
-  "variant", "quantity", "completep", "sp", "difference", "difference_se", "boot_lo",
-  "boot_hi", "boot_failed", "replicates", "depths", "seeds",
+  "variant", "quantity", "completep", "sp", "difference", "difference_se", "ci_lo", "ci_hi",
+  "interval", "boot_failed", "replicates", "depths", "seeds",
 )  # fmt: skip
+# Fewer seeds than this and an interval over seeds is Student's t on the per-seed differences,
+# not a bootstrap (a bootstrap of 2 or 3 values has a handful of distinct draws).
+MIN_BOOTSTRAP_SEEDS = 4
 
 
 def _cells(rows: Sequence[Row], variant: str, param: str) -> dict[tuple[int, float], dict]:
@@ -281,8 +284,9 @@ def slope_contrast(
     "sp": ss,
     "difference": cs - ss,
     "difference_se": math.sqrt(cse**2 + sse**2),
-    "boot_lo": float(lo),
-    "boot_hi": float(hi),
+    "ci_lo": float(lo),
+    "ci_hi": float(hi),
+    "interval": "95% bootstrap over each cell's seeds (a cell of seed 0 alone fixed)",
     "boot_failed": failed,
     "replicates": replicates,
     "depths": " ".join(map(str, depths)),
@@ -296,7 +300,9 @@ def seeded_contrast(
   """At one depth, on the lrs where both parametrizations ran 2 or more seeds, over the seeds
   all of those ran: the best lr (3-point vertex of the seed-mean curve, in log2) and the best
   seed-mean loss of each, their differences CompleteP minus sp, and percentile 95% bootstrap
-  intervals (seeds resampled with replacement within each cell). [] where fewer than 3 such
+  intervals (seeds resampled with replacement within each cell); with fewer than
+  MIN_BOOTSTRAP_SEEDS seeds, each seed's own best lr and best loss instead, their differences
+  paired by seed, and a t interval on them (seeded_t_contrast). [] where fewer than 3 such
   lrs."""
   fams = {p: {k[1]: v for k, v in _cells(rows, variant, p).items() if k[0] == depth}
           for p in CONTRAST}  # fmt: skip
@@ -311,6 +317,8 @@ def seeded_contrast(
   fams = {p: {lr: {s: f[lr][s] for s in seeds} for lr in lrs} for p, f in fams.items()}
   if len(lrs) < 3 or len(seeds) < 2:
     return []
+  if len(seeds) < MIN_BOOTSTRAP_SEEDS:
+    return seeded_t_contrast(fams, lrs, seeds, depth, variant)
 
   def stats_of(f: Mapping[float, Mapping[int, float]]) -> tuple[float | None, float]:
     curve = [{"lr": lr, "mean": float(np.mean(list(f[lr].values())))} for lr in lrs]
@@ -335,14 +343,63 @@ def seeded_contrast(
   out = []
   for i, (key, quantity) in enumerate(
     (("lr", f"log2 best lr at {depth} layers, seed-mean 3-point vertex"),
-     ("loss", f"best seed-mean loss at {depth} layers"))
+     ("loss", f"best loss at {depth} layers, of the seed-mean curve"))
   ):  # fmt: skip
     c, s = point["completep"][i], point["sp"][i]
     lo, hi = np.percentile(boot[key], [2.5, 97.5]) if boot[key] else (math.nan, math.nan)
     out.append({
       "variant": variant, "quantity": quantity, "completep": c, "sp": s,
       "difference": (c - s) if c is not None and s is not None else None, "difference_se": None,
-      "boot_lo": float(lo), "boot_hi": float(hi), "boot_failed": failed if key == "lr" else 0,
+      "ci_lo": float(lo), "ci_hi": float(hi),
+      "interval": f"95% seed bootstrap ({len(seeds)} seeds)",
+      "boot_failed": failed if key == "lr" else 0,
       "replicates": replicates, "depths": str(depth), "seeds": " ".join(map(str, seeds)),
     })  # fmt: skip
+  return out
+
+
+def seeded_t_contrast(
+  fams: Mapping[str, Mapping[float, Mapping[int, float]]],
+  lrs: Sequence[float],
+  seeds: Sequence[int],
+  depth: int,
+  variant: str,
+) -> list[Row]:
+  """seeded_contrast's rows on a few seeds: each seed's curve over `lrs` gives its best lr
+  (3-point vertex, log2) and best loss under each parametrization; the rows hold their means
+  over the seeds, the mean of the per-seed differences CompleteP minus sp, its standard error
+  and a 95% Student's t interval (n - 1 degrees of freedom). A seed whose curve has no vertex
+  is left out of the lr row (`boot_failed` counts them)."""
+  from resnorm_jax.analysis.stats import t975  # (no JAX)
+
+  def per_seed(f: Mapping[float, Mapping[int, float]], s: int) -> tuple[float | None, float]:
+    curve = [{"lr": lr, "mean": f[lr][s]} for lr in lrs]
+    fit = fit_best_lr(curve, 1)
+    return (math.log2(fit[0]) if fit else None), min(p["mean"] for p in curve)
+
+  values = {p: {s: per_seed(f, s) for s in seeds} for p, f in fams.items()}
+  out = []
+  for i, quantity in enumerate(
+    (f"log2 best lr at {depth} layers, each seed's 3-point vertex, mean over seeds",
+     f"best loss at {depth} layers, each seed's, mean over seeds")
+  ):  # fmt: skip
+    used = [s for s in seeds if all(values[p][s][i] is not None for p in CONTRAST)]
+    c = [values["completep"][s][i] for s in used]
+    b = [values["sp"][s][i] for s in used]
+    diffs = [x - y for x, y in zip(c, b, strict=True)]
+    row = {
+      "variant": variant, "quantity": quantity, "completep": None, "sp": None,
+      "difference": None, "difference_se": None, "ci_lo": math.nan, "ci_hi": math.nan,
+      "interval": f"95% t over {len(used)} seeds, paired by seed",
+      "boot_failed": len(seeds) - len(used), "replicates": 0, "depths": str(depth),
+      "seeds": " ".join(map(str, used)),
+    }  # fmt: skip
+    if len(diffs) >= 2:
+      d, se = float(np.mean(diffs)), float(np.std(diffs, ddof=1) / math.sqrt(len(diffs)))
+      half = t975(len(diffs) - 1) * se
+      row.update(
+        completep=float(np.mean(c)), sp=float(np.mean(b)), difference=d, difference_se=se,
+        ci_lo=d - half, ci_hi=d + half,
+      )  # fmt: skip
+    out.append(row)
   return out

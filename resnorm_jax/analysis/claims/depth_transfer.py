@@ -15,7 +15,7 @@ from resnorm_jax.runs import status
 def row_depth_transfer() -> Claim | None:
   """Each parametrization's slope of log2(best lr) on log2(L) as the range over three fits of
   the same best lrs (weighted 5-point vertex, its OLS, the 3-point vertex), and the
-  CompleteP-minus-sp difference with its OLS standard error and seed bootstrap."""
+  CompleteP-minus-sp difference with its OLS standard error, and at 24 layers over seeds."""
   path = "docs/depth_transfer/slopes.csv"
   if not exists(path):
     return None
@@ -45,18 +45,20 @@ def row_depth_transfer() -> Claim | None:
   seeded = [
     r for r in optional("docs/depth_transfer/contrast.csv") if "log2 best lr" in r["quantity"]
   ]
+  interval = "95% seed bootstrap"
   if seeded:
     c = seeded[0]
+    interval = c["interval"]
     text += (
       f"; at {c['depths']} layers, seeds {c['seeds'].replace(' ', ', ')}: log2 best lr "
-      f"{float(c['difference']):+.2f} ({float(c['boot_lo']):+.2f} to "
-      f"{float(c['boot_hi']):+.2f})"
+      f"{float(c['difference']):+.2f} ({float(c['ci_lo']):+.2f} to "
+      f"{float(c['ci_hi']):+.2f})"
     )
   return Claim(
     "Depth transfer of Pre-LN's best lr",
     text,
     f"0 = transfer; 1,000 steps, 7 lrs ({len(depths)} depths; 3 lrs, a 3-point vertex, at 48 "
-    "under depth-muP and CompleteP); seed 0; 95% seed bootstrap; stdlib; "
+    f"under depth-muP and CompleteP); seed 0; at 24 layers {interval}; stdlib; "
     + tokens_note("docs/lr_sensitivity/runs/prenorm-L48-lr0.004-s0"),
     "[figure](docs/depth_transfer/prenorm.png), `docs/depth_transfer/slopes.csv`, "
     "`docs/depth_transfer/contrast.csv`",
@@ -81,15 +83,15 @@ def row_completep_loss() -> Claim | None:
   seeded = [
     r
     for r in optional("docs/depth_transfer/contrast.csv")
-    if "best seed-mean loss" in r["quantity"]
+    if r["quantity"].startswith("best loss at")
   ]
   budget = "1,000 steps, lrs 2.5e-4 to 1.6e-2; seed 0 (seed means where seeds ran)"
   if seeded:
     c = seeded[0]
     text += (
       f"; at {c['depths']} layers, seeds {c['seeds'].replace(' ', ', ')} on the lrs both ran: "
-      f"CompleteP minus sp {float(c['difference']):+.3f} (95% bootstrap "
-      f"{float(c['boot_lo']):+.3f} to {float(c['boot_hi']):+.3f})"
+      f"CompleteP minus sp {float(c['difference']):+.3f} ({c['interval']}: "
+      f"{float(c['ci_lo']):+.3f} to {float(c['ci_hi']):+.3f})"
     )
   else:
     text += "; the 24-layer seeds at every lr around the best are not all run yet"
