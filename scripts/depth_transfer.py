@@ -27,8 +27,8 @@ import os
 import sys
 
 from configs.sweeps import depth_transfer as grid
+from resnorm_jax.analysis import depth_contrast, depth_transfer_figure, lr_sweep_rows
 from resnorm_jax.analysis import depth_transfer as dt  # (no JAX)
-from resnorm_jax.analysis import depth_transfer_figure, lr_sweep_rows
 from resnorm_jax.files import csv_table
 
 
@@ -49,13 +49,14 @@ def main() -> None:
   os.makedirs(args.out_dir, exist_ok=True)
   table = dt.best_lr_table(rows)
   slopes = dt.depth_slopes(table)
-  contrast = [c for c in [dt.slope_contrast(rows)] if c] + dt.seeded_contrast(rows, 24)
+  slope = depth_contrast.slope_contrast(rows)
+  contrast = ([slope] if slope else []) + depth_contrast.seeded_contrast(rows, 24)
   columns = (*lr_sweep_rows.RESULT_COLUMNS, "depth_param")
   tables = {
     "results.csv": (rows, columns),
     "best_lr.csv": (table, dt.BEST_COLUMNS),
     "slopes.csv": (slopes, dt.SLOPE_COLUMNS),
-    "contrast.csv": (contrast, dt.CONTRAST_COLUMNS),
+    "contrast.csv": (contrast, depth_contrast.CONTRAST_COLUMNS),
   }
   paths = [
     csv_table.write_csv(os.path.join(args.out_dir, name), t, cols, extrasaction="ignore")

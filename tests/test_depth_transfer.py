@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from resnorm_jax.analysis import depth_contrast as dc
 from resnorm_jax.analysis import depth_transfer as dt
 
 LRS = [2.5e-4 * 2**k for k in range(7)]
@@ -89,7 +90,7 @@ def _contrast_rows(noise: float, seeds=(0, 1, 2)) -> list[dict]:
 
 
 def test_slope_contrast_finds_a_known_difference_and_its_interval_holds_it():
-  c = dt.slope_contrast(_contrast_rows(noise=0.002), replicates=200)
+  c = dc.slope_contrast(_contrast_rows(noise=0.002), replicates=200)
   assert c["completep"] == pytest.approx(0.0, abs=1e-6)
   assert c["sp"] == pytest.approx(-0.2, abs=0.02)
   assert c["difference"] == pytest.approx(0.2, abs=0.02)
@@ -99,18 +100,18 @@ def test_slope_contrast_finds_a_known_difference_and_its_interval_holds_it():
 
 def test_seeded_contrast_uses_only_the_lrs_every_seed_ran():
   rows = _contrast_rows(noise=0.01)
-  lr_row, loss_row = dt.seeded_contrast(rows, 24, replicates=200)
+  lr_row, loss_row = dc.seeded_contrast(rows, 24, replicates=200)
   # 2e-3, 4e-3, 8e-3 (every seed ran there): CompleteP's best 4e-3, sp's 4e-3 * 4^-0.2
   assert lr_row["difference"] == pytest.approx(0.4, abs=0.01)
   assert loss_row["ci_lo"] <= loss_row["difference"] <= loss_row["ci_hi"]
   assert lr_row["seeds"] == "0 1 2"
   # 3 seeds: a t interval on the per-seed differences, not a bootstrap of 3 values
   assert lr_row["interval"] == "95% t over 3 seeds, paired by seed" and lr_row["replicates"] == 0
-  assert dt.seeded_contrast(_contrast_rows(0.0, seeds=(0,)), 24) == []  # no seeds: no contrast
+  assert dc.seeded_contrast(_contrast_rows(0.0, seeds=(0,)), 24) == []  # no seeds: no contrast
   # a seed run at one lr only is left out: seeds at every lr of the curve or at none
   extra = [{**r, "seed": 3, "capped_loss": r["capped_loss"] - 0.5} for r in rows
            if r["num_layers"] == 24 and r["opt.lr"] == 4e-3 and r["seed"] == 0]  # fmt: skip
-  again, _ = dt.seeded_contrast(rows + extra, 24, replicates=50)
+  again, _ = dc.seeded_contrast(rows + extra, 24, replicates=50)
   assert again["seeds"] == "0 1 2" and again["difference"] == pytest.approx(lr_row["difference"])
 
 
@@ -126,7 +127,7 @@ def test_a_few_seeds_get_a_t_interval_on_their_paired_differences():
         row = {"variant": "prenorm", "depth_param": param, "num_layers": 24, "opt.lr": lr}
         rows.append({**row, "seed": seed, "capped_loss": loss, "outcome": "trained"})
   three = [r for r in rows if r["seed"] < 3]
-  lr_row, loss_row = dt.seeded_contrast(three, 24)
+  lr_row, loss_row = dc.seeded_contrast(three, 24)
   se = 0.1 / math.sqrt(3)
   assert loss_row["difference"] == pytest.approx(0.2) and loss_row[
     "difference_se"
@@ -135,7 +136,7 @@ def test_a_few_seeds_get_a_t_interval_on_their_paired_differences():
   assert loss_row["ci_hi"] == pytest.approx(0.2 + 4.303 * se, abs=1e-3)
   assert lr_row["difference"] == pytest.approx(0.0, abs=1e-9)  # the same vertex per seed
   assert lr_row["seeds"] == "0 1 2" and "t over 3 seeds" in loss_row["interval"]
-  _, four = dt.seeded_contrast(rows, 24, replicates=50)
+  _, four = dc.seeded_contrast(rows, 24, replicates=50)
   assert four["interval"] == "95% seed bootstrap (4 seeds)" and four["replicates"] == 50
 
 
