@@ -7,6 +7,7 @@ at the checkpointer's close; an error is cut to one line (`one_line`)."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
@@ -21,9 +22,18 @@ def _from_orbax(record: logging.LogRecord) -> bool:
   exc = record.exc_info[1] if record.exc_info else None
   if record.name == "asyncio" and exc is not None and "orbax-checkpoint" in str(exc):
     return True
-  tb = record.exc_info[2] if record.exc_info else None
+  return _through_orbax(record.exc_info[2] if record.exc_info else None)
+
+
+def _orbax_file(filename: str) -> bool:
+  """Whether a source file is orbax's package (a folder named orbax on its path)."""
+  return "/orbax/" in filename.replace(os.sep, "/")
+
+
+def _through_orbax(tb) -> bool:
+  """Whether a traceback runs through orbax's code."""
   while tb is not None:
-    if "orbax" in tb.tb_frame.f_code.co_filename:
+    if _orbax_file(tb.tb_frame.f_code.co_filename):
       return True
     tb = tb.tb_next
   return False
@@ -67,15 +77,10 @@ def _orbax_code(unraisable) -> bool:
   """Whether an unraisable error is orbax's: raised in a coroutine of orbax's (a restore's
   array reads, closed unfinished when the restore of a damaged checkpoint failed and
   collected later), or its traceback runs through orbax's code."""
-  code = getattr(unraisable.object, "cr_code", None) if hasattr(unraisable, "object") else None
-  if code is not None and "orbax" in code.co_filename:
+  code = getattr(getattr(unraisable, "object", None), "cr_code", None)
+  if code is not None and _orbax_file(code.co_filename):
     return True
-  tb = getattr(unraisable.exc_value, "__traceback__", None)
-  while tb is not None:
-    if "orbax" in tb.tb_frame.f_code.co_filename:
-      return True
-    tb = tb.tb_next
-  return False
+  return _through_orbax(getattr(unraisable.exc_value, "__traceback__", None))
 
 
 def _unraisable(hook):
