@@ -95,3 +95,40 @@ def test_the_shakespeare_cells_join_the_where_table_as_their_own_rows(monkeypatc
   assert gate.corpus_rows() == [
     "| 12 (Shakespeare) | 1e-3 | 0/4 | 0.00-0.60 | 4/4 | 0.40-1.00 | 0.029 |"
   ]
+
+
+def test_the_short_edge_is_the_lr_a_bound_below_or_not_run():
+  assert gate.edge_short({5e-4: _at(5e-4, 11, 12), 1e-3: _at(1e-3, 0, 12)}) == "5e-4"
+  assert gate.edge_short({2.5e-4: _at(2.5e-4, 1, 12), 1.25e-4: _at(1.25e-4, 5, 12)}) == ("<1.25e-4")
+  assert gate.edge_short({1e-3: _at(1e-3, 1, 3)}) == "not run"
+
+
+def _deep(variant, kept, seeds):
+  return {**_cell(variant, kept, seeds), "num_layers": "24", "lr": "4e-3"}
+
+
+def test_the_deepnorm_row_pairs_the_gate_with_deepnorm_alone_from_survival(monkeypatch):
+  alone = _deep("deepnorm", 6, 12)
+  monkeypatch.setattr(gate, "survival_cells", lambda: [alone, _deep("postnorm", 0, 12)])
+  monkeypatch.setattr(gate, "optional", lambda path: [_deep("deepnorm-attngate", 4, 4)])
+  cells = gate.deepnorm_cells()
+  assert cells == {(24, 4e-3): {"plain": alone, "gate": _deep("deepnorm-attngate", 4, 4)}}
+  monkeypatch.setattr(gate, "where_cells", lambda: {})
+  text = gate.render_where()
+  assert "| 24 (DeepNorm) | 4e-3 | 6/12 | 0.21-0.79 | 4/4 | 0.40-1.00 | 0.23 |" in text
+  assert "- 24 layers, 4e-3, the gate with DeepNorm: no difference from DeepNorm alone" in text
+
+
+def test_whether_the_gate_adds_to_deepnorm_is_read_only_at_4_seeds_and_by_fisher():
+  key = (24, 4e-3)
+  alone = _deep("deepnorm", 1, 12)
+  few = gate.combines(key, {"plain": alone, "gate": _deep("deepnorm-attngate", 3, 3)})
+  assert few.endswith("not read until both have 4 seeds")
+  more = gate.combines(key, {"plain": alone, "gate": _deep("deepnorm-attngate", 8, 8)})
+  assert "adds to DeepNorm (8/8 kept against 1/12, Fisher p" in more
+  less = gate.combines(key, {"plain": _deep("deepnorm", 12, 12),
+                             "gate": _deep("deepnorm-attngate", 0, 8)})  # fmt: skip
+  assert "takes away from DeepNorm" in less
+  assert gate.combines(key, {"gate": _deep("deepnorm-attngate", 2, 4)}).endswith(
+    "DeepNorm alone not run there"
+  )

@@ -202,3 +202,14 @@ def test_compare_kept_tests_each_cell_against_the_baseline_of_its_depth_and_lr()
   assert "kept_p_vs_baseline" not in cells[0]
   assert cells[1]["kept_p_vs_baseline"] == pytest.approx(1 / 1820, abs=1e-4)
   assert cells[2]["kept_p_vs_baseline"] is None  # no baseline cell at 2e-3
+
+
+def test_a_cell_title_names_its_base_and_stabilizer_whatever_the_base():
+  cell_title = survival_figure.cell_title
+  assert cell_title("postnorm", 12, 1e-3) == "Post-LN, 12 layers, lr 1e-3"
+  assert (
+    cell_title("postnorm-attngate", 12, 1e-3) == "Post-LN + gated attention, 12 layers, lr 1e-3"
+  )
+  assert cell_title("deepnorm-attngate", 24, 4e-3) == (
+    "DeepNorm + gated attention, 24 layers, lr 4e-3"
+  )

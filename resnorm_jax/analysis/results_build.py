@@ -50,7 +50,7 @@ STEPS = (
   Step("survival", ("scripts/survival.py",)),
   Step("stabilizers at the edge", (
     "scripts/survival.py", "--runs=docs/stabilizers/runs", "--out_dir=docs/stabilizers",
-    "--only=^postnorm-", "--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s")),
+    "--only=^(post|deep)norm-", "--baseline=docs/survival/runs:^postnorm-L12-lr0.001-s")),
   # The gate's cells on tiny Shakespeare (the grid's shakespeare-* points), a table of their own.
   Step("gate on Shakespeare", (
     "scripts/survival.py", "--runs=docs/stabilizers/runs",

@@ -24,13 +24,17 @@ from resnorm_jax.runs.outcome import STUCK_MARGIN
 
 
 def cell_title(variant: str, n_layers: int, lr: float) -> str:
-  """'Post-LN, 12 layers, lr 1e-3'; a stabilizer's cell (postnorm-<part>) 'Post-LN + <its
-  label>' as the docs' tables name it."""
-  from resnorm_jax.analysis.claims.stabilizers import BASE, label, stabilizer_of
-  from resnorm_jax.analysis.style import VARIANT_LABELS
+  """'Post-LN, 12 layers, lr 1e-3'; a stabilizer's cell (<base>-<part>, base one of
+  STABILIZER_BASES: postnorm-attngate, deepnorm-attngate) '<Base> + <its label>' as the docs'
+  tables name it."""
+  from resnorm_jax.analysis.claims.stabilizers import label
+  from resnorm_jax.analysis.style import STABILIZER_BASES, VARIANT_LABELS
 
-  part = stabilizer_of(variant)
-  name = f"{VARIANT_LABELS[BASE]} + {label(part)}" if part else variant_label(variant)
+  name = variant_label(variant)
+  for base in STABILIZER_BASES:
+    part = variant.removeprefix(f"{base}-")
+    if part != variant and part:
+      name = f"{VARIANT_LABELS[base]} + {label(part)}"
   return f"{name}, {n_layers} layers, lr {lr_label(lr)}"
 
 

@@ -170,15 +170,27 @@ def row_gate() -> Claim | None:
   sentence = verdict(have).split("**")[1] if "**" in verdict(have) else verdict(have)
   seeds = sorted(kept(c)[1] for c in have.values())
   where = where_cells()
-  edges = {arm: edge({lr: a[arm] for (d, lr), a in where.items() if d == DEPTH and arm in a})
-           for arm in ("plain", "gate")}  # fmt: skip
+  by_arm = {
+    arm: "/".join(
+      edge_short({lr: a[arm] for (d, lr), a in where.items() if d == depth and arm in a})
+      for depth in WHERE_DEPTHS
+    )
+    for arm in ("plain", "gate")
+  }
+  edges = f"edge {'/'.join(f'{d}L' for d in WHERE_DEPTHS)}: " + ", ".join(
+    f"{arm} {e}" for arm, e in by_arm.items()
+  )
+  deep = [
+    f"DeepNorm {d}L {lr_label(lr, 4)}: alone {_odds(a['plain'])}, +gate {_odds(a['gate'])}"
+    for (d, lr), a in sorted(deepnorm_cells().items())
+    if "plain" in a
+  ]
   return Claim(
     "Why gated attention moves Post-LN's edge",
-    f"{sentence} Kept, k/n seeds: "
-    + ", ".join(arms)
-    + f"; {DEPTH}L edge: plain {edges['plain']}, gate {edges['gate']}",
-    "Post-LN 12L, lr 1e-3, 1,500 steps, no warmup; seeds per cell as listed; Fisher's exact "
-    f"test; edge: the largest lr kept on half of >= {MIN_SEEDS} seeds; stdlib",
+    f"{sentence} Kept: " + ", ".join(arms) + "; " + "; ".join([edges, *deep]),
+    "Post-LN 12L, lr 1e-3 (controls), the 12L and 24L lrs run (edge); 1,500 steps, no warmup; "
+    f"seeds per cell as listed; Fisher's exact test; edge: the largest lr kept on half of >= "
+    f"{MIN_SEEDS} seeds; stdlib",
     "[controls](docs/stabilizers/README.md#why-the-gate-the-controls), "
     "`docs/stabilizers/cells.csv`, `docs/survival/cells.csv`",
     f"{sentence} Kept: " + ", ".join(arms),
@@ -263,18 +275,32 @@ def where_cells() -> dict[tuple[int, float], dict[str, dict[str, str]]]:
   return out
 
 
+def _edge_top(by_lr: dict[float, dict[str, str]]) -> tuple[float | None, list[float]]:
+  """(the largest lr whose cell keeps the escape on at least half of >= MIN_SEEDS seeds, or
+  None; the lrs run on >= MIN_SEEDS seeds)."""
+  ready = [lr for lr, c in by_lr.items() if kept(c)[1] >= MIN_SEEDS]
+  holds = [lr for lr in ready if 2 * kept(by_lr[lr])[0] >= kept(by_lr[lr])[1]]
+  return (max(holds) if holds else None), ready
+
+
 def edge(by_lr: dict[float, dict[str, str]]) -> str:
   """An arm's edge at one depth, by rule: the largest lr run whose cell keeps the escape on at
   least half of its seeds (>= MIN_SEEDS of them), and whether a larger lr run on as many seeds
   keeps it on fewer (bracketed) or no larger lr has run (open above)."""
-  ready = {lr: c for lr, c in by_lr.items() if kept(c)[1] >= MIN_SEEDS}
-  holds = [lr for lr, c in ready.items() if 2 * kept(c)[0] >= kept(c)[1]]
-  if not holds:
+  top, ready = _edge_top(by_lr)
+  if top is None:
     return "below every lr run" if ready else "not run on 4 seeds"
-  top = max(holds)
   above = [lr for lr in ready if lr > top]
   where = f"bracketed by {lr_label(min(above), 4)}" if above else "open above: no larger lr run"
   return f"{lr_label(top, 4)} ({where})"
+
+
+def edge_short(by_lr: dict[float, dict[str, str]]) -> str:
+  """`edge` in a few characters: the lr, '<' the smallest lr run, or 'not run'."""
+  top, ready = _edge_top(by_lr)
+  if top is not None:
+    return lr_label(top, 4)
+  return f"<{lr_label(min(ready), 4)}" if ready else "not run"
 
 
 SHAKESPEARE_CELLS = "docs/stabilizers/shakespeare/cells.csv"  # the grid's shakespeare-* points
@@ -291,6 +317,48 @@ def corpus_rows() -> list[str]:
     if arm:
       by.setdefault((int(c["num_layers"]), float(c["lr"])), {})[arm] = c
   return [pair_row(f"{d} (Shakespeare)", lr, arms) for (d, lr), arms in sorted(by.items())]
+
+
+DEEPNORM = ("deepnorm", "deepnorm-attngate")  # DeepNorm alone (docs/survival), with the gate
+
+
+def deepnorm_cells() -> dict[tuple[int, float], dict[str, dict[str, str]]]:
+  """{(depth, lr): {"plain": DeepNorm alone, "gate": DeepNorm with the gate}} at each cell the
+  gate's DeepNorm points have run (the grid's deepnorm-attngate-*), DeepNorm alone from
+  docs/survival's cells where it has run there."""
+  alone = {
+    (int(c["num_layers"]), float(c["lr"])): c
+    for c in survival_cells()
+    if c["variant"] == DEEPNORM[0]
+  }
+  out: dict[tuple[int, float], dict[str, dict[str, str]]] = {}
+  for c in optional(CELLS):
+    if c["variant"] == DEEPNORM[1]:
+      key = (int(c["num_layers"]), float(c["lr"]))
+      out[key] = {"gate": c} | ({"plain": alone[key]} if key in alone else {})
+  return out
+
+
+def combines(key: tuple[int, float], arms: dict[str, dict[str, str]]) -> str:
+  """Whether the gate adds to DeepNorm at one cell, by rule: both arms on >= MIN_SEEDS seeds,
+  and Fisher's p below ALPHA in the gate's favour (or against it); otherwise what is missing."""
+  depth, lr = key
+  head = f"- {depth} layers, {lr_label(lr, 4)}, the gate with DeepNorm: "
+  alone, gate = arms.get("plain"), arms.get("gate")
+  if alone is None:
+    return head + f"{_odds(gate)} kept; DeepNorm alone not run there"
+  if min(kept(alone)[1], kept(gate)[1]) < MIN_SEEDS:
+    return head + (
+      f"{_odds(gate)} kept against DeepNorm alone's {_odds(alone)}: not read until both have "
+      f"{MIN_SEEDS} seeds"
+    )
+  p = fisher(gate, alone)
+  rate = lambda c: kept(c)[0] / kept(c)[1]  # noqa: E731
+  if p >= ALPHA:
+    what = "no difference from DeepNorm alone"
+  else:
+    what = "adds to DeepNorm" if rate(gate) > rate(alone) else "takes away from DeepNorm"
+  return head + f"{what} ({_odds(gate)} kept against {_odds(alone)}, Fisher p {p:.2g})"
 
 
 def pair_row(layers: str, lr: float, arms: dict[str, dict[str, str]]) -> str:
@@ -310,18 +378,21 @@ def render_where() -> str:
   cells_ = where_cells()
   lines = [
     WHERE_BEGIN,
-    "| layers | lr | plain Post-LN kept | 95% interval | gated attention kept | 95% interval | "
+    "| layers | lr | without the gate kept | 95% interval | with the gate kept | 95% interval | "
     "Fisher p |",
     "| --- | --- | --- | --- | --- | --- | --- |",
   ]
   lines += [pair_row(str(depth), lr, arms) for (depth, lr), arms in sorted(cells_.items())]
   lines += corpus_rows()
+  deep = deepnorm_cells()
+  lines += [pair_row(f"{d} (DeepNorm)", lr, arms) for (d, lr), arms in sorted(deep.items())]
   lines += ["", "The edge, by rule (the largest lr whose cell keeps the escape on at least half "
             f"of >= {MIN_SEEDS} seeds):"]  # fmt: skip
   for depth in WHERE_DEPTHS:
     for arm, name in (("plain", "plain Post-LN"), ("gate", "gated attention")):
       by_lr = {lr: a[arm] for (d, lr), a in cells_.items() if d == depth and arm in a}
       lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
+  lines += [combines(key, arms) for key, arms in sorted(deep.items())]
   lines.append(WHERE_END)
   return "\n".join(lines)
 
