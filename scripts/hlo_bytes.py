@@ -32,7 +32,7 @@ def _read(path: str) -> str:
 def _compile(args) -> tuple[str, dict]:
   tc.use_cpu_host()
   from resnorm_jax.config import cli
-  from resnorm_jax.hardware import tune
+  from resnorm_jax.hardware import tune, tune_compile
 
   config = cli.load_config_file(args.config)
   c = tune.Candidate(args.mesh, args.remat, args.attention, args.flags)
@@ -40,7 +40,7 @@ def _compile(args) -> tuple[str, dict]:
   tgt = tune.target(args.topology)
   tgt.flags = tune.accepted_flags(tgt.devices, tune.flags_of(c.flags), print)
   vocab, _ = tc.resolve_vocab(config, 0, "tpu")
-  text, cost = tune.compiled_text(config, tgt, c, vocab)
+  text, cost = tune_compile.compiled_text(config, tgt, c, vocab)
   print(f"compiled {config.name} on {tgt.name}: {c.label}")
   return text, cost
 

@@ -39,7 +39,7 @@ def main() -> None:
   args = p.parse_args()
   tc.use_cpu_host()
   from resnorm_jax.config import cli
-  from resnorm_jax.hardware import hlo_bytes, tune
+  from resnorm_jax.hardware import hlo_bytes, tune, tune_compile
 
   config = tc.with_overrides(cli.load_config_file(args.config), {"model.num_layers": args.layers})
   c = tune.Candidate(args.mesh, args.remat, args.attention, args.flags)
@@ -50,7 +50,7 @@ def main() -> None:
   rows = []
   for unroll in (int(u) for u in args.unrolls.split(",")):
     cpu = time.process_time()
-    compiled = tune._build(config, tgt, c, vocab, unroll=unroll).lower_step()
+    compiled = tune_compile._build(config, tgt, c, vocab, unroll=unroll).lower_step()
     compiled = compiled.compile(compiler_options=options or None)
     cost = compiled.cost_analysis()
     ops = hlo_bytes.op_bytes(compiled.as_text())

@@ -309,10 +309,10 @@ ENTRY %main (a: bf16[16,8,512,64], w: f32[4096,4096]) -> bf16[16,512,512] {
 
 
 def test_tune_reads_the_largest_ops_from_the_hlo_text_and_picks_the_fastest_fit():
-  from resnorm_jax.hardware import tune
+  from resnorm_jax.hardware import tune, tune_compile
 
   # Parameters are inputs, not ops: left out; the loop's tanh runs 6 times (32 MiB in and out).
-  top = tune.top_ops_by_bytes(_HLO)
+  top = tune_compile.top_ops_by_bytes(_HLO)
   assert top == ["tanh f32[16,512,512] x6 0.19 GiB (forward: tanh)",
                  "fusion bf16[16,8,512,512] x1 0.07 GiB (unnamed: (none))",
                  "convert bf16[16,512,512] x1 0.02 GiB (update: convert)"]  # fmt: skip
@@ -371,13 +371,13 @@ def test_tune_lines_and_winner_agree_and_a_rerun_is_cached(tmp_path):
 
 
 def test_tune_flag_sets_compose_by_name_and_a_bad_name_is_refused():
-  from resnorm_jax.hardware import tune
+  from resnorm_jax.hardware import tune, xla_flags
 
   c = tune.Candidate("fsdp", "full", "splash", "maxtext")
   assert tune.flag_parts("default") == () and tune.flags_of("default") == {}
   both = tune.with_flags(c, "no_windowed")
   assert both.flags == "no_windowed+maxtext" and tune.with_flags(both, "maxtext") == both
-  assert tune.flags_of(both.flags) == {**tune.NO_WINDOWED_EINSUM, **tune.MAXTEXT_FLAGS}
+  assert tune.flags_of(both.flags) == {**xla_flags.NO_WINDOWED_EINSUM, **xla_flags.MAXTEXT_FLAGS}
   one = {"xla_tpu_enable_windowed_einsum_for_all_gather": "false"}
   assert tune.flags_of("no_windowed+maxtext", accepted=one) == one  # what libtpu refused: left out
   with pytest.raises(ValueError, match="'fast' .* one of default, no_windowed, maxtext"):

@@ -16,6 +16,7 @@ import pytest
 from configs import smoke
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs
+from resnorm_jax.files import nofollow
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.train import checkpoint as ckpt_lib
 from resnorm_jax.train import run_files
@@ -316,7 +317,7 @@ def test_a_run_file_that_is_a_symlink_is_refused_when_the_run_starts(tmp_path, n
   workdir = tmp_path / "run"
   workdir.mkdir()
   (workdir / name).symlink_to(target)
-  with pytest.raises(fs.SymlinkRefused) as e:
+  with pytest.raises(nofollow.SymlinkRefused) as e:
     with workdir_lib.hold(str(workdir)):
       pass
   assert str(e.value).startswith(f"{workdir / name} is a symbolic link (to {str(target)!r})")
@@ -335,17 +336,17 @@ def test_the_writers_never_follow_a_symlink_made_after_the_start(tmp_path):
   run = tmp_path / "run"
   run.mkdir()
   (run / "metrics.jsonl").symlink_to(target)
-  with pytest.raises(fs.SymlinkRefused):
+  with pytest.raises(nofollow.SymlinkRefused):
     MetricWriter(str(run))
-  with pytest.raises(fs.SymlinkRefused):
+  with pytest.raises(nofollow.SymlinkRefused):
     metrics_file.cut_metrics(str(run / "metrics.jsonl"), 0)
-  with pytest.raises(fs.SymlinkRefused):
+  with pytest.raises(nofollow.SymlinkRefused):
     fs.replace_text(str(run / "metrics.jsonl"), "x")
   for name in ("summary.json", "config.json.tmp"):
     (run / name).symlink_to(target)
-  with pytest.raises(fs.SymlinkRefused):
+  with pytest.raises(nofollow.SymlinkRefused):
     cli.write_json(str(run / "summary.json"), {"a": 1})
-  with pytest.raises(fs.SymlinkRefused):
+  with pytest.raises(nofollow.SymlinkRefused):
     cli.write_json(str(run / "config.json"), {"a": 1})  # its temporary file is the link
   assert target.read_text() == "precious"
   cli.write_json(str(tmp_path / "plain.json"), {"a": 1})  # a plain file: written

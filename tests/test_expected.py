@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from resnorm_jax.runs import end_line
 from resnorm_jax.runs import expected as expected_lib
 from resnorm_jax.runs.expected import Expected
-from resnorm_jax.train import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XIONG = Expected("stuck", "as Xiong et al. 2020 report for Post-LN without warmup at depth")
@@ -44,9 +44,9 @@ def test_the_record_and_the_line_say_whether_it_held():
 
 def test_the_end_message_prints_it_after_the_result_line():
   summary = {"status": "completed", "outcome": "stuck", "steps": 200}
-  assert "expected:" not in run_log.end_message(summary, "runs/x", None)
+  assert "expected:" not in end_line.end_message(summary, "runs/x", None)
   summary["expected"] = expected_lib.record(XIONG, "stuck")
-  lines = run_log.end_message(summary, "runs/x", None).splitlines()
+  lines = end_line.end_message(summary, "runs/x", None).splitlines()
   assert lines[1] == f"  expected: stuck, {XIONG.because}: reproduced"
   assert lines[2] == "  summary: runs/x/summary.json"
 

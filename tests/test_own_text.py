@@ -119,7 +119,7 @@ def test_distinct_eval_targets_counts_repeats():
 
 
 def test_end_line_shows_each_eval_beside_its_own_baseline_and_repeats():
-  from resnorm_jax.train import run_log
+  from resnorm_jax.runs import end_line
 
   summary = {
     "status": "completed",
@@ -137,7 +137,7 @@ def test_end_line_shows_each_eval_beside_its_own_baseline_and_repeats():
     "tokens_per_second": 580.0,
     "wall_seconds": 300.0,
   }
-  line = run_log.end_message(summary, "runs/x", None).splitlines()[0]
+  line = end_line.end_message(summary, "runs/x", None).splitlines()[0]
   assert "final eval 3.2617 on 16,384 tokens (9,012 distinct) (no-context 3.238)" in line
   assert "periodic eval 3.3181 on 8,192 tokens (no-context 3.299; best 3.3119)" in line
 

@@ -12,8 +12,9 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import cli
+from resnorm_jax.runs import end_line
 from resnorm_jax.runs import workdir as workdir_lib
-from resnorm_jax.train import io_faults, loop, run_log, run_setup
+from resnorm_jax.train import io_faults, loop, run_setup
 from resnorm_jax.train.population import points as population_points
 
 
@@ -152,7 +153,7 @@ def test_an_unwritable_workdir_exits_2_in_one_line_before_compiling(run_script, 
 def test_failed_is_not_bad_input():
   assert io_faults.EXIT_FAILED not in (0, 2)
   summary = {"status": "failed", "steps": 14, "outcome": "unknown"}
-  message = run_log.end_message(summary, "/w", ["--config=c.py"])
+  message = end_line.end_message(summary, "/w", ["--config=c.py"])
   assert "resume:  python -m experiments.train --config=c.py --workdir=/w" in message
 
 

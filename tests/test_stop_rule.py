@@ -12,7 +12,7 @@ import pytest
 
 from configs import smoke
 from resnorm_jax.config import same_experiment
-from resnorm_jax.runs import sweep_results
+from resnorm_jax.runs import end_line, sweep_results
 from resnorm_jax.runs.metrics_file import read_metrics
 from resnorm_jax.sweeps import grid as sweep_grid
 from resnorm_jax.sweeps import jobs as sweep_jobs
@@ -149,11 +149,11 @@ def test_the_stop_rule_is_a_run_control_key():
 
 def test_the_command_to_the_end_turns_the_rule_off():
   argv = ["--config=configs/smoke.py", "--config.train.stop_when=r.json", "--workdir=/x"]
-  assert stop_rule.resume_to_end_command(argv, "/w") == (
+  assert end_line.resume_to_end_command(argv, "/w") == (
     "python -m experiments.train --config=configs/smoke.py --config.train.stop_when= --workdir=/w"
   )
   argv = ["--config=c.py", "--config.train.stop_when", "r.json", "--config.seed=1"]
-  assert stop_rule.resume_to_end_command(argv, "/w").endswith(
+  assert end_line.resume_to_end_command(argv, "/w").endswith(
     "--config=c.py --config.seed=1 --config.train.stop_when= --workdir=/w"
   )
 

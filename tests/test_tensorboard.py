@@ -295,7 +295,7 @@ def test_run_hparams_are_the_config_axes():
 def test_end_line_names_each_eval_beside_its_own_best_and_baseline():
   """'best' is on the periodic eval set, next to the last periodic eval, not next to the
   end-of-run eval (a larger set: its loss can be above the periodic best)."""
-  from resnorm_jax.train import run_log
+  from resnorm_jax.runs import end_line
 
   summary = {
     "status": "completed",
@@ -311,9 +311,9 @@ def test_end_line_names_each_eval_beside_its_own_best_and_baseline():
     "tokens_per_second": 3533.0,
     "wall_seconds": 598.0,
   }
-  line = run_log.end_message(summary, "runs/x", None).splitlines()[0]
+  line = end_line.end_message(summary, "runs/x", None).splitlines()[0]
   assert "final eval 1.7606 on 16,384 tokens (no-context 3.462)" in line
   assert "periodic eval 1.7060 on 8,192 tokens (best 1.7060)" in line
   old = {k: v for k, v in summary.items() if not k.startswith("periodic_")}
-  line = run_log.end_message(old, "runs/x", None).splitlines()[0]  # a summary from before
+  line = end_line.end_message(old, "runs/x", None).splitlines()[0]  # a summary from before
   assert "final eval 1.7606 on 16,384 tokens" in line and "best periodic eval 1.7060" in line

@@ -4,7 +4,14 @@ keys and flags it adds, and its one-line answers; and its rows as the tuner writ
 
 import pytest
 
-from resnorm_jax.hardware import target_compile, tpu_target, tune, tuned_rows, tuned_table
+from resnorm_jax.hardware import (
+  target_compile,
+  tpu_target,
+  tune,
+  tuned_rows,
+  tuned_table,
+  xla_flags,
+)
 
 PAPER = "configs/postnorm_96L.py:paper"
 
@@ -50,12 +57,12 @@ def test_the_keys_are_tunes_overrides_less_the_given_and_maxtext_flags_go_to_lib
   keys, libtpu = tuned_table.launch_keys(w, ["--config.model.remat=dots"])
   want = [f"--config.{k}={v}" for k, v in tune.overrides(c, 8).items() if k != "model.remat"]
   assert keys == want and "--config.model.attention=splash" in keys
-  assert libtpu.split() == [f"--{k}={v}" for k, v in tune.MAXTEXT_FLAGS.items()]
+  assert libtpu.split() == [f"--{k}={v}" for k, v in xla_flags.MAXTEXT_FLAGS.items()]
   both = tune.Candidate("fsdp", "full", "splash", "no_windowed+maxtext")
   _, libtpu = tuned_table.launch_keys(
     tuned_table.Winner("postnorm_96L", "v5e:4x4", 16, both, 0.2), []
   )
-  want = {**tune.NO_WINDOWED_EINSUM, **tune.MAXTEXT_FLAGS}
+  want = {**xla_flags.NO_WINDOWED_EINSUM, **xla_flags.MAXTEXT_FLAGS}
   assert libtpu.split() == [f"--{k}={v}" for k, v in want.items()]
   assert "--xla_tpu_enable_windowed_einsum_for_all_gather=false" in libtpu.split()
   plain = tuned_table.Winner("prenorm_96L", "v5e:4x4", 16, tune.Candidate("data_fsdp", "dots"), 0.1)

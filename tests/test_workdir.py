@@ -11,6 +11,7 @@ import pytest
 
 from resnorm_jax.config import cli, same_experiment
 from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs import workdir_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -139,7 +140,7 @@ def test_a_symlinked_lock_file_is_refused_and_its_target_left_unchanged(tmp_path
   target = tmp_path / "precious.txt"
   target.write_text("data that is not the lock's\n")
   os.symlink(target, workdir / workdir_lib.LOCK_FILE)
-  with pytest.raises(workdir_lib.SymlinkedLock) as e, workdir_lib.hold(str(workdir)):
+  with pytest.raises(workdir_lock.SymlinkedLock) as e, workdir_lib.hold(str(workdir)):
     pass
   assert isinstance(e.value, ValueError)  # the entry point's exit status 2
   assert f"{workdir / workdir_lib.LOCK_FILE} is a symbolic link (to '{target}')" in str(e.value)
@@ -148,7 +149,7 @@ def test_a_symlinked_lock_file_is_refused_and_its_target_left_unchanged(tmp_path
   dangling = tmp_path / "dangling"
   dangling.mkdir()
   os.symlink(tmp_path / "nowhere", dangling / workdir_lib.LOCK_FILE)  # O_CREAT would make it
-  with pytest.raises(workdir_lib.SymlinkedLock), workdir_lib.hold(str(dangling)):
+  with pytest.raises(workdir_lock.SymlinkedLock), workdir_lib.hold(str(dangling)):
     pass
   assert not (tmp_path / "nowhere").exists()
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
-from resnorm_jax.config.config_file import (  # noqa: F401 (cli.X names stay)
-  _frame_in,
+from resnorm_jax.config.config_file import (
   _from_config_file,
   check_config_type,
   config_file_error,
@@ -304,7 +303,7 @@ def apply_variant(config, spec: str):
 def write_json(path: str, obj: Any) -> None:
   """Writes `obj` as indented, key-sorted JSON, then renames into place (a reader never sees
   half a file); a local path or gs://..., through etils.epath. A local path or its
-  temporary file that is a symbolic link is refused (fs.SymlinkRefused), never followed."""
+  temporary file that is a symbolic link is refused (nofollow.SymlinkRefused), never followed."""
   from etils import epath
 
   from resnorm_jax.files import nofollow as fs

@@ -20,8 +20,7 @@ from typing import Any
 from etils import epath
 
 # never through a symbolic link: declared on the ground floor, files/ (config/cli.py uses it)
-from resnorm_jax.files.nofollow import (  # noqa: F401  (re-exported)
-  SymlinkRefused,
+from resnorm_jax.files.nofollow import (
   open_nofollow,
   refuse_symlink,
 )

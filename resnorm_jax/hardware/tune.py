@@ -45,28 +45,21 @@ from resnorm_jax.hardware import hlo_bytes
 from resnorm_jax.hardware import target_compile as tc
 from resnorm_jax.hardware.target_report import size
 from resnorm_jax.hardware.tpu_target import GIB, TargetError
-from resnorm_jax.hardware.tune_cache import (  # noqa: F401 (tune.X names stay)
+from resnorm_jax.hardware.tune_cache import (
   DEFAULT_CACHE,
   Cache,
   Result,
   cache_key,
-  program_hash,
 )
-from resnorm_jax.hardware.tune_compile import (  # noqa: F401 (tune.X names stay)
+from resnorm_jax.hardware.tune_compile import (
   Target,
-  _build,
-  _compile,
   _corrected,
   _memory_pass,
-  _top,
-  compiled_text,
   lowered,
-  splash_seconds,
   target,
-  top_ops_by_bytes,
   with_attribution,
 )
-from resnorm_jax.hardware.tune_space import (  # noqa: F401 (tune.X names stay)
+from resnorm_jax.hardware.tune_space import (
   ATTENTIONS,
   MESHES,
   Candidate,
@@ -75,10 +68,8 @@ from resnorm_jax.hardware.tune_space import (  # noqa: F401 (tune.X names stay)
   own_candidate,
   with_flags,
 )
-from resnorm_jax.hardware.xla_flags import (  # noqa: F401 (tune.X names stay)
+from resnorm_jax.hardware.xla_flags import (
   FLAG_PARTS,
-  MAXTEXT_FLAGS,
-  NO_WINDOWED_EINSUM,
   accepted_flags,
   flag_parts,
   flags_of,

@@ -32,7 +32,7 @@ from resnorm_jax.data import token_files
 from resnorm_jax.data import tokenizer as tok_lib
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.train import checkpoint as ckpt_lib
-from resnorm_jax.train import checkpoint_integrity, run_setup
+from resnorm_jax.train import checkpoint_integrity, orbax_quiet, run_setup
 
 EOT_TEXT = tok_lib.EOT
 
@@ -170,7 +170,7 @@ def restore(workdir: str, run: run_setup.RunSetup) -> tuple[Any, int]:
   if not steps:
     raise ValueError(f"{workdir} has no checkpoint (no committed step in {root})")
   abstract = run.abstract
-  held = ckpt_lib.quiet_orbax_errors()  # TensorStore's error is dozens of lines: one here
+  held = orbax_quiet.quiet_orbax_errors()  # TensorStore's error is dozens of lines: one here
   damaged: list[str] = []
   for step in reversed(steps):
     try:

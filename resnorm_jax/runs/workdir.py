@@ -29,13 +29,11 @@ from resnorm_jax.config import same_experiment
 from resnorm_jax.data import fs
 from resnorm_jax.data.fs import read_json
 from resnorm_jax.runs import record_files, status
-from resnorm_jax.runs.workdir_lock import (  # noqa: F401 (workdir.X names stay)
+from resnorm_jax.runs.workdir_lock import (
   _NO_LOCKING,
   _UNLOCKABLE,
-  SymlinkedLock,
   WorkdirInUse,
   _read_text,
-  _refuse_symlink,
   _try_lock,
   describe_holder,
   holder,
@@ -175,7 +173,7 @@ RUN_FILES = (
 
 
 def refuse_linked_run_files(workdir: str) -> None:
-  """fs.SymlinkRefused (bad input, exit status 2, one line) when a file the run writes in
+  """nofollow.SymlinkRefused (bad input, exit status 2, one line) when a file the run writes in
   `workdir` is a symbolic link: writing through it would overwrite the file it points to."""
   for name in RUN_FILES:
     fs.refuse_symlink(os.path.join(workdir, name))

@@ -18,6 +18,7 @@ from typing import Any
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs
+from resnorm_jax.files import nofollow
 from resnorm_jax.runs import record_files
 from resnorm_jax.runs.sweep_point import (
   failure_reason,
@@ -122,7 +123,7 @@ def run_points(
         os.makedirs(job.workdir, exist_ok=True)
         try:  # never through a symbolic link: it would append to the file it points to
           log = fs.open_nofollow(os.path.join(job.workdir, record_files.LOG), "a")
-        except (fs.SymlinkRefused, OSError) as e:
+        except (nofollow.SymlinkRefused, OSError) as e:
           _not_started(job, e, codes)  # that point fails in one line; the sweep goes on
           continue
         slot = free.pop(0)
@@ -200,7 +201,7 @@ def _not_started(job: Job, e: Exception, codes: dict[str, int]) -> None:
   """A job whose train.log cannot be opened (a symbolic link, refused; a folder that cannot
   be written): each of its points fails with exit status 2 and one line, in sweep_point.json
   and the results row, and the sweep goes on with the others."""
-  if isinstance(e, fs.SymlinkRefused):
+  if isinstance(e, nofollow.SymlinkRefused):
     reason = f"not started: {e}"
   else:
     where = getattr(e, "filename", None) or os.path.join(job.workdir, record_files.LOG)

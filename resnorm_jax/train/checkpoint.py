@@ -34,11 +34,10 @@ from etils import epath
 
 from resnorm_jax.train.checkpoint_integrity import check_meta, leaf_table, sealed
 from resnorm_jax.train.io_errors import describe_io_error
-from resnorm_jax.train.orbax_quiet import (  # noqa: F401 (checkpoint.X names stay)
+from resnorm_jax.train.orbax_quiet import (
   _ORBAX_ERRORS,
   _quiet_orbax_tracebacks,
   one_line,
-  quiet_orbax_errors,
 )
 from resnorm_jax.train.resume_policy import check_compatible, check_same_data
 from resnorm_jax.train.train_step import TrainState

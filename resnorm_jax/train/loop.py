@@ -35,6 +35,7 @@ from resnorm_jax.runs import expected as expected_lib
 from resnorm_jax.runs import outcome, record_files
 from resnorm_jax.runs import status as run_status
 from resnorm_jax.runs import workdir as workdir_lib
+from resnorm_jax.runs.end_line import end_message
 from resnorm_jax.runs.expected import Expected
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE
 from resnorm_jax.train import (
@@ -53,7 +54,7 @@ from resnorm_jax.train import stop_rule as stop_rule_lib
 from resnorm_jax.train import trainer as trainer_lib
 from resnorm_jax.train.io_faults import IOFaults, RunFailed, cut_back_to_checkpoint
 from resnorm_jax.train.optimizers import group_table
-from resnorm_jax.train.run_log import RunLog, end_message
+from resnorm_jax.train.run_log import RunLog
 from resnorm_jax.train.writers import MetricWriter
 
 

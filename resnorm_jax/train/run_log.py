@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from ml_collections import ConfigDict
 
-from resnorm_jax.runs.end_line import end_message, progress_line  # noqa: F401 (names stay)
+from resnorm_jax.runs.end_line import progress_line
 from resnorm_jax.train.writers import MetricWriter
 
 # The ETA's rate: the logged intervals of at least the last ETA_WINDOW_STEPS steps, so one

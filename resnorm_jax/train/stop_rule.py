@@ -43,10 +43,8 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.runs import record_files, status
 from resnorm_jax.runs import stop_features as early_warning
-from resnorm_jax.runs.end_line import (  # noqa: F401 (stop_rule.X names stay)
+from resnorm_jax.runs.end_line import (
   STOP_KEY,
-  resume_to_end_command,
-  stopped_line,
 )
 
 STATUS = status.STOPPED_EARLY

@@ -55,7 +55,7 @@ from ml_collections import ConfigDict
 
 from resnorm_jax.config import cli
 from resnorm_jax.data import fs, sources
-from resnorm_jax.runs import outcome, record_files, status
+from resnorm_jax.runs import end_line, outcome, record_files, status
 from resnorm_jax.runs import workdir as workdir_lib
 from resnorm_jax.runs.outcome import EVAL_SET_BASELINE, classify
 from resnorm_jax.train import (
@@ -174,7 +174,7 @@ def _open(
         run_files.rebuild_lost_config(workdir, config, shared.run_setup.mcfg, shared.corpus, done)
     m.print(
       f"already completed at step {done['steps']}: nothing to do (held in its slot{read_only})",
-      run_log.end_message(done, workdir, None),
+      end_line.end_message(done, workdir, None),
     )
     return m
   with contextlib.redirect_stdout(out):

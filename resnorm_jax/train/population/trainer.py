@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from resnorm_jax.runs import record_files
+from resnorm_jax.runs import end_line, record_files
 from resnorm_jax.runs import status as run_status
-from resnorm_jax.train import eval_budget, io_errors, resume_policy, run_files, run_log
+from resnorm_jax.train import eval_budget, io_errors, resume_policy, run_files
 from resnorm_jax.train.population import program as population
 from resnorm_jax.train.population.member import Member, Shared
 
@@ -181,7 +181,7 @@ class PopulationTrainer:
         "space, then the same command writes it (from the newest checkpoint)"
       )
       raise
-    m.print(run_log.end_message(m.summary, m.workdir, None))
+    m.print(end_line.end_message(m.summary, m.workdir, None))
 
 
 def write_member_config(m: Member, shared: Shared) -> None:
