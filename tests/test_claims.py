@@ -311,6 +311,19 @@ def test_the_stabilizers_row_states_kept_escapes_beside_plain_post_ln_and_marks_
   assert stabilizers.interval(cells[2]) == pytest.approx((0.3976, 1.0), abs=1e-4)
 
 
+def test_the_stabilizers_row_reads_the_edge_cells_not_the_gates_deeper_ones(monkeypatch):
+  """The gate's 24-layer cells (where its edge moves, claims/gate.py) are no stabilizer's edge
+  cell: the row and its seed range leave them out."""
+  from resnorm_jax.analysis.claims import stabilizers
+
+  deep = {**_cell("postnorm-attngate", "1e-3", 2, 0, 0), "num_layers": "24"}
+  planted = [_cell("postnorm-attngate", "1e-3", 12, 12, 12), deep]
+  monkeypatch.setattr(stabilizers, "optional", lambda path: planted)
+  monkeypatch.setattr(stabilizers, "survival_cells", lambda: [_cell("postnorm", "1e-3", 12, 1, 0)])
+  row = stabilizers.row_stabilizers()
+  assert "24L" not in row.result and "12 seeds per stabilizer cell" in row.budget
+
+
 def test_the_stabilizer_curves_row_names_each_best_lr_and_marks_a_partial_curves_end():
   """Seed 0 only; plain Pre-LN's full curve first; a partial curve says how many lrs ran,
   and a best at an end of its lrs (not bracketed) is marked '+'."""

@@ -116,7 +116,10 @@ def test_the_deepnorm_row_pairs_the_gate_with_deepnorm_alone_from_survival(monke
   monkeypatch.setattr(gate, "where_cells", lambda: {})
   text = gate.render_where()
   assert "| 24 (DeepNorm) | 4e-3 | 6/12 | 0.21-0.79 | 4/4 | 0.40-1.00 | 0.23 |" in text
-  assert "- 24 layers, 4e-3, the gate with DeepNorm: no difference from DeepNorm alone" in text
+  said = "- 24 layers, 4e-3, the gate with DeepNorm: no difference detected from DeepNorm alone"
+  assert said in text
+  assert "- 24 layers, DeepNorm: 4e-3 (open above: no larger lr run)" in text
+  assert "- 24 layers, DeepNorm with the gate: 4e-3 (open above: no larger lr run)" in text
 
 
 def test_whether_the_gate_adds_to_deepnorm_is_read_only_at_4_seeds_and_by_fisher():

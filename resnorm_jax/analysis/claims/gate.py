@@ -355,7 +355,7 @@ def combines(key: tuple[int, float], arms: dict[str, dict[str, str]]) -> str:
   p = fisher(gate, alone)
   rate = lambda c: kept(c)[0] / kept(c)[1]  # noqa: E731
   if p >= ALPHA:
-    what = "no difference from DeepNorm alone"
+    what = "no difference detected from DeepNorm alone"
   else:
     what = "adds to DeepNorm" if rate(gate) > rate(alone) else "takes away from DeepNorm"
   return head + f"{what} ({_odds(gate)} kept against {_odds(alone)}, Fisher p {p:.2g})"
@@ -392,6 +392,11 @@ def render_where() -> str:
     for arm, name in (("plain", "plain Post-LN"), ("gate", "gated attention")):
       by_lr = {lr: a[arm] for (d, lr), a in cells_.items() if d == depth and arm in a}
       lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
+  for depth in WHERE_DEPTHS:  # DeepNorm's own edge, alone and with the gate, where it has run
+    for arm, name in (("plain", "DeepNorm"), ("gate", "DeepNorm with the gate")):
+      by_lr = {lr: a[arm] for (d, lr), a in deep.items() if d == depth and arm in a}
+      if by_lr:
+        lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
   lines += [combines(key, arms) for key, arms in sorted(deep.items())]
   lines.append(WHERE_END)
   return "\n".join(lines)

@@ -27,6 +27,7 @@ KEY_LABELS = {
 # MUON_LRS), not at plain Post-LN's: their cells are read against plain Post-LN's odds at the
 # edge lr, not a plain cell at theirs.
 OWN_LR = ("muon",)
+EDGE_DEPTH = 12  # the stabilizers' edge cells (the grid's EDGE); deeper cells are the gate's own
 # A cell of fewer seeds is listed with its k/n and marked a screen ('*').
 MIN_SEEDS = 4
 
@@ -96,6 +97,7 @@ def row_stabilizers() -> Claim | None:
     c
     for c in optional(CELLS)
     if (part := stabilizer_of(c["variant"])) not in (None, *CONTROLS)
+    and int(c["num_layers"]) == EDGE_DEPTH
     and (float(c["lr"]) == 1e-3 or part in OWN_LR)
   ]
   if not cells:
@@ -348,12 +350,14 @@ def render_edge_table() -> str:
     "kept_p_vs_baseline |",
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
   ]
-  plain = [c for c in survival_cells() if c["variant"] == BASE and int(c["num_layers"]) == 12]
+  plain = [
+    c for c in survival_cells() if c["variant"] == BASE and int(c["num_layers"]) == EDGE_DEPTH
+  ]
   mine = [
     c
     for c in optional(CELLS)
     if (part := stabilizer_of(c["variant"])) not in (None, *CONTROLS)
-    and int(c["num_layers"]) == 12
+    and int(c["num_layers"]) == EDGE_DEPTH
     and (float(c["lr"]) == 1e-3 or part in OWN_LR)
   ]
   rows = [("plain Post-LN (docs/survival)", c) for c in plain if float(c["lr"]) == 1e-3]
