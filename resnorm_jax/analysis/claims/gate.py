@@ -171,10 +171,7 @@ def row_gate() -> Claim | None:
   seeds = sorted(kept(c)[1] for c in have.values())
   where = where_cells()
   by_arm = {
-    arm: "/".join(
-      edge_short({lr: a[arm] for (d, lr), a in where.items() if d == depth and arm in a})
-      for depth in WHERE_DEPTHS
-    )
+    arm: "/".join(edge_short(by_arm_at(where, depth, arm)) for depth in WHERE_DEPTHS)
     for arm in ("plain", "gate")
   }
   edges = f"edge {'/'.join(f'{d}L' for d in WHERE_DEPTHS)}: " + ", ".join(
@@ -273,6 +270,11 @@ def where_cells() -> dict[tuple[int, float], dict[str, dict[str, str]]]:
       if c["variant"] == variant and int(c["num_layers"]) in WHERE_DEPTHS:
         out.setdefault((int(c["num_layers"]), float(c["lr"])), {})[arm] = c
   return out
+
+
+def by_arm_at(cells_, depth: int, arm: str) -> dict[float, dict[str, str]]:
+  """{lr: cell} of one arm at one depth, from {(depth, lr): {arm: cell}}."""
+  return {lr: a[arm] for (d, lr), a in cells_.items() if d == depth and arm in a}
 
 
 def _edge_top(by_lr: dict[float, dict[str, str]]) -> tuple[float | None, list[float]]:
@@ -390,11 +392,11 @@ def render_where() -> str:
             f"of >= {MIN_SEEDS} seeds):"]  # fmt: skip
   for depth in WHERE_DEPTHS:
     for arm, name in (("plain", "plain Post-LN"), ("gate", "gated attention")):
-      by_lr = {lr: a[arm] for (d, lr), a in cells_.items() if d == depth and arm in a}
+      by_lr = by_arm_at(cells_, depth, arm)
       lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
   for depth in WHERE_DEPTHS:  # DeepNorm's own edge, alone and with the gate, where it has run
     for arm, name in (("plain", "DeepNorm"), ("gate", "DeepNorm with the gate")):
-      by_lr = {lr: a[arm] for (d, lr), a in deep.items() if d == depth and arm in a}
+      by_lr = by_arm_at(deep, depth, arm)
       if by_lr:
         lines.append(f"- {depth} layers, {name}: {edge(by_lr)}")
   lines += [combines(key, arms) for key, arms in sorted(deep.items())]
