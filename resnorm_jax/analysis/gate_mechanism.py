@@ -1,9 +1,9 @@
 """How the runs that leave Post-LN's plateau differ from those that stay, before they leave:
 plain Post-LN, gated attention and the 0.5-scale control at the 12-layer lr 1e-3 cell over
 their first 300 steps (configs/sweeps/gate_mechanism.py), from the per-layer diagnostics
-logged at every step (resnorm_jax/train/train_step.py). One table (each quantity's mean over
-the layers, and its range, per arm, seed and step) and one figure of every quantity against
-the step, one colour per arm, one line per seed. No JAX here: metrics.jsonl only.
+logged at every step (resnorm_jax/train/train_step.py). One table (each quantity reduced over
+the layers, per arm, seed and step) and one figure of every quantity against the step, one
+colour per arm, one line per seed. No JAX here: metrics.jsonl only.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ QUANTITIES = (
   ("attn_sink_mass", "mean", "attention on the first token (mean over layers)"),
   ("stream_max", "max", "largest activation of the stream (max over layers)"),
   ("attn_gate_mean", "mean", "the gate's mean (mean over layers)"),
+  ("attn_gate_std", "mean", "the gate's spread: std over batch, time, units (mean over layers)"),
   ("update_ratio_layer", "mean", "update / parameters per layer (mean over layers)"),
   ("grad_norm_layer", "first_over_last", "gradient norm, first layer / last"),
 )
@@ -127,9 +128,9 @@ def plot(runs: Sequence[Mapping[str, Any]], out: str) -> str:
   line per seed; a dotted vertical line at each escaping run's first passage."""
   plt = pyplot()
   panels = 1 + len(QUANTITIES)
-  cols = 3
+  cols = 5
   rows = math.ceil(panels / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(15, 3.6 * rows))
+  fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.8 * rows))
   axes = axes.ravel()
   labels = dict(ARMS)
   colour = {a: variant_color(a.removeprefix("postnorm-") if a != "postnorm" else a) for a in labels}
@@ -164,12 +165,12 @@ def plot(runs: Sequence[Mapping[str, Any]], out: str) -> str:
     for a, lab in ARMS
   ]
   fig.legend(handles=handles, loc="upper center", ncol=len(ARMS), frameon=False,
-             bbox_to_anchor=(0.5, 0.965))  # fmt: skip
+             bbox_to_anchor=(0.5, 0.955))  # fmt: skip
   fig.suptitle(
     "Post-LN 12 layers, lr 1e-3, no warmup: the first 300 steps, one line per seed (dotted: "
     "a run's first eval 0.1 below the no-context loss)",
     y=0.995,
     fontsize=11,
   )
-  fig.tight_layout(rect=(0, 0, 1, 0.94))
+  fig.tight_layout(rect=(0, 0, 1, 0.92))
   return save_figure(fig, out, tight=False)

@@ -209,6 +209,7 @@ MECH_COLUMNS = (
   ("attn_sink_mass", "mass on the first token", 4),
   ("stream_max", "largest activation", 2),
   ("attn_gate_mean", "gate mean", 3),
+  ("attn_gate_std", "gate spread (std over batch, time and units)", 3),
   ("update_ratio_layer", "update / parameters", 5),
   ("grad_norm_layer", "grad norm first / last layer", 3),
 )
