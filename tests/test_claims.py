@@ -9,6 +9,7 @@ import pytest
 
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims import docs_data, edges, readme
+from resnorm_jax.analysis.claims import stabilizers as stabilizers_claims
 from resnorm_jax.analysis.claims import width as width_claims
 
 
@@ -428,3 +429,47 @@ def test_the_seeds_row_groups_its_points_under_their_depth_and_lr():
     "6L 4e-3: plain 1.750-1.760; qk-norm 1.780-1.800, Adam-atan2 1.770-1.780"
     " / 6L 3.2e-2: plain 2.660-2.690; gated attention 2.490-2.540"
   )
+
+
+def test_run_facts_read_the_survival_crossings_of_a_run(tmp_path, monkeypatch):
+  """`passage`, `relapse`, `mingap`, `gap`, `trend` and `passage=<margin>` facts of a run folder
+  whose eval curve goes below the no-context loss less 0.1 at step 50, back at 75, below again
+  at 100 and back at 125 for good; a margin the protocol does not read is no fact."""
+  from conftest import write_run_folder
+
+  base = 3.3
+  gaps = {25: -0.06, 50: -0.2, 75: 0.0, 100: -0.15, 125: -0.05, 150: -0.04}
+  rows = [{"step": s, "eval/loss": base + g} for s, g in gaps.items()]
+  summary = {"status": "completed", "steps": 150, "periodic_eval_no_context_loss": base,
+             "final_eval_loss": 3.26, "escape_step": None}  # fmt: skip
+  config = {"seed": 0, "opt": {"lr": 1e-3}, "train": {"eval_every": 25}, "model": {}}
+  write_run_folder(tmp_path / "docs" / "r", rows, summary=summary, config=config)
+  monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
+  fact = lambda kind: docs_data.run_fact(f"{kind}:docs/r")  # noqa: E731
+  assert fact("passage") == "50" and fact("passage=0.05") == "25"
+  assert fact("relapse") == "75 and 125"
+  assert (fact("mingap"), fact("gap"), fact("loss"), fact("escape")) == (
+    "-0.2000", "-0.0400", "3.260", "none"
+  )  # fmt: skip
+  assert fact("trend") in ("falling", "flat", "rising")
+  assert fact("passage=0.3") is None and fact("gap=0.05") is None and fact("median") is None
+  assert docs_data.run_fact("passage:docs/no-such-run") is None
+
+
+def test_a_docs_page_states_its_prose_numbers_as_facts_and_a_wrong_one_is_caught(tmp_path):
+  """docs/stabilizers/README.md's screen paragraph: its counts (claims/stabilizers.py's
+  DOC_FACTS) and each run's crossings (run facts) are checked against the data and rewritten."""
+  assert stabilizers_claims.README in readme.doc_fact_files()
+  page = tmp_path / "README.md"
+  text = open(stabilizers_claims.README).read()
+  named = {n: (str(page), f[1]) for n, f in readme.DOC_FACTS.items()}
+  assert "fact:stabilizers.screen.never -->" in text and "fact:mingap:docs/stabilizers/" in text
+  wrong = re.sub(r"(fact:stabilizers\.screen\.never -->)\d+", r"\g<1>99", text)
+  wrong = re.sub(r"(fact:mingap:docs/stabilizers/runs/[^ ]+ -->)-0\.\d+", r"\g<1>-0.9999", wrong)
+  page.write_text(wrong)
+  problems = doc_sections.check_facts(str(page), named, docs_data.run_fact)
+  assert any("screen.never" in p and "'99 of the" in p for p in problems)
+  assert any("mingap" in p and "-0.9999" in p for p in problems)
+  doc_sections.write_facts(str(page), named, docs_data.run_fact)
+  assert doc_sections.check_facts(str(page), named, docs_data.run_fact) == []
+  assert page.read_text() == text

@@ -109,5 +109,7 @@ def write_facts(path: str, facts: dict[str, Fact], resolve: Resolver | None = No
     want = _want(name, facts, resolve)
     return m.group(0) if want is None else f"<!-- fact:{name} -->{want}<!-- /fact -->"
 
-  with open_nofollow(path, "w") as f:
-    f.write(FACT.sub(fill, text))
+  new = FACT.sub(fill, text)
+  if new != text:  # a page whose facts agree is left untouched
+    with open_nofollow(path, "w") as f:
+      f.write(new)

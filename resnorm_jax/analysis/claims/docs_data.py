@@ -122,20 +122,34 @@ def run_fact(name: str) -> str | None:
   """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
   never escaped), `loss:<run>` (its final eval loss, 3 decimals), `gap:<run>` (its last
   periodic eval minus that eval set's no-context loss, signed, 4 decimals: survival.py's
-  final_eval_gap); None for other names."""
+  final_eval_gap), and the survival protocol's reading of its eval curve
+  (survival.run_record): `passage:<run>` (the first eval 0.1 or more below the no-context
+  loss, 'none'; `passage=0.05:<run>` at another margin of survival.MARGINS), `relapse:<run>`
+  (each eval back above that after being below: '800 and 1,275', 'none'), `mingap:<run>` (the
+  lowest eval minus the no-context loss, signed, 4 decimals), `trend:<run>` (the late trend:
+  falling, flat or rising); None for other names."""
   kind, _, run = name.partition(":")
-  kinds = ("escape", "loss", "gap")
-  if kind not in kinds or not exists(os.path.join(run, record_files.SUMMARY)):
+  kind, _, margin = kind.partition("=")
+  kinds = ("escape", "loss", "gap", "passage", "relapse", "mingap", "trend")
+  if kind not in kinds or (margin and kind != "passage"):
+    return None
+  if not exists(os.path.join(run, record_files.SUMMARY)):
     return None
   summary = run_summary(run)
   if kind == "escape":
     return step_text(summary.get("escape_step"))
-  if kind == "gap":
-    from resnorm_jax.runs.metrics_file import read_metrics
-    from resnorm_jax.runs.outcome import curve_baseline
+  if kind == "loss":
+    return f"{float(summary['final_eval_loss']):.3f}"
+  from resnorm_jax.analysis import survival
 
-    evals = [r["eval/loss"] for r in read_metrics(os.path.join(ROOT, run, record_files.METRICS))
-             if "eval/loss" in r]  # fmt: skip
-    base = curve_baseline(summary)
-    return None if not evals or base is None else f"{round(evals[-1] - base, 4):+.4f}"
-  return f"{float(summary['final_eval_loss']):.3f}"
+  record = survival.run_record(os.path.join(ROOT, run))
+  if kind == "passage":
+    column = f"first_passage_m{float(margin):g}" if margin else "first_passage"
+    return step_text(record[column]) if column in record else None
+  if kind == "relapse":
+    steps = [int(x) for x in str(record.get("relapse_steps") or "").split()]
+    return " and ".join(step_text(x) for x in steps) if steps else "none"
+  if kind == "trend":
+    return record.get("late_trend")
+  value = record.get("final_eval_gap" if kind == "gap" else "min_eval_gap")
+  return None if value is None else f"{value:+.4f}"

@@ -9,6 +9,7 @@ tests/test_claims.py runs the check. No JAX.
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import pkgutil
@@ -130,28 +131,56 @@ SECTIONS = (
   (RESULTS_MD, survival_section.BEGIN, survival_section.END, render_survival),
 )
 PATHS = (README, RESULTS_MD)
-# The docs READMEs' generated sections (each module's DOC_SECTIONS), checked against their
+
 # own file only: their name (README.md) is the top README's.
 DOC_SECTIONS = tuple(s for m in row_modules() for s in getattr(m, "DOC_SECTIONS", ()))
 
 
-# The docs READMEs whose prose states run facts (`<!-- fact:gap:<run> -->`...: docs_data.run_fact).
-DOC_FACT_FILES = (os.path.join(docs_data.ROOT, "docs", "stabilizers", "README.md"),)
+def _doc_facts() -> dict[str, doc_sections.Fact]:
+  """Every module's DOC_FACTS (facts stated in a docs/ file, by full path); a name twice refused."""
+  facts: dict[str, doc_sections.Fact] = {}
+  for module in row_modules():
+    for name, fact in getattr(module, "DOC_FACTS", {}).items():
+      if name in facts:
+        raise ValueError(f"fact {name} declared twice ({module.__name__})")
+      facts[name] = fact
+  return facts
+
+
+DOC_FACTS = _doc_facts()
+
+
+def doc_fact_files() -> list[str]:
+  """The docs/ pages whose prose states facts: every .md under docs/ holding a fact marker or
+  named by a DOC_FACTS entry (docs/results.md is checked with the README's FACTS)."""
+  docs = os.path.join(docs_data.ROOT, "docs")
+  found = {os.path.normpath(f[0]) for f in DOC_FACTS.values()}
+  for path in glob.glob(os.path.join(docs, "**", "*.md"), recursive=True):
+    if os.path.normpath(path) == os.path.normpath(RESULTS_MD) or os.path.islink(path):
+      continue
+    with open(path) as f:
+      if "<!-- fact:" in f.read():
+        found.add(os.path.normpath(path))
+  return sorted(found)
+
+
+def _facts_in(path: str) -> dict[str, doc_sections.Fact]:
+  return {n: f for n, f in DOC_FACTS.items() if os.path.normpath(f[0]) == os.path.normpath(path)}
 
 
 def check_docs() -> list[str]:
-  """The differences between the docs READMEs' generated sections and facts and their data."""
+  """The differences between the docs pages' generated sections and facts and their data."""
   problems = [p for s in DOC_SECTIONS for p in doc_sections.check(s[0], [s])]
-  for path in DOC_FACT_FILES:
-    problems += doc_sections.check_facts(path, {}, docs_data.run_fact)
+  for path in doc_fact_files():
+    problems += doc_sections.check_facts(path, _facts_in(path), docs_data.run_fact)
   return problems
 
 
 def write_docs() -> None:
   for s in DOC_SECTIONS:
     doc_sections.write(s[0], [s])
-  for path in DOC_FACT_FILES:
-    doc_sections.write_facts(path, {}, docs_data.run_fact)
+  for path in doc_fact_files():
+    doc_sections.write_facts(path, _facts_in(path), docs_data.run_fact)
 
 
 def check(path: str = README) -> list[str]:

@@ -379,6 +379,61 @@ def _by_label(cell: dict[str, str]) -> tuple[bool, str]:
 
 
 DOC_SECTIONS = ((README, EDGE_BEGIN, EDGE_END, render_edge_table),)
+
+RUNS = "docs/stabilizers/runs.csv"  # scripts/survival.py's, a row per run
+# The first screen: one key each, seeds 0-3 at the 12-layer 1e-3 cell (the README's prose).
+SCREEN = ("softcap", "sinks", "qknorm", "zloss", "adamatan2")
+
+
+def screen_runs() -> list[dict[str, str]]:
+  """runs.csv's rows of the SCREEN cells at EDGE_DEPTH and 1e-3."""
+  return [
+    r
+    for r in optional(RUNS)
+    if stabilizer_of(r["variant"]) in SCREEN
+    and int(r["num_layers"]) == EDGE_DEPTH
+    and float(r["opt.lr"]) == 1e-3
+  ]
+
+
+def _never(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+  return [r for r in rows if not r["first_passage"]]
+
+
+def screen_never() -> str:
+  """'14 of the 20 runs': the screen's runs never 0.1 below the no-context loss."""
+  rows = screen_runs()
+  return f"{len(_never(rows))} of the {len(rows)} runs"
+
+
+def screen_never_gaps() -> str:
+  """'-0.0799 to +0.0095': the final eval gaps of the screen's runs that never went below."""
+  gaps = sorted(float(r["final_eval_gap"]) for r in _never(screen_runs()))
+  return f"{gaps[0]:+.4f} to {gaps[-1]:+.4f}" if gaps else "none"
+
+
+def screen_fell_back() -> str:
+  """'5': the screen's runs that went below and did not stay (no escape kept to the end)."""
+  return str(sum(1 for r in screen_runs() if r["first_passage"] and not r["escape_step"]))
+
+
+def plain_never() -> str:
+  """'11 of plain Post-LN's 12 seeds': plain Post-LN's edge cell (docs/survival)."""
+  cell = next(
+    c
+    for c in survival_cells()
+    if c["variant"] == BASE and int(c["num_layers"]) == EDGE_DEPTH and float(c["lr"]) == 1e-3
+  )
+  return f"{int(cell['seeds']) - int(cell['escaped'])} of plain Post-LN's {cell['seeds']} seeds"
+
+
+# Numbers in docs/stabilizers/README.md's prose: `<!-- fact:NAME -->text<!-- /fact -->`.
+DOC_FACTS = {
+  "stabilizers.screen.never": (README, screen_never),
+  "stabilizers.screen.never_gaps": (README, screen_never_gaps),
+  "stabilizers.screen.fell_back": (README, screen_fell_back),
+  "stabilizers.plain_never": (README, plain_never),
+}
 README_ROWS = {
   25: row_stabilizers,
   26: row_stabilizer_curves,
