@@ -473,3 +473,24 @@ def test_a_docs_page_states_its_prose_numbers_as_facts_and_a_wrong_one_is_caught
   doc_sections.write_facts(str(page), named, docs_data.run_fact)
   assert doc_sections.check_facts(str(page), named, docs_data.run_fact) == []
   assert page.read_text() == text
+
+
+def test_loss_facts_read_final_eval_losses_of_runs_and_seed_spans(tmp_path, monkeypatch):
+  """`loss=4`, `range=4`, `seeds=4` and `vs=4` facts: a missing seed or run is no fact."""
+  from conftest import write_run_folder
+
+  for seed, loss in enumerate((1.76462, 1.75661, 1.75519)):
+    write_run_folder(tmp_path / "d" / f"a-s{seed}", summary={"final_eval_loss": loss})
+  write_run_folder(tmp_path / "d" / "b-s0", summary={"final_eval_loss": 1.80})
+  monkeypatch.setattr(docs_data, "ROOT", str(tmp_path))
+  fact = docs_data.run_fact
+  assert fact("loss:d/a-s0") == "1.765" and fact("loss=4:d/a-s0") == "1.7646"
+  assert fact("range=4:d/a-s0..2") == "1.7552-1.7646"
+  assert fact("seeds=4:d/a-s0..2") == "1.7646, 1.7566 and 1.7552"
+  assert fact("seeds=4:d/a-s1..1") == "1.7566"
+  assert fact("vs=4:d/b-s0:d/a-s0") == "0.0354 above"
+  assert fact("vs=4:d/a-s2:d/a-s1") == "0.0014 below"
+  assert fact("vs=2:d/a-s1:d/a-s2") == "level"
+  for missing in ("range=4:d/a-s0..3", "range=4:d/a-s2..0", "vs=4:d/a-s0:d/c-s0", "loss=9:d/a-s0",
+                  "loss=x:d/a-s0", "range=4:d/a-s0"):  # fmt: skip
+    assert fact(missing) is None, missing

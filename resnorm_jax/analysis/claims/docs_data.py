@@ -118,33 +118,83 @@ def tokens_note(run: str) -> str:
   return f"{text} tokens/param at {model['num_layers']} layers{wide}"
 
 
+SEED_SPAN = re.compile(r"^(?P<prefix>.+-s)(?P<first>\d+)\.\.(?P<last>\d+)$")
+
+
+def _final_loss(run: str) -> float | None:
+  if not exists(os.path.join(run, record_files.SUMMARY)):
+    return None
+  value = run_summary(run).get("final_eval_loss")
+  return float(value) if value is not None else None
+
+
+def _seed_losses(span: str) -> list[float] | None:
+  """The final eval losses of `<run prefix>-s<first>..<last>`, in seed order; None when the
+  name is no span or a seed's run is missing."""
+  m = SEED_SPAN.match(span)
+  if not m or int(m["first"]) > int(m["last"]):
+    return None
+  runs = [f"{m['prefix']}{s}" for s in range(int(m["first"]), int(m["last"]) + 1)]
+  losses = [_final_loss(r) for r in runs]
+  return None if any(v is None for v in losses) else losses
+
+
+def loss_fact(kind: str, digits: int, target: str) -> str | None:
+  """The facts read off final eval losses, `digits` decimals: `loss=4:<run>` ('1.7646'),
+  `range=4:<prefix>-s0..2` (the seeds' lowest and highest, '1.7680-1.7790'),
+  `seeds=4:<prefix>-s0..2` (each seed's, in seed order: '1.7646, 1.7566 and 1.7552'),
+  `vs=4:<run>:<other run>` (the first's against the second's: '0.0494 above', '0.0193 below',
+  'level' when equal at `digits`); None when a run is missing."""
+  fmt = lambda v: f"{v:.{digits}f}"  # noqa: E731
+  if kind == "loss":
+    value = _final_loss(target)
+    return None if value is None else fmt(value)
+  if kind in ("range", "seeds"):
+    losses = _seed_losses(target)
+    if not losses:
+      return None
+    if kind == "range":
+      return f"{fmt(min(losses))}-{fmt(max(losses))}"
+    texts = [fmt(v) for v in losses]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+  run, _, other = target.partition(":")
+  a, b = _final_loss(run), _final_loss(other)
+  if a is None or b is None:
+    return None
+  delta = round(a, digits) - round(b, digits)
+  if round(abs(delta), digits) == 0:
+    return "level"
+  return f"{fmt(abs(delta))} {'above' if delta > 0 else 'below'}"
+
+
 def run_fact(name: str) -> str | None:
   """A fact named by the run folder it reads: `escape:<run>` (its escape step, 'none' when it
-  never escaped), `loss:<run>` (its final eval loss, 3 decimals), `gap:<run>` (its last
-  periodic eval minus that eval set's no-context loss, signed, 4 decimals: survival.py's
-  final_eval_gap), and the survival protocol's reading of its eval curve
-  (survival.run_record): `passage:<run>` (the first eval 0.1 or more below the no-context
-  loss, 'none'; `passage=0.05:<run>` at another margin of survival.MARGINS), `relapse:<run>`
-  (each eval back above that after being below: '800 and 1,275', 'none'), `mingap:<run>` (the
-  lowest eval minus the no-context loss, signed, 4 decimals), `trend:<run>` (the late trend:
-  falling, flat or rising); None for other names."""
+  never escaped), `loss:<run>` (its final eval loss, 3 decimals; `loss=4:<run>` 4, and the
+  other loss facts of loss_fact), `gap:<run>` (its last periodic eval minus that eval set's
+  no-context loss, signed, 4 decimals: survival.py's final_eval_gap), and the survival
+  protocol's reading of its eval curve (survival.run_record): `passage:<run>` (the first eval
+  0.1 or more below the no-context loss, 'none'; `passage=0.05:<run>` at another margin of
+  survival.MARGINS), `relapse:<run>` (each eval back above that after being below: '800 and
+  1,275', 'none'), `mingap:<run>` (the lowest eval minus the no-context loss, signed, 4
+  decimals), `trend:<run>` (the late trend: falling, flat or rising); None for other names."""
   kind, _, run = name.partition(":")
-  kind, _, margin = kind.partition("=")
-  kinds = ("escape", "loss", "gap", "passage", "relapse", "mingap", "trend")
-  if kind not in kinds or (margin and kind != "passage"):
+  kind, _, option = kind.partition("=")
+  if kind in ("loss", "range", "seeds", "vs"):
+    if option and not (option.isdigit() and 0 < int(option) <= 6):
+      return None
+    return loss_fact(kind, int(option or 3), run)
+  kinds = ("escape", "gap", "passage", "relapse", "mingap", "trend")
+  if kind not in kinds or (option and kind != "passage"):
     return None
   if not exists(os.path.join(run, record_files.SUMMARY)):
     return None
-  summary = run_summary(run)
   if kind == "escape":
-    return step_text(summary.get("escape_step"))
-  if kind == "loss":
-    return f"{float(summary['final_eval_loss']):.3f}"
+    return step_text(run_summary(run).get("escape_step"))
   from resnorm_jax.analysis import survival
 
   record = survival.run_record(os.path.join(ROOT, run))
   if kind == "passage":
-    column = f"first_passage_m{float(margin):g}" if margin else "first_passage"
+    column = f"first_passage_m{float(option):g}" if option else "first_passage"
     return step_text(record[column]) if column in record else None
   if kind == "relapse":
     steps = [int(x) for x in str(record.get("relapse_steps") or "").split()]
