@@ -3,8 +3,21 @@ resnorm_jax/analysis/corpus.py): the edges on a second corpus."""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import MAIN, Claim, exists, lr_text, read, tokens_note
+import functools
+import os
+
+from resnorm_jax.analysis import doc_sections
+from resnorm_jax.analysis.claims.docs_data import (
+  MAIN,
+  ROOT,
+  Claim,
+  exists,
+  lr_text,
+  read,
+  tokens_note,
+)
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, kept_cells, lr_cells_of
+from resnorm_jax.analysis.claims.width import wall_seconds
 from resnorm_jax.analysis.style import variant_label
 
 
@@ -49,4 +62,87 @@ def row_second_corpus() -> Claim | None:
 # The README's Results rows this module states, by their place in the table.
 README_ROWS = {
   190: row_second_corpus,
+}
+
+
+# Numbers in docs/second_corpus/README.md's prose and its hand-typed table, from the two CSVs
+# scripts/second_corpus.py writes (results.csv: a row per run, the stdlib column's 12-layer
+# rows included; edges.csv: a row per variant and corpus).
+README = os.path.join(ROOT, "docs", "second_corpus", "README.md")
+RESULTS = "docs/second_corpus/results.csv"
+EDGES = "docs/second_corpus/edges.csv"
+CORPORA = {"stdlib": "stdlib bytes", "shakespeare": "tinyshakespeare.txt"}  # name: `data`
+
+
+def outcome_count(outcome: str, variant: str, corpus: str, lr: float) -> str:
+  """'2 of 3': the runs of one cell (variant, corpus, lr; results.csv) with that outcome."""
+  runs = [
+    r
+    for r in read(RESULTS)
+    if r["variant"] == variant and r["data"] == CORPORA[corpus] and float(r["opt.lr"]) == lr
+  ]
+  return f"{sum(r['outcome'] == outcome for r in runs)} of {len(runs)}"
+
+
+def best_lr(variant: str, corpus: str) -> str:
+  """'4e-3': a variant's best lr on a corpus (edges.csv: the lowest loss, seed means)."""
+  row = next(r for r in read(EDGES) if r["variant"] == variant and r["data"] == CORPORA[corpus])
+  return lr_text(float(row["best_lr"]))
+
+
+def no_context(corpus: str) -> str:
+  """'3.347': a corpus's no-context loss (its runs' `baseline`, the held-out unigram entropy);
+  'a / b' should its runs disagree."""
+  values = sorted(
+    {f"{float(r['baseline']):.3f}" for r in read(RESULTS) if r["data"] == CORPORA[corpus]}
+  )
+  return " / ".join(values)
+
+
+def diverged(corpus: str) -> str:
+  """'0 of 35': a corpus's runs that diverged (results.csv)."""
+  runs = [r for r in read(RESULTS) if r["data"] == CORPORA[corpus]]
+  return f"{sum(r['outcome'] == 'diverged' for r in runs)} of {len(runs)}"
+
+
+RUNS = "docs/second_corpus/runs"
+
+
+def _wall_seconds() -> dict[str, float]:
+  return wall_seconds(RUNS)
+
+
+def wall_range() -> str:
+  """'4-6': the shortest and longest wall time of the Shakespeare runs, in whole minutes."""
+  walls = _wall_seconds().values()
+  return f"{round(min(walls) / 60)}-{round(max(walls) / 60)}"
+
+
+# (outcome, variant, corpus, lr): the cells whose k-of-n the page states
+COUNTED = (
+  ("trained", "postnorm", "stdlib", 5e-4),
+  ("trained", "postnorm", "stdlib", 1e-3),
+  ("trained", "postnorm", "shakespeare", 5e-4),
+  ("stuck", "postnorm", "shakespeare", 1e-3),
+  ("trained", "deepnorm", "stdlib", 4e-3),
+  ("stuck", "deepnorm", "stdlib", 8e-3),
+  ("trained", "deepnorm", "shakespeare", 1e-3),
+  ("stuck", "deepnorm", "shakespeare", 2e-3),
+)
+DOC_FACTS: dict[str, doc_sections.Fact] = {
+  **{
+    f"second_corpus.{o}:{v}:{c}:{lr_text(lr)}": (
+      README,
+      functools.partial(outcome_count, o, v, c, lr),
+    )
+    for o, v, c, lr in COUNTED
+  },
+  **{
+    f"second_corpus.best_lr:{v}:{c}": (README, functools.partial(best_lr, v, c))
+    for v in MAIN
+    for c in CORPORA
+  },
+  **{f"second_corpus.no_context:{c}": (README, functools.partial(no_context, c)) for c in CORPORA},
+  "second_corpus.diverged:shakespeare": (README, functools.partial(diverged, "shakespeare")),
+  "second_corpus.wall_minutes": (README, wall_range),
 }

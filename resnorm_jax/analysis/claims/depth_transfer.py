@@ -5,9 +5,23 @@ CompleteP and the edges."""
 from __future__ import annotations
 
 import collections
+import functools
+import os
+import re
+import statistics
 
-from resnorm_jax.analysis.claims.docs_data import Claim, exists, optional, read, tokens_note
+from resnorm_jax.analysis import doc_sections
+from resnorm_jax.analysis.claims.docs_data import (
+  ROOT,
+  Claim,
+  exists,
+  lr_text,
+  optional,
+  read,
+  tokens_note,
+)
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, kept_cells, lr_cells_of
+from resnorm_jax.analysis.claims.width import wall_seconds
 from resnorm_jax.analysis.style import variant_label
 from resnorm_jax.runs import status
 
@@ -173,4 +187,208 @@ README_ROWS = {
   140: row_depth_transfer,
   150: row_completep_loss,
   160: row_param_edges,
+}
+
+
+# Numbers in docs/depth_transfer/README.md's prose and hand-typed tables, from the CSVs
+# scripts/depth_transfer.py writes (best_lr.csv, slopes.csv, results.csv, runs/results_seeds.csv)
+# and sp's rows of the loss-vs-lr grid (docs/lr_sensitivity/).
+README = os.path.join(ROOT, "docs", "depth_transfer", "README.md")
+BEST_LR = "docs/depth_transfer/best_lr.csv"
+SLOPES = "docs/depth_transfer/slopes.csv"
+RESULTS = "docs/depth_transfer/results.csv"
+SP_RESULTS = "docs/lr_sensitivity/results.csv"  # sp's runs are the loss-vs-lr grid's
+SEED_SPREADS = (
+  "docs/depth_transfer/runs/results_seeds.csv",
+  "docs/lr_sensitivity/runs/results_seeds.csv",
+)
+PARAM_LABELS = {"sp": "sp", "depth_mup": "depth-muP", "completep": "CompleteP"}
+
+
+def sig_lr(lr: float, digits: int = 3) -> str:
+  """'4.13e-3', '3.10e-3' (3 significant digits), '5.0e-3' (2): a fitted best lr."""
+  mantissa, exponent = f"{lr:.{digits - 1}e}".split("e")
+  return f"{mantissa}e{int(exponent)}"
+
+
+def _best(variant: str, param: str, depth: int) -> dict[str, str]:
+  return next(
+    r
+    for r in read(BEST_LR)
+    if (r["variant"], r["depth_param"], int(r["num_layers"])) == (variant, param, depth)
+  )
+
+
+def grid_lr(variant: str, param: str, depth: int) -> str:
+  """'4e-3': a cell's lowest-loss grid lr (best_lr.csv)."""
+  return lr_text(float(_best(variant, param, depth)["grid_best_lr"]))
+
+
+def grid_loss(variant: str, param: str, depth: int) -> str:
+  """'1.682': a cell's loss at its best grid lr, the seeds' mean where several ran."""
+  return f"{float(_best(variant, param, depth)['grid_best_loss']):.3f}"
+
+
+def vertex_lr(column: str, variant: str, param: str, depth: int, digits: int = 3) -> str:
+  """'4.13e-3': a cell's fitted best lr (best_lr.csv's best_lr_3pt or best_lr_5pt)."""
+  return sig_lr(float(_best(variant, param, depth)[column]), digits)
+
+
+def grid_lrs(variant: str, param: str) -> str:
+  """'4e-3 at every depth' when one grid lr is the best at every depth of best_lr.csv, else
+  '4e-3, 4e-3 and 8e-3 at 6, 12 and 24 layers'."""
+  rows = sorted(
+    (r for r in read(BEST_LR) if (r["variant"], r["depth_param"]) == (variant, param)),
+    key=lambda r: int(r["num_layers"]),
+  )
+  lrs = [lr_text(float(r["grid_best_lr"])) for r in rows]
+  if len(set(lrs)) == 1:
+    return f"{lrs[0]} at every depth"
+  depths = [r["num_layers"] for r in rows]
+  return f"{', '.join(lrs[:-1])} and {lrs[-1]} at {', '.join(depths[:-1])} and {depths[-1]} layers"
+
+
+def vertex_span(variant: str, param: str) -> str:
+  """'3.0e-3 to 3.7e-3': the lowest and highest 5-point best lr over depths, 2 digits."""
+  lrs = [
+    float(r["best_lr_5pt"])
+    for r in read(BEST_LR)
+    if (r["variant"], r["depth_param"]) == (variant, param) and r["best_lr_5pt"]
+  ]
+  return f"{sig_lr(min(lrs), 2)} to {sig_lr(max(lrs), 2)}"
+
+
+def _slope(variant: str, param: str, fit: str) -> dict[str, str]:
+  return next(
+    r for r in read(SLOPES) if (r["variant"], r["depth_param"], r["fit"]) == (variant, param, fit)
+  )
+
+
+def slope(variant: str, param: str, fit: str) -> str:
+  """'+0.390 +- 0.037': a slope of log2(best lr) on log2(L) and its +- (slopes.csv)."""
+  r = _slope(variant, param, fit)
+  return f"{float(r['slope']):+.3f} +- {float(r['slope_se']):.3f}"
+
+
+def slope_value(variant: str, param: str, fit: str, digits: int) -> str:
+  """'-0.2': the slope alone, `digits` decimals."""
+  return f"{float(_slope(variant, param, fit)['slope']):.{digits}f}"
+
+
+def slope_se(variant: str, param: str, fit: str) -> str:
+  """'0.224': the slope's +- alone."""
+  return f"{float(_slope(variant, param, fit)['slope_se']):.3f}"
+
+
+def outcome_count(outcome: str, variant: str, param: str, depth: int, lr: float) -> str:
+  """'2 of 3': a cell's runs with that outcome (sp's from the loss-vs-lr grid's results.csv,
+  the others' from this study's)."""
+  rows = read(SP_RESULTS) if param == "sp" else read(RESULTS)
+  runs = [
+    r
+    for r in rows
+    if r["variant"] == variant
+    and r.get("depth_param", "sp") == param
+    and int(r["num_layers"]) == depth
+    and float(r["opt.lr"]) == lr
+  ]
+  return f"{sum(r['outcome'] == outcome for r in runs)} of {len(runs)}"
+
+
+def largest_seed_spread() -> str:
+  """'0.033 in standard deviation (sp at 6 layers and 8e-3)': the largest seed spread of a
+  Pre-LN cell of this study's grid (lrs to 1.6e-2), over both results_seeds.csv files."""
+  cells = [
+    r
+    for path in SEED_SPREADS
+    for r in read(path)
+    if r["variant"] == "prenorm" and float(r["opt.lr"]) <= 1.6e-2 and r["final_eval_std"]
+  ]
+  top = max(cells, key=lambda r: float(r["final_eval_std"]))
+  label = PARAM_LABELS[top.get("model.depth_param") or "sp"]
+  return (
+    f"{float(top['final_eval_std']):.3f} in standard deviation ({label} at "
+    f"{top['num_layers']} layers and {lr_text(float(top['opt.lr']))})"
+  )
+
+
+RUNS = "docs/depth_transfer/runs"
+
+
+def _wall_seconds() -> dict[str, float]:
+  return wall_seconds(RUNS)
+
+
+def wall_median(depth: int) -> str:
+  """'13': the median wall time, in minutes, of this study's runs at a depth (runs/)."""
+  walls = [v for n, v in _wall_seconds().items() if re.search(rf"-L{depth}-", n)]
+  return f"{round(statistics.median(walls) / 60)}"
+
+
+# The Pre-LN table's rows (parametrization, depth), and the other cells the prose cites.
+PRENORM_CELLS = [(p, d) for p in ("sp", "depth_mup", "completep") for d in (12, 24, 48)] + [
+  ("sp", 6)
+]
+_P = functools.partial
+DOC_FACTS: dict[str, doc_sections.Fact] = {
+  **{
+    f"depth_transfer.{kind}:prenorm:{p}:{d}": (README, _P(fn, "prenorm", p, d))
+    for p, d in PRENORM_CELLS
+    for kind, fn in (
+      ("grid_lr", grid_lr),
+      ("grid_loss", grid_loss),
+      ("lr3pt", _P(vertex_lr, "best_lr_3pt")),
+      ("lr5pt", _P(vertex_lr, "best_lr_5pt")),
+    )
+  },
+  **{
+    f"depth_transfer.grid_loss:{v}:{p}:{d}": (README, _P(grid_loss, v, p, d))
+    for v, p, d in (
+      ("prenorm", "completep", 6),
+      ("postnorm", "completep", 6),
+      ("postnorm", "completep", 12),
+      ("postnorm", "completep", 24),
+      ("deepnorm", "sp", 12),
+      ("deepnorm", "completep", 12),
+    )
+  },
+  **{
+    f"depth_transfer.lr5pt=2:prenorm:depth_mup:{d}": (
+      README,
+      _P(vertex_lr, "best_lr_5pt", "prenorm", "depth_mup", d, 2),
+    )
+    for d in (12, 24, 48)
+  },
+  **{
+    f"depth_transfer.lr3pt:postnorm:completep:{d}": (
+      README,
+      _P(vertex_lr, "best_lr_3pt", "postnorm", "completep", d),
+    )
+    for d in (6, 12, 24)
+  },
+  "depth_transfer.grid_lrs:prenorm:completep": (README, _P(grid_lrs, "prenorm", "completep")),
+  "depth_transfer.grid_lrs:postnorm:completep": (README, _P(grid_lrs, "postnorm", "completep")),
+  "depth_transfer.lr5pt_span:prenorm:completep": (README, _P(vertex_span, "prenorm", "completep")),
+  **{
+    f"depth_transfer.slope:{v}:{p}:{fit}": (README, _P(slope, v, p, fit))
+    for v, p, fit in [("prenorm", p, f) for p in PARAM_LABELS for f in ("3pt", "5pt")]
+    + [("postnorm", "completep", "3pt")]
+  },
+  "depth_transfer.slope_se:prenorm:sp:3pt": (README, _P(slope_se, "prenorm", "sp", "3pt")),
+  "depth_transfer.slope=1:prenorm:sp:3pt": (README, _P(slope_value, "prenorm", "sp", "3pt", 1)),
+  "depth_transfer.slope=2:prenorm:sp:5pt": (README, _P(slope_value, "prenorm", "sp", "5pt", 2)),
+  **{
+    f"depth_transfer.trained:postnorm:{p}:{d}:{lr_text(lr)}": (
+      README,
+      _P(outcome_count, "trained", "postnorm", p, d, lr),
+    )
+    for p, d, lr in (
+      ("sp", 12, 5e-4),
+      ("sp", 12, 1e-3),
+      ("sp", 24, 1.25e-4),
+      ("completep", 12, 2e-3),
+    )
+  },
+  "depth_transfer.largest_seed_spread": (README, largest_seed_spread),
+  **{f"depth_transfer.wall_median:{d}": (README, _P(wall_median, d)) for d in (12, 24, 48)},
 }

@@ -121,21 +121,22 @@ def tokens_note(run: str) -> str:
 SEED_SPAN = re.compile(r"^(?P<prefix>.+-s)(?P<first>\d+)\.\.(?P<last>\d+)$")
 
 
-def _final_loss(run: str) -> float | None:
+def final_loss(run: str) -> float | None:
+  """A run folder's final eval loss; None when it has none (not run, or not finished)."""
   if not exists(os.path.join(run, record_files.SUMMARY)):
     return None
   value = run_summary(run).get("final_eval_loss")
   return float(value) if value is not None else None
 
 
-def _seed_losses(span: str) -> list[float] | None:
+def seed_losses(span: str) -> list[float] | None:
   """The final eval losses of `<run prefix>-s<first>..<last>`, in seed order; None when the
   name is no span or a seed's run is missing."""
   m = SEED_SPAN.match(span)
   if not m or int(m["first"]) > int(m["last"]):
     return None
   runs = [f"{m['prefix']}{s}" for s in range(int(m["first"]), int(m["last"]) + 1)]
-  losses = [_final_loss(r) for r in runs]
+  losses = [final_loss(r) for r in runs]
   return None if any(v is None for v in losses) else losses
 
 
@@ -147,10 +148,10 @@ def loss_fact(kind: str, digits: int, target: str) -> str | None:
   'level' when equal at `digits`); None when a run is missing."""
   fmt = lambda v: f"{v:.{digits}f}"  # noqa: E731
   if kind == "loss":
-    value = _final_loss(target)
+    value = final_loss(target)
     return None if value is None else fmt(value)
   if kind in ("range", "seeds"):
-    losses = _seed_losses(target)
+    losses = seed_losses(target)
     if not losses:
       return None
     if kind == "range":
@@ -158,7 +159,7 @@ def loss_fact(kind: str, digits: int, target: str) -> str | None:
     texts = [fmt(v) for v in losses]
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
   run, _, other = target.partition(":")
-  a, b = _final_loss(run), _final_loss(other)
+  a, b = final_loss(run), final_loss(other)
   if a is None or b is None:
     return None
   delta = round(a, digits) - round(b, digits)

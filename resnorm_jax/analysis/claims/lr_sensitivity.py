@@ -12,11 +12,14 @@ import resnorm_jax
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import (
   RESULTS_MD_NAME,
+  ROOT,
   Claim,
   lr_text,
   optional,
   read,
+  run_summary,
   seeds_text,
+  step_text,
   tokens_note,
 )
 from resnorm_jax.analysis.claims.edges import (
@@ -313,4 +316,32 @@ FACTS: dict[str, doc_sections.Fact] = {
     RESULTS_MD_NAME,
     lambda: valueres_contrast() or "not run on 2 or more seeds each",
   ),
+}
+
+
+# docs/lr_sensitivity/mhc_divided_sinkhorn/: the two mHC grid points as first run, with the
+# exp-then-divide Sinkhorn; its README's prose reads their summary.json.
+MHC_DIVIDED_README = os.path.join(
+  ROOT, "docs", "lr_sensitivity", "mhc_divided_sinkhorn", "README.md"
+)
+MHC_DIVIDED_RUNS = (
+  "docs/lr_sensitivity/mhc_divided_sinkhorn/mhc-L6-lr0.016-s0",
+  "docs/lr_sensitivity/mhc_divided_sinkhorn/mhc-L6-lr0.032-s0",
+)
+
+
+def mhc_divided_steps() -> str:
+  """'413 and 66': the divided-Sinkhorn runs' `diverged_step`, in MHC_DIVIDED_RUNS' order."""
+  return " and ".join(step_text(run_summary(r).get("diverged_step")) for r in MHC_DIVIDED_RUNS)
+
+
+def mhc_divided_train_losses() -> str:
+  """'2.408 and 2.796': the divided-Sinkhorn runs' `final_train_loss` (the last logged)."""
+  return " and ".join(f"{float(run_summary(r)['final_train_loss']):.3f}" for r in MHC_DIVIDED_RUNS)
+
+
+# Numbers in docs/lr_sensitivity/mhc_divided_sinkhorn/README.md's prose.
+DOC_FACTS: dict[str, doc_sections.Fact] = {
+  "lr_sensitivity.mhc_divided.diverged_steps": (MHC_DIVIDED_README, mhc_divided_steps),
+  "lr_sensitivity.mhc_divided.final_train_losses": (MHC_DIVIDED_README, mhc_divided_train_losses),
 }

@@ -4,9 +4,16 @@ escape kept to the end beside plain Post-LN's in the same cell (docs/survival/).
 
 from __future__ import annotations
 
+import functools
 import os
 
-from resnorm_jax.analysis.claims.docs_data import ROOT, Claim, optional
+from resnorm_jax.analysis.claims.docs_data import (
+  ROOT,
+  Claim,
+  final_loss,
+  optional,
+  seed_losses,
+)
 from resnorm_jax.analysis.claims.edges import across, survival_cells
 from resnorm_jax.analysis.stats import clopper_pearson
 from resnorm_jax.analysis.style import lr_label, variant_label
@@ -417,14 +424,86 @@ def screen_fell_back() -> str:
   return str(sum(1 for r in screen_runs() if r["first_passage"] and not r["escape_step"]))
 
 
-def plain_never() -> str:
-  """'11 of plain Post-LN's 12 seeds': plain Post-LN's edge cell (docs/survival)."""
-  cell = next(
+def _plain_edge_cell() -> dict[str, str]:
+  """Plain Post-LN's edge cell, 12 layers at 1e-3 (docs/survival's cells.csv)."""
+  return next(
     c
     for c in survival_cells()
     if c["variant"] == BASE and int(c["num_layers"]) == EDGE_DEPTH and float(c["lr"]) == 1e-3
   )
+
+
+def plain_never() -> str:
+  """'11 of plain Post-LN's 12 seeds': plain Post-LN's edge cell (docs/survival)."""
+  cell = _plain_edge_cell()
   return f"{int(cell['seeds']) - int(cell['escaped'])} of plain Post-LN's {cell['seeds']} seeds"
+
+
+def plain_escaped() -> str:
+  """'1 of 12': the seeds of plain Post-LN's edge cell that escaped (kept or not)."""
+  cell = _plain_edge_cell()
+  return f"{cell['escaped']} of {cell['seeds']}"
+
+
+# The loss-vs-lr sections: numbers read off several runs at once, each run a folder under
+# STAB_RUNS (a stabilizer's, prenorm-<key>-L<depth>-lr<lr>-s<seed>) or PLAIN_RUNS (plain
+# Pre-LN's, prenorm-L<depth>-lr<lr>-s<seed>); one run's loss, or one against another, is a run
+# fact (docs_data.run_fact: loss=, range=, seeds=, vs=).
+STAB_RUNS = "docs/stabilizers/runs"
+PLAIN_RUNS = "docs/lr_sensitivity/runs"
+# The six stabilizers of Pre-LN's curves (Muon, another optimizer, is not one of them).
+CURVE_KEYS = ("adamatan2", "attngate", "qknorm", "sinks", "softcap", "zloss")
+
+
+def apart(spans: tuple[str, ...], other: str, digits: int = 2) -> str:
+  """'0.21-0.23 below': how far every seed of `spans` (seed spans, their seeds pooled) ends
+  below, or above, every seed of `other`: the smallest and the largest distance between a seed
+  of the one and a seed of the other, `digits` decimals (one number when the two round alike);
+  'overlapping' when neither side is apart, 'not run' when a seed is missing."""
+  found = [seed_losses(s) for s in (*spans, other)]
+  if any(not f for f in found):
+    return "not run"
+  mine, theirs = [v for f in found[:-1] for v in f], found[-1]
+  if max(mine) < min(theirs):
+    side, near, far = "below", min(theirs) - max(mine), max(theirs) - min(mine)
+  elif min(mine) > max(theirs):
+    side, near, far = "above", min(mine) - max(theirs), max(mine) - min(theirs)
+  else:
+    return "overlapping"
+  near_text, far_text = f"{near:.{digits}f}", f"{far:.{digits}f}"
+  return f"{near_text if near_text == far_text else f'{near_text}-{far_text}'} {side}"
+
+
+def largest_gap(
+  keys: tuple[str, ...], lrs: tuple[str, ...], depth: int = 6, digits: int = 4
+) -> str:
+  """'0.0535': the largest distance, seed 0, between a stabilizer's final eval loss and plain
+  Pre-LN's at the same depth and lr, over `keys` (prenorm-<key>) and `lrs` (as the run folders
+  write them: '0.000125'), each loss to `digits` decimals first (as the tables show them);
+  'not run' when a run is missing."""
+  gaps = []
+  for lr in lrs:
+    plain = final_loss(f"{PLAIN_RUNS}/prenorm-L{depth}-lr{lr}-s0")
+    for key in keys:
+      mine = final_loss(f"{STAB_RUNS}/prenorm-{key}-L{depth}-lr{lr}-s0")
+      if plain is None or mine is None:
+        return "not run"
+      gaps.append(abs(round(mine, digits) - round(plain, digits)))
+  return f"{max(gaps):.{digits}f}"
+
+
+def _span(root: str, name: str, depth: int, lr: str, seeds: str = "0..2") -> str:
+  return f"{root}/{name}-L{depth}-lr{lr}-s{seeds}"
+
+
+def _stab(key: str, depth: int, lr: str, seeds: str = "0..2") -> str:
+  """A stabilizer's seed span: 'docs/stabilizers/runs/prenorm-qknorm-L6-lr0.004-s0..2'."""
+  return _span(STAB_RUNS, f"prenorm-{key}", depth, lr, seeds)
+
+
+def _plain(depth: int, lr: str, seeds: str = "0..2") -> str:
+  """Plain Pre-LN's seed span: 'docs/lr_sensitivity/runs/prenorm-L6-lr0.004-s0..2'."""
+  return _span(PLAIN_RUNS, "prenorm", depth, lr, seeds)
 
 
 # Numbers in docs/stabilizers/README.md's prose: `<!-- fact:NAME -->text<!-- /fact -->`.
@@ -433,6 +512,40 @@ DOC_FACTS = {
   "stabilizers.screen.never_gaps": (README, screen_never_gaps),
   "stabilizers.screen.fell_back": (README, screen_fell_back),
   "stabilizers.plain_never": (README, plain_never),
+  "stabilizers.plain_escaped": (README, plain_escaped),
+  # Pre-LN's loss-vs-lr curves: seeds 0-2 apart from plain Pre-LN's at its best lr, 4e-3
+  "stabilizers.L6.lr0.004.above_plain": (
+    README,
+    functools.partial(
+      apart, (_stab("adamatan2", 6, "0.004"), _stab("qknorm", 6, "0.004")), _plain(6, "0.004"), 3
+    ),
+  ),
+  "stabilizers.L6.muon.below_plain": (
+    README,
+    functools.partial(apart, (_stab("muon", 6, "0.008"),), _plain(6, "0.004")),
+  ),
+  # ... and at 3.2e-2
+  **{
+    f"stabilizers.L6.lr0.032.{key}.below_plain": (
+      README,
+      functools.partial(apart, (_stab(key, 6, "0.032"),), _plain(6, "0.032")),
+    )
+    for key in ("qknorm", "softcap", "attngate")
+  },
+  # seed 0 below the best lr: every stabilizer, and sinks, softcapping and the z-loss at two lrs
+  "stabilizers.L6.low_lrs.largest_gap": (
+    README,
+    functools.partial(largest_gap, CURVE_KEYS, ("0.000125", "0.00025", "0.0005", "0.001")),
+  ),
+  "stabilizers.L6.lr0.0005-0.001.near_plain": (
+    README,
+    functools.partial(largest_gap, ("sinks", "softcap", "zloss"), ("0.0005", "0.001")),
+  ),
+  # 24 layers: Muon's seed 0 at its best against plain Pre-LN's five seeds at theirs
+  "stabilizers.L24.muon.below_plain": (
+    README,
+    functools.partial(apart, (_stab("muon", 24, "0.008", "0..0"),), _plain(24, "0.004", "0..4")),
+  ),
 }
 README_ROWS = {
   25: row_stabilizers,

@@ -3,7 +3,21 @@ resnorm_jax/analysis/width.py): the edges across width in sp, muP against sp."""
 
 from __future__ import annotations
 
-from resnorm_jax.analysis.claims.docs_data import Claim, exists, lr_text, read, tokens_note
+import functools
+import os
+import re
+
+from resnorm_jax.analysis import doc_sections
+from resnorm_jax.analysis.claims.docs_data import (
+  ROOT,
+  SEED_SPAN,
+  Claim,
+  exists,
+  lr_text,
+  read,
+  run_summary,
+  tokens_note,
+)
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, lr_cells_of
 from resnorm_jax.analysis.style import variant_label
 from resnorm_jax.runs import status
@@ -131,4 +145,251 @@ def row_width_mup() -> Claim | None:
 README_ROWS = {
   170: row_width,
   180: row_width_mup,
+}
+
+
+# Numbers in docs/width/README.md's prose and hand-typed table, from the CSVs scripts/width.py
+# writes (results.csv and edges.csv, sp; the same under mup/) and the run folders' summary.json
+# (wall times).
+README = os.path.join(ROOT, "docs", "width", "README.md")
+RUNS = "docs/width/runs"
+RESULTS = {False: "docs/width/results.csv", True: "docs/width/mup/results.csv"}  # by muP
+EDGES = {False: "docs/width/edges.csv", True: "docs/width/mup/edges.csv"}
+# The two runs paused while the test suite ran (the README says so); their wall times are left
+# out of the ranges.
+PAUSED = ("deepnorm-L12-d256-lr0.0005-s0", "prenorm-L12-d128-mup-lr0.008-s0")
+# Which run folders a wall-time range covers (a pattern of their names): every run at a width,
+# a tier of the sp grid, muP at a width.
+WALL_SETS = {
+  "d128": r"-d128-",
+  "d256": r"-d256-",
+  "tier1": r"-d128-lr.*-s0$",
+  "tier2": r"-d128-lr.*-s[12]$",
+  "tier3": r"-d256-lr",
+  "mup.d64": r"-d64-mup-",
+  "mup.d128": r"-d128-mup-",
+  "mup.d256": r"-d256-mup-",
+}
+
+
+def _edge(variant: str, d_model: int, mup: bool = False) -> dict[str, str]:
+  return next(
+    r for r in read(EDGES[mup]) if r["variant"] == variant and int(r["d_model"]) == d_model
+  )
+
+
+def edges_lr(column: str, variant: str, d_model: int, mup: bool = False) -> str:
+  """'2.5e-4': an lr of edges.csv (best_lr: the lowest loss, a seed mean where 3 seeds ran;
+  boundary_lr; failing_lr)."""
+  return lr_text(float(_edge(variant, d_model, mup)[column]))
+
+
+def best_loss(variant: str, d_model: int) -> str:
+  """'2.258': edges.csv's best_loss (the mean of the seeds at the best lr)."""
+  return f"{float(_edge(variant, d_model)['best_loss']):.3f}"
+
+
+def outcome_count(outcome: str, variant: str, d_model: int, lr: float) -> str:
+  """'1 of 3': the runs of one sp cell (results.csv) with that outcome."""
+  runs = [
+    r
+    for r in read(RESULTS[False])
+    if r["variant"] == variant and int(r["d_model"]) == d_model and float(r["opt.lr"]) == lr
+  ]
+  return f"{sum(r['outcome'] == outcome for r in runs)} of {len(runs)}"
+
+
+def diverged(d_model: int | None = None, mup: bool = False) -> str:
+  """'0 of 31': the runs at a width (every width: None) that diverged."""
+  runs = [r for r in read(RESULTS[mup]) if d_model is None or int(r["d_model"]) == d_model]
+  return f"{sum(r['outcome'] == status.DIVERGED for r in runs)} of {len(runs)}"
+
+
+def no_context(d_model: int) -> str:
+  """'3.238': the no-context loss (`baseline`) of the sp runs at a width; 'a / b' should
+  they disagree."""
+  rows = read(RESULTS[False])
+  return " / ".join(
+    sorted({f"{float(r['baseline']):.3f}" for r in rows if int(r["d_model"]) == d_model})
+  )
+
+
+def _run(name: str) -> dict[str, str]:
+  """A run's row, from the sp or the muP results.csv."""
+  return next(r for mup in (False, True) for r in read(RESULTS[mup]) if r["name"] == name)
+
+
+def _logit(value: float) -> str:
+  """'5.9' under 10, '1,425' from 10: an attention logit as the page writes it."""
+  return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
+
+
+def peak(name: str) -> str:
+  """'1,425': a run's largest attention logit over training (attn_logit_max_peak)."""
+  return _logit(float(_run(name)["attn_logit_max_peak"]))
+
+
+def rms(name: str) -> str:
+  """'9.4': a run's largest output-logit RMS over training (output_logit_rms_peak)."""
+  return f"{float(_run(name)['output_logit_rms_peak']):.1f}"
+
+
+def _span(span: str) -> list[str]:
+  m = SEED_SPAN.match(span)
+  return [f"{m['prefix']}{s}" for s in range(int(m["first"]), int(m["last"]) + 1)]
+
+
+def peak_range(span: str) -> str:
+  """'1,425-1,765': the lowest and highest attn_logit_max_peak of `<name>-s0..2`."""
+  peaks = [float(_run(n)["attn_logit_max_peak"]) for n in _span(span)]
+  return f"{_logit(min(peaks))}-{_logit(max(peaks))}"
+
+
+def stuck_range(column: str, variant: str, d_model: int) -> str:
+  """'14-490' (attn_logit_max_peak) or '6.5-12.3' (output_logit_rms_peak): the lowest and
+  highest over a variant's stuck sp runs at a width."""
+  values = [
+    float(r[column])
+    for r in read(RESULTS[False])
+    if r["variant"] == variant and int(r["d_model"]) == d_model and r["outcome"] == status.STUCK
+  ]
+  fmt = _logit if column == "attn_logit_max_peak" else (lambda v: f"{v:.1f}")
+  return f"{fmt(min(values))}-{fmt(max(values))}"
+
+
+def peak_ratio(sp: str, mup: str) -> str:
+  """'3.7': sp's run's attention-logit peak over muP's, 2 significant digits."""
+  a, b = (float(_run(n)["attn_logit_max_peak"]) for n in (sp, mup))
+  return f"{a / b:.2g}"
+
+
+def wall_seconds(folder: str) -> dict[str, float]:
+  """The `wall_seconds` (summary.json) of each run folder in `folder`, by folder name."""
+  root = os.path.join(ROOT, folder)
+  return {
+    name: float(run_summary(f"{folder}/{name}")["wall_seconds"])
+    for name in sorted(os.listdir(root))
+    if os.path.isfile(os.path.join(root, name, "summary.json"))
+  }
+
+
+def _wall_seconds() -> dict[str, float]:
+  return wall_seconds(RUNS)
+
+
+def wall_range(which: str, unit: str) -> str:
+  """'13-24' (unit 'min', rounded) or '2,269-2,301' ('s'): the shortest and longest wall time
+  of the runs of WALL_SETS[which], the PAUSED ones left out."""
+  walls = [
+    v for n, v in _wall_seconds().items() if re.search(WALL_SETS[which], n) and n not in PAUSED
+  ]
+  lo, hi = min(walls), max(walls)
+  if unit == "min":
+    return f"{round(lo / 60)}-{round(hi / 60)}"
+  return f"{round(lo):,}-{round(hi):,}"
+
+
+_P = functools.partial
+# (outcome, variant, d_model, lr): the sp cells whose k-of-n the page states
+COUNTED = (
+  ("trained", "postnorm", 64, 5e-4),
+  ("trained", "postnorm", 64, 1e-3),
+  ("trained", "postnorm", 128, 2.5e-4),
+  ("trained", "postnorm", 128, 5e-4),
+  ("trained", "deepnorm", 64, 4e-3),
+  ("trained", "deepnorm", 64, 8e-3),
+  ("stuck", "deepnorm", 64, 8e-3),
+  ("trained", "deepnorm", 128, 5e-4),
+  ("trained", "deepnorm", 128, 1e-3),
+  ("stuck", "deepnorm", 128, 1e-3),
+)
+# runs whose attention-logit peak (and, second list, output-logit RMS) the prose states
+PEAKS = (
+  "deepnorm-L12-d256-lr0.001-s0",
+  "deepnorm-L12-d256-lr0.0005-s0",
+  "prenorm-L12-d128-lr0.002-s0",
+  "prenorm-L12-d128-lr0.004-s0",
+  "prenorm-L12-d128-lr0.008-s0",
+  "prenorm-L12-d128-lr0.016-s0",
+  "prenorm-L12-d128-lr0.032-s0",
+  "prenorm-L12-d256-lr0.002-s0",
+  "prenorm-L12-d256-lr0.004-s0",
+  "postnorm-L12-d128-lr0.00025-s0",
+  "postnorm-L12-d256-lr0.00025-s0",
+  "prenorm-L12-d128-mup-lr0.004-s0",
+  "prenorm-L12-d128-mup-lr0.008-s0",
+  "prenorm-L12-d256-mup-lr0.004-s0",
+  "prenorm-L12-d256-mup-lr0.008-s0",
+  "postnorm-L12-d256-mup-lr0.001-s0",
+)
+RMS = (
+  "deepnorm-L12-d256-lr0.001-s0",
+  "deepnorm-L12-d256-lr0.0005-s0",
+  "postnorm-L12-d256-mup-lr0.001-s0",
+)
+WIDTHS = (64, 128, 256)
+DOC_FACTS: dict[str, doc_sections.Fact] = {
+  **{
+    f"width.best_lr:{v}:{d}": (README, _P(edges_lr, "best_lr", v, d))
+    for v in ("postnorm", "deepnorm", "prenorm")
+    for d in WIDTHS
+  },
+  **{
+    f"width.best_loss:{v}:{d}": (README, _P(best_loss, v, d))
+    for v in ("postnorm", "deepnorm", "prenorm")
+    for d in WIDTHS
+  },
+  **{
+    f"width.mup.best_lr:{v}:{d}": (README, _P(edges_lr, "best_lr", v, d, True))
+    for v in ("postnorm", "prenorm")
+    for d in WIDTHS
+  },
+  **{
+    f"width.boundary_lr:postnorm:{d}": (README, _P(edges_lr, "boundary_lr", "postnorm", d))
+    for d in (128, 256)
+  },
+  "width.failing_lr:deepnorm:128": (README, _P(edges_lr, "failing_lr", "deepnorm", 128)),
+  **{
+    f"width.{o}:{v}:{d}:{lr_text(lr)}": (README, _P(outcome_count, o, v, d, lr))
+    for o, v, d, lr in COUNTED
+  },
+  "width.diverged:128": (README, _P(diverged, 128)),
+  "width.diverged:256": (README, _P(diverged, 256)),
+  "width.mup.diverged": (README, _P(diverged, None, True)),
+  "width.no_context:128": (README, _P(no_context, 128)),
+  **{f"width.peak:{n}": (README, _P(peak, n)) for n in PEAKS},
+  **{f"width.rms:{n}": (README, _P(rms, n)) for n in RMS},
+  "width.peak_range:prenorm-L12-d128-lr0.008-s0..2": (
+    README,
+    _P(peak_range, "prenorm-L12-d128-lr0.008-s0..2"),
+  ),
+  "width.stuck_peaks:deepnorm:128": (
+    README,
+    _P(stuck_range, "attn_logit_max_peak", "deepnorm", 128),
+  ),
+  "width.stuck_rms:deepnorm:128": (
+    README,
+    _P(stuck_range, "output_logit_rms_peak", "deepnorm", 128),
+  ),
+  **{
+    f"width.peak_ratio:prenorm:128:{lr_text(lr)}": (
+      README,
+      _P(peak_ratio, f"prenorm-L12-d128-lr{lr:g}-s0", f"prenorm-L12-d128-mup-lr{lr:g}-s0"),
+    )
+    for lr in (0.004, 0.008)
+  },
+  **{
+    f"width.wall_{unit}:{which}": (README, _P(wall_range, which, unit))
+    for which, unit in (
+      ("d128", "min"),
+      ("d256", "min"),
+      ("tier1", "min"),
+      ("tier3", "min"),
+      ("tier2", "s"),
+      ("tier3", "s"),
+      ("mup.d64", "s"),
+      ("mup.d128", "s"),
+      ("mup.d256", "s"),
+    )
+  },
 }
