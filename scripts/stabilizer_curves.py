@@ -12,10 +12,12 @@ budget (--baseline), and writes into --out_dir:
                plain Pre-LN's own points at those depths as the rows of stabilizer `none`
   curves.png   final eval loss against lr, a panel per depth, a line per stabilizer and
                Pre-LN's in black
-and prints, per depth, a markdown table of the final eval losses (lrs across; under plain
-Pre-LN's seed-0 row, its seeds' range where more than one ran) with each
-curve's best lr (`<=` or `>=` where it is the lowest or highest lr run), and, where a
-stabilizer has more than one seed at a point, its seeds' range
+and prints docs/stabilizers/README.md's tables (its generated sections, which
+`python scripts/claims.py --write` writes from the committed curves.csv): per depth with a
+stabilizer, a markdown table of the final eval losses (lrs across; under plain Pre-LN's seed-0
+row, its seeds' range where more than one ran) with each curve's best lr (`<=` or `>=` where it
+is the lowest or highest lr run); Muon's own 6-layer curve; Muon's curves across depth under
+sp and CompleteP; and, where a stabilizer has more than one seed at a point, its seeds' range
 beside plain Pre-LN's seeds there. A point still running, or not run, is a blank cell. No JAX
 here. The rows and tables: resnorm_jax/analysis/stabilizer_curves.py; the figure:
 resnorm_jax/analysis/stabilizer_curves_figure.py.
@@ -47,11 +49,16 @@ def main() -> None:
   path = os.path.join(args.out_dir, "curves.csv")
   sc.write_csv(path, out)
   print(path, plot(out, os.path.join(args.out_dir, "curves.png")))
-  for depth in sorted({r["num_layers"] for r in out}):
+  curves = {r["num_layers"] for r in out if r["stabilizer"] not in ("none", *sc.PARAMETRIZED)}
+  for depth in sorted(curves):
     print(f"\n{depth} layers, seed 0:\n{sc.markdown(out, depth)}")
-  seeds = sc.seeds_markdown(out)
-  if seeds:
-    print(f"\nWhere a curve has more than one seed:\n{seeds}")
+  for title, text in (
+    ("Muon's own curve, 6 layers, seed 0", sc.muon_curve_markdown(out)),
+    ("Muon across depth, sp and CompleteP, seed 0", sc.muon_depth_markdown(out)),
+    ("Where a curve has more than one seed", sc.seeds_markdown(out)),
+  ):
+    if text:
+      print(f"\n{title}:\n{text}")
 
 
 if __name__ == "__main__":

@@ -110,3 +110,113 @@ def test_each_named_fact_of_the_page_reads_the_runs_its_sentence_names(name, fun
   assert (fact.func, fact.args) == (function, args)
   with open(stab.README) as f:
     assert f"<!-- fact:{name} -->" in f.read()
+
+
+def _curve(stab, depth, lr, seed, loss):
+  """A row of curves.csv as docs_data.optional reads it: every column a string."""
+  return {"stabilizer": stab, "num_layers": str(depth), "opt.lr": f"{lr:g}", "seed": str(seed),
+          "final_eval_loss": f"{loss:.4f}"}  # fmt: skip
+
+
+def test_the_loss_vs_lr_sections_render_curves_csv_between_their_markers(monkeypatch):
+  rows = [_curve("none", 24, 0.002, s, v) for s, v in enumerate((1.7552, 1.7480, 1.7750))]
+  rows += [_curve("none", 24, 0.004, 0, 1.7327), _curve("qknorm", 24, 0.004, 0, 1.7535),
+           _curve("qknorm", 24, 0.008, 0, 1.7537), _curve("muon", 24, 0.004, 0, 1.4725),
+           _curve("muon", 24, 0.008, 0, 1.4361), _curve("muon", 6, 0.004, 0, 1.5700),
+           _curve("muon", 6, 0.008, 0, 1.5381), _curve("muon", 6, 0.008, 1, 1.5473),
+           _curve("none", 6, 0.008, 0, 1.8179), _curve("none", 6, 0.008, 1, 1.7940)]  # fmt: skip
+  read = []
+  monkeypatch.setattr(stab, "optional", lambda path: read.append(path) or rows)
+  assert stab.render_curves(24).splitlines() == [
+    stab.CURVES_24_BEGIN,
+    "| stabilizer (lr) | 0.002 | 0.004 | 0.008 | best lr |",
+    "| --- | --- | --- | --- | --- |",
+    "| Pre-LN | 1.7552 | **1.7327** |  | >= 0.004 |",
+    "| Pre-LN, its seeds' range (n) | 1.7480-1.7750 (3) |  |  | |",
+    "| Muon |  | 1.4725 | **1.4361** | >= 0.008 |",
+    "| qk-norm |  | **1.7535** | 1.7537 | <= 0.004 |",
+    stab.CURVES_24_END,
+  ]
+  assert stab.render_muon_curve().splitlines() == [
+    stab.MUON_CURVE_BEGIN,
+    "| lr | 4e-3 | 8e-3 |",
+    "| --- | --- | --- |",
+    "| final eval loss | 1.5700 | 1.5381 |",
+    stab.MUON_CURVE_END,
+  ]
+  assert stab.render_muon_depth().splitlines() == [
+    stab.MUON_DEPTH_BEGIN,
+    "| depth, parametrization | 4e-3 | 8e-3 | best lr |",
+    "| --- | --- | --- | --- |",
+    "| 6 layers (either) | 1.5700 | **1.5381** | >= 8e-3 |",
+    "| 24 layers, sp | 1.4725 | **1.4361** | >= 8e-3 |",
+    stab.MUON_DEPTH_END,
+  ]
+  assert stab.render_curve_seeds().splitlines() == [
+    stab.CURVE_SEEDS_BEGIN,
+    "| stabilizer | layers | lr | seeds | final eval loss | Pre-LN's seeds | Pre-LN | apart |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| Muon | 6 | 0.008 | 2 | 1.5381-1.5473 | 2 | 1.7940-1.8179 | yes |",
+    stab.CURVE_SEEDS_END,
+  ]
+  assert set(read) == {stab.CURVES}
+  assert stab.render_curves(6).splitlines() == [
+    stab.CURVES_6_BEGIN,
+    "| stabilizer (lr) | 0.004 | 0.008 | best lr |",
+    "| --- | --- | --- | --- |",
+    "| Pre-LN |  | 1.8179 |  |",  # one point: no bold, no best
+    "| Pre-LN, its seeds' range (n) |  | 1.7940-1.8179 (2) | |",
+    "| Muon | 1.5700 | **1.5381** | >= 0.008 |",
+    stab.CURVES_6_END,
+  ]
+  rows[:] = []  # no curves.csv: the markers alone
+  assert stab.render_curves(6) == f"{stab.CURVES_6_BEGIN}\n{stab.CURVES_6_END}"
+  assert stab.render_muon_depth() == f"{stab.MUON_DEPTH_BEGIN}\n{stab.MUON_DEPTH_END}"
+
+
+CURVE_SECTIONS = {
+  "Muon curve 6 layers": "| final eval loss | 2.4503 |",
+  "Muon across depth": "| 24 layers, CompleteP | 1.4749 |",
+  "stabilizer curves 6 layers": "| qk-norm | 2.3892 |",
+  "stabilizer curves seeds": "| qk-norm | 6 | 0.032 | 3 | 2.0007-2.0368 |",
+  "stabilizer curves 24 layers": "| Pre-LN, its seeds' range (n) |  |  |  |  | 1.7480-1.7750 (3) |",
+}
+
+
+@pytest.mark.parametrize("name, cell", CURVE_SECTIONS.items())
+def test_each_loss_vs_lr_table_of_the_page_is_checked_and_a_changed_cell_is_reported(
+  tmp_path, name, cell
+):
+  """Each table is a section of readme.check_docs (DOC_SECTIONS): the page agrees with
+  curves.csv, and a copy of it with one cell changed fails the check, naming the line."""
+  from resnorm_jax.analysis import doc_sections
+  from resnorm_jax.analysis.claims import readme
+
+  (section,) = [s for s in stab.DOC_SECTIONS if s[1].startswith(f"<!-- {name}: ")]
+  assert section in readme.DOC_SECTIONS and section[0] == stab.README
+  assert doc_sections.check(stab.README, [section]) == []
+  with open(stab.README) as f:
+    text = f.read()
+  assert text.count(cell) == 1  # the cell is the page's, once
+  changed = cell[: -len(cell.rsplit(" | ", 1)[1])] + "9.9999 |"
+  copy = tmp_path / "README.md"
+  copy.write_text(text.replace(cell, changed))
+  problems = doc_sections.check(str(copy), [section])
+  assert any(p.startswith("-|") and changed in p for p in problems)  # the page's line
+  assert any(p.startswith("+|") and cell in p for p in problems)  # curves.csv's
+
+
+def test_check_docs_reports_the_page_when_curves_csv_changes_under_it(monkeypatch):
+  from resnorm_jax.analysis.claims import readme
+
+  real = stab.optional
+  rows = [dict(r) for r in real(stab.CURVES)]
+  plain = next(r for r in rows if (r["stabilizer"], r["num_layers"], r["opt.lr"], r["seed"])
+               == ("none", "24", "0.002", "2"))  # fmt: skip
+  plain["final_eval_loss"] = "1.7000"  # a seed below the others: the 24-layer range moves
+  monkeypatch.setattr(stab, "optional", lambda path: rows if path == stab.CURVES else real(path))
+  problems = [p for p in readme.check_docs() if "1.7000-1.7552 (3)" in p]
+  assert problems == [
+    "+| Pre-LN, its seeds' range (n) |  |  |  |  | 1.7000-1.7552 (3) | 1.6650-1.7327 (5) | "
+    "1.8117-1.8472 (3) |  | 2.7650-2.8130 (3) | |"
+  ]

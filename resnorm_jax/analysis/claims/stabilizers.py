@@ -385,7 +385,65 @@ def _by_label(cell: dict[str, str]) -> tuple[bool, str]:
   return part in OWN_LR, label(part)
 
 
-DOC_SECTIONS = ((README, EDGE_BEGIN, EDGE_END, render_edge_table),)
+# The loss-vs-lr tables (scripts/stabilizer_curves.py prints them): written from curves.csv by
+# resnorm_jax/analysis/stabilizer_curves.py's functions (imported when rendered: that module
+# imports this one's labels).
+def _curve_markers(name: str) -> tuple[str, str]:
+  return (
+    f"<!-- {name}: written by scripts/claims.py from curves.csv -->",
+    f"<!-- end of {name} -->",
+  )
+
+
+MUON_CURVE_BEGIN, MUON_CURVE_END = _curve_markers("Muon curve 6 layers")
+MUON_DEPTH_BEGIN, MUON_DEPTH_END = _curve_markers("Muon across depth")
+CURVES_6_BEGIN, CURVES_6_END = _curve_markers("stabilizer curves 6 layers")
+CURVE_SEEDS_BEGIN, CURVE_SEEDS_END = _curve_markers("stabilizer curves seeds")
+CURVES_24_BEGIN, CURVES_24_END = _curve_markers("stabilizer curves 24 layers")
+
+
+def _curve_section(begin: str, end: str, table: str) -> str:
+  return "\n".join([begin, *([table] if table else []), end])
+
+
+def render_muon_curve() -> str:
+  """Muon's own 6-layer curve, seed 0: final eval loss at each lr run."""
+  from resnorm_jax.analysis import stabilizer_curves as sc
+
+  return _curve_section(MUON_CURVE_BEGIN, MUON_CURVE_END, sc.muon_curve_markdown(optional(CURVES)))
+
+
+def render_muon_depth() -> str:
+  """Muon's curves at 6, 12 and 24 layers under sp and CompleteP, seed 0, with each best lr."""
+  from resnorm_jax.analysis import stabilizer_curves as sc
+
+  return _curve_section(MUON_DEPTH_BEGIN, MUON_DEPTH_END, sc.muon_depth_markdown(optional(CURVES)))
+
+
+def render_curves(depth: int) -> str:
+  """Each stabilizer's seed-0 curve at `depth` beside plain Pre-LN's (its seeds' range under
+  it), with each best lr."""
+  from resnorm_jax.analysis import stabilizer_curves as sc
+
+  begin, end = {6: (CURVES_6_BEGIN, CURVES_6_END), 24: (CURVES_24_BEGIN, CURVES_24_END)}[depth]
+  return _curve_section(begin, end, sc.markdown(optional(CURVES), depth))
+
+
+def render_curve_seeds() -> str:
+  """Where a stabilizer has more than one seed at a point: its range beside plain Pre-LN's."""
+  from resnorm_jax.analysis import stabilizer_curves as sc
+
+  return _curve_section(CURVE_SEEDS_BEGIN, CURVE_SEEDS_END, sc.seeds_markdown(optional(CURVES)))
+
+
+DOC_SECTIONS = (
+  (README, EDGE_BEGIN, EDGE_END, render_edge_table),
+  (README, MUON_CURVE_BEGIN, MUON_CURVE_END, render_muon_curve),
+  (README, MUON_DEPTH_BEGIN, MUON_DEPTH_END, render_muon_depth),
+  (README, CURVES_6_BEGIN, CURVES_6_END, functools.partial(render_curves, 6)),
+  (README, CURVE_SEEDS_BEGIN, CURVE_SEEDS_END, render_curve_seeds),
+  (README, CURVES_24_BEGIN, CURVES_24_END, functools.partial(render_curves, 24)),
+)
 
 RUNS = "docs/stabilizers/runs.csv"  # scripts/survival.py's, a row per run
 # The first screen: one key each, seeds 0-3 at the 12-layer 1e-3 cell (the README's prose).
