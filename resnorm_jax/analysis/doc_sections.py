@@ -113,3 +113,28 @@ def write_facts(path: str, facts: dict[str, Fact], resolve: Resolver | None = No
   if new != text:  # a page whose facts agree is left untouched
     with open_nofollow(path, "w") as f:
       f.write(new)
+
+
+# A number as run results are written: 3 or 4 decimals (a loss, a gap) or a count "k of n".
+RUN_NUMBER = re.compile(r"(?<![\w.])[+-]?\d\.\d{3,4}\b|\b\d+ of \d+\b")
+_GENERATED_BEGIN = re.compile(r"<!-- .*(written by|generated)|<!-- boundary-table")
+_GENERATED_END = re.compile(r"<!-- (end|/boundary)")
+
+
+def untagged_numbers(text: str) -> list[tuple[int, str]]:
+  """(line number, line) of each line stating a RUN_NUMBER outside a fact, a generated section
+  and a code block: the numbers a page states by hand, which nothing checks."""
+  found, generated, code = [], False, False
+  for number, line in enumerate(text.splitlines(), 1):
+    if line.startswith("```"):
+      code = not code
+      continue
+    if _GENERATED_BEGIN.match(line):
+      generated = True
+      continue
+    if _GENERATED_END.match(line):
+      generated = False
+      continue
+    if not (generated or code) and RUN_NUMBER.search(FACT.sub("", line)):
+      found.append((number, line))
+  return found
