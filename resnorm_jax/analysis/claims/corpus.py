@@ -9,6 +9,7 @@ import os
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import (
   MAIN,
+  RESULTS_MD_NAME,
   ROOT,
   Claim,
   exists,
@@ -145,4 +146,33 @@ DOC_FACTS: dict[str, doc_sections.Fact] = {
   **{f"second_corpus.no_context:{c}": (README, functools.partial(no_context, c)) for c in CORPORA},
   "second_corpus.diverged:shakespeare": (README, functools.partial(diverged, "shakespeare")),
   "second_corpus.wall_minutes": (README, wall_range),
+}
+
+
+def train_entropy() -> str:
+  """'3.252': the unigram entropy of the stdlib's train split (docs/runs/results.csv's
+  `unigram_entropy`); 'a / b' should its runs disagree."""
+  values = {f"{float(r['unigram_entropy']):.3f}" for r in read("docs/runs/results.csv")}
+  return " / ".join(sorted(values))
+
+
+# Numbers in docs/results.md's prose computed here (resnorm_jax.analysis.claims.readme).
+FACTS: dict[str, doc_sections.Fact] = {
+  "corpus.train_entropy.stdlib": (RESULTS_MD_NAME, train_entropy),
+  "corpus.no_context.stdlib": (RESULTS_MD_NAME, functools.partial(no_context, "stdlib")),
+  "corpus.no_context.shakespeare": (RESULTS_MD_NAME, functools.partial(no_context, "shakespeare")),
+  **{
+    f"corpus.count:{o}:{v}:{c}:{lr_text(lr)}": (
+      RESULTS_MD_NAME,
+      functools.partial(outcome_count, o, v, c, lr),
+    )
+    for o, v, c, lr in (
+      ("trained", "deepnorm", "shakespeare", 1e-3),
+      ("stuck", "deepnorm", "shakespeare", 2e-3),
+      ("trained", "postnorm", "shakespeare", 5e-4),
+      ("trained", "postnorm", "stdlib", 5e-4),
+      ("stuck", "postnorm", "shakespeare", 1e-3),
+      ("trained", "postnorm", "stdlib", 1e-3),
+    )
+  },
 }
