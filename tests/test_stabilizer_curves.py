@@ -80,7 +80,7 @@ def test_the_depth_table_from_curves_csv_is_the_pages():
     "| Pre-LN |  | 1.7552 | **1.7327** | 1.8117 | 0.004 |",
     "| Pre-LN, its seeds' range (n) |  | 1.7480-1.7750 (3) |  | 1.8117-1.8472 (2) | |",
     "| Adam-atan2 | 1.8555 | **1.7202** | 1.7340 |  | 0.002 |",
-    "| logit softcapping |  |  | **1.7336** | 1.8015 | <= 0.004 |",
+    "| logit softcap |  |  | **1.7336** | 1.8015 | <= 0.004 |",
     "| z-loss |  | 1.7540 | **1.7221** |  | >= 0.004 |",
   ]
 
@@ -132,5 +132,5 @@ def test_the_seeds_table_from_curves_csv_orders_by_depth_lr_and_key_and_names_as
   assert curves.seeds_markdown(rows).splitlines()[2:] == [
     "| z-loss | 6 | 0.004 | 2 | 1.7470-1.7577 | 3 | 1.7552-1.7646 | no |",
     "| gated attention | 6 | 0.032 | 2 | 2.4946-2.5389 | 3 | 2.6656-2.6852 | yes |",
-    "| logit softcapping | 6 | 0.032 | 3 | 2.3293-2.4309 | 3 | 2.6656-2.6852 | yes |",
+    "| logit softcap | 6 | 0.032 | 3 | 2.3293-2.4309 | 3 | 2.6656-2.6852 | yes |",
   ]

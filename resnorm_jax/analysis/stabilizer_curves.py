@@ -60,14 +60,15 @@ def key(r: dict) -> tuple[int, float, int]:
 
 # The curve tables' names (docs/stabilizers/README.md's): plain Pre-LN's curve, and softcapping
 # by its technique's name; every other stabilizer by claims/stabilizers.py's label.
-CURVE_LABELS = {"none": "Pre-LN", "softcap": "logit softcapping"}
+CURVE_LABELS = {"none": "Pre-LN"}
 MUON = "muon"  # Muon under sp, the default parametrization (`muon-sp` is the same config)
 # Where CompleteP's Muon is sp's model (the grid's model.base_depth): one row, "(either)".
 MUON_BASE_DEPTH = 6
 
 
 def curve_label(name: str) -> str:
-  """A curve's name in the tables: 'Pre-LN', 'logit softcapping', else label()'s."""
+  """A curve's name in the tables: 'Pre-LN' for plain Pre-LN, else label()'s (a variant's
+  own LABEL: 'logit softcap')."""
   return CURVE_LABELS.get(name) or label(name)
 
 

@@ -95,7 +95,7 @@ def plateau_slopes(variant: str = "postnorm") -> str:
   slopes = [
     float(r["late_slope"])
     for r in read(BUDGET)
-    if r["variant"] == variant and r["outcome"] == "stuck"
+    if r["variant"] == variant and r["outcome"] == status.STUCK
   ]
   return f"{min(slopes):.3f} to {max(slopes):.3f}"
 

@@ -20,6 +20,7 @@ from resnorm_jax.analysis.claims.docs_data import (
 from resnorm_jax.analysis.claims.edges import edge, edge_lr, kept_cells, lr_cells_of
 from resnorm_jax.analysis.claims.width import wall_seconds
 from resnorm_jax.analysis.style import variant_label
+from resnorm_jax.runs import status
 
 
 def row_second_corpus() -> Claim | None:
@@ -103,7 +104,7 @@ def no_context(corpus: str) -> str:
 def diverged(corpus: str) -> str:
   """'0 of 35': a corpus's runs that diverged (results.csv)."""
   runs = [r for r in read(RESULTS) if r["data"] == CORPORA[corpus]]
-  return f"{sum(r['outcome'] == 'diverged' for r in runs)} of {len(runs)}"
+  return f"{sum(r['outcome'] == status.DIVERGED for r in runs)} of {len(runs)}"
 
 
 RUNS = "docs/second_corpus/runs"
@@ -121,14 +122,14 @@ def wall_range() -> str:
 
 # (outcome, variant, corpus, lr): the cells whose k-of-n the page states
 COUNTED = (
-  ("trained", "postnorm", "stdlib", 5e-4),
-  ("trained", "postnorm", "stdlib", 1e-3),
-  ("trained", "postnorm", "shakespeare", 5e-4),
-  ("stuck", "postnorm", "shakespeare", 1e-3),
-  ("trained", "deepnorm", "stdlib", 4e-3),
-  ("stuck", "deepnorm", "stdlib", 8e-3),
-  ("trained", "deepnorm", "shakespeare", 1e-3),
-  ("stuck", "deepnorm", "shakespeare", 2e-3),
+  (status.TRAINED, "postnorm", "stdlib", 5e-4),
+  (status.TRAINED, "postnorm", "stdlib", 1e-3),
+  (status.TRAINED, "postnorm", "shakespeare", 5e-4),
+  (status.STUCK, "postnorm", "shakespeare", 1e-3),
+  (status.TRAINED, "deepnorm", "stdlib", 4e-3),
+  (status.STUCK, "deepnorm", "stdlib", 8e-3),
+  (status.TRAINED, "deepnorm", "shakespeare", 1e-3),
+  (status.STUCK, "deepnorm", "shakespeare", 2e-3),
 )
 DOC_FACTS: dict[str, doc_sections.Fact] = {
   **{
@@ -167,12 +168,12 @@ FACTS: dict[str, doc_sections.Fact] = {
       functools.partial(outcome_count, o, v, c, lr),
     )
     for o, v, c, lr in (
-      ("trained", "deepnorm", "shakespeare", 1e-3),
-      ("stuck", "deepnorm", "shakespeare", 2e-3),
-      ("trained", "postnorm", "shakespeare", 5e-4),
-      ("trained", "postnorm", "stdlib", 5e-4),
-      ("stuck", "postnorm", "shakespeare", 1e-3),
-      ("trained", "postnorm", "stdlib", 1e-3),
+      (status.TRAINED, "deepnorm", "shakespeare", 1e-3),
+      (status.STUCK, "deepnorm", "shakespeare", 2e-3),
+      (status.TRAINED, "postnorm", "shakespeare", 5e-4),
+      (status.TRAINED, "postnorm", "stdlib", 5e-4),
+      (status.STUCK, "postnorm", "shakespeare", 1e-3),
+      (status.TRAINED, "postnorm", "stdlib", 1e-3),
     )
   },
 }

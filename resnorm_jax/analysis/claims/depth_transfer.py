@@ -380,7 +380,7 @@ DOC_FACTS: dict[str, doc_sections.Fact] = {
   **{
     f"depth_transfer.trained:postnorm:{p}:{d}:{lr_text(lr)}": (
       README,
-      _P(outcome_count, "trained", "postnorm", p, d, lr),
+      _P(outcome_count, status.TRAINED, "postnorm", p, d, lr),
     )
     for p, d, lr in (
       ("sp", 12, 5e-4),

@@ -517,7 +517,7 @@ def _selection(name: str) -> list[dict[str, str]]:
     for r in read(GRID)
     if r["variant"] in MAIN and GRID_LRS[0] <= float(r["opt.lr"]) <= GRID_LRS[1]
   ]
-  if name == "trained":
+  if name == status.TRAINED:
     return [r for r in rows if r["outcome"] == status.TRAINED and float(r["opt.lr"]) <= 8e-3]
   if name == "plateau":
     return [r for r in rows if r["outcome"] == status.STUCK]
@@ -700,9 +700,12 @@ FACTS: dict[str, doc_sections.Fact] = {
   },
   "lr_sensitivity.all_falling:trained": (
     RESULTS_MD_NAME,
-    functools.partial(all_falling, "trained"),
+    functools.partial(all_falling, status.TRAINED),
   ),
-  "lr_sensitivity.max_slope:trained": (RESULTS_MD_NAME, functools.partial(max_slope, "trained")),
+  "lr_sensitivity.max_slope:trained": (
+    RESULTS_MD_NAME,
+    functools.partial(max_slope, status.TRAINED),
+  ),
   "lr_sensitivity.max_slope:plateau": (RESULTS_MD_NAME, functools.partial(max_slope, "plateau")),
   **{
     f"lr_sensitivity.slope:{n}": (RESULTS_MD_NAME, functools.partial(slope_value, n))
@@ -803,25 +806,25 @@ FACTS: dict[str, doc_sections.Fact] = {
       functools.partial(grid_count, v, d, lr, o),
     )
     for o, v, d, lr in (
-      ("trained", "postnorm", 6, 2e-3),
-      ("trained", "postnorm", 6, 4e-3),
-      ("trained", "postnorm", 12, 5e-4),
-      ("trained", "postnorm", 12, 1e-3),
-      ("trained", "postnorm", 24, 1.25e-4),
-      ("stuck", "postnorm", 24, 1.25e-4),
-      ("trained", "deepnorm", 6, 4e-3),
-      ("trained", "deepnorm", 12, 4e-3),
-      ("trained", "deepnorm", 24, 4e-3),
-      ("trained", "deepnorm", 24, 2e-3),
-      ("trained", "deepnorm", 6, 8e-3),
-      ("trained", "deepnorm", 12, 8e-3),
-      ("trained", "deepnorm", 24, 8e-3),
-      ("trained", "prenorm", 6, 4e-3),
-      ("trained", "prenorm", 12, 4e-3),
-      ("trained", "prenorm", 24, 4e-3),
-      ("trained", "prenorm", 6, 3.2e-2),
-      ("trained", "prenorm", 12, 3.2e-2),
-      ("trained", "prenorm", 24, 3.2e-2),
+      (status.TRAINED, "postnorm", 6, 2e-3),
+      (status.TRAINED, "postnorm", 6, 4e-3),
+      (status.TRAINED, "postnorm", 12, 5e-4),
+      (status.TRAINED, "postnorm", 12, 1e-3),
+      (status.TRAINED, "postnorm", 24, 1.25e-4),
+      (status.STUCK, "postnorm", 24, 1.25e-4),
+      (status.TRAINED, "deepnorm", 6, 4e-3),
+      (status.TRAINED, "deepnorm", 12, 4e-3),
+      (status.TRAINED, "deepnorm", 24, 4e-3),
+      (status.TRAINED, "deepnorm", 24, 2e-3),
+      (status.TRAINED, "deepnorm", 6, 8e-3),
+      (status.TRAINED, "deepnorm", 12, 8e-3),
+      (status.TRAINED, "deepnorm", 24, 8e-3),
+      (status.TRAINED, "prenorm", 6, 4e-3),
+      (status.TRAINED, "prenorm", 12, 4e-3),
+      (status.TRAINED, "prenorm", 24, 4e-3),
+      (status.TRAINED, "prenorm", 6, 3.2e-2),
+      (status.TRAINED, "prenorm", 12, 3.2e-2),
+      (status.TRAINED, "prenorm", 24, 3.2e-2),
     )
   },
   **{

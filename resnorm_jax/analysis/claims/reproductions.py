@@ -638,7 +638,7 @@ GRAD_FACTS: dict[str, doc_sections.Fact] = {
 FLOW = "docs/grad_flow/grad_flow.csv"
 FLOW_STATES = {
   "init": "init",
-  "trained": "after 5 steps",
+  status.TRAINED: "after 5 steps",
   "reset norm_bias": "biases back",
   "reset attn": "attention back",
   "reset mlp": "FFN back",
@@ -712,6 +712,7 @@ def _dp(variant: str, depth: int, folder: str = "runs") -> str:
 _S0_18 = _dp("postnorm", 18)
 _S1_18 = _dp("postnorm", 18, "runs_seed1")
 _S2_18 = _dp("postnorm", 18, "runs_seed2")
+_SEEDS_18 = (_S0_18, _S1_18, _S2_18)
 # name: (runs, first step, last step, decimals): the periodic-eval ranges the page states
 DEEPNET_RANGES = {
   "postnorm-L96:200-1000": ((_dp("postnorm", 96),), 200, 1000, 2),
@@ -766,7 +767,9 @@ DEEPNET_FACTS: dict[str, doc_sections.Fact] = {
   ),
   "deepnet_panel.count_stuck:postnorm-L18": (
     RESULTS_MD_NAME,
-    lambda: f"{sum(run_summary(r)['outcome'] == 'stuck' for r in (_S0_18, _S1_18, _S2_18))} of 3",
+    lambda: (
+      f"{sum(run_summary(r)['outcome'] == status.STUCK for r in (_S0_18, _S1_18, _S2_18))} of 3"
+    ),
   ),
   "deepnet_panel.below:postnorm-L18-s0": (
     RESULTS_MD_NAME,

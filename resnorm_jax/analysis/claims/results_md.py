@@ -10,6 +10,7 @@ import os
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import ROOT, read, run_summary
 from resnorm_jax.analysis.claims.reproductions import below_range, csv_loss, escape_set, eval_range
+from resnorm_jax.runs import status
 
 RESULTS_MD = os.path.join(ROOT, "docs", "results.md")
 REDERIVED = "docs/verdict/rederived.csv"
@@ -32,7 +33,7 @@ def run_count(path: str) -> str:
   return str(len(read(path)))
 
 
-def outcome_count(runs: tuple[str, ...], outcome: str = "trained") -> str:
+def outcome_count(runs: tuple[str, ...], outcome: str = status.TRAINED) -> str:
   """'2 of 3': the run folders `runs` whose summary.json's outcome is `outcome`."""
   return f"{sum(run_summary(r).get('outcome') == outcome for r in runs)} of {len(runs)}"
 
@@ -74,17 +75,17 @@ def _below(outcome: str) -> list[float]:
 
 def stuck_deepest() -> str:
   """'0.045': the most a stuck run ends below its baseline, 3 decimals."""
-  return f"{max(_below('stuck')):.3f}"
+  return f"{max(_below(status.STUCK)):.3f}"
 
 
 def trained_shallowest() -> str:
   """'0.147': the least a trained run ends below its baseline, 3 decimals."""
-  return f"{min(_below('trained')):.3f}"
+  return f"{min(_below(status.TRAINED)):.3f}"
 
 
 def trained_within(nats: float) -> str:
   """'42 of the 249': the trained runs that end less than `nats` below their baseline."""
-  below = _below("trained")
+  below = _below(status.TRAINED)
   return f"{sum(b < nats for b in below)} of the {len(below)}"
 
 
@@ -102,14 +103,14 @@ def escape_census(kind: str) -> str:
     "runs": len(rows),
     "escaped": sum(bool(r["escape_step"]) for r in rows),
     "never": sum(not r["escape_step"] for r in rows),
-    "diverged": sum(bool(r["diverged_step"]) for r in rows),
+    status.DIVERGED: sum(bool(r["diverged_step"]) for r in rows),
     "late": len(late),
     "late_boundary": len(boundary),
     "late_other": len(late) - len(boundary),
     "eval_set": sum(bool(r["eval_set_baseline"]) for r in rows),
     "split_only": sum(not r["eval_set_baseline"] for r in rows),
   }[kind]
-  return "none" if kind == "diverged" and not count else str(count)
+  return "none" if kind == status.DIVERGED and not count else str(count)
 
 
 BASELINES = "docs/verdict/eval_set_baselines.csv"
@@ -228,7 +229,7 @@ FACTS: dict[str, doc_sections.Fact] = {
     for k in (
       "escaped",
       "never",
-      "diverged",
+      status.DIVERGED,
       "late",
       "late_boundary",
       "late_other",

@@ -509,8 +509,17 @@ def plain_escaped() -> str:
 # fact (docs_data.run_fact: loss=, range=, seeds=, vs=).
 STAB_RUNS = "docs/stabilizers/runs"
 PLAIN_RUNS = "docs/lr_sensitivity/runs"
-# The six stabilizers of Pre-LN's curves (Muon, another optimizer, is not one of them).
-CURVE_KEYS = ("adamatan2", "attngate", "qknorm", "sinks", "softcap", "zloss")
+# The six stabilizers of Pre-LN's curves, by their cells' run names (Muon, another optimizer,
+# is not one of them); a stabilizer's key is its part after "prenorm-".
+CURVE_CELLS = (
+  "prenorm-adamatan2",
+  "prenorm-attngate",
+  "prenorm-qknorm",
+  "prenorm-sinks",
+  "prenorm-softcap",
+  "prenorm-zloss",
+)
+CURVE_KEYS = tuple(c.removeprefix("prenorm-") for c in CURVE_CELLS)
 
 
 def apart(spans: tuple[str, ...], other: str, digits: int = 2) -> str:
@@ -588,7 +597,9 @@ DOC_FACTS = {
       README,
       functools.partial(apart, (_stab(key, 6, "0.032"),), _plain(6, "0.032")),
     )
-    for key in ("qknorm", "softcap", "attngate")
+    for key in (
+      c.removeprefix("prenorm-") for c in ("prenorm-qknorm", "prenorm-softcap", "prenorm-attngate")
+    )
   },
   # seed 0 below the best lr: every stabilizer, and sinks, softcapping and the z-loss at two lrs
   "stabilizers.L6.low_lrs.largest_gap": (

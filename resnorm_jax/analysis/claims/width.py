@@ -292,16 +292,16 @@ def wall_range(which: str, unit: str) -> str:
 _P = functools.partial
 # (outcome, variant, d_model, lr): the sp cells whose k-of-n the page states
 COUNTED = (
-  ("trained", "postnorm", 64, 5e-4),
-  ("trained", "postnorm", 64, 1e-3),
-  ("trained", "postnorm", 128, 2.5e-4),
-  ("trained", "postnorm", 128, 5e-4),
-  ("trained", "deepnorm", 64, 4e-3),
-  ("trained", "deepnorm", 64, 8e-3),
-  ("stuck", "deepnorm", 64, 8e-3),
-  ("trained", "deepnorm", 128, 5e-4),
-  ("trained", "deepnorm", 128, 1e-3),
-  ("stuck", "deepnorm", 128, 1e-3),
+  (status.TRAINED, "postnorm", 64, 5e-4),
+  (status.TRAINED, "postnorm", 64, 1e-3),
+  (status.TRAINED, "postnorm", 128, 2.5e-4),
+  (status.TRAINED, "postnorm", 128, 5e-4),
+  (status.TRAINED, "deepnorm", 64, 4e-3),
+  (status.TRAINED, "deepnorm", 64, 8e-3),
+  (status.STUCK, "deepnorm", 64, 8e-3),
+  (status.TRAINED, "deepnorm", 128, 5e-4),
+  (status.TRAINED, "deepnorm", 128, 1e-3),
+  (status.STUCK, "deepnorm", 128, 1e-3),
 )
 # runs whose attention-logit peak (and, second list, output-logit RMS) the prose states
 PEAKS = (
