@@ -141,10 +141,11 @@ def test_slurm_refuses_bad_input():
   assert proc.returncode == 2 and "gpu, node" in proc.stderr
 
 
+# The trap is set before the call is recorded: the tests signal the job once they see the call.
 FAKE_SRUN = f"""#!/usr/bin/env bash
+trap 'echo "{{\\"status\\": \\"interrupted\\"}}" > "$WORKDIR/summary.json"; exit 0' TERM
 {RECORD}record "$@"
 case " $* " in *" -c "*) exit 0 ;; esac
-trap 'echo "{{\\"status\\": \\"interrupted\\"}}" > "$WORKDIR/summary.json"; exit 0' TERM
 while :; do sleep 0.05; done
 """
 FAKE_PYTHON = "#!/usr/bin/env bash\nexit 0\n"  # the GPU check passes
