@@ -53,11 +53,12 @@ def _rows() -> tuple[Row, ...]:
   return tuple(placed[p] for p in sorted(placed))
 
 
-def _facts() -> dict[str, doc_sections.Fact]:
-  """Every module's FACTS in one table; a fact named twice refused."""
+def _facts(attr: str = "FACTS") -> dict[str, doc_sections.Fact]:
+  """Every module's `attr` (FACTS: the README's and docs/results.md's; DOC_FACTS: a docs page's,
+  by full path) in one table; a fact named twice refused."""
   facts: dict[str, doc_sections.Fact] = {}
   for module in row_modules():
-    for name, fact in getattr(module, "FACTS", {}).items():
+    for name, fact in getattr(module, attr, {}).items():
       if name in facts:
         raise ValueError(f"fact {name} declared twice ({module.__name__})")
       facts[name] = fact
@@ -136,18 +137,7 @@ PATHS = (README, RESULTS_MD)
 DOC_SECTIONS = tuple(s for m in row_modules() for s in getattr(m, "DOC_SECTIONS", ()))
 
 
-def _doc_facts() -> dict[str, doc_sections.Fact]:
-  """Every module's DOC_FACTS (facts stated in a docs/ file, by full path); a name twice refused."""
-  facts: dict[str, doc_sections.Fact] = {}
-  for module in row_modules():
-    for name, fact in getattr(module, "DOC_FACTS", {}).items():
-      if name in facts:
-        raise ValueError(f"fact {name} declared twice ({module.__name__})")
-      facts[name] = fact
-  return facts
-
-
-DOC_FACTS = _doc_facts()
+DOC_FACTS = _facts("DOC_FACTS")
 
 
 def doc_fact_files() -> list[str]:
