@@ -8,10 +8,16 @@ import re
 import pytest
 
 from resnorm_jax.analysis import doc_sections
-from resnorm_jax.analysis.claims import corpus, depth_transfer, docs_data, lr_sensitivity, readme
+from resnorm_jax.analysis.claims import (
+  corpus,
+  depth_transfer,
+  docs_data,
+  lr_sensitivity_facts,
+  readme,
+)
 from resnorm_jax.analysis.claims import width as width_claims
 
-MODULES = (width_claims, corpus, depth_transfer, lr_sensitivity)
+MODULES = (width_claims, corpus, depth_transfer, lr_sensitivity_facts)
 
 
 def _reader(monkeypatch, module, tables: dict[str, list[dict[str, str]]]) -> None:
@@ -34,12 +40,12 @@ def test_every_declared_fact_is_collected_and_stated_on_its_page(module):
 
 def test_mhc_divided_facts_read_each_runs_summary_in_order(monkeypatch):
   summaries = {
-    lr_sensitivity.MHC_DIVIDED_RUNS[0]: {"diverged_step": 1413, "final_train_loss": 2.40751},
-    lr_sensitivity.MHC_DIVIDED_RUNS[1]: {"diverged_step": 66, "final_train_loss": 2.7964},
+    lr_sensitivity_facts.MHC_DIVIDED_RUNS[0]: {"diverged_step": 1413, "final_train_loss": 2.40751},
+    lr_sensitivity_facts.MHC_DIVIDED_RUNS[1]: {"diverged_step": 66, "final_train_loss": 2.7964},
   }
-  monkeypatch.setattr(lr_sensitivity, "run_summary", summaries.__getitem__)
-  assert lr_sensitivity.mhc_divided_steps() == "1,413 and 66"
-  assert lr_sensitivity.mhc_divided_train_losses() == "2.408 and 2.796"
+  monkeypatch.setattr(lr_sensitivity_facts, "run_summary", summaries.__getitem__)
+  assert lr_sensitivity_facts.mhc_divided_steps() == "1,413 and 66"
+  assert lr_sensitivity_facts.mhc_divided_train_losses() == "2.408 and 2.796"
 
 
 # --- docs/second_corpus/README.md ------------------------------------------------------------

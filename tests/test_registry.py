@@ -56,7 +56,7 @@ LATER = _declared_outside_standard()
 # The claims modules whose facts state numbers of named variants' runs in docs/results.md and
 # the docs pages (a sentence about mHC's runs reads mHC's runs): text about results, as the
 # README row of the later variants' stability map is, not model code.
-STATES_FACTS = ("reproductions", "lr_sensitivity", "stabilizers")
+STATES_FACTS = ("reproductions", "reproductions_facts", "lr_sensitivity_facts", "stabilizers")
 # The figures colour and label runs by experiment name (configs/<name>_96L.py), not by config
 # value: style.py's palette and runs/curves.py's aliases name variants without being model code,
 # as the README row of the later variants' stability map names the variants it ran.

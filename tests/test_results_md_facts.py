@@ -2,8 +2,15 @@
 wrong formula changes the text), and every one stated in the page."""
 
 from resnorm_jax.analysis import doc_sections
-from resnorm_jax.analysis.claims import budget, corpus, docs_data, readme, reproductions, results_md
-from resnorm_jax.analysis.claims import lr_sensitivity as lrs
+from resnorm_jax.analysis.claims import (
+  budget,
+  corpus,
+  docs_data,
+  readme,
+  reproductions_facts,
+  results_md,
+)
+from resnorm_jax.analysis.claims import lr_sensitivity_facts as lrs_facts
 
 
 def _reader(tables):
@@ -48,7 +55,7 @@ def test_train_entropy_is_the_runs_unigram_entropy(monkeypatch):
   assert corpus.train_entropy() == "3.252 / 3.300"
 
 
-# reproductions.py
+# reproductions_facts.py
 
 
 def test_csv_loss_reads_the_named_rows_column(monkeypatch):
@@ -56,9 +63,9 @@ def test_csv_loss_reads_the_named_rows_column(monkeypatch):
     {"name": "a", "final_eval_loss": "2.5458", "gap": "0.1649"},
     {"name": "b", "final_eval_loss": "3.3186", "gap": "0.0"},
   ]
-  monkeypatch.setattr(reproductions, "read", _reader({"x.csv": rows}))
-  assert reproductions.csv_loss("x.csv", "b") == "3.319"
-  assert reproductions.csv_loss("x.csv", "a", "gap", 2) == "0.16"
+  monkeypatch.setattr(reproductions_facts, "read", _reader({"x.csv": rows}))
+  assert reproductions_facts.csv_loss("x.csv", "b") == "3.319"
+  assert reproductions_facts.csv_loss("x.csv", "a", "gap", 2) == "0.16"
 
 
 def test_seeds_mean_std_and_range_of_the_24_layer_seeds(monkeypatch):
@@ -73,9 +80,9 @@ def test_seeds_mean_std_and_range_of_the_24_layer_seeds(monkeypatch):
     },
     {"variant": "postnorm", "num_layers": "12", "final_eval_mean": "9", "final_eval_std": "9"},
   ]
-  monkeypatch.setattr(reproductions, "read", _reader({reproductions.SEEDS: rows}))
-  assert reproductions.seeds_mean_std("postnorm") == "3.315 +- 0.003"
-  assert reproductions.seeds_range("postnorm") == "3.313-3.319"
+  monkeypatch.setattr(reproductions_facts, "read", _reader({reproductions_facts.SEEDS: rows}))
+  assert reproductions_facts.seeds_mean_std("postnorm") == "3.315 +- 0.003"
+  assert reproductions_facts.seeds_range("postnorm") == "3.313-3.319"
 
 
 def test_below_no_context_reads_the_rederived_row_of_the_csvs_run(monkeypatch):
@@ -83,24 +90,24 @@ def test_below_no_context_reads_the_rederived_row_of_the_csvs_run(monkeypatch):
     {"file": "a.csv", "name": "r", "below_baseline": "0.1603"},
     {"file": "b.csv", "name": "r", "below_baseline": "0.9"},
   ]
-  monkeypatch.setattr(reproductions, "read", _reader({reproductions.REDERIVED: rows}))
-  assert reproductions.below_no_context("a.csv", "r") == "0.16"
+  monkeypatch.setattr(reproductions_facts, "read", _reader({reproductions_facts.REDERIVED: rows}))
+  assert reproductions_facts.below_no_context("a.csv", "r") == "0.16"
 
 
 def test_eval_range_between_steps(monkeypatch):
   curve = ([50, 100, 350, 400, 600], [4.1, 3.8, 3.391, 3.373, 3.375])
-  monkeypatch.setattr(reproductions, "_eval_curve", _curves({"r": curve}))
-  assert reproductions.eval_range("r", 350) == "3.37-3.39"
-  assert reproductions.eval_range("r", 100, 100, 3) == "3.800"
-  assert reproductions.eval_range("r", 400, None, 2) == "3.37-3.38"
-  assert reproductions.evals_between("r", 50, 100) == [4.1, 3.8]
+  monkeypatch.setattr(reproductions_facts, "_eval_curve", _curves({"r": curve}))
+  assert reproductions_facts.eval_range("r", 350) == "3.37-3.39"
+  assert reproductions_facts.eval_range("r", 100, 100, 3) == "3.800"
+  assert reproductions_facts.eval_range("r", 400, None, 2) == "3.37-3.38"
+  assert reproductions_facts.evals_between("r", 50, 100) == [4.1, 3.8]
 
 
 def test_eval_no_context_is_the_periodic_eval_sets(monkeypatch):
   monkeypatch.setattr(
-    reproductions, "run_summary", lambda run: {"periodic_eval_no_context_loss": 3.29855}
+    reproductions_facts, "run_summary", lambda run: {"periodic_eval_no_context_loss": 3.29855}
   )
-  assert reproductions.eval_no_context("r") == "3.299"
+  assert reproductions_facts.eval_no_context("r") == "3.299"
 
 
 def test_update_growth_and_ratio(monkeypatch):
@@ -112,10 +119,10 @@ def test_update_growth_and_ratio(monkeypatch):
     {"config": "deepnorm", "depth": "96", "early_update_per_lr": "5"},
     {"config": "deepnorm", "depth": "192", "early_update_per_lr": "19.4"},
   ]
-  monkeypatch.setattr(reproductions, "read", _reader({reproductions.UPDATES: rows}))
-  assert reproductions.update_growth("postnorm", 0) == "108"
-  assert reproductions.update_growth("deepnorm", 1) == "9.7"
-  assert reproductions.update_ratio((96, 192)) == "56-100"
+  monkeypatch.setattr(reproductions_facts, "read", _reader({reproductions_facts.UPDATES: rows}))
+  assert reproductions_facts.update_growth("postnorm", 0) == "108"
+  assert reproductions_facts.update_growth("deepnorm", 1) == "9.7"
+  assert reproductions_facts.update_ratio((96, 192)) == "56-100"
 
 
 # budget.py
@@ -221,7 +228,7 @@ def test_mechanism_values_and_ranges(monkeypatch):
   assert results_md.mech_range("postnorm", "norm_in_rms_first/norm_in_rms_last") == "1.091-17.666"
 
 
-# lr_sensitivity.py
+# lr_sensitivity_facts.py
 
 
 def _grid_row(variant, depth, lr, seed, loss, outcome="trained", escape="50"):
@@ -254,57 +261,59 @@ GRID_ROWS = [
 
 
 def test_grid_counts_ranges_and_best(monkeypatch):
-  monkeypatch.setattr(lrs, "read", _reader({lrs.GRID: GRID_ROWS}))
-  assert lrs.grid_count("postnorm", 12, 5e-4) == "2 of 3"
-  assert lrs.grid_count("postnorm", 12, 5e-4, "stuck") == "1 of 3"
-  assert lrs.grid_loss_range("postnorm", 12, 5e-4, 1e-3) == "2.367-3.251"
-  assert lrs.grid_best_loss("prenorm", 24) == "1.733"
-  assert lrs.cell_range("postnorm", (6, 12), 5e-4) == "1.000-3.178"
-  assert lrs.grid_escape_steps("postnorm", (12,), 5e-4) == "100 or 200 or none"
-  assert lrs.lr_losses("prenorm", 48, 2e-3, 8e-3) == "1.745, 1.752, 1.836"
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.GRID: GRID_ROWS}))
+  assert lrs_facts.grid_count("postnorm", 12, 5e-4) == "2 of 3"
+  assert lrs_facts.grid_count("postnorm", 12, 5e-4, "stuck") == "1 of 3"
+  assert lrs_facts.grid_loss_range("postnorm", 12, 5e-4, 1e-3) == "2.367-3.251"
+  assert lrs_facts.grid_best_loss("prenorm", 24) == "1.733"
+  assert lrs_facts.cell_range("postnorm", (6, 12), 5e-4) == "1.000-3.178"
+  assert lrs_facts.grid_escape_steps("postnorm", (12,), 5e-4) == "100 or 200 or none"
+  assert lrs_facts.lr_losses("prenorm", 48, 2e-3, 8e-3) == "1.745, 1.752, 1.836"
 
 
 def test_depth_shift_compares_48_with_24_layers_at_shared_lrs(monkeypatch):
-  monkeypatch.setattr(lrs, "read", _reader({lrs.GRID: GRID_ROWS}))
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.GRID: GRID_ROWS}))
   # 24 minus 48 at 2e-3: 0.0104; 48 minus 24 at 4e-3 and 8e-3: 0.0194, 0.0238
-  assert lrs.depth_shift(("prenorm",), 0, 2e-3, True) == "0.01-0.01"
-  assert lrs.depth_shift(("prenorm",), 4e-3, 8e-3, False) == "0.02-0.02"
-  assert lrs.depth_shift(("prenorm",), 2e-3, 8e-3, True) == "-0.02-0.01"
+  assert lrs_facts.depth_shift(("prenorm",), 0, 2e-3, True) == "0.01-0.01"
+  assert lrs_facts.depth_shift(("prenorm",), 4e-3, 8e-3, False) == "0.02-0.02"
+  assert lrs_facts.depth_shift(("prenorm",), 2e-3, 8e-3, True) == "-0.02-0.01"
 
 
 def test_grid_eval_facts(monkeypatch):
-  monkeypatch.setattr(lrs, "read", _reader({lrs.GRID: GRID_ROWS}))
-  run = lambda name: f"{lrs.GRID_RUNS}/{name}"  # noqa: E731
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.GRID: GRID_ROWS}))
+  run = lambda name: f"{lrs_facts.GRID_RUNS}/{name}"  # noqa: E731
   curves = {
     run("postnorm-L12-lr0.0005-s0"): ([50, 500, 1000], [3.5, 3.30, 3.214]),
     run("postnorm-L12-lr0.001-s0"): ([50, 500, 1000], [3.4, 3.325, 3.307]),
     run("postnorm-L6-lr0.0005-s0"): ([50, 500, 1000], [3.0, 2.5, 2.0]),
   }
-  monkeypatch.setattr(lrs, "evals_between", _evals_between(curves))
-  assert lrs.grid_eval_range("postnorm", 12, 5e-4, 1e-3, 500) == "3.214-3.325"
-  assert lrs.grid_evals_at((("postnorm", 12, 5e-4, 1e-3), ("postnorm", 6, 0, 1)), 50) == (
+  monkeypatch.setattr(lrs_facts, "evals_between", _evals_between(curves))
+  assert lrs_facts.grid_eval_range("postnorm", 12, 5e-4, 1e-3, 500) == "3.214-3.325"
+  assert lrs_facts.grid_evals_at((("postnorm", 12, 5e-4, 1e-3), ("postnorm", 6, 0, 1)), 50) == (
     "3.000-3.500"
   )
-  assert lrs.grid_lowest_range("postnorm", 12, 5e-4, 1e-3) == "3.214-3.307"
-  assert lrs.evals_at(("postnorm-L12-lr0.0005-s0", "postnorm-L12-lr0.001-s0"), 1000) == "3.21-3.31"
-  assert lrs.evals_at(("postnorm-L12-lr0.0005-s0",), 500) == "3.30"
-  monkeypatch.setattr(lrs, "run_summary", lambda r: {"periodic_eval_no_context_loss": 3.2986})
-  assert lrs.eval_below(run("postnorm-L12-lr0.0005-s0"), 1000) == "0.085"
-  monkeypatch.setattr(lrs, "_curve", _curves({"r": ([25, 950, 975], [3.3, 3.2730, 3.28])}))
-  assert lrs.eval_lowest("r") == "3.273 at step 950"
+  assert lrs_facts.grid_lowest_range("postnorm", 12, 5e-4, 1e-3) == "3.214-3.307"
+  assert (
+    lrs_facts.evals_at(("postnorm-L12-lr0.0005-s0", "postnorm-L12-lr0.001-s0"), 1000) == "3.21-3.31"
+  )
+  assert lrs_facts.evals_at(("postnorm-L12-lr0.0005-s0",), 500) == "3.30"
+  monkeypatch.setattr(lrs_facts, "run_summary", lambda r: {"periodic_eval_no_context_loss": 3.2986})
+  assert lrs_facts.eval_below(run("postnorm-L12-lr0.0005-s0"), 1000) == "0.085"
+  monkeypatch.setattr(lrs_facts, "_curve", _curves({"r": ([25, 950, 975], [3.3, 3.2730, 3.28])}))
+  assert lrs_facts.eval_lowest("r") == "3.273 at step 950"
 
 
 def test_late_slope_and_trend(monkeypatch):
   rows = [{"name": "a", "late_slope": "0.5612", "late_slope_se": "0.0527", "late_trend": "rising"}]
-  monkeypatch.setattr(lrs, "read", _reader({"x.csv": rows}))
-  assert lrs.late_slope("x.csv", "a") == "0.561 +- 0.053"
-  assert lrs.late_trend("x.csv", "a") == "rising"
+  monkeypatch.setattr(lrs_facts, "read", _reader({"x.csv": rows}))
+  assert lrs_facts.late_slope("x.csv", "a") == "0.561 +- 0.053"
+  assert lrs_facts.late_trend("x.csv", "a") == "rising"
 
 
 def test_seeds_slash_reads_each_seeds_run(monkeypatch):
-  losses = {f"{lrs.GRID_RUNS}/c-s{k}": v for k, v in enumerate((1.7327, 1.6821, 1.7244))}
-  monkeypatch.setattr(lrs, "run_summary", lambda run: {"final_eval_loss": losses[run]})
-  assert lrs.seeds_slash("c") == "1.733 / 1.682 / 1.724"
+  losses = {f"{lrs_facts.GRID_RUNS}/c-s{k}": v for k, v in enumerate((1.7327, 1.6821, 1.7244))}
+  monkeypatch.setattr(lrs_facts, "run_summary", lambda run: {"final_eval_loss": losses[run]})
+  assert lrs_facts.seeds_slash("c") == "1.733 / 1.682 / 1.724"
 
 
 def test_sensitivity_facts(monkeypatch):
@@ -318,15 +327,15 @@ def test_sensitivity_facts(monkeypatch):
     {"variant": "deepnorm", "num_layers": "12", "lrs_trained": "5", "n_lrs": "9",
      "best_loss": "1.7", "lr_sensitivity": "0.77"},
   ]  # fmt: skip
-  monkeypatch.setattr(lrs, "read", _reader({lrs.SENSITIVITY: rows}))
-  assert lrs.sensitivity_triple("prenorm", 6) == "9 / 1.759 / 0.380"
-  assert lrs.sensitivity_value("prenorm", (6,)) == "0.380"
-  assert lrs.sensitivity_value("prenorm", (6, 12)) == "0.380-0.433"
-  assert lrs.plateau_lrs("deepnorm", (6,)) == "3 of 9"
-  assert lrs.plateau_lrs("deepnorm", (6, 12)) == "3 / 4 of 9"
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.SENSITIVITY: rows}))
+  assert lrs_facts.sensitivity_triple("prenorm", 6) == "9 / 1.759 / 0.380"
+  assert lrs_facts.sensitivity_value("prenorm", (6,)) == "0.380"
+  assert lrs_facts.sensitivity_value("prenorm", (6, 12)) == "0.380-0.433"
+  assert lrs_facts.plateau_lrs("deepnorm", (6,)) == "3 of 9"
+  assert lrs_facts.plateau_lrs("deepnorm", (6, 12)) == "3 / 4 of 9"
 
 
-# reproductions.py: run folders
+# reproductions_facts.py: run folders
 
 
 def _summaries(monkeypatch, module, summaries):
@@ -336,7 +345,7 @@ def _summaries(monkeypatch, module, summaries):
 def test_run_folder_margins_and_ranges(monkeypatch):
   _summaries(
     monkeypatch,
-    reproductions,
+    reproductions_facts,
     {
       "a": {"heldout_unigram_entropy": 3.2383, "final_eval_loss": 1.9787, "wall_seconds": 420},
       "b": {"heldout_unigram_entropy": 3.2383, "final_eval_loss": 1.9471, "wall_seconds": 1080},
@@ -344,54 +353,54 @@ def test_run_folder_margins_and_ranges(monkeypatch):
       "d": {"heldout_unigram_entropy": 3.4619, "final_eval_loss": 3.4400, "wall_seconds": 340},
     },
   )
-  assert reproductions.below_range(("a", "b")) == "1.26-1.29"
-  assert reproductions.below_range(("a",), 3) == "1.260"
-  assert reproductions.below_or_above(("c", "d")) == "between 0.02 below and 0.05 above"
-  assert reproductions.signed_below("c") == "0.051 above"
-  assert reproductions.signed_below("d", 2) == "0.02 below"
-  assert reproductions.most_below(("a", "c")) == "1.26"
-  assert reproductions.below_ratio("d") == "0.2"
-  assert reproductions.seed_spread((("a", "b"), ("c", "d"))) == "0.032"
-  assert reproductions.loss_range(("a", "c")) == "1.979-3.444"
-  assert reproductions.wall_range(("a", "b")) == "7-18"
-  assert reproductions.wall_range(("c", "d"), 1) == "5.5-5.7"
-  assert reproductions.run_baseline("d") == "3.462"
+  assert reproductions_facts.below_range(("a", "b")) == "1.26-1.29"
+  assert reproductions_facts.below_range(("a",), 3) == "1.260"
+  assert reproductions_facts.below_or_above(("c", "d")) == "between 0.02 below and 0.05 above"
+  assert reproductions_facts.signed_below("c") == "0.051 above"
+  assert reproductions_facts.signed_below("d", 2) == "0.02 below"
+  assert reproductions_facts.most_below(("a", "c")) == "1.26"
+  assert reproductions_facts.below_ratio("d") == "0.2"
+  assert reproductions_facts.seed_spread((("a", "b"), ("c", "d"))) == "0.032"
+  assert reproductions_facts.loss_range(("a", "c")) == "1.979-3.444"
+  assert reproductions_facts.wall_range(("a", "b")) == "7-18"
+  assert reproductions_facts.wall_range(("c", "d"), 1) == "5.5-5.7"
+  assert reproductions_facts.run_baseline("d") == "3.462"
   # seed means 3.444 / 3.440 against 1.9787 / 1.9471: gaps 1.4653 and 1.4929
   pairs = ((("c",), ("a",)), (("d",), ("b",)))
-  assert reproductions.arm_gap(pairs) == "1.47-1.49"
-  assert reproductions.gap_over_spread(pairs, (("a", "b"),)) == "46"
+  assert reproductions_facts.arm_gap(pairs) == "1.47-1.49"
+  assert reproductions_facts.gap_over_spread(pairs, (("a", "b"),)) == "46"
 
 
 def test_escape_set_and_eval_readings(monkeypatch):
   _summaries(
     monkeypatch,
-    reproductions,
+    reproductions_facts,
     {
       "a": {"escape_step": 500, "periodic_eval_no_context_loss": 3.2986},
       "b": {"escape_step": 250},
       "c": {"escape_step": None},
     },
   )
-  assert reproductions.escape_set(("a", "a")) == "500"
-  assert reproductions.escape_set(("a", "b", "c")) == "250 or 500 or none"
+  assert reproductions_facts.escape_set(("a", "a")) == "500"
+  assert reproductions_facts.escape_set(("a", "b", "c")) == "250 or 500 or none"
   curves = {
     "a": ([100, 200, 300, 400], [3.6, 3.12, 3.14, 2.4]),
     "b": ([100, 200, 300, 400], [3.3, 2.6, 2.45, 2.1]),
   }
-  monkeypatch.setattr(reproductions, "_eval_curve", _curves(curves))
-  assert reproductions.runs_eval_range(("a", "b"), 200, 300, 2) == "2.45-3.14"
-  assert reproductions.runs_eval_range(("a",), 400) == "2.400"
-  assert reproductions.eval_list("a", 200) == "3.12, 3.14, 2.40"
-  assert reproductions.first_below(("a", "b"), 2.5) == "400"
-  assert reproductions.no_context_gap("a", 200, 300) == "0.16-0.18"
+  monkeypatch.setattr(reproductions_facts, "_eval_curve", _curves(curves))
+  assert reproductions_facts.runs_eval_range(("a", "b"), 200, 300, 2) == "2.45-3.14"
+  assert reproductions_facts.runs_eval_range(("a",), 400) == "2.400"
+  assert reproductions_facts.eval_list("a", 200) == "3.12, 3.14, 2.40"
+  assert reproductions_facts.first_below(("a", "b"), 2.5) == "400"
+  assert reproductions_facts.no_context_gap("a", 200, 300) == "0.16-0.18"
 
 
 def test_train_band_and_crossing(monkeypatch):
-  _summaries(monkeypatch, reproductions, {"a": {"heldout_unigram_entropy": 3.0}})
+  _summaries(monkeypatch, reproductions_facts, {"a": {"heldout_unigram_entropy": 3.0}})
   curve = [(10, 4.0), (50, 3.2), (300, 2.99), (310, 2.5)]
-  monkeypatch.setattr(reproductions, "_train_curve", lambda run: curve)
-  assert reproductions.train_band(("a",), 50) == "between 0.50 below and 0.20 above"
-  assert reproductions.train_crossing(("a",)) == "300"
+  monkeypatch.setattr(reproductions_facts, "_train_curve", lambda run: curve)
+  assert reproductions_facts.train_band(("a",), 50) == "between 0.50 below and 0.20 above"
+  assert reproductions_facts.train_crossing(("a",)) == "300"
 
 
 def test_corpus_mb_and_seed_rows(monkeypatch):
@@ -404,14 +413,14 @@ def test_corpus_mb_and_seed_rows(monkeypatch):
      "final_eval_min": "2.5586", "final_eval_max": "2.5719"},
   ]  # fmt: skip
   tables = {
-    reproductions.UNSEEN_CORPORA: [{"corpus": "vim", "bytes": "9519562"}],
-    reproductions.SEEDS: seeds,
+    reproductions_facts.UNSEEN_CORPORA: [{"corpus": "vim", "bytes": "9519562"}],
+    reproductions_facts.SEEDS: seeds,
   }
-  monkeypatch.setattr(reproductions, "read", _reader(tables))
-  assert reproductions.corpus_mb("vim") == "9.5"
-  assert reproductions.seeds_value("deepnorm", "final_eval_max") == "2.572"
-  assert reproductions.seeds_gap() == "0.75"
-  assert reproductions.seeds_gap_over_spread() == "56"
+  monkeypatch.setattr(reproductions_facts, "read", _reader(tables))
+  assert reproductions_facts.corpus_mb("vim") == "9.5"
+  assert reproductions_facts.seeds_value("deepnorm", "final_eval_max") == "2.572"
+  assert reproductions_facts.seeds_gap() == "0.75"
+  assert reproductions_facts.seeds_gap_over_spread() == "56"
 
 
 def test_grad_norm_facts(monkeypatch):
@@ -424,15 +433,15 @@ def test_grad_norm_facts(monkeypatch):
     {"config": "prenorm", "depth": "96", "last_w2_grad_norm": "0.1134"},
   ]
   tables = {
-    f"{reproductions.GRAD}/grad_norms_per_layer_L24.csv": per_layer,
-    f"{reproductions.GRAD}/grad_norms_vs_depth.csv": depth,
+    f"{reproductions_facts.GRAD}/grad_norms_per_layer_L24.csv": per_layer,
+    f"{reproductions_facts.GRAD}/grad_norms_vs_depth.csv": depth,
   }
-  monkeypatch.setattr(reproductions, "read", _reader(tables))
-  assert reproductions.grad_layers("postnorm", 24, 0, 0) == "0.478"
-  assert reproductions.grad_layers("postnorm", 24, 2, 3, 2) == "1.19-1.43"
-  assert reproductions.grad_last("prenorm", 96) == "0.113"
-  assert reproductions.grad_last_range("prenorm") == "0.11-0.57"
-  assert reproductions.grad_last_factor("prenorm") == "5.0"
+  monkeypatch.setattr(reproductions_facts, "read", _reader(tables))
+  assert reproductions_facts.grad_layers("postnorm", 24, 0, 0) == "0.478"
+  assert reproductions_facts.grad_layers("postnorm", 24, 2, 3, 2) == "1.19-1.43"
+  assert reproductions_facts.grad_last("prenorm", 96) == "0.113"
+  assert reproductions_facts.grad_last_range("prenorm") == "0.11-0.57"
+  assert reproductions_facts.grad_last_factor("prenorm") == "5.0"
 
 
 def test_grad_flow_facts(monkeypatch):
@@ -440,16 +449,16 @@ def test_grad_flow_facts(monkeypatch):
     {"state": "trained", "layer": str(k), "grad_norm": str(v)}
     for k, v in ((0, 6.23e-5), (1, 0.0203), (2, 0.19))
   ]
-  monkeypatch.setattr(reproductions, "read", _reader({reproductions.FLOW: rows}))
-  assert reproductions.flow_value("trained", 0) == "6.2e-5"
-  assert reproductions.flow_value("trained", 1) == "2.0e-2"
-  assert reproductions.flow_value("trained", 2) == "0.190"
-  assert reproductions.flow_ratio("trained") == "3,050"
-  assert reproductions.flow_dip("trained") == "0.0"
+  monkeypatch.setattr(reproductions_facts, "read", _reader({reproductions_facts.FLOW: rows}))
+  assert reproductions_facts.flow_value("trained", 0) == "6.2e-5"
+  assert reproductions_facts.flow_value("trained", 1) == "2.0e-2"
+  assert reproductions_facts.flow_value("trained", 2) == "0.190"
+  assert reproductions_facts.flow_ratio("trained") == "3,050"
+  assert reproductions_facts.flow_dip("trained") == "0.0"
   rows[1]["grad_norm"] = "0.01"
   rows[0]["grad_norm"] = "0.2"
-  assert reproductions.flow_dip("trained") == "19.0"
-  assert reproductions.flow_ratio("trained") == "0.95"
+  assert reproductions_facts.flow_dip("trained") == "19.0"
+  assert reproductions_facts.flow_ratio("trained") == "0.95"
 
 
 # results_md.py: the escape census, eval sets, the boundary
@@ -517,7 +526,7 @@ def test_boundary_range_keeps_seed_0_without_warmup(monkeypatch):
   assert results_md.boundary_range("postnorm", (24, 48), 5e-4, 1) == "3.248-3.256"
 
 
-# lr_sensitivity.py: censuses and gaps
+# lr_sensitivity_facts.py: censuses and gaps
 
 
 def test_late_slope_census(monkeypatch):
@@ -545,17 +554,17 @@ def test_late_slope_census(monkeypatch):
     row("prenorm", 1.6e-2, "trained", "flat", 0.0),
     row("sandwich", 1e-3, "stuck", "rising", 1.0),  # not a main variant
   ]
-  monkeypatch.setattr(lrs, "read", _reader({lrs.GRID: rows}))
-  assert lrs.all_falling("trained") == "all 2"
-  assert lrs.max_slope("trained") == "-0.130"
-  assert lrs.trend_count("plateau") == "2"
-  assert lrs.trend_count("plateau", "flat") == "1"
-  assert lrs.trend_count("plateau", "rising") == "0"
-  assert lrs.max_slope("plateau") == "0.140"
-  assert lrs.trend_count("prenorm_right", "rising") == "1"
-  assert lrs.slope_value("p2") == "-0.071"
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.GRID: rows}))
+  assert lrs_facts.all_falling("trained") == "all 2"
+  assert lrs_facts.max_slope("trained") == "-0.130"
+  assert lrs_facts.trend_count("plateau") == "2"
+  assert lrs_facts.trend_count("plateau", "flat") == "1"
+  assert lrs_facts.trend_count("plateau", "rising") == "0"
+  assert lrs_facts.max_slope("plateau") == "0.140"
+  assert lrs_facts.trend_count("prenorm_right", "rising") == "1"
+  assert lrs_facts.slope_value("p2") == "-0.071"
   rows[1]["late_trend"] = "flat"
-  assert lrs.all_falling("trained") == "1 of the 2"
+  assert lrs_facts.all_falling("trained") == "1 of the 2"
 
 
 def test_variant_gap_and_late_trends(monkeypatch):
@@ -567,11 +576,11 @@ def test_variant_gap_and_late_trends(monkeypatch):
   ]
   for r, t in zip(rows, ("flat", "flat", "falling", "flat"), strict=True):
     r["late_trend"] = t
-  monkeypatch.setattr(lrs, "read", _reader({lrs.GRID: rows}))
-  assert lrs.variant_gap("mhc", "prenorm", 24, (2e-3, 4e-3)) == "0.01-0.02"
-  assert lrs.variant_gap("prenorm", "mhc", 24, (2e-3,)) == "-0.01"
-  assert lrs.late_trends(("prenorm-L24-lr0.002-s0", "prenorm-L24-lr0.004-s0")) == "flat"
-  assert lrs.late_trends(("mhc-L24-lr0.002-s0", "mhc-L24-lr0.004-s0")) == "falling / flat"
+  monkeypatch.setattr(lrs_facts, "read", _reader({lrs_facts.GRID: rows}))
+  assert lrs_facts.variant_gap("mhc", "prenorm", 24, (2e-3, 4e-3)) == "0.01-0.02"
+  assert lrs_facts.variant_gap("prenorm", "mhc", 24, (2e-3,)) == "-0.01"
+  assert lrs_facts.late_trends(("prenorm-L24-lr0.002-s0", "prenorm-L24-lr0.004-s0")) == "flat"
+  assert lrs_facts.late_trends(("mhc-L24-lr0.002-s0", "mhc-L24-lr0.004-s0")) == "falling / flat"
 
 
 # budget.py: the 3,000-step runs

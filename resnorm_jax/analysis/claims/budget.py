@@ -17,7 +17,11 @@ from resnorm_jax.analysis.claims.docs_data import (
   step_text,
   tokens_note,
 )
-from resnorm_jax.analysis.claims.reproductions import eval_no_context, eval_range, evals_between
+from resnorm_jax.analysis.claims.reproductions_facts import (
+  eval_no_context,
+  eval_range,
+  evals_between,
+)
 from resnorm_jax.runs import status
 
 

@@ -9,7 +9,12 @@ import os
 
 from resnorm_jax.analysis import doc_sections
 from resnorm_jax.analysis.claims.docs_data import ROOT, read, run_summary
-from resnorm_jax.analysis.claims.reproductions import below_range, csv_loss, escape_set, eval_range
+from resnorm_jax.analysis.claims.reproductions_facts import (
+  below_range,
+  csv_loss,
+  escape_set,
+  eval_range,
+)
 from resnorm_jax.runs import status
 
 RESULTS_MD = os.path.join(ROOT, "docs", "results.md")
